@@ -1,0 +1,113 @@
+"""GpuFleet: the whole stack from one FleetSpec: pools, operator driver policy, pool drivers, PDBs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.disruption import ModelBudget, ModelBudgetArgs
+from components.gpu_operator import DriverPolicy, DriverPolicyArgs, PoolDriver, PoolDriverArgs
+from components.node_pools import AksGpuPool, EksGpuPool, GpuPoolArgs
+from spec import manifests
+from spec.model import Cloud, ClusterPolicyMode, DriverOwner, FleetSpec, NodePool
+
+
+@dataclass(frozen=True)
+class GpuFleetArgs:
+    spec: FleetSpec
+
+
+def pool_summary(spec: FleetSpec, pool: NodePool) -> dict[str, object]:
+    """What a reviewer wants per pool: the driver it is pinned to, its image, and whether it is held."""
+    generations = [
+        {
+            "id": g.id,
+            "driverVersion": g.driverVersion,
+            "image": g.releaseVersion or g.nodeImageVersion,
+            "retired": g.retired,
+        }
+        for g in pool.generations or []
+    ]
+    newest = max(pool.live_generations, key=lambda g: g.id) if pool.live_generations else None
+    if spec.driver.owner == DriverOwner.IMAGE and newest is not None:
+        driver = newest.driverVersion
+    else:
+        driver = spec.pool_driver_version(pool)
+    if newest is not None:
+        image = newest.releaseVersion or newest.nodeImageVersion
+    else:
+        image = pool.eks.releaseVersion if pool.eks else None
+    return {
+        "role": pool.role,
+        "wave": pool.rollout.wave,
+        "held": spec.pool_held(pool),
+        "driverVersion": driver,
+        "image": image,
+        "generations": generations,
+    }
+
+
+class GpuFleet(pulumi.ComponentResource):
+    stage: str
+    driver_version: str
+    pools: dict[str, dict[str, object]]
+
+    def __init__(self, name: str, args: GpuFleetArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpu-driver-upgrade:fleet:GpuFleet", name, None, opts)
+        spec = args.spec
+        k8s_opts = pulumi.ResourceOptions(parent=self)
+        if spec.cluster.kubeContext:
+            provider = k8s.Provider(
+                "cluster", context=spec.cluster.kubeContext, opts=pulumi.ResourceOptions(parent=self)
+            )
+            k8s_opts = pulumi.ResourceOptions(parent=self, providers=[provider])
+
+        # PDBs first: nothing may evict a model server before its budget exists.
+        budgets = [
+            ModelBudget(f"{m.namespace}-{m.name}", ModelBudgetArgs(spec, m), opts=k8s_opts) for m in spec.models
+        ]
+        pool_components: dict[str, pulumi.Resource] = {}
+        for pool in spec.nodePools:
+            pool_args = GpuPoolArgs(spec, pool)
+            if spec.cluster.cloud == Cloud.AKS:
+                pool_components[pool.name] = AksGpuPool(pool.name, pool_args, pulumi.ResourceOptions(parent=self))
+            elif spec.cluster.cloud == Cloud.EKS:
+                pool_components[pool.name] = EksGpuPool(pool.name, pool_args, pulumi.ResourceOptions(parent=self))
+
+        policy: DriverPolicy | None = None
+        if spec.gpuOperator.clusterPolicy != ClusterPolicyMode.EXTERNAL:
+            policy = DriverPolicy(
+                "driver-policy", DriverPolicyArgs(spec), opts=k8s_opts.merge(pulumi.ResourceOptions(depends_on=budgets))
+            )
+
+        pool_drivers = {}
+        if spec.driver.owner == DriverOwner.OPERATOR and spec.gpuOperator.useNvidiaDriverCrd:
+            for pool in spec.nodePools:
+                depends: list[pulumi.Resource] = [*budgets]
+                if policy is not None:
+                    depends.append(policy)
+                if pool.name in pool_components:
+                    depends.append(pool_components[pool.name])
+                pool_drivers[pool.name] = PoolDriver(
+                    manifests.nvidia_driver_name(pool),
+                    PoolDriverArgs(spec, pool),
+                    opts=k8s_opts.merge(pulumi.ResourceOptions(depends_on=depends)),
+                )
+
+        self.stage = spec.stage.value
+        self.driver_version = spec.driver.version
+        self.pools = {pool.name: pool_summary(spec, pool) for pool in spec.nodePools}
+        ordered = sorted(spec.nodePools, key=lambda p: (p.rollout.wave, p.name))
+        self.released_pools = [p.name for p in ordered if not spec.pool_held(p)]
+        self.held_pools = [p.name for p in ordered if spec.pool_held(p)]
+        self.register_outputs(
+            {
+                "stage": self.stage,
+                "driverVersion": self.driver_version,
+                "pools": self.pools,
+                "releasedPools": self.released_pools,
+                "heldPools": self.held_pools,
+            }
+        )

@@ -1,0 +1,128 @@
+"""GPU node pools: an AKS agent pool or an EKS managed node group per pool (per generation when the
+node image owns the driver, so a new image runs beside the old one until the old one is retired)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_azure_native as azure_native
+
+from spec import labels, manifests
+from spec.model import AksCluster, EksCluster, FleetSpec, NodePool
+
+
+@dataclass(frozen=True)
+class GpuPoolArgs:
+    spec: FleetSpec
+    pool: NodePool
+
+
+def _image_tags(spec: FleetSpec, pool: NodePool, generation: object) -> dict[str, str]:
+    tags = {
+        "gpu-driver-upgrade/pool": pool.name,
+        "gpu-driver-upgrade/stage": spec.stage.value,
+        "gpu-driver-upgrade/driver-owner": spec.driver.owner.value,
+    }
+    if spec.changeTicket:
+        tags["gpu-driver-upgrade/change-ticket"] = spec.changeTicket
+    return tags
+
+
+class AksGpuPool(pulumi.ComponentResource):
+    """A User-mode AKS agent pool with a GPU taint, pool labels and surge-based upgrade settings."""
+
+    agent_pools: list[azure_native.containerservice.AgentPool]
+
+    def __init__(self, name: str, args: GpuPoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpu-driver-upgrade:pools:AksGpuPool", name, None, opts)
+        spec, pool = args.spec, args.pool
+        cluster: AksCluster | None = spec.cluster.aks
+        assert cluster is not None and pool.aks is not None  # FleetSpec guarantees both for AKS
+        key, value, effect = manifests.gpu_taint()
+        self.agent_pools = []
+        for generation in manifests.pool_generations(pool):
+            tags = _image_tags(spec, pool, generation)
+            if generation is not None and generation.nodeImageVersion:
+                # AKS takes no node image as input; the version is recorded and checked live.
+                tags["gpu-driver-upgrade/node-image"] = generation.nodeImageVersion
+                tags["gpu-driver-upgrade/image-driver"] = generation.driverVersion
+            cloud_name = pool.cloud_name(generation)
+            self.agent_pools.append(
+                azure_native.containerservice.AgentPool(
+                    cloud_name,
+                    resource_group_name=cluster.resourceGroup,
+                    resource_name_=cluster.clusterName,
+                    agent_pool_name=cloud_name,
+                    mode="User",
+                    os_type="Linux",
+                    os_sku=pool.aks.osSku,
+                    vm_size=pool.aks.vmSize,
+                    count=pool.nodeCount,
+                    orchestrator_version=cluster.kubernetesVersion,
+                    availability_zones=pool.aks.availabilityZones,
+                    node_labels=manifests.pool_labels(spec, pool, generation),
+                    node_taints=[f"{key}={value}:{effect}"],
+                    gpu_profile={"driver": manifests.aks_gpu_driver(spec)},
+                    upgrade_settings={
+                        "max_surge": pool.aks.maxSurge,
+                        "drain_timeout_in_minutes": pool.aks.drainTimeoutMinutes,
+                        "node_soak_duration_in_minutes": pool.aks.nodeSoakMinutes,
+                        # A node whose PDBs never let go is quarantined, not force-drained.
+                        "undrainable_node_behavior": "Cordon",
+                    },
+                    tags=tags,
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+            )
+        self.register_outputs({"agentPoolNames": [p.name for p in self.agent_pools]})
+
+
+class EksGpuPool(pulumi.ComponentResource):
+    """An EKS managed node group per live generation, with a pinned AMI release and updateConfig."""
+
+    node_groups: list[aws.eks.NodeGroup]
+
+    def __init__(self, name: str, args: GpuPoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpu-driver-upgrade:pools:EksGpuPool", name, None, opts)
+        spec, pool = args.spec, args.pool
+        cluster: EksCluster | None = spec.cluster.eks
+        assert cluster is not None and pool.eks is not None  # FleetSpec guarantees both for EKS
+        key, value, _ = manifests.gpu_taint()
+        self.node_groups = []
+        for generation in manifests.pool_generations(pool):
+            cloud_name = pool.cloud_name(generation)
+            release = generation.releaseVersion if generation is not None else pool.eks.releaseVersion
+            self.node_groups.append(
+                aws.eks.NodeGroup(
+                    cloud_name,
+                    cluster_name=cluster.clusterName,
+                    node_group_name=cloud_name,
+                    node_role_arn=cluster.nodeRoleArn,
+                    subnet_ids=cluster.subnetIds,
+                    instance_types=pool.eks.instanceTypes,
+                    ami_type=manifests.eks_ami_type(spec, pool),
+                    release_version=release,
+                    version=cluster.kubernetesVersion,
+                    capacity_type=pool.eks.capacityType,
+                    disk_size=pool.eks.diskSize,
+                    scaling_config={
+                        "desired_size": pool.nodeCount,
+                        "min_size": pool.nodeCount,
+                        "max_size": pool.nodeCount + pool.eks.maxUnavailable,
+                    },
+                    update_config={
+                        "max_unavailable": pool.eks.maxUnavailable,
+                        "update_strategy": pool.eks.updateStrategy,
+                    },
+                    labels=manifests.pool_labels(spec, pool, generation),
+                    taints=[{"key": key, "value": value, "effect": "NO_SCHEDULE"}],
+                    tags=_image_tags(spec, pool, generation),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+            )
+        self.register_outputs({"nodeGroupNames": [g.node_group_name for g in self.node_groups]})
+
+
+__all__ = ["AksGpuPool", "EksGpuPool", "GpuPoolArgs", "labels"]

@@ -1,0 +1,114 @@
+"""Run the real Pulumi program offline, under Pulumi's mock runtime, and record what it registers.
+
+This is how `gpu-rollout plan` previews a stack without a Pulumi CLI, a cloud or a cluster, and how the
+tests exercise the program: the same ``__main__.py`` that ``pulumi up`` runs, fed the same config strings.
+The mock engine echoes every input back as the resource's state; it never invents cloud outputs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi.runtime import settings as pulumi_settings
+
+from spec.model import PROJECT
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+PROGRAM = PROJECT_DIR / "__main__.py"
+
+
+@dataclass(frozen=True)
+class RegisteredResource:
+    type: str
+    name: str
+    inputs: dict[str, Any]
+    custom: bool
+    urn: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {"type": self.type, "name": self.name, "inputs": self.inputs}
+
+
+def _plain(value: Any) -> Any:
+    """Engine values as JSON shows them: the wire format carries every number as a double."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+class RecordingMocks(pulumi.runtime.Mocks):
+    """Records each registration in order; a resource's state is its inputs plus a fake id."""
+
+    def __init__(self) -> None:
+        self.resources: list[RegisteredResource] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        self.resources.append(RegisteredResource(args.typ, args.name, _plain(dict(args.inputs)), bool(args.custom)))
+        return f"{args.name}-id", dict(args.inputs)
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        # The program makes no invokes; answering one silently would hide a new dependency on the cloud.
+        raise NotImplementedError(f"offline preview does not answer invoke {args.token}")
+
+
+@dataclass
+class ProgramRun:
+    stack: str
+    resources: list[RegisteredResource]
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def custom_resources(self) -> list[RegisteredResource]:
+        return [r for r in self.resources if r.custom]
+
+    def of_type(self, type_token: str) -> list[RegisteredResource]:
+        return [r for r in self.resources if r.type == type_token]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "stack": self.stack,
+            "resources": [r.as_json() for r in sorted(self.custom_resources, key=lambda r: (r.type, r.name))],
+            "outputs": self.outputs,
+        }
+
+
+def run_program(config: dict[str, str], stack: str, program: Path = PROGRAM) -> ProgramRun:
+    """Run ``program`` under mocks with ``config`` (engine-style strings) and return what it registered.
+
+    Exceptions the program raises (a SpecError for bad config) propagate unchanged.
+    """
+    # The mock runtime needs a current event loop (Python 3.12+ no longer makes one implicitly).
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    mocks = RecordingMocks()
+    outputs: dict[str, Any] = {}
+    try:
+        pulumi.runtime.reset_options(project=PROJECT, stack=stack, preview=True)
+        pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=True)
+        pulumi.runtime.set_all_config(dict(config))
+
+        @pulumi.runtime.test
+        def _run() -> pulumi.Output[None]:
+            runpy.run_path(str(program), run_name="__main__")
+            root = pulumi_settings.get_root_resource()
+            exported = dict(getattr(root, "outputs", {}))
+            return pulumi.Output.from_input(exported).apply(outputs.update)
+
+        _run()
+    finally:
+        pulumi.runtime.reset_options(project=PROJECT, stack=stack)
+        loop.close()
+        asyncio.set_event_loop(None)
+    return ProgramRun(stack=stack, resources=mocks.resources, outputs=outputs)
+
+
+__all__ = ["ProgramRun", "RecordingMocks", "RegisteredResource", "run_program"]

@@ -1,0 +1,92 @@
+"""What a reviewer cares about in each rendered resource, as short text: driver, image, policy, labels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spec import labels
+
+
+def _upgrade_policy(policy: dict[str, Any] | None) -> str:
+    if not policy:
+        return "-"
+    deletion = policy.get("podDeletion") or policy.get("gpuPodDeletion") or {}
+    drain = policy.get("drain") or {}
+    wait = policy.get("waitForCompletion") or {}
+    parts = [
+        f"autoUpgrade={policy.get('autoUpgrade')}",
+        f"maxParallelUpgrades={policy.get('maxParallelUpgrades')}",
+        f"maxUnavailable={policy.get('maxUnavailable')}",
+        f"podDeletion(force={deletion.get('force')}, timeout={deletion.get('timeoutSeconds')}s)",
+        f"drain(enable={drain.get('enable')}, force={drain.get('force')}, timeout={drain.get('timeoutSeconds')}s)",
+    ]
+    if wait.get("podSelector"):
+        parts.append(f"waitForCompletion({wait['podSelector']}, timeout={wait.get('timeoutSeconds')}s)")
+    return ", ".join(parts)
+
+
+def _skip(node_labels: dict[str, str] | None) -> str:
+    node_labels = node_labels or {}
+    held = node_labels.get(labels.SKIP_UPGRADE) == "true"
+    return f"wave {node_labels.get(labels.WAVE, '?')}, " + ("HELD (skip label)" if held else "released")
+
+
+def review_fields(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field, value) pairs for the plan table; unknown types show nothing beyond their name."""
+    if type_token == "azure-native:containerservice:AgentPool":
+        settings = inputs.get("upgradeSettings") or {}
+        return [
+            ("vm", f"{inputs.get('vmSize')} x{inputs.get('count')}"),
+            ("gpuProfile.driver", str((inputs.get("gpuProfile") or {}).get("driver"))),
+            ("rollout", _skip(inputs.get("nodeLabels"))),
+            (
+                "upgradeSettings",
+                f"maxSurge={settings.get('maxSurge')}, drain={settings.get('drainTimeoutInMinutes')}m, "
+                f"soak={settings.get('nodeSoakDurationInMinutes')}m",
+            ),
+        ]
+    if type_token == "aws:eks/nodeGroup:NodeGroup":
+        update = inputs.get("updateConfig") or {}
+        scaling = inputs.get("scalingConfig") or {}
+        return [
+            ("instances", f"{','.join(inputs.get('instanceTypes') or [])} x{scaling.get('desiredSize')}"),
+            ("ami", f"{inputs.get('amiType')} releaseVersion={inputs.get('releaseVersion')}"),
+            ("rollout", _skip(inputs.get("labels"))),
+            ("updateConfig", f"maxUnavailable={update.get('maxUnavailable')}, strategy={update.get('updateStrategy')}"),
+        ]
+    if type_token == "kubernetes:nvidia.com/v1alpha1:NVIDIADriver":
+        spec = inputs.get("spec") or {}
+        return [
+            ("driver", f"{spec.get('image')}:{spec.get('version')}"),
+            ("nodeSelector", ", ".join(f"{k}={v}" for k, v in (spec.get("nodeSelector") or {}).items())),
+            ("upgradePolicy", _upgrade_policy(spec.get("upgradePolicy"))),
+        ]
+    if type_token == "kubernetes:nvidia.com/v1:ClusterPolicyPatch":
+        spec = inputs.get("spec") or {}
+        driver = spec.get("driver") or {}
+        return [
+            ("driver", f"enabled={driver.get('enabled')} version={driver.get('version', '-')}"),
+            ("useNvidiaDriverCRD", str(driver.get("useNvidiaDriverCRD", "-"))),
+            ("upgradePolicy", _upgrade_policy(driver.get("upgradePolicy"))),
+            ("toolkit/devicePlugin", f"{(spec.get('toolkit') or {}).get('enabled')}/{(spec.get('devicePlugin') or {}).get('enabled')}"),
+        ]
+    if type_token == "kubernetes:helm.sh/v3:Release":
+        values = inputs.get("values") or {}
+        driver = values.get("driver") or {}
+        return [
+            ("chart", f"{inputs.get('chart')} {inputs.get('version')} in {inputs.get('namespace')}"),
+            ("driver", f"enabled={driver.get('enabled')} version={driver.get('version', '-')}"),
+            ("upgradePolicy", _upgrade_policy(driver.get("upgradePolicy"))),
+            ("toolkit/devicePlugin", f"{(values.get('toolkit') or {}).get('enabled')}/{(values.get('devicePlugin') or {}).get('enabled')}"),
+        ]
+    if type_token == "kubernetes:policy/v1:PodDisruptionBudget":
+        meta = inputs.get("metadata") or {}
+        spec = inputs.get("spec") or {}
+        selector = (spec.get("selector") or {}).get("matchLabels") or {}
+        replicas = (meta.get("annotations") or {}).get(labels.ANNOTATION_REPLICAS, "?")
+        return [
+            ("pdb", f"{meta.get('namespace')}/{meta.get('name')}"),
+            ("minAvailable", f"{spec.get('minAvailable')} of {replicas} replicas"),
+            ("selector", ", ".join(f"{k}={v}" for k, v in selector.items())),
+        ]
+    return []

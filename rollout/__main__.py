@@ -1,0 +1,3 @@
+from rollout.cli import main
+
+main()

@@ -1,0 +1,40 @@
+"""Label, annotation and taint keys: the GPU Operator's (fixed by NVIDIA) and this project's own.
+
+Kept in one module so components, policy rules and live checks agree on spelling.
+"""
+
+from __future__ import annotations
+
+# GPU Operator upgrade controller (k8s-operator-libs, driver name "gpu").
+UPGRADE_STATE = "nvidia.com/gpu-driver-upgrade-state"
+SKIP_UPGRADE = "nvidia.com/gpu-driver-upgrade.skip"
+DRIVER_OWNER = "nvidia.com/gpu-operator.driver.owner"  # operator >= 26.7 sets it; never set by us
+
+# GPU Feature Discovery and operator node labels.
+GPU_PRESENT = "nvidia.com/gpu.present"
+GPU_PRODUCT = "nvidia.com/gpu.product"
+DEPLOY_DRIVER = "nvidia.com/gpu.deploy.driver"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+# This project's labels: every GPU node carries its pool, role and rollout wave, so a
+# NVIDIADriver can select one pool and checks can group nodes without cloud-specific labels.
+DOMAIN = "gpu-driver-upgrade.io"
+POOL = f"{DOMAIN}/pool"
+ROLE = f"{DOMAIN}/role"
+WAVE = f"{DOMAIN}/wave"
+GENERATION = f"{DOMAIN}/generation"
+MODEL = f"{DOMAIN}/model"
+
+# Annotations carrying facts the policy pack needs to see on the resource itself.
+ANNOTATION_STAGE = f"{DOMAIN}/stage"
+ANNOTATION_REPLICAS = f"{DOMAIN}/replicas"
+ANNOTATION_GPUS_PER_REPLICA = f"{DOMAIN}/gpus-per-replica"
+ANNOTATION_CUDA = f"{DOMAIN}/cuda-version"
+ANNOTATION_IMAGE = f"{DOMAIN}/image"
+ANNOTATION_POOLS = f"{DOMAIN}/node-pools"
+ANNOTATION_FORWARD_COMPAT = f"{DOMAIN}/cuda-forward-compat"
+
+# Taint that keeps non-GPU pods off GPU pools.
+GPU_TAINT_KEY = "nvidia.com/gpu"
+GPU_TAINT_VALUE = "present"
+GPU_TAINT_EFFECT = "NoSchedule"

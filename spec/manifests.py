@@ -1,0 +1,176 @@
+"""Pure builders: the Kubernetes objects, labels and values the components send, from a FleetSpec.
+
+No Pulumi here. Components wrap these in resources; policy rules and tests read the same shapes, so
+what is reviewed in a plan is exactly what `pulumi up` sends.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from spec import labels
+from spec.model import Cloud, DriverOwner, FleetSpec, Generation, Model, NodePool
+
+CLUSTER_POLICY_NAME = "cluster-policy"
+OPERATOR_CHART = "gpu-operator"
+OPERATOR_CHART_REPO = "https://helm.ngc.nvidia.com/nvidia"
+NVIDIA_DRIVER_API = "nvidia.com/v1alpha1"
+CLUSTER_POLICY_API = "nvidia.com/v1"
+
+
+def k8s_name(name: str) -> str:
+    """A cloud pool name as a Kubernetes object name (EKS allows '_' and capitals, Kubernetes does not)."""
+    return re.sub(r"[^a-z0-9-]", "-", name.lower()).strip("-")
+
+
+# ---------------------------------------------------------------- node pools
+
+
+def pool_labels(spec: FleetSpec, pool: NodePool, generation: Generation | None = None) -> dict[str, str]:
+    """Node labels every node of the pool carries; a held pool also carries the operator's skip label."""
+    node_labels = {
+        labels.POOL: pool.name,
+        labels.ROLE: pool.role,
+        labels.WAVE: str(pool.rollout.wave),
+    }
+    if generation is not None:
+        node_labels[labels.GENERATION] = str(generation.id)
+    if spec.pool_held(pool):
+        node_labels[labels.SKIP_UPGRADE] = "true"
+    return node_labels
+
+
+def gpu_taint() -> tuple[str, str, str]:
+    return (labels.GPU_TAINT_KEY, labels.GPU_TAINT_VALUE, labels.GPU_TAINT_EFFECT)
+
+
+def eks_ami_type(spec: FleetSpec, pool: NodePool) -> str:
+    """AMI by driver owner: the NVIDIA AMI carries the driver; the operator needs a plain AMI."""
+    assert pool.eks is not None
+    if pool.eks.amiType is not None:
+        return pool.eks.amiType
+    return "AL2023_x86_64_NVIDIA" if spec.driver.owner == DriverOwner.IMAGE else "AL2023_x86_64_STANDARD"
+
+
+def aks_gpu_driver(spec: FleetSpec) -> str:
+    """AKS gpuProfile.driver: "None" whenever the operator owns the driver (two drivers never mix)."""
+    return "None" if spec.driver.owner == DriverOwner.OPERATOR else "Install"
+
+
+def pool_generations(pool: NodePool) -> list[Generation | None]:
+    """The cloud pools a pool renders to: one per live generation, or the pool itself."""
+    return list(pool.live_generations) if pool.generations else [None]
+
+
+# ---------------------------------------------------------------- GPU Operator
+
+
+def _operator_ships_toolkit(spec: FleetSpec) -> bool:
+    """The EKS NVIDIA AMIs ship the container toolkit; the operator must not install a second one."""
+    if spec.driver.owner != DriverOwner.IMAGE or spec.cluster.cloud != Cloud.EKS:
+        return True
+    return not all(eks_ami_type(spec, p).endswith("_NVIDIA") for p in spec.nodePools)
+
+
+def _operator_ships_device_plugin(spec: FleetSpec) -> bool:
+    """Bottlerocket's NVIDIA variant also ships the device plugin."""
+    if spec.driver.owner != DriverOwner.IMAGE or spec.cluster.cloud != Cloud.EKS:
+        return True
+    return not all(eks_ami_type(spec, p) == "BOTTLEROCKET_x86_64_NVIDIA" for p in spec.nodePools)
+
+
+def cluster_policy_spec(spec: FleetSpec) -> dict[str, Any]:
+    """The part of ClusterPolicy.spec this project owns, spelled as the CRD spells it."""
+    op = spec.gpuOperator
+    if spec.driver.owner == DriverOwner.IMAGE:
+        driver: dict[str, Any] = {"enabled": False}
+    else:
+        driver = {
+            "enabled": True,
+            "repository": op.driverRepository,
+            "image": "driver",
+            "version": spec.driver.version,
+            "usePrecompiled": op.usePrecompiled,
+            "kernelModuleType": op.kernelModuleType,
+            "useNvidiaDriverCRD": op.useNvidiaDriverCrd,
+            "upgradePolicy": op.upgradePolicy.as_crd(),
+        }
+    return {
+        "driver": driver,
+        "toolkit": {"enabled": _operator_ships_toolkit(spec)},
+        "devicePlugin": {"enabled": _operator_ships_device_plugin(spec)},
+    }
+
+
+def helm_values(spec: FleetSpec) -> dict[str, Any]:
+    """The same settings as chart values: the chart renames a few keys (gpuPodDeletion, nvidiaDriverCRD)."""
+    crd = cluster_policy_spec(spec)
+    driver = dict(crd["driver"])
+    if driver.get("enabled"):
+        driver["nvidiaDriverCRD"] = {
+            "enabled": driver.pop("useNvidiaDriverCRD"),
+            # The chart's default CR would select every GPU node and overlap the per-pool drivers.
+            "deployDefaultCR": False,
+        }
+        driver["upgradePolicy"] = spec.gpuOperator.upgradePolicy.as_helm_values()
+    return {"driver": driver, "toolkit": crd["toolkit"], "devicePlugin": crd["devicePlugin"]}
+
+
+def nvidia_driver_name(pool: NodePool) -> str:
+    return f"gpu-{k8s_name(pool.name)}"
+
+
+def nvidia_driver_spec(spec: FleetSpec, pool: NodePool) -> dict[str, Any]:
+    """One NVIDIADriver per operator-owned pool, selecting that pool's nodes only."""
+    op = spec.gpuOperator
+    body: dict[str, Any] = {
+        "driverType": "gpu",
+        "image": f"{op.driverRepository}/driver",
+        "version": spec.pool_driver_version(pool),
+        "usePrecompiled": op.usePrecompiled,
+        "kernelModuleType": op.kernelModuleType,
+        "nodeSelector": {labels.POOL: pool.name},
+        "tolerations": [
+            {"key": labels.GPU_TAINT_KEY, "operator": "Exists", "effect": labels.GPU_TAINT_EFFECT},
+        ],
+    }
+    if op.per_driver_upgrade_policy:
+        # From v26.7.0 each NVIDIADriver rolls its own nodes by its own policy (its CRD default is
+        # autoUpgrade: true, so the policy is always sent in full, false values included).
+        body["default"] = False
+        body["upgradePolicy"] = op.upgradePolicy.as_crd()
+    return body
+
+
+def nvidia_driver_labels(spec: FleetSpec, pool: NodePool) -> dict[str, str]:
+    return {labels.POOL: pool.name, labels.ROLE: pool.role, labels.WAVE: str(pool.rollout.wave)}
+
+
+# ---------------------------------------------------------------- disruption budgets
+
+
+def pdb_name(model: Model) -> str:
+    return f"{model.name}-pdb"
+
+
+def pdb_metadata(spec: FleetSpec, model: Model) -> dict[str, Any]:
+    """PDB metadata: the model's declared facts ride along as annotations so the policy pack sees them."""
+    return {
+        "name": pdb_name(model),
+        "namespace": model.namespace,
+        "labels": {labels.MODEL: model.name},
+        "annotations": {
+            labels.ANNOTATION_STAGE: spec.stage.value,
+            labels.ANNOTATION_REPLICAS: str(model.replicas),
+            labels.ANNOTATION_GPUS_PER_REPLICA: str(model.gpusPerReplica),
+            labels.ANNOTATION_CUDA: model.cudaVersion,
+            labels.ANNOTATION_IMAGE: model.image,
+            labels.ANNOTATION_POOLS: ",".join(model.nodePools),
+            labels.ANNOTATION_FORWARD_COMPAT: "true" if model.cudaForwardCompat else "false",
+        },
+    }
+
+
+def pdb_spec(model: Model) -> dict[str, Any]:
+    return {"minAvailable": model.minAvailable, "selector": {"matchLabels": dict(model.matchLabels)}}

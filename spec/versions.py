@@ -1,0 +1,98 @@
+"""Version strings: driver, CUDA, chart and node-image versions.
+
+YAML reads an unquoted ``12.10`` as the float 12.1 and ``570.26`` as a float, so every version field
+refuses numbers outright and asks for quotes; a float is never turned back into a version.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator
+
+# 570.26, 580.65.06, 535.104.05: a branch, a minor and an optional patch.
+_DRIVER_RELEASE = re.compile(r"^(?P<branch>[1-9]\d{2})\.(?P<minor>\d{1,3})(?:\.(?P<patch>\d{1,3}))?$")
+_DRIVER_BRANCH = re.compile(r"^(?P<branch>[1-9]\d{2})$")
+_CUDA = re.compile(r"^(?P<major>\d{1,2})\.(?P<minor>\d{1,2})(?:\.(?P<patch>\d{1,3}))?$")
+_CHART = re.compile(r"^v?\d+\.\d+\.\d+$")
+# EKS AMI releaseVersion "1.33.5-20251120"; AKS node image "202511.07.0" or a full image version.
+_IMAGE_RELEASE = re.compile(r"^[0-9][0-9A-Za-z._-]*$")
+_FLOATING = {"latest", "stable", "current", "default", "newest", "production", "lts", "ltsb"}
+
+
+def _refuse_numbers(value: Any) -> Any:
+    if isinstance(value, bool) or isinstance(value, (int, float)):
+        raise ValueError(
+            f"a version must be a quoted string; YAML read {value!r} as a number "
+            f"(write it in quotes, e.g. \"{value}\")"
+        )
+    if not isinstance(value, str):
+        raise ValueError(f"a version must be a string, got {type(value).__name__}")
+    return value.strip()
+
+
+def _refuse_floating(value: str) -> str:
+    if value.lower() in _FLOATING:
+        raise ValueError(f"'{value}' is a moving target; pin an exact release such as 580.105.08")
+    return value
+
+
+def _driver_version(value: str) -> str:
+    _refuse_floating(value)
+    if _DRIVER_RELEASE.match(value) or _DRIVER_BRANCH.match(value):
+        return value
+    raise ValueError(f"'{value}' is not an NVIDIA driver release (expected e.g. 580.105.08 or 570.26)")
+
+
+def _cuda_version(value: str) -> str:
+    if not _CUDA.match(value):
+        raise ValueError(f"'{value}' is not a CUDA version (expected e.g. 12.8 or 13.0.2)")
+    return value
+
+
+def _chart_version(value: str) -> str:
+    _refuse_floating(value)
+    if not _CHART.match(value):
+        raise ValueError(f"'{value}' is not an exact GPU Operator release (expected e.g. v26.7.0)")
+    return value
+
+
+def _image_release(value: str) -> str:
+    _refuse_floating(value)
+    if not _IMAGE_RELEASE.match(value):
+        raise ValueError(f"'{value}' is not a node image release (expected e.g. 1.33.5-20251120)")
+    return value
+
+
+# A driver version as configured: an exact release, or a bare branch (only legal with precompiled
+# drivers; FleetSpec enforces that, since it needs to see usePrecompiled).
+DriverVersion = Annotated[str, BeforeValidator(_refuse_numbers), AfterValidator(_driver_version)]
+CudaVersion = Annotated[str, BeforeValidator(_refuse_numbers), AfterValidator(_cuda_version)]
+ChartVersion = Annotated[str, BeforeValidator(_refuse_numbers), AfterValidator(_chart_version)]
+ImageRelease = Annotated[str, BeforeValidator(_refuse_numbers), AfterValidator(_image_release)]
+
+
+def is_branch_only(driver_version: str) -> bool:
+    """True for a bare branch such as ``580`` (precompiled driver images are tagged by branch)."""
+    return bool(_DRIVER_BRANCH.match(driver_version))
+
+
+def driver_branch(driver_version: str) -> int:
+    """The branch number of a driver version: ``580.105.08`` -> 580."""
+    return int(driver_version.split(".", 1)[0])
+
+
+def driver_key(driver_version: str) -> tuple[int, ...]:
+    """A sortable key for driver versions; a bare branch sorts before every release in it."""
+    return tuple(int(part) for part in driver_version.split("."))
+
+
+def cuda_key(cuda_version: str) -> tuple[int, int, int]:
+    parts = [int(p) for p in cuda_version.split(".")] + [0, 0]
+    return (parts[0], parts[1], parts[2])
+
+
+def chart_key(chart_version: str) -> tuple[int, int, int]:
+    major, minor, patch = (int(p) for p in chart_version.lstrip("v").split("."))
+    return (major, minor, patch)
