@@ -76,15 +76,11 @@ def plan(
 
     name, path = resolve_stack(stack, stack_file_path, project_dir)
     try:
-        result = plan_verb.run(name, path)
+        code = plan_verb.execute(name, path, as_json=as_json)
     except SpecError as error:
         fail_invalid(error)
         return
-    if as_json:
-        sys.stdout.write(plan_verb.render_json(result) + "\n")
-    else:
-        plan_verb.render_table(result, Console(width=None if sys.stdout.isatty() else 160))
-    raise typer.Exit(EXIT_OK)
+    raise typer.Exit(code)
 
 
 def main() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -37,3 +38,13 @@ def render_table(result: ProgramRun, console: Console) -> None:
         f"released pools: {', '.join(outputs.get('releasedPools') or []) or '-'}; "
         f"held pools: {', '.join(outputs.get('heldPools') or []) or '-'}"
     )
+
+
+def execute(stack: str, stack_file: Path, as_json: bool) -> int:
+    """Render, print (table or one JSON document) and return the exit code."""
+    result = run(stack, stack_file)
+    if as_json:
+        sys.stdout.write(render_json(result) + "\n")
+    else:
+        render_table(result, Console(width=None if sys.stdout.isatty() else 160))
+    return 0
