@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import runpy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -104,11 +104,22 @@ def run_program(config: dict[str, str], stack: str, program: Path = PROGRAM) -> 
             return pulumi.Output.from_input(exported).apply(outputs.update)
 
         _run()
+        urns = _urns_by_type_and_name(pulumi_settings.get_monitor())
     finally:
         pulumi.runtime.reset_options(project=PROJECT, stack=stack)
         loop.close()
         asyncio.set_event_loop(None)
-    return ProgramRun(stack=stack, resources=mocks.resources, outputs=outputs)
+    resources = [replace(r, urn=urns.get((r.type, r.name), "")) for r in mocks.resources]
+    return ProgramRun(stack=stack, resources=resources, outputs=outputs)
+
+
+def _urns_by_type_and_name(monitor: Any) -> dict[tuple[str, str], str]:
+    """URNs carry the parent chain (``Parent$Child``), which is how tests see the component tree."""
+    urns = {}
+    for urn in monitor.get_registered_resources():
+        type_chain, name = urn.split("::")[2:4]
+        urns[(type_chain.split("$")[-1], name)] = urn
+    return urns
 
 
 __all__ = ["ProgramRun", "RecordingMocks", "RegisteredResource", "run_program"]

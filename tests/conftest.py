@@ -24,8 +24,8 @@ def edited(stack: str, key: str, edit: Callable[[dict], object]) -> dict[str, st
     config = stack_config(stack)
     full_key = f"gpu-driver-upgrade:{key}"
     value = json.loads(config[full_key]) if config[full_key][:1] in "{[" else config[full_key]
-    result = edit(value)
-    config[full_key] = json.dumps(value if result is None else result)
+    edit(value)
+    config[full_key] = json.dumps(value)
     return config
 
 

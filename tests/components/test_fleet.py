@@ -1,0 +1,235 @@
+"""Each example stack, rendered by the real program under mocks: resources counted and key inputs checked."""
+
+from __future__ import annotations
+
+import pytest
+
+from preview.run import ProgramRun, run_program
+from spec import labels
+from tests.conftest import edited
+
+AGENT_POOL = "azure-native:containerservice:AgentPool"
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+NVIDIA_DRIVER = "kubernetes:nvidia.com/v1alpha1:NVIDIADriver"
+CLUSTER_POLICY = "kubernetes:nvidia.com/v1:ClusterPolicyPatch"
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+PDB = "kubernetes:policy/v1:PodDisruptionBudget"
+
+
+def by_name(run: ProgramRun, type_token: str) -> dict[str, dict]:
+    return {r.name: r.inputs for r in run.of_type(type_token)}
+
+
+def parent_type(urn: str) -> str:
+    return urn.split("::")[2].split("$")[0]
+
+
+def type_counts(run: ProgramRun) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for resource in run.custom_resources:
+        counts[resource.type] = counts.get(resource.type, 0) + 1
+    return counts
+
+
+# ---------------------------------------------------------------- AKS canary
+
+
+def test_canary_renders_only_what_the_canary_stack_owns(rendered: dict[str, ProgramRun]) -> None:
+    assert type_counts(rendered["canary"]) == {AGENT_POOL: 1, NVIDIA_DRIVER: 1, PDB: 1}
+
+
+def test_canary_pool_is_operator_owned_and_released(rendered: dict[str, ProgramRun]) -> None:
+    pool = by_name(rendered["canary"], AGENT_POOL)["gpucanary"]
+    assert pool["gpuProfile"] == {"driver": "None"}
+    assert pool["mode"] == "User"
+    assert pool["vmSize"] == "Standard_NC40ads_H100_v5"
+    assert pool["count"] == 2
+    assert pool["nodeTaints"] == ["nvidia.com/gpu=present:NoSchedule"]
+    assert pool["nodeLabels"][labels.POOL] == "gpucanary"
+    assert labels.SKIP_UPGRADE not in pool["nodeLabels"]
+    assert pool["upgradeSettings"] == {
+        "maxSurge": "1",
+        "drainTimeoutInMinutes": 30,
+        "nodeSoakDurationInMinutes": 10,
+        "undrainableNodeBehavior": "Cordon",
+    }
+
+
+def test_canary_driver_selects_its_pool_one_node_at_a_time(rendered: dict[str, ProgramRun]) -> None:
+    driver = by_name(rendered["canary"], NVIDIA_DRIVER)["gpu-gpucanary"]
+    assert driver["apiVersion"] == "nvidia.com/v1alpha1"
+    spec = driver["spec"]
+    assert spec["version"] == "580.105.08"
+    assert spec["nodeSelector"] == {labels.POOL: "gpucanary"}
+    assert spec["default"] is False
+    assert spec["upgradePolicy"]["maxParallelUpgrades"] == 1
+    assert spec["upgradePolicy"]["autoUpgrade"] is True
+    assert "podDeletion" in spec["upgradePolicy"] and "gpuPodDeletion" not in spec["upgradePolicy"]
+
+
+# ---------------------------------------------------------------- AKS prod
+
+
+def test_prod_counts(rendered: dict[str, ProgramRun]) -> None:
+    assert type_counts(rendered["prod"]) == {AGENT_POOL: 3, CLUSTER_POLICY: 1, NVIDIA_DRIVER: 3, PDB: 4}
+
+
+def test_prod_pins_one_driver_per_pool_and_holds_unreleased_pools(rendered: dict[str, ProgramRun]) -> None:
+    drivers = by_name(rendered["prod"], NVIDIA_DRIVER)
+    assert {name: d["spec"]["version"] for name, d in drivers.items()} == {
+        "gpu-gput4": "580.105.08",
+        "gpu-gpua100": "570.195.03",
+        "gpu-gpuh100": "570.195.03",
+    }
+    selectors = [d["spec"]["nodeSelector"] for d in drivers.values()]
+    assert sorted(s[labels.POOL] for s in selectors) == ["gpua100", "gpuh100", "gput4"]
+    pools = by_name(rendered["prod"], AGENT_POOL)
+    held = {name for name, p in pools.items() if p["nodeLabels"].get(labels.SKIP_UPGRADE) == "true"}
+    assert held == {"gpua100", "gpuh100"}
+    assert all(p["gpuProfile"] == {"driver": "None"} for p in pools.values())
+
+
+def test_prod_patches_the_cluster_policy_with_crd_field_names(rendered: dict[str, ProgramRun]) -> None:
+    (patch,) = rendered["prod"].of_type(CLUSTER_POLICY)
+    assert patch.inputs["metadata"]["name"] == "cluster-policy"
+    assert patch.inputs["metadata"]["annotations"]["pulumi.com/patchForce"] == "true"
+    driver = patch.inputs["spec"]["driver"]
+    assert driver["enabled"] is True
+    assert driver["version"] == "580.105.08"
+    assert driver["useNvidiaDriverCRD"] is True
+    assert driver["upgradePolicy"] == {
+        "autoUpgrade": True,
+        "maxParallelUpgrades": 1,
+        "maxUnavailable": "25%",
+        "waitForCompletion": {"podSelector": "workload-class=batch", "timeoutSeconds": 3600},
+        "podDeletion": {"force": False, "timeoutSeconds": 900, "deleteEmptyDir": False},
+        "drain": {"enable": False, "force": False, "podSelector": "", "timeoutSeconds": 900, "deleteEmptyDir": False},
+    }
+
+
+def test_prod_pdbs_carry_the_model_facts(rendered: dict[str, ProgramRun]) -> None:
+    pdbs = by_name(rendered["prod"], PDB)
+    assert set(pdbs) == {
+        "inference-llm-chat-pdb",
+        "inference-embed-triton-pdb",
+        "inference-code-tgi-pdb",
+        "inference-rerank-sglang-pdb",
+    }
+    chat = pdbs["inference-llm-chat-pdb"]
+    assert chat["metadata"]["namespace"] == "inference"
+    assert chat["spec"] == {"minAvailable": 2, "selector": {"matchLabels": {"app": "llm-chat", "track": "stable"}}}
+    assert chat["metadata"]["annotations"][labels.ANNOTATION_REPLICAS] == "3"
+    assert chat["metadata"]["annotations"][labels.ANNOTATION_CUDA] == "12.8"
+    assert pdbs["inference-code-tgi-pdb"]["spec"]["minAvailable"] == "50%"
+
+
+def test_prod_outputs(rendered: dict[str, ProgramRun]) -> None:
+    outputs = rendered["prod"].outputs
+    assert outputs["stage"] == "prod"
+    assert outputs["driverVersion"] == "580.105.08"
+    assert outputs["releasedPools"] == ["gput4"]
+    assert outputs["heldPools"] == ["gpua100", "gpuh100"]
+    assert outputs["pools"]["gpuh100"]["driverVersion"] == "570.195.03"
+
+
+def test_children_are_parented_to_their_components(rendered: dict[str, ProgramRun]) -> None:
+    parents = {r.type: parent_type(r.urn) for r in rendered["prod"].custom_resources}
+    assert parents == {
+        AGENT_POOL: "gpu-driver-upgrade:pools:AksGpuPool",
+        CLUSTER_POLICY: "gpu-driver-upgrade:operator:DriverPolicy",
+        NVIDIA_DRIVER: "gpu-driver-upgrade:operator:PoolDriver",
+        PDB: "gpu-driver-upgrade:disruption:ModelBudget",
+    }
+    components = {r.type: parent_type(r.urn) for r in rendered["prod"].resources if not r.custom}
+    assert components["gpu-driver-upgrade:fleet:GpuFleet"] == "pulumi:pulumi:Stack"
+    assert components["gpu-driver-upgrade:pools:AksGpuPool"] == "gpu-driver-upgrade:fleet:GpuFleet"
+
+
+def test_releasing_a_pool_moves_its_driver_and_drops_the_skip_label() -> None:
+    config = edited("prod", "nodePools", lambda pools: pools[1]["rollout"].update(released=True))
+    run = run_program(config, "prod")
+    assert by_name(run, NVIDIA_DRIVER)["gpu-gpua100"]["spec"]["version"] == "580.105.08"
+    assert labels.SKIP_UPGRADE not in by_name(run, AGENT_POOL)["gpua100"]["nodeLabels"]
+    assert run.outputs["releasedPools"] == ["gput4", "gpua100"]
+
+
+def test_operator_before_26_7_gets_no_per_driver_policy() -> None:
+    config = edited("prod", "gpuOperator", lambda o: o.update(chartVersion="v26.3.3"))
+    run = run_program(config, "prod")
+    for driver in by_name(run, NVIDIA_DRIVER).values():
+        assert "upgradePolicy" not in driver["spec"] and "default" not in driver["spec"]
+
+
+def test_helm_mode_installs_the_pinned_chart_with_helm_key_names() -> None:
+    config = edited("prod", "gpuOperator", lambda o: o.update(clusterPolicy="helm"))
+    run = run_program(config, "prod")
+    assert not run.of_type(CLUSTER_POLICY)
+    (release,) = run.of_type(HELM_RELEASE)
+    assert release.inputs["version"] == "v26.7.0"
+    assert release.inputs["chart"] == "gpu-operator"
+    driver = release.inputs["values"]["driver"]
+    assert driver["nvidiaDriverCRD"] == {"enabled": True, "deployDefaultCR": False}
+    assert "gpuPodDeletion" in driver["upgradePolicy"] and "podDeletion" not in driver["upgradePolicy"]
+
+
+def test_kube_context_gets_an_explicit_provider() -> None:
+    config = edited("prod", "cluster", lambda c: c.update(kubeContext="aks-inference-weu-1"))
+    run = run_program(config, "prod")
+    (provider,) = run.of_type("pulumi:providers:kubernetes")
+    assert provider.inputs["context"] == "aks-inference-weu-1"
+
+
+# ---------------------------------------------------------------- EKS
+
+
+def test_eks_canary_runs_two_generations_side_by_side(rendered: dict[str, ProgramRun]) -> None:
+    assert type_counts(rendered["eks-canary"]) == {NODE_GROUP: 2, PDB: 1}
+    groups = by_name(rendered["eks-canary"], NODE_GROUP)
+    assert {n: g["releaseVersion"] for n, g in groups.items()} == {
+        "gpu-canary-g1": "1.33.5-20251016",
+        "gpu-canary-g2": "1.33.5-20251120",
+    }
+    for group in groups.values():
+        assert group["amiType"] == "AL2023_x86_64_NVIDIA"
+        assert group["updateConfig"] == {"maxUnavailable": 1, "updateStrategy": "MINIMAL"}
+        assert group["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}]
+
+
+def test_eks_prod_drops_retired_generations_and_pins_every_release(rendered: dict[str, ProgramRun]) -> None:
+    groups = by_name(rendered["eks-prod"], NODE_GROUP)
+    assert sorted(groups) == ["gpu-a10g-g4", "gpu-h100-g1", "gpu-l40s-g1", "gpu-l40s-g2"]
+    assert all(g["releaseVersion"] for g in groups.values())
+    assert groups["gpu-h100-g1"]["labels"][labels.SKIP_UPGRADE] == "true"
+    assert groups["gpu-h100-g1"]["capacityType"] == "CAPACITY_BLOCK"
+    assert groups["gpu-a10g-g4"]["labels"][labels.GENERATION] == "4"
+
+
+def test_eks_prod_installs_the_operator_with_driver_and_toolkit_disabled(rendered: dict[str, ProgramRun]) -> None:
+    assert type_counts(rendered["eks-prod"]) == {NODE_GROUP: 4, HELM_RELEASE: 1, PDB: 4}
+    (release,) = rendered["eks-prod"].of_type(HELM_RELEASE)
+    values = release.inputs["values"]
+    assert values["driver"] == {"enabled": False}
+    assert values["toolkit"] == {"enabled": False}
+    assert values["devicePlugin"] == {"enabled": True}  # AL2023 ships no device plugin; Bottlerocket does
+
+
+def test_bottlerocket_nvidia_also_disables_the_device_plugin() -> None:
+    def bottlerocket(pools: list[dict]) -> None:
+        for pool in pools:
+            pool["eks"]["amiType"] = "BOTTLEROCKET_x86_64_NVIDIA"
+
+    run = run_program(edited("eks-prod", "nodePools", bottlerocket), "eks-prod")
+    (release,) = run.of_type(HELM_RELEASE)
+    assert release.inputs["values"]["devicePlugin"] == {"enabled": False}
+
+
+def test_eks_outputs_show_per_pool_images(rendered: dict[str, ProgramRun]) -> None:
+    pools = rendered["eks-prod"].outputs["pools"]
+    assert pools["gpu-l40s"]["image"] == "1.33.5-20251120"
+    assert pools["gpu-h100"]["driverVersion"] == "570.195.03"
+    assert rendered["eks-prod"].outputs["heldPools"] == ["gpu-h100"]
+
+
+@pytest.mark.parametrize("stack", ["canary", "prod", "eks-canary", "eks-prod"])
+def test_every_stack_exports_the_contract_outputs(rendered: dict[str, ProgramRun], stack: str) -> None:
+    assert set(rendered[stack].outputs) == {"stage", "driverVersion", "pools", "releasedPools", "heldPools"}

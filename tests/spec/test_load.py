@@ -1,0 +1,287 @@
+"""FleetSpec loading: the example stacks load; every kind of bad input fails naming its key path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from spec.load import SpecError, config_strings, load_stack_file, read_stack_file, spec_from_config
+from spec.model import ClusterPolicyMode, DriverOwner, Stage
+from tests.conftest import EXAMPLE_STACKS, PROJECT_DIR, edited, stack_config
+
+
+def problems_of(config: dict[str, str]) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        spec_from_config(config)
+    return [str(p) for p in info.value.problems]
+
+
+def assert_problem(config: dict[str, str], path: str, *fragments: str) -> None:
+    found = problems_of(config)
+    matching = [p for p in found if p.startswith(f"{path}: ")]
+    assert matching, f"no problem at {path}; got {found}"
+    for fragment in fragments:
+        assert any(fragment in p for p in matching), f"{fragment!r} not in {matching}"
+
+
+@pytest.mark.parametrize("stack", EXAMPLE_STACKS)
+def test_example_stacks_load(stack: str) -> None:
+    spec = load_stack_file(PROJECT_DIR / f"Pulumi.{stack}.yaml")
+    assert spec.stage == (Stage.CANARY if "canary" in stack else Stage.PROD)
+    assert spec.driver.version == "580.105.08"
+    assert spec.driver.owner == (DriverOwner.IMAGE if stack.startswith("eks") else DriverOwner.OPERATOR)
+
+
+def test_prod_stack_spells_upgrade_policy_as_the_crd() -> None:
+    spec = load_stack_file(PROJECT_DIR / "Pulumi.prod.yaml")
+    crd = spec.gpuOperator.upgradePolicy.as_crd()
+    assert set(crd) == {"autoUpgrade", "maxParallelUpgrades", "maxUnavailable", "waitForCompletion", "podDeletion", "drain"}
+    assert crd["podDeletion"] == {"force": False, "timeoutSeconds": 900, "deleteEmptyDir": False}
+    helm = spec.gpuOperator.upgradePolicy.as_helm_values()
+    assert "gpuPodDeletion" in helm and "podDeletion" not in helm
+
+
+def test_held_pools_pin_previous_driver() -> None:
+    spec = load_stack_file(PROJECT_DIR / "Pulumi.prod.yaml")
+    assert {p.name: spec.pool_driver_version(p) for p in spec.nodePools} == {
+        "gput4": "580.105.08",
+        "gpua100": "570.195.03",
+        "gpuh100": "570.195.03",
+    }
+    assert [p.name for p in spec.nodePools if spec.pool_held(p)] == ["gpua100", "gpuh100"]
+
+
+# ---------------------------------------------------------------- driver versions
+
+
+@pytest.mark.parametrize("bad", ["latest", "stable", "LATEST", "580.x", "v580.105.08", "580.105.08.1", "58"])
+def test_driver_version_must_be_an_exact_release(bad: str) -> None:
+    config = edited("prod", "driver", lambda d: d.update(version=bad))
+    assert_problem(config, "gpu-driver-upgrade:driver.version", bad)
+
+
+def test_driver_branch_only_is_refused_without_precompiled() -> None:
+    config = edited("prod", "driver", lambda d: d.update(version="580"))
+    assert_problem(config, "gpu-driver-upgrade:driver.version", "branch", "usePrecompiled")
+
+
+def test_driver_branch_only_is_accepted_with_precompiled() -> None:
+    config = edited("prod", "driver", lambda d: d.update(version="580", previousVersion="570"))
+    op = json.loads(config["gpu-driver-upgrade:gpuOperator"])
+    op["usePrecompiled"] = True
+    config["gpu-driver-upgrade:gpuOperator"] = json.dumps(op)
+    spec = spec_from_config(config)
+    assert spec.driver.version == "580"
+    assert spec.gpuOperator.usePrecompiled is True
+
+
+@pytest.mark.parametrize("number", [580.105, 570.26, 580])
+def test_unquoted_version_numbers_are_refused_not_coerced(number: float) -> None:
+    config = edited("prod", "driver", lambda d: d.update(version=number))
+    assert_problem(config, "gpu-driver-upgrade:driver.version", "quoted string", "as a number")
+
+
+def test_unquoted_cuda_version_from_yaml_is_refused(tmp_path: Path) -> None:
+    text = (PROJECT_DIR / "Pulumi.prod.yaml").read_text().replace('cudaVersion: "12.6"', "cudaVersion: 12.10")
+    path = tmp_path / "Pulumi.prod.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError) as info:
+        load_stack_file(path)
+    message = str(info.value)
+    # YAML read 12.10 as 12.1: the message must not pretend it was 12.10 or accept 12.1.
+    assert "gpu-driver-upgrade:models[3].cudaVersion" in message
+    assert "12.1" in message and "quoted" in message
+
+
+def test_chart_version_must_be_exact() -> None:
+    config = edited("prod", "gpuOperator", lambda o: o.update(chartVersion="latest"))
+    assert_problem(config, "gpu-driver-upgrade:gpuOperator.chartVersion", "moving target")
+
+
+# ---------------------------------------------------------------- keys and structure
+
+
+def test_unknown_top_level_key() -> None:
+    config = stack_config("prod")
+    config["gpu-driver-upgrade:nodepools"] = "[]"
+    assert_problem(config, "gpu-driver-upgrade:nodepools", "unknown key")
+
+
+def test_unknown_nested_key() -> None:
+    config = edited("prod", "gpuOperator", lambda o: o["upgradePolicy"].update(gpuPodDeletion={"force": False}))
+    assert_problem(config, "gpu-driver-upgrade:gpuOperator.upgradePolicy.gpuPodDeletion", "unknown key")
+
+
+def test_other_namespaces_are_not_ours() -> None:
+    config = stack_config("prod")
+    config["azure-native:location"] = "westeurope"
+    config["kubernetes:context"] = "aks-inference"
+    assert spec_from_config(config).stage == Stage.PROD
+
+
+def test_missing_required_key() -> None:
+    config = stack_config("prod")
+    del config["gpu-driver-upgrade:driver"]
+    assert_problem(config, "gpu-driver-upgrade:driver", "required")
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    config = edited("prod", "driver", lambda d: d.update(version="latest"))
+    config["gpu-driver-upgrade:stage"] = "staging"
+    found = problems_of(config)
+    assert any(p.startswith("gpu-driver-upgrade:stage:") for p in found)
+    assert any(p.startswith("gpu-driver-upgrade:driver.version:") for p in found)
+
+
+def test_invalid_json_names_the_key() -> None:
+    config = stack_config("prod")
+    config["gpu-driver-upgrade:models"] = "[{"
+    assert_problem(config, "gpu-driver-upgrade:models", "not valid JSON")
+
+
+# ---------------------------------------------------------------- pools
+
+
+def test_duplicate_pool_names() -> None:
+    config = edited("prod", "nodePools", lambda pools: pools.append(dict(pools[0])))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[3].name", "duplicate pool name 'gput4'")
+
+
+@pytest.mark.parametrize("bad", ["GPUA100", "gpu-a100", "gpuverylongname", "1gpu", "gpu_a100"])
+def test_aks_pool_names_follow_aks_rules(bad: str) -> None:
+    config = edited("prod", "nodePools", lambda pools: pools[1].update(name=bad))
+    models = json.loads(config["gpu-driver-upgrade:models"])
+    for model in models:
+        model["nodePools"] = [bad if p == "gpua100" else p for p in model["nodePools"]]
+    config["gpu-driver-upgrade:models"] = json.dumps(models)
+    assert_problem(config, "gpu-driver-upgrade:nodePools[1].name", "AKS", "12 characters")
+
+
+def test_eks_generation_suffix_counts_toward_name_rules() -> None:
+    config = edited("eks-prod", "nodePools", lambda pools: pools[0].update(name="gpu a10g"))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[0].name", "EKS node group name")
+
+
+@pytest.mark.parametrize("field", ["nodeCount", "gpusPerNode"])
+@pytest.mark.parametrize("value", [0, -1])
+def test_pool_counts_must_be_positive(field: str, value: int) -> None:
+    config = edited("prod", "nodePools", lambda pools: pools[0].update({field: value}))
+    assert_problem(config, f"gpu-driver-upgrade:nodePools[0].{field}", "greater than 0")
+
+
+def test_aks_pool_needs_its_cloud_block() -> None:
+    config = edited("prod", "nodePools", lambda pools: pools[2].pop("aks"))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[2].aks", "every pool needs its 'aks' block")
+
+
+def test_eks_block_on_aks_cluster_is_refused() -> None:
+    eks = {"instanceTypes": ["p5.48xlarge"]}
+    config = edited("prod", "nodePools", lambda pools: pools[2].update(eks=eks))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[2].eks", "'eks' block on a pool of a 'aks' cluster")
+
+
+def test_cluster_needs_fields_of_its_cloud() -> None:
+    config = edited("eks-prod", "cluster", lambda c: c.pop("eks"))
+    assert_problem(config, "gpu-driver-upgrade:cluster", "cluster.eks must be set")
+    config = edited("eks-prod", "cluster", lambda c: c["eks"].pop("nodeRoleArn"))
+    assert_problem(config, "gpu-driver-upgrade:cluster.eks.nodeRoleArn", "required")
+
+
+def test_image_owned_pools_need_generations() -> None:
+    config = edited("eks-prod", "nodePools", lambda pools: pools[0].pop("generations"))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[0].generations", "generations")
+
+
+def test_newest_generation_cannot_be_retired() -> None:
+    config = edited("eks-prod", "nodePools", lambda pools: pools[1]["generations"][1].update(retired=True))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[1].generations", "newest generation g2")
+
+
+def test_eks_generation_needs_release_version() -> None:
+    config = edited("eks-prod", "nodePools", lambda pools: pools[1]["generations"][0].pop("releaseVersion"))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[1].generations[0].releaseVersion", "required")
+
+
+def test_generations_are_refused_on_operator_owned_pools() -> None:
+    gens = [{"id": 1, "driverVersion": "580.105.08", "nodeImageVersion": "202511.07.0"}]
+    config = edited("prod", "nodePools", lambda pools: pools[0].update(generations=gens))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[0].generations", "image-owned")
+
+
+def test_canary_stage_needs_a_canary_pool() -> None:
+    config = edited("canary", "nodePools", lambda pools: pools[0].update(role="serving"))
+    assert_problem(config, "gpu-driver-upgrade:nodePools", "role: canary")
+
+
+# ---------------------------------------------------------------- models
+
+
+def test_model_naming_an_unknown_pool() -> None:
+    config = edited("prod", "models", lambda models: models[1].update(nodePools=["gpua10"]))
+    assert_problem(config, "gpu-driver-upgrade:models[1].nodePools[0]", "'gpua10'", "not in nodePools")
+
+
+@pytest.mark.parametrize("field", ["replicas", "gpusPerReplica"])
+@pytest.mark.parametrize("value", [0, -2])
+def test_model_counts_must_be_positive(field: str, value: int) -> None:
+    config = edited("prod", "models", lambda models: models[0].update({field: value}))
+    assert_problem(config, f"gpu-driver-upgrade:models[0].{field}", "greater than 0")
+
+
+@pytest.mark.parametrize("bad", ["half", "150%", 1.5, -1, "", True, "-10%"])
+def test_min_available_is_an_int_or_a_percentage(bad: object) -> None:
+    config = edited("prod", "models", lambda models: models[0].update(minAvailable=bad))
+    assert_problem(config, "gpu-driver-upgrade:models[0].minAvailable", "minAvailable")
+
+
+@pytest.mark.parametrize("zero", [0, "0%"])
+def test_min_available_of_zero_protects_nothing(zero: object) -> None:
+    config = edited("prod", "models", lambda models: models[0].update(minAvailable=zero))
+    assert_problem(config, "gpu-driver-upgrade:models[0].minAvailable", "protects nothing")
+
+
+def test_min_available_equal_to_replicas_loads_for_the_policy_to_judge() -> None:
+    # Valid config, unsafe rollout: the pdb-allows-drain policy reports it with the PDB in view.
+    config = edited("prod", "models", lambda models: models[0].update(minAvailable=3))
+    assert spec_from_config(config).models[0].minAvailable == 3
+
+
+def test_model_image_must_be_pinned() -> None:
+    config = edited("prod", "models", lambda models: models[0].update(image="vllm/vllm-openai:latest"))
+    assert_problem(config, "gpu-driver-upgrade:models[0].image", "explicit tag")
+
+
+def test_model_labels_must_be_valid() -> None:
+    config = edited("prod", "models", lambda models: models[0].update(matchLabels={"app name": "x"}))
+    assert_problem(config, "gpu-driver-upgrade:models[0].matchLabels", "not a valid label key")
+
+
+# ---------------------------------------------------------------- stack files
+
+
+def test_stack_file_conversion_matches_the_pulumi_cli() -> None:
+    strings = config_strings(
+        {"config": {"p:s": "canary", "p:n": 3, "p:b": True, "p:o": {"a": [1]}, "p:x": {"secure": "AAAB"}}}
+    )
+    assert strings == {"p:s": "canary", "p:n": "3", "p:b": "true", "p:o": '{"a": [1]}'}
+
+
+def test_unreadable_stack_file(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="cannot read stack file"):
+        read_stack_file(tmp_path / "Pulumi.nope.yaml")
+    bad = tmp_path / "Pulumi.bad.yaml"
+    bad.write_text("config: [unclosed")
+    with pytest.raises(SpecError, match="not valid YAML"):
+        read_stack_file(bad)
+
+
+def test_cluster_policy_mode_of_examples() -> None:
+    modes = {s: load_stack_file(PROJECT_DIR / f"Pulumi.{s}.yaml").gpuOperator.clusterPolicy for s in EXAMPLE_STACKS}
+    assert modes == {
+        "canary": ClusterPolicyMode.EXTERNAL,
+        "prod": ClusterPolicyMode.PATCH,
+        "eks-canary": ClusterPolicyMode.EXTERNAL,
+        "eks-prod": ClusterPolicyMode.HELM,
+    }

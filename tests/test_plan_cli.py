@@ -1,0 +1,113 @@
+"""`gpu-rollout plan`: table and JSON output, exit codes, and bad input that changes nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rollout.cli import app
+from tests.conftest import PROJECT_DIR
+
+runner = CliRunner()
+
+
+def plan(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["plan", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_plan_table_shows_what_a_reviewer_checks() -> None:
+    code, out, _ = plan("--stack", "prod")
+    assert code == 0, out
+    for expected in (
+        "gpu-gpua100",
+        "nvcr.io/nvidia/driver:570.195.03",
+        "nvcr.io/nvidia/driver:580.105.08",
+        "gpuProfile.driver: None",
+        "HELD (skip label)",
+        "maxParallelUpgrades=1",
+        "minAvailable: 2 of 3 replicas",
+        "held pools: gpua100, gpuh100",
+    ):
+        assert expected in out, expected
+
+
+def test_plan_json_is_one_document_with_engine_inputs() -> None:
+    code, out, _ = plan("--stack", "prod", "--json")
+    assert code == 0
+    document = json.loads(out)
+    assert document["stack"] == "prod"
+    types = [r["type"] for r in document["resources"]]
+    assert types.count("kubernetes:nvidia.com/v1alpha1:NVIDIADriver") == 3
+    assert types.count("kubernetes:policy/v1:PodDisruptionBudget") == 4
+    pools = [r for r in document["resources"] if r["type"] == "azure-native:containerservice:AgentPool"]
+    assert {p["inputs"]["gpuProfile"]["driver"] for p in pools} == {"None"}
+    assert all(isinstance(p["inputs"]["count"], int) for p in pools)  # numbers as JSON shows them
+    assert document["outputs"]["heldPools"] == ["gpua100", "gpuh100"]
+
+
+def test_plan_json_eks_prod_pins_release_versions_and_disables_the_driver() -> None:
+    code, out, _ = plan("--stack", "eks-prod", "--json")
+    assert code == 0
+    resources = json.loads(out)["resources"]
+    groups = [r["inputs"] for r in resources if r["type"] == "aws:eks/nodeGroup:NodeGroup"]
+    assert groups and all(g["releaseVersion"] for g in groups)
+    (release,) = [r["inputs"] for r in resources if r["type"] == "kubernetes:helm.sh/v3:Release"]
+    assert release["values"]["driver"]["enabled"] is False
+
+
+def test_plan_reads_a_stack_file(tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.staging.yaml"
+    path.write_text((PROJECT_DIR / "Pulumi.canary.yaml").read_text())
+    code, out, _ = plan("--stack-file", str(path), "--json")
+    assert code == 0
+    assert json.loads(out)["stack"] == "staging"
+
+
+def test_invalid_config_exits_2_with_the_key_path_and_prints_nothing_else(tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.prod.yaml"
+    text = (PROJECT_DIR / "Pulumi.prod.yaml").read_text()
+    path.write_text(text.replace('version: "580.105.08"', "version: latest"))
+    code, out, err = plan("--stack-file", str(path), "--json")
+    assert code == 2
+    assert out == ""
+    assert "gpu-driver-upgrade:driver.version" in err and "moving target" in err
+    assert path.read_text() == text.replace('version: "580.105.08"', "version: latest")  # nothing changed
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--stack", "prod", "--stack-file", "Pulumi.prod.yaml"],
+        [],
+        ["--stack", "prod", "--no-such-flag"],
+    ],
+)
+def test_bad_flags_exit_2(args: list[str]) -> None:
+    code, _, _ = plan(*args)
+    assert code == 2
+
+
+def test_missing_stack_file_exits_2() -> None:
+    code, out, err = plan("--stack", "nope")
+    assert code == 2
+    assert out == ""
+    assert "Pulumi.nope.yaml" in err
+
+
+def test_python_dash_m_rollout_runs_the_same_command() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "rollout", "plan", "--stack", "canary", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_DIR,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["stack"] == "canary"
