@@ -1,0 +1,261 @@
+"""Capacity arithmetic for a driver rollout: how many nodes may go down at once, and what that costs.
+
+Pure functions over plain numbers, shared by the policy pack (planned capacity from the config), the
+live preflight check (measured capacity from the nodes) and the simulator. No Pulumi, no Kubernetes.
+
+Resolving settings
+  ``scaled_value(value, total, round_up=)``     int-or-percent -> int, as Kubernetes' intstr does
+  ``max_unavailable_nodes(value, total)``        the operator's maxUnavailable (percent rounds UP)
+  ``min_available_replicas(value, replicas)``    a PDB's minAvailable (percent rounds UP)
+  ``upgrade_slots(max_parallel, max_unavailable, total, ...)``
+                                                 nodes the operator's upgrade controller may take
+                                                 down at once (``GetUpgradesAvailable``)
+Planned capacity (from the config)
+  ``PoolShape(name, nodes, gpus_per_node)`` and ``Workload(name, replicas, gpus_per_replica,
+  min_available)``; ``spare_gpus(pool, workloads)``, ``spare_nodes(pool, workloads)`` and
+  ``take_nodes_out(pool, workloads, nodes_out) -> Disruption`` (is the loss covered by spare
+  capacity, and which workloads would drop below minAvailable in the worst case).
+Measured capacity (from live nodes)
+  ``spare_capacity([NodeGpus(name, allocatable, requested), ...]) -> SpareCapacity``: spare GPUs
+  of a pool against its largest node.
+
+All GPU counts are ``nvidia.com/gpu`` units. The planned model counts GPUs, not placements: it
+assumes an evicted replica fits wherever enough GPUs are free on one node of the pool.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+IntOrPercent = int | str
+
+_PERCENT = re.compile(r"^(\d+)%$")
+
+
+def scaled_value(value: IntOrPercent, total: int, *, round_up: bool) -> int:
+    """An int-or-percent against ``total``: ``"25%"`` of 6 is 2 rounded up, 1 rounded down."""
+    if total < 0:
+        raise ValueError(f"total must not be negative, got {total}")
+    if isinstance(value, bool):
+        raise ValueError(f"expected an integer or a percentage such as '25%', got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"expected a non-negative integer, got {value}")
+        return value
+    match = _PERCENT.match(value.strip()) if isinstance(value, str) else None
+    if match is None:
+        raise ValueError(f"expected an integer or a percentage such as '25%', got {value!r}")
+    scaled = int(match.group(1)) * total / 100
+    return math.ceil(scaled) if round_up else math.floor(scaled)
+
+
+def max_unavailable_nodes(max_unavailable: IntOrPercent, total_nodes: int) -> int:
+    """The upgrade controller's maxUnavailable in nodes: a percentage of the managed nodes, rounded up."""
+    return scaled_value(max_unavailable, total_nodes, round_up=True)
+
+
+def min_available_replicas(min_available: IntOrPercent, replicas: int) -> int:
+    """A PDB's minAvailable in pods: Kubernetes rounds a percentage up (``"50%"`` of 3 is 2)."""
+    return scaled_value(min_available, replicas, round_up=True)
+
+
+def upgrade_slots(
+    max_parallel_upgrades: int,
+    max_unavailable: IntOrPercent,
+    total_nodes: int,
+    *,
+    upgrade_required: int | None = None,
+    in_progress: int = 0,
+    unavailable: int = 0,
+) -> int:
+    """Nodes the operator may start upgrading now, as ``GetUpgradesAvailable`` computes it.
+
+    ``maxParallelUpgrades: 0`` means unlimited (every node waiting in ``upgrade-required``).
+    ``upgrade_required`` defaults to every node (the plan-time worst case: a new version makes every
+    node out of date); ``unavailable`` counts nodes already cordoned or NotReady for any reason.
+    """
+    if max_parallel_upgrades < 0:
+        raise ValueError(f"maxParallelUpgrades must not be negative, got {max_parallel_upgrades}")
+    waiting = total_nodes if upgrade_required is None else upgrade_required
+    limit = max_unavailable_nodes(max_unavailable, total_nodes)
+    avail = waiting if max_parallel_upgrades == 0 else max_parallel_upgrades - in_progress
+    avail = min(avail, limit)
+    if unavailable >= limit:
+        avail = 0
+    elif limit < total_nodes and unavailable + avail > limit:
+        avail = limit - unavailable
+    # Slots only turn into nodes that are waiting for an upgrade.
+    return max(0, min(avail, waiting))
+
+
+# ---------------------------------------------------------------- planned capacity (from the config)
+
+
+@dataclass(frozen=True)
+class PoolShape:
+    """A pool as the config declares it: identical nodes with ``gpus_per_node`` GPUs each."""
+
+    name: str
+    nodes: int
+    gpus_per_node: int
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A model server on the pool: its replicas, GPUs per replica and PDB minAvailable."""
+
+    name: str
+    replicas: int
+    gpus_per_replica: int
+    min_available: IntOrPercent
+
+    @property
+    def gpus(self) -> int:
+        return self.replicas * self.gpus_per_replica
+
+    @property
+    def min_replicas(self) -> int:
+        return min_available_replicas(self.min_available, self.replicas)
+
+    @property
+    def disruption_allowed(self) -> int:
+        """Replicas the PDB lets go at once."""
+        return max(0, self.replicas - self.min_replicas)
+
+
+def requested_gpus(workloads: Iterable[Workload]) -> int:
+    return sum(w.gpus for w in workloads)
+
+
+def spare_gpus(pool: PoolShape, workloads: Iterable[Workload]) -> int:
+    """GPUs left free when every replica runs; negative when the pool is over-committed."""
+    return pool.gpus - requested_gpus(workloads)
+
+
+def spare_nodes(pool: PoolShape, workloads: Iterable[Workload]) -> int:
+    """Whole nodes' worth of spare GPUs (0 when the pool is full or over-committed)."""
+    return max(0, spare_gpus(pool, workloads)) // pool.gpus_per_node
+
+
+@dataclass(frozen=True)
+class Disruption:
+    """What taking ``nodes_out`` nodes of a pool out at once does, in the worst case."""
+
+    pool: str
+    nodes_out: int
+    gpus_out: int
+    spare_gpus: int
+    below_min: tuple[str, ...]  # workloads that could drop below minAvailable
+
+    @property
+    def covered(self) -> bool:
+        """The spare capacity can host every replica evicted from the nodes that are out."""
+        return self.gpus_out <= self.spare_gpus
+
+    @property
+    def safe(self) -> bool:
+        return self.covered and not self.below_min
+
+
+def _worst_case_lost(workload: Workload, pool: PoolShape, nodes_out: int) -> int:
+    """Replicas of ``workload`` on the nodes that are out, if the scheduler packed them there."""
+    per_node = max(1, pool.gpus_per_node // workload.gpus_per_replica)
+    return min(workload.replicas, nodes_out * per_node)
+
+
+def take_nodes_out(pool: PoolShape, workloads: Sequence[Workload], nodes_out: int) -> Disruption:
+    """Worst case of ``nodes_out`` nodes of ``pool`` down at once (cordoned and their GPU pods evicted).
+
+    A workload stays at or above minAvailable if the replicas it can lose fit in its PDB's allowance,
+    or if the pool's spare GPUs can host every evicted replica elsewhere.
+    """
+    if nodes_out < 0 or nodes_out > pool.nodes:
+        raise ValueError(f"nodes_out must be between 0 and {pool.nodes} (the pool's nodes), got {nodes_out}")
+    spare = spare_gpus(pool, workloads)
+    gpus_out = nodes_out * pool.gpus_per_node
+    covered = gpus_out <= spare
+    below = []
+    for workload in workloads:
+        # A replica larger than a node never schedules, whatever is taken out.
+        fits = workload.gpus_per_replica <= pool.gpus_per_node
+        lost = _worst_case_lost(workload, pool, nodes_out) if fits else workload.replicas
+        if not fits or (lost > workload.disruption_allowed and not covered):
+            below.append(workload.name)
+    return Disruption(pool.name, nodes_out, gpus_out, spare, tuple(below))
+
+
+# ---------------------------------------------------------------- measured capacity (from live nodes)
+
+
+@dataclass(frozen=True)
+class NodeGpus:
+    """One node's ``nvidia.com/gpu``: allocatable, and requested by the pods scheduled on it."""
+
+    name: str
+    allocatable: int
+    requested: int
+
+    @property
+    def free(self) -> int:
+        return max(0, self.allocatable - self.requested)
+
+
+@dataclass(frozen=True)
+class SpareCapacity:
+    """A pool's spare GPUs measured against its largest node (the most one upgrade can take out)."""
+
+    allocatable: int
+    requested: int
+    largest_node: int
+
+    @property
+    def spare(self) -> int:
+        return self.allocatable - self.requested
+
+    @property
+    def spare_nodes(self) -> int:
+        """Whole largest-nodes' worth of spare GPUs."""
+        if self.largest_node <= 0:
+            return 0
+        return max(0, self.spare) // self.largest_node
+
+    @property
+    def covers_one_node(self) -> bool:
+        """Every GPU pod of any one node could move to the other nodes (by GPU count)."""
+        return self.largest_node > 0 and self.spare >= self.largest_node
+
+
+def spare_capacity(nodes: Iterable[NodeGpus]) -> SpareCapacity:
+    """Sum a pool's nodes: spare = allocatable - requested, compared with the largest node's allocatable."""
+    listed = list(nodes)
+    return SpareCapacity(
+        allocatable=sum(n.allocatable for n in listed),
+        requested=sum(n.requested for n in listed),
+        largest_node=max((n.allocatable for n in listed), default=0),
+    )
+
+
+__all__ = [
+    "Disruption",
+    "IntOrPercent",
+    "NodeGpus",
+    "PoolShape",
+    "SpareCapacity",
+    "Workload",
+    "max_unavailable_nodes",
+    "min_available_replicas",
+    "requested_gpus",
+    "scaled_value",
+    "spare_capacity",
+    "spare_gpus",
+    "spare_nodes",
+    "take_nodes_out",
+    "upgrade_slots",
+]
