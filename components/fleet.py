@@ -82,7 +82,6 @@ class GpuFleet(pulumi.ComponentResource):
                 "driver-policy", DriverPolicyArgs(spec), opts=k8s_opts.merge(pulumi.ResourceOptions(depends_on=budgets))
             )
 
-        pool_drivers = {}
         if spec.driver.owner == DriverOwner.OPERATOR and spec.gpuOperator.useNvidiaDriverCrd:
             for pool in spec.nodePools:
                 depends: list[pulumi.Resource] = [*budgets]
@@ -90,7 +89,7 @@ class GpuFleet(pulumi.ComponentResource):
                     depends.append(policy)
                 if pool.name in pool_components:
                     depends.append(pool_components[pool.name])
-                pool_drivers[pool.name] = PoolDriver(
+                PoolDriver(
                     manifests.nvidia_driver_name(pool),
                     PoolDriverArgs(spec, pool),
                     opts=k8s_opts.merge(pulumi.ResourceOptions(depends_on=depends)),

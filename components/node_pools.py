@@ -9,7 +9,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_azure_native as azure_native
 
-from spec import labels, manifests
+from spec import manifests
 from spec.model import AksCluster, EksCluster, FleetSpec, NodePool
 
 
@@ -19,7 +19,8 @@ class GpuPoolArgs:
     pool: NodePool
 
 
-def _image_tags(spec: FleetSpec, pool: NodePool, generation: object) -> dict[str, str]:
+def _cloud_tags(spec: FleetSpec, pool: NodePool) -> dict[str, str]:
+    """Tags on every cloud pool, so a cloud console shows which stack and change own it."""
     tags = {
         "gpu-driver-upgrade/pool": pool.name,
         "gpu-driver-upgrade/stage": spec.stage.value,
@@ -43,7 +44,7 @@ class AksGpuPool(pulumi.ComponentResource):
         key, value, effect = manifests.gpu_taint()
         self.agent_pools = []
         for generation in manifests.pool_generations(pool):
-            tags = _image_tags(spec, pool, generation)
+            tags = _cloud_tags(spec, pool)
             if generation is not None and generation.nodeImageVersion:
                 # AKS takes no node image as input; the version is recorded and checked live.
                 tags["gpu-driver-upgrade/node-image"] = generation.nodeImageVersion
@@ -118,11 +119,9 @@ class EksGpuPool(pulumi.ComponentResource):
                     },
                     labels=manifests.pool_labels(spec, pool, generation),
                     taints=[{"key": key, "value": value, "effect": "NO_SCHEDULE"}],
-                    tags=_image_tags(spec, pool, generation),
+                    tags=_cloud_tags(spec, pool),
                     opts=pulumi.ResourceOptions(parent=self),
                 )
             )
         self.register_outputs({"nodeGroupNames": [g.node_group_name for g in self.node_groups]})
 
-
-__all__ = ["AksGpuPool", "EksGpuPool", "GpuPoolArgs", "labels"]
