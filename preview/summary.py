@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from spec import labels
+from spec.versions import is_branch_only
 
 
 def _upgrade_policy(policy: dict[str, Any] | None) -> str:
@@ -23,6 +24,14 @@ def _upgrade_policy(policy: dict[str, Any] | None) -> str:
     if wait.get("podSelector"):
         parts.append(f"waitForCompletion({wait['podSelector']}, timeout={wait.get('timeoutSeconds')}s)")
     return ", ".join(parts)
+
+
+def _driver(image: object, version: object, precompiled: object) -> str:
+    text = f"{image}:{version}" if image else f"version={version}"
+    if precompiled and isinstance(version, str) and is_branch_only(version):
+        # Precompiled images are tagged <branch>-<kernel>-<os>: the node's kernel picks the exact release.
+        return f"{text} (branch {version}, precompiled: release chosen per kernel)"
+    return text
 
 
 def _skip(node_labels: dict[str, str] | None) -> str:
@@ -57,7 +66,7 @@ def review_fields(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, st
     if type_token == "kubernetes:nvidia.com/v1alpha1:NVIDIADriver":
         spec = inputs.get("spec") or {}
         return [
-            ("driver", f"{spec.get('image')}:{spec.get('version')}"),
+            ("driver", _driver(spec.get("image"), spec.get("version"), spec.get("usePrecompiled"))),
             ("nodeSelector", ", ".join(f"{k}={v}" for k, v in (spec.get("nodeSelector") or {}).items())),
             ("upgradePolicy", _upgrade_policy(spec.get("upgradePolicy"))),
         ]
@@ -65,7 +74,7 @@ def review_fields(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, st
         spec = inputs.get("spec") or {}
         driver = spec.get("driver") or {}
         return [
-            ("driver", f"enabled={driver.get('enabled')} version={driver.get('version', '-')}"),
+            ("driver", f"enabled={driver.get('enabled')} " + _driver(None, driver.get("version", "-"), driver.get("usePrecompiled"))),
             ("useNvidiaDriverCRD", str(driver.get("useNvidiaDriverCRD", "-"))),
             ("upgradePolicy", _upgrade_policy(driver.get("upgradePolicy"))),
             ("toolkit/devicePlugin", f"{(spec.get('toolkit') or {}).get('enabled')}/{(spec.get('devicePlugin') or {}).get('enabled')}"),
@@ -75,7 +84,7 @@ def review_fields(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, st
         driver = values.get("driver") or {}
         return [
             ("chart", f"{inputs.get('chart')} {inputs.get('version')} in {inputs.get('namespace')}"),
-            ("driver", f"enabled={driver.get('enabled')} version={driver.get('version', '-')}"),
+            ("driver", f"enabled={driver.get('enabled')} " + _driver(None, driver.get("version", "-"), driver.get("usePrecompiled"))),
             ("upgradePolicy", _upgrade_policy(driver.get("upgradePolicy"))),
             ("toolkit/devicePlugin", f"{(values.get('toolkit') or {}).get('enabled')}/{(values.get('devicePlugin') or {}).get('enabled')}"),
         ]

@@ -61,6 +61,18 @@ def test_plan_json_eks_prod_pins_release_versions_and_disables_the_driver() -> N
     assert release["values"]["driver"]["enabled"] is False
 
 
+def test_plan_shows_a_precompiled_branch_as_such(tmp_path: Path) -> None:
+    text = (PROJECT_DIR / "Pulumi.prod.yaml").read_text()
+    text = text.replace('version: "580.105.08"', 'version: "580"').replace('previousVersion: "570.195.03"', 'previousVersion: "570"')
+    text = text.replace("    useNvidiaDriverCrd: true\n", "    useNvidiaDriverCrd: true\n    usePrecompiled: true\n")
+    path = tmp_path / "Pulumi.prod.yaml"
+    path.write_text(text)
+    code, out, err = plan("--stack-file", str(path))
+    assert code == 0, err
+    assert "nvcr.io/nvidia/driver:580 (branch 580, precompiled" in out
+    assert "nvcr.io/nvidia/driver:570 (branch 570, precompiled" in out
+
+
 def test_plan_reads_a_stack_file(tmp_path: Path) -> None:
     path = tmp_path / "Pulumi.staging.yaml"
     path.write_text((PROJECT_DIR / "Pulumi.canary.yaml").read_text())
