@@ -52,7 +52,7 @@ class DriverPolicy(pulumi.ComponentResource):
                 kind="ClusterPolicy",
                 metadata={
                     "name": manifests.CLUSTER_POLICY_NAME,
-                    "annotations": {"pulumi.com/patchForce": "true"},
+                    "annotations": {"pulumi.com/patchForce": "true", **manifests.driver_annotations(spec)},
                 },
                 spec=manifests.cluster_policy_spec(spec),
                 opts=child,
@@ -80,6 +80,7 @@ class PoolDriver(pulumi.ComponentResource):
             metadata={
                 "name": manifests.nvidia_driver_name(pool),
                 "labels": manifests.nvidia_driver_labels(spec, pool),
+                "annotations": manifests.driver_annotations(spec, pool),
             },
             spec=manifests.nvidia_driver_spec(spec, pool),
             opts=pulumi.ResourceOptions(parent=self),

@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from policy.evaluate import Violation, evaluate, from_registered, load_config, mandatory
 from preview.run import ProgramRun, run_program
 from preview.summary import review_fields
 from spec.load import read_stack_file
@@ -19,8 +20,28 @@ def run(stack: str, stack_file: Path) -> ProgramRun:
     return run_program(read_stack_file(stack_file), stack)
 
 
-def render_json(result: ProgramRun) -> str:
-    return json.dumps(result.as_json(), indent=2, sort_keys=False)
+def policy_report(result: ProgramRun) -> list[Violation]:
+    """The pack's rules over what the program registered, at the stage's enforcement (policy/<stage>.json)."""
+    return evaluate(from_registered(result.resources), load_config(result.outputs.get("stage")))
+
+
+def render_json(result: ProgramRun, violations: list[Violation] | None = None) -> str:
+    document = result.as_json()
+    document["violations"] = [v.as_json() for v in violations or []]
+    return json.dumps(document, indent=2, sort_keys=False)
+
+
+def render_violations(violations: list[Violation], console: Console) -> None:
+    if not violations:
+        console.print("policies: no violations")
+        return
+    table = Table(title="policy violations", show_lines=True)
+    for column in ("policy", "enforcement", "resource", "message"):
+        table.add_column(column)
+    for v in sorted(violations, key=lambda v: (v.enforcement.value != "mandatory", v.policy, v.resource)):
+        style = "bold red" if v.enforcement.value == "mandatory" else "yellow"
+        table.add_row(v.policy, f"[{style}]{v.enforcement.value}[/]", v.resource, v.message)
+    console.print(table)
 
 
 def render_table(result: ProgramRun, console: Console) -> None:
@@ -41,10 +62,13 @@ def render_table(result: ProgramRun, console: Console) -> None:
 
 
 def execute(stack: str, stack_file: Path, as_json: bool) -> int:
-    """Render, print (table or one JSON document) and return the exit code."""
+    """Render, run the policies, print (table or one JSON document); 1 on a mandatory violation."""
     result = run(stack, stack_file)
+    violations = policy_report(result)
     if as_json:
-        sys.stdout.write(render_json(result) + "\n")
+        sys.stdout.write(render_json(result, violations) + "\n")
     else:
-        render_table(result, Console(width=None if sys.stdout.isatty() else 160))
-    return 0
+        console = Console(width=None if sys.stdout.isatty() else 160)
+        render_table(result, console)
+        render_violations(violations, console)
+    return 1 if mandatory(violations) else 0

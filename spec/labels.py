@@ -33,6 +33,20 @@ ANNOTATION_CUDA = f"{DOMAIN}/cuda-version"
 ANNOTATION_IMAGE = f"{DOMAIN}/image"
 ANNOTATION_POOLS = f"{DOMAIN}/node-pools"
 ANNOTATION_FORWARD_COMPAT = f"{DOMAIN}/cuda-forward-compat"
+ANNOTATION_CHANGE_TICKET = f"{DOMAIN}/change-ticket"
+ANNOTATION_OPERATOR_VERSION = f"{DOMAIN}/operator-version"  # GPU Operator release the driver runs under
+ANNOTATION_TARGET_DRIVER = f"{DOMAIN}/target-driver"  # the stack's driver.version
+ANNOTATION_HELD = f"{DOMAIN}/held"  # "true" while the pool is held on previousVersion
+ANNOTATION_BATCH_SELECTORS = f"{DOMAIN}/batch-job-selectors"  # newline-separated label selectors
+
+# Pool facts on every node of a pool (AKS nodeLabels, EKS labels), so policy rules see the pool's
+# hardware as declared. GFD's nvidia.com/gpu.product stays the observed truth; live checks compare.
+POOL_GPU_PRODUCT = f"{DOMAIN}/gpu-product"
+POOL_GPUS_PER_NODE = f"{DOMAIN}/gpus-per-node"
+POOL_NVSWITCH = f"{DOMAIN}/nvswitch"
+POOL_FABRIC_MANAGER = f"{DOMAIN}/fabric-manager"  # driver-container | image | host
+POOL_FABRIC_MANAGER_VERSION = f"{DOMAIN}/fabric-manager-version"  # host-installed FM only
+POOL_IMAGE_DRIVER = f"{DOMAIN}/image-driver"  # driver shipped by the node image of a generation
 
 # Taint that keeps non-GPU pods off GPU pools.
 GPU_TAINT_KEY = "nvidia.com/gpu"

@@ -36,9 +36,46 @@ def pool_labels(spec: FleetSpec, pool: NodePool, generation: Generation | None =
     }
     if generation is not None:
         node_labels[labels.GENERATION] = str(generation.id)
+        node_labels[labels.POOL_IMAGE_DRIVER] = generation.driverVersion
     if spec.pool_held(pool):
         node_labels[labels.SKIP_UPGRADE] = "true"
+    node_labels.update(pool_fact_labels(spec, pool))
     return node_labels
+
+
+def fabric_manager_source(spec: FleetSpec, pool: NodePool) -> str:
+    """Where the pool's Fabric Manager comes from: as configured, else with whoever owns the driver."""
+    if pool.fabricManager is not None:
+        return pool.fabricManager
+    return "driver-container" if spec.driver.owner == DriverOwner.OPERATOR else "image"
+
+
+def pool_fact_labels(spec: FleetSpec, pool: NodePool) -> dict[str, str]:
+    """The pool's declared hardware as node labels: what the policy pack checks compatibility against."""
+    facts = {
+        labels.POOL_GPU_PRODUCT: pool.gpuProduct,
+        labels.POOL_GPUS_PER_NODE: str(pool.gpusPerNode),
+        labels.POOL_NVSWITCH: "true" if pool.nvswitch else "false",
+    }
+    if pool.nvswitch:
+        facts[labels.POOL_FABRIC_MANAGER] = fabric_manager_source(spec, pool)
+        if pool.fabricManagerVersion is not None:
+            facts[labels.POOL_FABRIC_MANAGER_VERSION] = pool.fabricManagerVersion
+    return facts
+
+
+def driver_annotations(spec: FleetSpec, pool: NodePool | None = None) -> dict[str, str]:
+    """Facts the policy pack needs on the operator's driver objects (ClusterPolicy, NVIDIADriver)."""
+    notes = {
+        labels.ANNOTATION_STAGE: spec.stage.value,
+        labels.ANNOTATION_OPERATOR_VERSION: spec.gpuOperator.chartVersion,
+        labels.ANNOTATION_TARGET_DRIVER: spec.driver.version,
+    }
+    if pool is not None:
+        notes[labels.ANNOTATION_HELD] = "true" if spec.pool_held(pool) else "false"
+    if spec.gpuOperator.batchJobSelectors:
+        notes[labels.ANNOTATION_BATCH_SELECTORS] = "\n".join(spec.gpuOperator.batchJobSelectors)
+    return notes
 
 
 def gpu_taint() -> tuple[str, str, str]:
@@ -168,6 +205,7 @@ def pdb_metadata(spec: FleetSpec, model: Model) -> dict[str, Any]:
             labels.ANNOTATION_IMAGE: model.image,
             labels.ANNOTATION_POOLS: ",".join(model.nodePools),
             labels.ANNOTATION_FORWARD_COMPAT: "true" if model.cudaForwardCompat else "false",
+            **({labels.ANNOTATION_CHANGE_TICKET: spec.changeTicket} if spec.changeTicket else {}),
         },
     }
 

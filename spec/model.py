@@ -125,6 +125,11 @@ class GpuOperator(_Model):
     kernelModuleType: Literal["auto", "open", "proprietary"] = "auto"
     driverRepository: str = Field("nvcr.io/nvidia", description="Registry path of the driver image.")
     upgradePolicy: UpgradePolicy = UpgradePolicy()
+    batchJobSelectors: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list,
+        description="Label selectors of batch or fine-tuning pods that must finish rather than be evicted; "
+        "upgradePolicy.waitForCompletion.podSelector should cover them.",
+    )
 
     @property
     def per_driver_upgrade_policy(self) -> bool:
@@ -231,6 +236,9 @@ class NodePool(_Model):
     nvswitch: StrictBool = Field(False, description="HGX/DGX NVSwitch system (needs Fabric Manager).")
     fabricManager: Literal["driver-container", "image", "host"] | None = Field(
         None, description="Where Fabric Manager comes from; defaults by driver owner."
+    )
+    fabricManagerVersion: DriverVersion | None = Field(
+        None, description="Version of a host-installed Fabric Manager; must equal the pool's driver exactly."
     )
     rollout: PoolRollout = PoolRollout()
     aks: AksPool | None = None

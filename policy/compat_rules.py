@@ -1,0 +1,177 @@
+"""Rules for runbook section 1 (compatibility) and driver ownership: plain functions over resources.
+
+Resource rules take one ``Resource``; stack rules take every resource of the stack. Each yields
+``Finding``s; an UNKNOWN compatibility answer is reported as advice, never passed silently.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from itertools import combinations
+
+from policy import facts
+from policy.facts import Resource
+from policy.findings import Finding, advice
+from spec import compat, labels
+
+_EXACT_RELEASE = re.compile(r"^[1-9]\d{2}\.\d{1,3}(\.\d{1,3})?$")
+
+
+def driver_version_pinned(res: Resource) -> Iterator[Finding]:
+    """Exact driver version wherever the operator's driver is set; NVIDIA AMI node groups pin releaseVersion."""
+    driver = facts.operator_driver(res)
+    if driver is not None and driver.enabled:
+        where = "NVIDIADriver spec.version" if res.type == facts.NVIDIA_DRIVER else "driver.version"
+        if not driver.version:
+            yield Finding(f"{res.name}: {where} must be set; without it the operator follows its chart default", res)
+        elif driver.precompiled and re.fullmatch(r"[1-9]\d{2}", str(driver.version)):
+            # Precompiled images are tagged by branch only; the kernel decides the build.
+            yield advice(f"{res.name}: precompiled {where} '{driver.version}' pins a branch, not a release", res)
+        elif not _EXACT_RELEASE.match(str(driver.version)):
+            yield Finding(
+                f"{res.name}: {where} '{driver.version}' must be an exact release such as 580.105.08 "
+                "(a bare branch follows whatever precompiled build is newest)",
+                res,
+            )
+    if res.type == facts.EKS_NODE_GROUP and facts.node_image_owns_driver(res) and not res.props.get("releaseVersion"):
+        yield Finding(
+            f"{res.name}: an NVIDIA AMI node group must pin releaseVersion; otherwise its driver follows the latest AMI",
+            res,
+        )
+
+
+def single_driver_owner(resources: Sequence[Resource]) -> Iterator[Finding]:
+    """No pool where both the node image and the operator install a driver."""
+    drivers = facts.operator_drivers(resources)
+    for pool in facts.pools(resources).values():
+        owners = facts.drivers_for_pool(pool, drivers)
+        if not owners:
+            continue
+        for res in pool.resources:
+            if facts.node_image_owns_driver(res):
+                image = (
+                    f"gpuProfile.driver '{(res.props.get('gpuProfile') or {}).get('driver')}'"
+                    if res.type == facts.AKS_POOL
+                    else f"amiType {res.props.get('amiType')}"
+                )
+                yield Finding(
+                    f"pool {pool.name} ({res.name}) has a driver from its node image ({image}) and from the "
+                    f"operator ({', '.join(d.resource.name for d in owners)}); two drivers on one node "
+                    "usually means no GPUs after the next reboot",
+                    res,
+                )
+
+
+def _may_overlap(a: dict[str, str], b: dict[str, str]) -> bool:
+    """Two equality selectors can match one node unless they require different values for a key."""
+    return all(a[key] == b[key] for key in a.keys() & b.keys())
+
+
+def nvidiadriver_selectors_disjoint(resources: Sequence[Resource]) -> Iterator[Finding]:
+    """No node is selected by two NVIDIADrivers (the operator then refuses both)."""
+    drivers = [d for d in facts.operator_drivers(resources) if d.resource.type == facts.NVIDIA_DRIVER and not d.default]
+    for first, second in combinations(drivers, 2):
+        if _may_overlap(dict(first.selector or {}), dict(second.selector or {})):
+            yield Finding(
+                f"NVIDIADrivers {first.resource.name} ({first.selector or 'all GPU nodes'}) and "
+                f"{second.resource.name} ({second.selector or 'all GPU nodes'}) can select the same node",
+                second.resource,
+            )
+
+
+def _pool_versions(resources: Sequence[Resource]) -> tuple[dict[str, facts.Pool], list[facts.OperatorDriver]]:
+    return facts.pools(resources), facts.operator_drivers(resources)
+
+
+def cuda_driver_compatible(resources: Sequence[Resource]) -> Iterator[Finding]:
+    """Each model's CUDA runs on the driver of every pool it runs on, or forward compat covers it."""
+    pools, drivers = _pool_versions(resources)
+    for model in facts.model_budgets(resources):
+        res = model.resource
+        if not model.cuda:
+            yield advice(f"model {model.name}: its CUDA version is not visible; cannot check it", res)
+            continue
+        for pool_name in model.pools:
+            pool = pools.get(pool_name, facts.Pool(pool_name))
+            versions = facts.pool_driver_versions(pool, drivers)
+            if not versions:
+                yield advice(f"model {model.name}: no driver version is visible for pool {pool_name}", res)
+            for version, _source in versions:
+                answer = compat.cuda_runs_on(model.cuda, version)
+                if answer.yes:
+                    continue
+                if answer.unknown:
+                    yield advice(f"model {model.name} on pool {pool_name}: {answer.reason}", res)
+                    continue
+                if model.forward_compat:
+                    bridge = compat.forward_compat_supported(model.cuda, version)
+                    if bridge.yes:
+                        continue
+                    yield Finding(
+                        f"model {model.name} on pool {pool_name}: {answer.reason}, and its forward-compat "
+                        f"package cannot bridge it: {bridge.reason}",
+                        res,
+                    )
+                    continue
+                yield Finding(f"model {model.name} on pool {pool_name}: {answer.reason}", res)
+
+
+def gpu_supported_by_driver(resources: Sequence[Resource]) -> Iterator[Finding]:
+    """The driver branch of every pool supports the pool's GPU."""
+    pools, drivers = _pool_versions(resources)
+    for pool in pools.values():
+        res = pool.resources[0]
+        if not pool.product:
+            yield advice(f"pool {pool.name}: its GPU product is not visible (label {labels.POOL_GPU_PRODUCT})", res)
+            continue
+        for version, source in facts.pool_driver_versions(pool, drivers):
+            answer = compat.supports(version, pool.product)
+            if answer.no:
+                yield Finding(f"pool {pool.name} (driver {version} from {source.name}): {answer.reason}", res)
+            elif answer.unknown:
+                yield advice(f"pool {pool.name}: {answer.reason}", res)
+
+
+def operator_supports_driver(res: Resource) -> Iterator[Finding]:
+    """The GPU Operator release lists the driver: advice when only the branch is listed."""
+    driver = facts.operator_driver(res)
+    if driver is None or not driver.enabled or not driver.version:
+        return
+    if not driver.operator_version:
+        yield advice(f"{res.name}: the GPU Operator release is not visible; cannot check driver {driver.version}", res)
+        return
+    answer = compat.operator_lists(driver.operator_version, driver.version)
+    support = compat.OperatorSupport
+    if answer.support == support.LISTED:
+        return
+    if answer.support == support.UNSUPPORTED and not driver.held:
+        yield Finding(f"{res.name}: {answer.reason}", res)
+    elif answer.support == support.UNSUPPORTED:
+        yield advice(f"{res.name}: held pool stays on a driver its operator does not support: {answer.reason}", res)
+    else:
+        yield advice(f"{res.name}: {answer.reason}", res)
+
+
+def fabric_manager_matches(resources: Sequence[Resource]) -> Iterator[Finding]:
+    """NVSwitch pools with a host-installed Fabric Manager pin it to exactly the driver version."""
+    pools, drivers = _pool_versions(resources)
+    for pool in pools.values():
+        if pool.label(labels.POOL_NVSWITCH) != "true" or pool.label(labels.POOL_FABRIC_MANAGER) != "host":
+            continue
+        res = pool.resources[0]
+        pinned = pool.label(labels.POOL_FABRIC_MANAGER_VERSION)
+        if not pinned:
+            yield Finding(
+                f"pool {pool.name}: NVSwitch pool with a host-installed Fabric Manager must pin its version "
+                "(nodePools[].fabricManagerVersion) to the driver version",
+                res,
+            )
+            continue
+        versions = facts.pool_driver_versions(pool, drivers)
+        if not versions:
+            yield advice(f"pool {pool.name}: no driver version is visible to compare Fabric Manager {pinned} with", res)
+        for version, _source in versions:
+            answer = compat.fabric_manager_matches(pinned, version)
+            if not answer.yes:
+                yield Finding(f"pool {pool.name}: {answer.reason}", res)

@@ -1,0 +1,284 @@
+"""Read the facts policy rules need from resource properties, as the engine shows them (camelCase).
+
+Rules never see the stack config: everything here comes from what the program registered (pool node
+labels and tags, driver objects and their annotations, PDB annotations). The same functions serve the
+CrossGuard pack (``PolicyResource``) and ``gpu-rollout plan`` (``RegisteredResource``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from spec import labels
+
+AKS_POOL = "azure-native:containerservice:AgentPool"
+EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+CLUSTER_POLICY = "kubernetes:nvidia.com/v1:ClusterPolicyPatch"
+CLUSTER_POLICY_CR = "kubernetes:nvidia.com/v1:ClusterPolicy"
+NVIDIA_DRIVER = "kubernetes:nvidia.com/v1alpha1:NVIDIADriver"
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+PDB = "kubernetes:policy/v1:PodDisruptionBudget"
+POOL_TYPES = (AKS_POOL, EKS_NODE_GROUP)
+DRIVER_TYPES = (CLUSTER_POLICY, CLUSTER_POLICY_CR, NVIDIA_DRIVER, HELM_RELEASE)
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One resource as a rule sees it: its type token, logical name and input properties."""
+
+    type: str
+    name: str
+    props: Mapping[str, Any]
+    urn: str = ""
+
+
+def prop(mapping: Any, *path: str, default: Any = None) -> Any:
+    for key in path:
+        if not isinstance(mapping, Mapping) or key not in mapping:
+            return default
+        mapping = mapping[key]
+    return mapping
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+# ---------------------------------------------------------------- pools
+
+
+@dataclass
+class Pool:
+    """A node pool and its cloud pools (one per live generation for image-owned pools)."""
+
+    name: str
+    resources: list[Resource] = field(default_factory=list)
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        if not self.resources:  # a pool named by a model but not rendered (cloud: existing)
+            return {labels.POOL: self.name}
+        return self._labels_of(self.resources[0])
+
+    def label(self, key: str) -> str | None:
+        return self.labels.get(key)
+
+    @property
+    def product(self) -> str | None:
+        return self.label(labels.POOL_GPU_PRODUCT)
+
+    @property
+    def gpus_per_node(self) -> int | None:
+        return _int(self.label(labels.POOL_GPUS_PER_NODE))
+
+    @property
+    def nodes(self) -> int | None:
+        """Nodes of the newest cloud pool (every generation is a full pool of the same size)."""
+        if not self.resources:
+            return None
+        last = self.resources[-1]
+        count = last.props.get("count") if last.type == AKS_POOL else prop(last.props, "scalingConfig", "desiredSize")
+        return _int(count)
+
+    @property
+    def held(self) -> bool:
+        return self.label(labels.SKIP_UPGRADE) == "true"
+
+    @property
+    def role(self) -> str | None:
+        return self.label(labels.ROLE)
+
+    @property
+    def image_drivers(self) -> list[tuple[str, Resource]]:
+        """Drivers the node images of the pool's generations ship."""
+        out = []
+        for res in self.resources:
+            node_labels = self._labels_of(res)
+            if labels.POOL_IMAGE_DRIVER in node_labels:
+                out.append((node_labels[labels.POOL_IMAGE_DRIVER], res))
+        return out
+
+    @property
+    def moves_by_generations(self) -> bool:
+        """Blue/green: a new generation is a whole new cloud pool beside the old one (built-in surge)."""
+        return any(labels.GENERATION in self._labels_of(r) for r in self.resources)
+
+    @staticmethod
+    def _labels_of(res: Resource) -> Mapping[str, str]:
+        return (res.props.get("nodeLabels") if res.type == AKS_POOL else res.props.get("labels")) or {}
+
+
+def pools(resources: Iterable[Resource]) -> dict[str, Pool]:
+    """GPU pools by pool name, from AKS agent pools and EKS node groups carrying the pool label."""
+    found: dict[str, Pool] = {}
+    for res in resources:
+        if res.type not in POOL_TYPES:
+            continue
+        name = Pool._labels_of(res).get(labels.POOL)
+        if name:
+            found.setdefault(name, Pool(name)).resources.append(res)
+    return found
+
+
+def node_image_owns_driver(res: Resource) -> bool:
+    """An AKS pool whose GPU driver AKS installs, or an EKS node group on an NVIDIA AMI."""
+    if res.type == AKS_POOL:
+        return prop(res.props, "gpuProfile", "driver") != "None"
+    if res.type == EKS_NODE_GROUP:
+        return str(res.props.get("amiType") or "").endswith("_NVIDIA")
+    return False
+
+
+# ---------------------------------------------------------------- operator driver objects
+
+
+@dataclass(frozen=True)
+class OperatorDriver:
+    """A place that pins the operator's containerized driver: ClusterPolicy, Helm values or NVIDIADriver."""
+
+    resource: Resource
+    enabled: bool
+    version: str | None
+    precompiled: bool
+    selector: Mapping[str, str] | None  # None: every GPU node (cluster-wide driver)
+    default: bool
+    use_crd: bool  # cluster-wide driver hands pools to NVIDIADrivers
+    upgrade_policy: Mapping[str, Any] | None  # CRD spelling (podDeletion)
+    operator_version: str | None
+    annotations: Mapping[str, str]
+
+    @property
+    def cluster_wide(self) -> bool:
+        return self.resource.type != NVIDIA_DRIVER
+
+    @property
+    def held(self) -> bool:
+        return self.annotations.get(labels.ANNOTATION_HELD) == "true"
+
+    def selects(self, node_labels: Mapping[str, str]) -> bool:
+        if self.cluster_wide:
+            return self.enabled and not self.use_crd
+        if self.default:
+            return False  # the fallback CR only takes nodes no other CR selects
+        return all(node_labels.get(k) == v for k, v in (self.selector or {}).items())
+
+
+def _helm_policy(policy: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """Helm values spell podDeletion as gpuPodDeletion; rules read the CRD spelling."""
+    if not isinstance(policy, Mapping):
+        return None
+    out = dict(policy)
+    if "gpuPodDeletion" in out:
+        out["podDeletion"] = out.pop("gpuPodDeletion")
+    return out
+
+
+def operator_driver(res: Resource) -> OperatorDriver | None:
+    props = res.props
+    annotations = prop(props, "metadata", "annotations", default={}) or {}
+    if res.type in (CLUSTER_POLICY, CLUSTER_POLICY_CR):
+        driver = prop(props, "spec", "driver", default={}) or {}
+        return OperatorDriver(
+            res, bool(driver.get("enabled", True)), driver.get("version"), bool(driver.get("usePrecompiled")),
+            None, False, bool(driver.get("useNvidiaDriverCRD")), driver.get("upgradePolicy"),
+            annotations.get(labels.ANNOTATION_OPERATOR_VERSION), annotations,
+        )
+    if res.type == HELM_RELEASE and props.get("chart") == "gpu-operator":
+        driver = prop(props, "values", "driver", default={}) or {}
+        return OperatorDriver(
+            res, bool(driver.get("enabled", True)), driver.get("version"), bool(driver.get("usePrecompiled")),
+            None, False, bool(prop(driver, "nvidiaDriverCRD", "enabled")), _helm_policy(driver.get("upgradePolicy")),
+            props.get("version"), annotations,
+        )
+    if res.type == NVIDIA_DRIVER:
+        spec = props.get("spec") or {}
+        selector = spec.get("nodeSelector") or {}
+        return OperatorDriver(
+            res, True, spec.get("version"), bool(spec.get("usePrecompiled")), selector, bool(spec.get("default")),
+            False, spec.get("upgradePolicy"), annotations.get(labels.ANNOTATION_OPERATOR_VERSION), annotations,
+        )
+    return None
+
+
+def operator_drivers(resources: Iterable[Resource]) -> list[OperatorDriver]:
+    return [d for d in (operator_driver(r) for r in resources if r.type in DRIVER_TYPES) if d is not None]
+
+
+def drivers_for_pool(pool: Pool, drivers: list[OperatorDriver]) -> list[OperatorDriver]:
+    """The operator drivers that install on the pool's nodes."""
+    return [d for d in drivers if d.enabled and d.selects(pool.labels)]
+
+
+def pool_driver_versions(pool: Pool, drivers: list[OperatorDriver]) -> list[tuple[str, Resource]]:
+    """Every driver version the pool's nodes run, with the resource that pins it."""
+    versions = [(d.version, d.resource) for d in drivers_for_pool(pool, drivers) if d.version]
+    return versions + pool.image_drivers
+
+
+# ---------------------------------------------------------------- models (their PDBs)
+
+
+@dataclass(frozen=True)
+class ModelBudget:
+    resource: Resource
+    name: str
+    replicas: int | None
+    gpus_per_replica: int | None
+    min_available: int | str | None
+    max_unavailable: int | str | None
+    cuda: str | None
+    pools: tuple[str, ...]
+    forward_compat: bool
+
+
+def model_budget(res: Resource) -> ModelBudget | None:
+    if res.type != PDB:
+        return None
+    meta = res.props.get("metadata") or {}
+    notes = meta.get("annotations") or {}
+    spec = res.props.get("spec") or {}
+    model = (meta.get("labels") or {}).get(labels.MODEL) or meta.get("name") or res.name
+    pools_note = notes.get(labels.ANNOTATION_POOLS) or ""
+    return ModelBudget(
+        resource=res,
+        name=model,
+        replicas=_int(notes.get(labels.ANNOTATION_REPLICAS)),
+        gpus_per_replica=_int(notes.get(labels.ANNOTATION_GPUS_PER_REPLICA)),
+        min_available=spec.get("minAvailable"),
+        max_unavailable=spec.get("maxUnavailable"),
+        cuda=notes.get(labels.ANNOTATION_CUDA),
+        pools=tuple(p for p in pools_note.split(",") if p),
+        forward_compat=notes.get(labels.ANNOTATION_FORWARD_COMPAT) == "true",
+    )
+
+
+def model_budgets(resources: Iterable[Resource]) -> list[ModelBudget]:
+    return [b for b in (model_budget(r) for r in resources) if b is not None]
+
+
+# ---------------------------------------------------------------- stack-wide facts
+
+
+def _stack_values(resources: Iterable[Resource], annotation: str, tag: str) -> set[str]:
+    found = set()
+    for res in resources:
+        note = prop(res.props, "metadata", "annotations", annotation)
+        tagged = prop(res.props, "tags", tag)
+        found.update(v for v in (note, tagged) if isinstance(v, str) and v)
+    return found
+
+
+def stage(resources: Iterable[Resource]) -> str | None:
+    """The stack's stage as its resources state it (PDB and driver annotations, pool tags)."""
+    values = _stack_values(resources, labels.ANNOTATION_STAGE, "gpu-driver-upgrade/stage")
+    return values.pop() if len(values) == 1 else None
+
+
+def change_ticket(resources: Iterable[Resource]) -> str | None:
+    values = _stack_values(resources, labels.ANNOTATION_CHANGE_TICKET, "gpu-driver-upgrade/change-ticket")
+    return sorted(values)[0] if values else None

@@ -1,0 +1,293 @@
+"""Compatibility questions answered from the tables in ``spec.compat_data``.
+
+Every answer is an ``Answer(verdict, reason)`` with ``verdict`` one of ``YES``, ``NO`` or ``UNKNOWN``.
+An unknown GPU product, CUDA release, driver branch or operator release is ``UNKNOWN`` with the reason,
+never a silent yes: callers decide what unknown means (the policy pack reports it).
+
+- ``min_driver_for_cuda(cuda)``: the minimum driver of a CUDA toolkit (``value`` holds it).
+- ``cuda_runs_on(cuda, driver)`` and ``max_cuda(driver)``: driver vs. CUDA runtime.
+- ``forward_compat_supported(cuda, driver)``: may a cuda-compat package bridge the gap on this branch.
+- ``architecture(product)`` and ``supports(driver, product)``: GPU products (GFD ``nvidia.com/gpu.product``).
+- ``branch_info(driver)``: LTSB / production / new feature, end of life.
+- ``operator_lists(chart_version, driver)``: ``OperatorSupport`` LISTED / BRANCH_ONLY / UNSUPPORTED / UNKNOWN.
+- ``fabric_manager_matches(fm_version, driver)``: Fabric Manager must equal the driver exactly.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date
+from enum import StrEnum
+
+from spec import compat_data as data
+
+_DRIVER = re.compile(r"^([1-9]\d{2})(?:\.(\d{1,3}))?(?:\.(\d{1,3}))?$")
+_CUDA = re.compile(r"^(\d{1,2})\.(\d{1,2})(?:\.(\d{1,3}))?$")
+_CHART = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
+
+
+class Verdict(StrEnum):
+    YES = "yes"
+    NO = "no"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Answer:
+    verdict: Verdict
+    reason: str
+    value: str | None = None  # the fact asked for, where the question has one (a version)
+
+    @property
+    def yes(self) -> bool:
+        return self.verdict == Verdict.YES
+
+    @property
+    def no(self) -> bool:
+        return self.verdict == Verdict.NO
+
+    @property
+    def unknown(self) -> bool:
+        return self.verdict == Verdict.UNKNOWN
+
+
+def _yes(reason: str, value: str | None = None) -> Answer:
+    return Answer(Verdict.YES, reason, value)
+
+
+def _no(reason: str, value: str | None = None) -> Answer:
+    return Answer(Verdict.NO, reason, value)
+
+
+def _unknown(reason: str) -> Answer:
+    return Answer(Verdict.UNKNOWN, reason)
+
+
+def driver_key(driver: str) -> tuple[int, ...] | None:
+    """``580.105.08`` -> (580, 105, 8); a bare branch ``580`` -> (580,); None if it is no driver version."""
+    match = _DRIVER.match(driver.strip()) if isinstance(driver, str) else None
+    if match is None:
+        return None
+    return tuple(int(part) for part in match.groups() if part is not None)
+
+
+def _cuda_key(cuda: str) -> tuple[int, int, int] | None:
+    match = _CUDA.match(cuda.strip()) if isinstance(cuda, str) else None
+    if match is None:
+        return None
+    major, minor, update = match.groups()
+    return (int(major), int(minor), int(update or 0))
+
+
+def _at_least(driver: tuple[int, ...], minimum: str) -> bool | None:
+    """driver >= minimum; None when a bare branch (precompiled images) is the minimum's own branch,
+    because then the build on the node decides."""
+    needed = driver_key(minimum)
+    assert needed is not None, f"bad table entry {minimum}"
+    if len(driver) == 1:
+        if driver[0] != needed[0] or len(needed) == 1:
+            return driver[0] > needed[0] or len(needed) == 1
+        return None
+    return driver >= needed
+
+
+def _find_model(product: str, table: dict[str, str]) -> str | None:
+    """The first model token (or 2-3 token run, e.g. RTX-PRO-6000) of a product string found in ``table``."""
+    tokens = [t.upper() for t in re.split(r"[-_ ]+", product.strip()) if t]
+    for start in range(len(tokens)):
+        for size in (3, 2, 1):
+            if start + size <= len(tokens) and "-".join(tokens[start : start + size]) in table:
+                return "-".join(tokens[start : start + size])
+    return None
+
+
+# ---------------------------------------------------------------- CUDA
+
+
+def min_driver_for_cuda(cuda: str) -> Answer:
+    key = _cuda_key(cuda)
+    if key is None:
+        return _unknown(f"'{cuda}' is not a CUDA version")
+    if key[:2] in data.CUDA_NEVER_RELEASED:
+        return _unknown(data.CUDA_NEVER_RELEASED[key[:2]])
+    minimum = data.CUDA_MIN_DRIVER.get(key)
+    if minimum is None:
+        return _unknown(f"CUDA {cuda} is not in the minimum-driver table ({data.CUDA_MIN_DRIVER_SOURCE})")
+    return _yes(f"CUDA {cuda} needs driver >= {minimum}", minimum)
+
+
+def cuda_runs_on(cuda: str, driver: str) -> Answer:
+    """Does a CUDA runtime run on ``driver`` without a forward-compat package."""
+    needed = min_driver_for_cuda(cuda)
+    if needed.unknown:
+        return needed
+    assert needed.value is not None
+    have = driver_key(driver)
+    if have is None:
+        return _unknown(f"'{driver}' is not a driver version")
+    enough = _at_least(have, needed.value)
+    if enough is None:
+        return _unknown(f"CUDA {cuda} needs driver >= {needed.value}; branch {driver} alone cannot tell")
+    if enough:
+        return _yes(f"driver {driver} runs CUDA {cuda} (needs >= {needed.value})", needed.value)
+    return _no(f"CUDA {cuda} needs driver >= {needed.value}; {driver} is older", needed.value)
+
+
+def max_cuda(driver: str) -> Answer:
+    """The newest CUDA toolkit in the table that ``driver`` runs without a compat package."""
+    have = driver_key(driver)
+    if have is None:
+        return _unknown(f"'{driver}' is not a driver version")
+    runnable = [cuda for cuda, minimum in data.CUDA_MIN_DRIVER.items() if _at_least(have, minimum) is True]
+    if not runnable:
+        return _unknown(f"driver {driver} is older than every entry of the CUDA table")
+    major, minor, update = max(runnable)
+    value = f"{major}.{minor}" + (f".{update}" if update else "")
+    return _yes(f"driver {driver} runs CUDA up to {value}", value)
+
+
+def forward_compat_supported(cuda: str, driver: str) -> Answer:
+    """May a ``cuda-compat`` package run CUDA ``cuda`` on ``driver``'s branch (data-center GPUs only)."""
+    key, have = _cuda_key(cuda), driver_key(driver)
+    if key is None or have is None:
+        return _unknown(f"cannot read CUDA '{cuda}' or driver '{driver}'")
+    branch = have[0]
+    info = data.BRANCHES.get(branch)
+    if info is not None and info[0] == data.NEW_FEATURE:
+        return _no(f"R{branch} is a New Feature Branch, never a forward-compat target ({data.FORWARD_COMPAT_SOURCE})")
+    # The smallest compat package that covers the CUDA release decides the branches.
+    covering = [(highest, branches) for highest, branches in data.FORWARD_COMPAT_BRANCHES if key[:2] <= highest]
+    if not covering:
+        return _unknown(f"no forward-compat data for CUDA {cuda}")
+    chosen = min(covering)[1]
+    if branch in chosen:
+        return _yes(f"cuda-compat for CUDA {key[0]}.{key[1]} is supported on R{branch}")
+    if info is None and branch not in {b for _, bs in data.FORWARD_COMPAT_BRANCHES for b in bs}:
+        return _unknown(f"R{branch} is not in the forward-compat table; treat it as unsupported until checked")
+    return _no(
+        f"cuda-compat for CUDA {key[0]}.{key[1]} runs on R{', R'.join(str(b) for b in sorted(chosen))} only, "
+        f"not R{branch}"
+    )
+
+
+# ---------------------------------------------------------------- GPU products and branches
+
+
+def architecture(product: str) -> Answer:
+    """The architecture of a GFD product string; ``value`` holds it (``hopper``)."""
+    model = _find_model(product, data.PRODUCT_ARCHITECTURE)
+    if model is None:
+        return _unknown(f"GPU product '{product}' is not in the architecture table; check its branch support by hand")
+    arch = data.PRODUCT_ARCHITECTURE[model]
+    return _yes(f"{product} is {arch} ({model})", arch)
+
+
+def supports(driver: str, product: str) -> Answer:
+    """Does ``driver``'s branch support the GPU ``product``."""
+    arch = architecture(product)
+    if arch.unknown:
+        return arch
+    have = driver_key(driver)
+    if have is None:
+        return _unknown(f"'{driver}' is not a driver version")
+    assert arch.value is not None
+    minimum, last_branch = data.ARCHITECTURES[arch.value]
+    if last_branch is not None and have[0] > last_branch:
+        return _no(f"{arch.value} GPUs ({product}) are supported up to R{last_branch}; R{have[0]} dropped them")
+    sku = _find_model(product, data.SKU_MIN_DRIVER)
+    if sku is not None:
+        minimum = data.SKU_MIN_DRIVER[sku]
+    enough = _at_least(have, minimum)
+    if enough is None:
+        return _unknown(f"{product} ({arch.value}) needs driver >= {minimum}; branch {driver} alone cannot tell")
+    if not enough:
+        return _no(f"{product} ({arch.value}) needs driver >= {minimum}; {driver} is older")
+    return _yes(f"R{have[0]} supports {arch.value} GPUs ({product})")
+
+
+@dataclass(frozen=True)
+class BranchInfo:
+    branch: int
+    kind: str  # LTSB, production, new feature
+    end_of_life: date
+    max_cuda_major: int
+
+    def end_of_life_by(self, day: date) -> bool:
+        return day > self.end_of_life
+
+
+def branch_info(driver: str) -> BranchInfo | Answer:
+    """The branch's type and end of life, or an UNKNOWN ``Answer`` for a branch not in the table."""
+    have = driver_key(driver)
+    if have is None:
+        return _unknown(f"'{driver}' is not a driver version")
+    row = data.BRANCHES.get(have[0])
+    if row is None:
+        return _unknown(f"R{have[0]} is not in the branch lifecycle table ({data.BRANCH_SOURCE})")
+    return BranchInfo(have[0], *row)
+
+
+# ---------------------------------------------------------------- GPU Operator
+
+
+class OperatorSupport(StrEnum):
+    LISTED = "listed"  # the exact driver is in the release's component matrix
+    BRANCH_ONLY = "branch-only"  # another release of the same branch is listed
+    UNSUPPORTED = "unsupported"  # no release of the branch is listed
+    UNKNOWN = "unknown"  # the operator release is not in the table
+
+
+@dataclass(frozen=True)
+class OperatorAnswer:
+    support: OperatorSupport
+    reason: str
+    listed: tuple[str, ...] = ()
+
+
+def operator_drivers(chart_version: str) -> tuple[str, ...] | None:
+    """Driver versions the operator release lists, or None when the release is not in the table."""
+    match = _CHART.match(chart_version.strip())
+    if match is None:
+        return None
+    major, minor, patch = match.groups()
+    exact = f"{major}.{minor}.{patch}"
+    line = f"{major}.{minor}"
+    return data.OPERATOR_DRIVERS.get(exact) or data.OPERATOR_DRIVERS.get(line)
+
+
+def operator_lists(chart_version: str, driver: str) -> OperatorAnswer:
+    listed = operator_drivers(chart_version)
+    have = driver_key(driver)
+    if listed is None:
+        return OperatorAnswer(
+            OperatorSupport.UNKNOWN, f"GPU Operator {chart_version} is not in the table ({data.OPERATOR_SOURCE})"
+        )
+    if have is None:
+        return OperatorAnswer(OperatorSupport.UNKNOWN, f"'{driver}' is not a driver version", listed)
+    if len(have) > 1 and driver.strip() in listed:
+        return OperatorAnswer(OperatorSupport.LISTED, f"GPU Operator {chart_version} lists {driver}", listed)
+    same_branch = [v for v in listed if v.split(".")[0] == str(have[0])]
+    if same_branch:
+        return OperatorAnswer(
+            OperatorSupport.BRANCH_ONLY,
+            f"GPU Operator {chart_version} lists R{have[0]} as {', '.join(same_branch)}, not {driver}",
+            listed,
+        )
+    return OperatorAnswer(
+        OperatorSupport.UNSUPPORTED,
+        f"GPU Operator {chart_version} lists no R{have[0]} driver (lists {', '.join(listed)})",
+        listed,
+    )
+
+
+# ---------------------------------------------------------------- Fabric Manager
+
+
+def fabric_manager_matches(fabric_manager: str | None, driver: str) -> Answer:
+    """Fabric Manager refuses to start unless its version equals the loaded driver's exactly."""
+    if not fabric_manager:
+        return _unknown("no Fabric Manager version is declared")
+    if fabric_manager.strip() == driver.strip():
+        return _yes(f"Fabric Manager {fabric_manager} matches driver {driver}")
+    return _no(f"Fabric Manager {fabric_manager} must equal driver {driver} exactly ({data.FABRIC_MANAGER_SOURCE})")
