@@ -1,0 +1,12 @@
+"""Live-cluster checks: preflight, watch, pause and resume.
+
+The Kubernetes API is reached through one adapter, :mod:`checks.kube`, built on the official
+``kubernetes`` client. We chose it over ``lightkube`` because it is already a pinned dependency of the
+project (one client, one kubeconfig loader for every tool here), it is maintained by the Kubernetes
+project itself, and its kubeconfig handling (exec plugins for ``az``/``aws`` logins, contexts,
+in-cluster service accounts) is the reference implementation that AKS and EKS document.
+
+Modules: ``errors`` (our error hierarchy, retryable vs permanent), ``kube`` (the adapter: bounded,
+retried, paginated calls), ``inventory`` (one read of everything a check family needs), one module per
+check family (``owner``, ``compat``, ``disruption``), ``preflight`` (runs them), ``pause`` and ``watch``.
+"""

@@ -83,6 +83,121 @@ def plan(
     raise typer.Exit(code)
 
 
+# ---------------------------------------------------------------- live cluster verbs
+
+KubeconfigOption = Annotated[
+    str | None, typer.Option("--kubeconfig", envvar="KUBECONFIG", help="kubeconfig file (else ~/.kube/config).")
+]
+ContextOption = Annotated[
+    str | None,
+    typer.Option("--context", envvar="GPU_ROLLOUT_CONTEXT", help="kubeconfig context (else cluster.kubeContext)."),
+]
+
+
+def _live(stack: str | None, file: Path | None, project_dir: Path, kubeconfig: str | None, context: str | None):
+    """Stack name, FleetSpec and a connected adapter; bad config or kubeconfig exits 2."""
+    from checks import kube
+    from checks.errors import ConfigError
+    from spec.load import load_stack_file
+
+    name, path = resolve_stack(stack, file, project_dir)
+    try:
+        spec = load_stack_file(path)
+    except SpecError as error:
+        fail_invalid(error)
+        raise
+    try:
+        adapter = kube.connect(kubeconfig, context or spec.cluster.kubeContext)
+    except ConfigError as error:
+        err.print(f"--kubeconfig/--context: {error}", markup=False, highlight=False)
+        raise typer.Exit(EXIT_INVALID) from None
+    return name, spec, adapter
+
+
+def _run_live(call) -> None:
+    """Run one library call; a cluster error is a failed check (exit 1) with its message, never a partial report."""
+    from checks.errors import ClusterError
+
+    try:
+        code = call()
+    except ClusterError as error:
+        err.print(f"cluster error: {error}", markup=False, highlight=False)
+        raise typer.Exit(EXIT_FAILED) from None
+    raise typer.Exit(code)
+
+
+@app.command()
+def preflight(
+    stack: StackOption = None,
+    stack_file_path: StackFileOption = None,
+    project_dir: ProjectDirOption = PROJECT_DIR,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Read-only live checks before a rollout: driver owner, versions, compatibility, capacity, PDBs."""
+    from rollout import preflight as verb
+
+    name, spec, adapter = _live(stack, stack_file_path, project_dir, kubeconfig, context)
+    _run_live(lambda: verb.execute(name, spec, adapter, as_json))
+
+
+@app.command()
+def watch(
+    stack: StackOption = None,
+    stack_file_path: StackFileOption = None,
+    project_dir: ProjectDirOption = PROJECT_DIR,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    once: Annotated[bool, typer.Option("--once", help="Print one snapshot and exit.")] = False,
+    interval: Annotated[float, typer.Option("--interval", min=1.0, help="Seconds between polls.")] = 30.0,
+    stuck_after: Annotated[
+        float, typer.Option("--stuck-after", min=1.0, help="Minutes in one state before a node counts as stuck.")
+    ] = 60.0,
+    no_auto_pause: Annotated[bool, typer.Option("--no-auto-pause", help="Report triggers but do not pause.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Follow the rollout per pool; on upgrade-failed, a model below minAvailable or a stuck node, pause and exit 1."""
+    from rollout import watch as verb
+
+    name, spec, adapter = _live(stack, stack_file_path, project_dir, kubeconfig, context)
+    _run_live(lambda: verb.execute(name, spec, adapter, once=once, interval=interval, stuck_after=stuck_after * 60,
+                                   auto_pause=not no_auto_pause, as_json=as_json))
+
+
+@app.command()
+def pause(
+    stack: StackOption = None,
+    stack_file_path: StackFileOption = None,
+    project_dir: ProjectDirOption = PROJECT_DIR,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    reason: Annotated[str, typer.Option("--reason", help="Why, recorded on each node.")] = "paused by gpu-rollout",
+    as_json: JsonOption = False,
+) -> None:
+    """Hold back every node of the stack's pools that is not upgrade-done (skip label, recorded as ours)."""
+    from rollout import pause as verb
+
+    name, spec, adapter = _live(stack, stack_file_path, project_dir, kubeconfig, context)
+    _run_live(lambda: verb.execute("pause", name, spec, adapter, as_json, reason))
+
+
+@app.command()
+def resume(
+    stack: StackOption = None,
+    stack_file_path: StackFileOption = None,
+    project_dir: ProjectDirOption = PROJECT_DIR,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Remove exactly the skip labels `pause` set for this stack; never one someone else set."""
+    from rollout import pause as verb
+
+    name, spec, adapter = _live(stack, stack_file_path, project_dir, kubeconfig, context)
+    _run_live(lambda: verb.execute("resume", name, spec, adapter, as_json, ""))
+
+
 def main() -> None:
     app()
 

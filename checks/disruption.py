@@ -1,0 +1,174 @@
+"""Capacity and disruption controls (runbook section 2): model-replicas, model-pdb, pdb-blocks-drain,
+readiness-probe, spare-capacity, weights-cache, and change-ticket."""
+
+from __future__ import annotations
+
+from checks.inventory import Inventory, Obj, gpu_request, meta, name_of, pod_containers, template_containers
+from checks.results import CheckResult, failed, passed, warned
+from spec import capacity, labels
+from spec.model import Stage
+
+# A pod template annotated so declares its weights baked into (and pre-pulled with) the image.
+WEIGHTS_IN_IMAGE = f"{labels.DOMAIN}/weights-in-image"
+
+
+def _key(obj: Obj) -> str:
+    return f"{meta(obj).get('namespace')}/{name_of(obj)}"
+
+
+def _replicas(deployment: Obj) -> int:
+    value = (deployment.get("spec") or {}).get("replicas")
+    return 1 if value is None else int(value)
+
+
+def check_model_replicas(inv: Inventory) -> list[CheckResult]:
+    results = []
+    by_key = {_key(d): d for d in inv.deployments}
+    declared = set()
+    for model in inv.spec.models:
+        key = f"{model.namespace}/{model.name}"
+        declared.add(key)
+        deployment = by_key.get(key)
+        if deployment is None:
+            results.append(failed("model-replicas", key, "declared in the stack but no such Deployment"))
+        elif _replicas(deployment) < 2:
+            results.append(failed("model-replicas", key, f"{_replicas(deployment)} replica: gone the moment its node "
+                                  "drains; run at least 2"))
+        else:
+            results.append(passed("model-replicas", key, f"{_replicas(deployment)} replicas "
+                                  f"(stack declares {model.replicas})"))
+    for deployment in inv.gpu_deployments():
+        key = _key(deployment)
+        if key not in declared and _replicas(deployment) < 2:
+            results.append(failed("model-replicas", key, f"GPU Deployment not in the stack with "
+                                  f"{_replicas(deployment)} replica"))
+    return results
+
+
+def check_model_pdb(inv: Inventory) -> list[CheckResult]:
+    results = []
+    for deployment in inv.gpu_deployments():
+        pdbs = inv.pdbs_for(deployment)
+        if pdbs:
+            results.append(passed("model-pdb", _key(deployment), f"PDB {', '.join(name_of(p) for p in pdbs)}"))
+        else:
+            results.append(failed("model-pdb", _key(deployment), "no PodDisruptionBudget selects its pods"))
+    return results
+
+
+def check_pdb_blocks_drain(inv: Inventory) -> list[CheckResult]:
+    results = []
+    for deployment in inv.gpu_deployments():
+        replicas = _replicas(deployment)
+        for pdb in inv.pdbs_for(deployment):
+            spec, status = pdb.get("spec") or {}, pdb.get("status") or {}
+            subject = f"{meta(pdb).get('namespace')}/{name_of(pdb)}"
+            allowed = status.get("disruptionsAllowed")
+            blocks = []
+            if "minAvailable" in spec and capacity.min_available_replicas(spec["minAvailable"], replicas) >= replicas:
+                blocks.append(f"minAvailable {spec['minAvailable']} equals the {replicas} replicas")
+            if "maxUnavailable" in spec and capacity.scaled_value(spec["maxUnavailable"], replicas,
+                                                                   round_up=False) == 0:
+                blocks.append(f"maxUnavailable {spec['maxUnavailable']} allows no eviction")
+            if allowed == 0:
+                blocks.append("0 disruptions allowed now (unhealthy pods?)")
+            if blocks:
+                results.append(failed("pdb-blocks-drain", subject, "blocks every drain, so the upgrade would stall on "
+                                      "the first node: " + "; ".join(blocks)))
+            else:
+                results.append(passed("pdb-blocks-drain", subject, f"{allowed} disruption(s) allowed now"))
+    return results
+
+
+def check_readiness_probe(inv: Inventory) -> list[CheckResult]:
+    results = []
+    for deployment in inv.gpu_deployments():
+        missing = [c.get("name", "?") for c in template_containers(deployment)
+                   if gpu_request([c]) > 0 and not c.get("readinessProbe")]
+        if missing:
+            results.append(failed("readiness-probe", _key(deployment), f"container(s) {', '.join(missing)} have no "
+                                  "readinessProbe: traffic would reach pods still loading weights"))
+        else:
+            results.append(passed("readiness-probe", _key(deployment), "every GPU container has a readinessProbe"))
+    return results
+
+
+def check_spare_capacity(inv: Inventory) -> list[CheckResult]:
+    results = []
+    gpu_deployments = inv.gpu_deployments()
+    for pool in inv.spec.nodePools:
+        nodes = inv.nodes_of_pool(pool.name)
+        measured = capacity.spare_capacity(
+            capacity.NodeGpus(
+                name_of(n),
+                int(((n.get("status") or {}).get("allocatable") or {}).get(labels.GPU_RESOURCE, 0) or 0),
+                sum(gpu_request(pod_containers(p)) for p in inv.pods_on(name_of(n))),
+            )
+            for n in nodes
+        )
+        text = (f"{measured.allocatable} GPUs allocatable, {measured.requested} requested, spare {measured.spare} "
+                f"vs largest node {measured.largest_node}")
+        if not nodes:
+            results.append(failed("spare-capacity", pool.name, "no nodes found for the pool"))
+        elif measured.covers_one_node:
+            results.append(passed("spare-capacity", pool.name, text))
+        else:
+            workloads = _workloads_on(inv, gpu_deployments, {name_of(n) for n in nodes})
+            # GPU pods outside the Deployments (jobs, bare pods) use capacity too; no PDB protects them.
+            other = measured.requested - capacity.requested_gpus(workloads)
+            if other > 0:
+                workloads.append(capacity.Workload("other GPU pods", other, 1, 0))
+            shape = capacity.PoolShape(pool.name, len(nodes), measured.largest_node)
+            loss = capacity.take_nodes_out(shape, workloads, 1)
+            if loss.below_min:
+                results.append(failed("spare-capacity", pool.name, f"{text}: taking one node out can drop "
+                                      f"{', '.join(loss.below_min)} below minAvailable"))
+            else:
+                results.append(warned("spare-capacity", pool.name, f"{text}: evicted pods stay Pending until the "
+                                      "node returns (PDBs still hold); add a node or surge"))
+    return results
+
+
+def _workloads_on(inv: Inventory, deployments: list[Obj], node_names: set[str]) -> list[capacity.Workload]:
+    workloads = []
+    for deployment in deployments:
+        if not any((p.get("spec") or {}).get("nodeName") in node_names for p in inv.pods_of(deployment)):
+            continue
+        replicas = _replicas(deployment)
+        pdbs = inv.pdbs_for(deployment)
+        min_available = (pdbs[0].get("spec") or {}).get("minAvailable", replicas) if pdbs else replicas
+        workloads.append(capacity.Workload(_key(deployment), replicas, max(1, gpu_request(
+            template_containers(deployment))), min_available))
+    return workloads
+
+
+def _caches_weights(pod: Obj) -> bool:
+    if (meta(pod).get("annotations") or {}).get(WEIGHTS_IN_IMAGE) == "true":
+        return True
+    return any("persistentVolumeClaim" in v or "hostPath" in v or "ephemeral" in v
+               for v in (pod.get("spec") or {}).get("volumes") or [])
+
+
+def check_weights_cache(inv: Inventory) -> list[CheckResult]:
+    results = []
+    for deployment in inv.gpu_deployments():
+        pods = inv.pods_of(deployment)
+        uncached = [name_of(p) for p in pods if not _caches_weights(p)]
+        if uncached:
+            results.append(warned("weights-cache", _key(deployment), f"{len(uncached)} pod(s) load weights without a "
+                                  f"PVC, host path or pre-pulled image ({WEIGHTS_IN_IMAGE}=true): rescheduled pods "
+                                  "take 20+ minutes"))
+        else:
+            results.append(passed("weights-cache", _key(deployment), f"{len(pods)} pod(s) load weights from a cache"))
+    return results
+
+
+def check_change_ticket(inv: Inventory) -> list[CheckResult]:
+    spec = inv.spec
+    if spec.changeTicket:
+        return [passed("change-ticket", "stack", f"change ticket {spec.changeTicket}")]
+    if spec.stage == Stage.PROD:
+        return [failed("change-ticket", "stack", "prod needs changeTicket set (and model owners told)")]
+    return [warned("change-ticket", "stack", "no changeTicket; raise one and tell the model owners")]
+
+

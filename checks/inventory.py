@@ -1,0 +1,158 @@
+"""One read of the cluster for preflight: a fixed number of LISTs, whatever the fleet's size.
+
+Two node LISTs (the stack's pools by pool label, every GPU node by ``nvidia.com/gpu.present``), one
+LIST each of pods, Deployments and PDBs across namespaces, the operator's DaemonSets, ClusterPolicies
+and NVIDIADrivers. Everything else is derived in memory.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from checks import kube as k
+from spec import labels
+from spec.model import FleetSpec
+
+Obj = dict[str, Any]
+
+DRIVER_POD_LABELS = (("app.kubernetes.io/component", "nvidia-driver"), ("app", "nvidia-driver-daemonset"))
+
+
+def meta(obj: Obj) -> Obj:
+    return obj.get("metadata") or {}
+
+
+def name_of(obj: Obj) -> str:
+    return str(meta(obj).get("name", ""))
+
+
+def labels_of(obj: Obj) -> dict[str, str]:
+    return dict(meta(obj).get("labels") or {})
+
+
+def pool_selector(spec: FleetSpec) -> str:
+    return f"{labels.POOL} in ({','.join(sorted(p.name for p in spec.nodePools))})"
+
+
+def selector_matches(selector: Mapping[str, Any] | None, obj_labels: Mapping[str, str]) -> bool:
+    """A metav1.LabelSelector against a label map (empty selector matches everything)."""
+    selector = selector or {}
+    if any(obj_labels.get(key) != value for key, value in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), set(expr.get("values") or [])
+        if op == "In" and obj_labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in obj_labels and obj_labels[key] in values:
+            return False
+        if op == "Exists" and key not in obj_labels:
+            return False
+        if op == "DoesNotExist" and key in obj_labels:
+            return False
+    return True
+
+
+def gpu_request(containers: list[Obj]) -> int:
+    """``nvidia.com/gpu`` a pod (or a pod template) asks for: requests, else limits."""
+    total = 0
+    for container in containers:
+        resources = container.get("resources") or {}
+        value = (resources.get("requests") or {}).get(labels.GPU_RESOURCE) or (resources.get("limits") or {}).get(
+            labels.GPU_RESOURCE
+        )
+        total += int(value or 0)
+    return total
+
+
+def pod_containers(pod: Obj) -> list[Obj]:
+    return list((pod.get("spec") or {}).get("containers") or [])
+
+
+def template_containers(workload: Obj) -> list[Obj]:
+    return list((((workload.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or [])
+
+
+@dataclass
+class Inventory:
+    spec: FleetSpec
+    pool_nodes: list[Obj]
+    gpu_nodes: list[Obj]  # every GPU node: the stack's pools plus any other node with gpu.present=true
+    pods: list[Obj]
+    deployments: list[Obj]
+    pdbs: list[Obj]
+    operator_daemonsets: list[Obj]
+    cluster_policies: list[Obj] | None  # None: the CRD is not installed
+    nvidia_drivers: list[Obj] | None
+    _pods_by_node: dict[str, list[Obj]] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        by_node: dict[str, list[Obj]] = defaultdict(list)
+        for pod in self.pods:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node:
+                by_node[node].append(pod)
+        self._pods_by_node = dict(by_node)
+
+    @property
+    def cluster_policy(self) -> Obj | None:
+        return (self.cluster_policies or [None])[0]
+
+    def pool_of(self, node: Obj) -> str | None:
+        return labels_of(node).get(labels.POOL)
+
+    def nodes_of_pool(self, pool: str) -> list[Obj]:
+        return [n for n in self.pool_nodes if self.pool_of(n) == pool]
+
+    def pods_on(self, node: str) -> list[Obj]:
+        return self._pods_by_node.get(node, [])
+
+    def driver_pods_on(self, node: str) -> list[Obj]:
+        namespace = self.spec.gpuOperator.namespace
+        return [
+            p for p in self.pods_on(node)
+            if meta(p).get("namespace") == namespace
+            and any(labels_of(p).get(key) == value for key, value in DRIVER_POD_LABELS)
+        ]
+
+    def gpu_deployments(self) -> list[Obj]:
+        """Deployments whose pods ask for GPUs: the model servers, declared or not."""
+        return [d for d in self.deployments if gpu_request(template_containers(d)) > 0]
+
+    def pdbs_for(self, workload: Obj) -> list[Obj]:
+        namespace = meta(workload).get("namespace")
+        template_labels = (((workload.get("spec") or {}).get("template") or {}).get("metadata") or {}).get(
+            "labels"
+        ) or {}
+        return [
+            pdb for pdb in self.pdbs
+            if meta(pdb).get("namespace") == namespace
+            and (pdb.get("spec") or {}).get("selector")
+            and selector_matches((pdb.get("spec") or {}).get("selector"), template_labels)
+        ]
+
+    def pods_of(self, workload: Obj) -> list[Obj]:
+        namespace = meta(workload).get("namespace")
+        selector = (workload.get("spec") or {}).get("selector")
+        return [p for p in self.pods if meta(p).get("namespace") == namespace and selector_matches(selector, labels_of(p))]
+
+
+def read_inventory(kube: k.Kube, spec: FleetSpec) -> Inventory:
+    """Everything preflight needs, read once. Any failed LIST raises: no partial inventory."""
+    pool_nodes = kube.list(k.NODES, label_selector=pool_selector(spec))
+    present = kube.list(k.NODES, label_selector=f"{labels.GPU_PRESENT}=true")
+    seen = {name_of(n) for n in pool_nodes}
+    gpu_nodes = pool_nodes + [n for n in present if name_of(n) not in seen]
+    return Inventory(
+        spec=spec,
+        pool_nodes=pool_nodes,
+        gpu_nodes=gpu_nodes,
+        pods=kube.list(k.PODS, field_selector="status.phase!=Succeeded,status.phase!=Failed"),
+        deployments=kube.list(k.DEPLOYMENTS),
+        pdbs=kube.list(k.PDBS),
+        operator_daemonsets=kube.list(k.DAEMONSETS, namespace=spec.gpuOperator.namespace),
+        cluster_policies=kube.list_optional(k.CLUSTER_POLICIES),
+        nvidia_drivers=kube.list_optional(k.NVIDIA_DRIVERS),
+    )

@@ -1,0 +1,271 @@
+"""The one adapter between the checks and the Kubernetes API (official ``kubernetes`` client).
+
+Every call is bounded (a per-request timeout, a capped number of attempts and a total deadline),
+retried with exponential backoff on 429, 5xx and connection errors (honouring ``Retry-After``), and
+turned into :mod:`checks.errors` on failure. Lists are paginated (``limit``/``continue``) and filtered
+with label and field selectors on the server, so a check makes one LIST per resource kind, never one
+call per node.
+
+Objects come back as the API's JSON (dicts, camelCase keys), the same shape for core objects and for
+the operator's custom resources. We use the client for what it is good at (kubeconfig, contexts, exec
+logins, TLS, auth headers, URL building) and skip its typed-model deserialization, which costs more
+than the request itself on lists of thousands of pods.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from kubernetes.config.config_exception import ConfigException
+
+from checks.errors import (
+    AccessDeniedError,
+    ClusterError,
+    ConfigError,
+    ConflictError,
+    GaveUpError,
+    NotFoundError,
+    PermanentError,
+    RetryableError,
+)
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """How hard the adapter tries. Tests pass small values; nothing else differs."""
+
+    request_timeout: float = 30.0  # seconds for one HTTP request (connect + read)
+    attempts: int = 5  # tries per request, the first included
+    backoff_base: float = 0.5  # first retry waits about this long, doubling each time
+    backoff_cap: float = 8.0  # no single wait is longer (Retry-After included)
+    total_timeout: float = 120.0  # give up when the next wait would pass this many seconds
+    page_size: int = 500  # objects per LIST page (kubectl's chunk size)
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A resource kind as the API addresses it."""
+
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    namespaced: bool
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{quote(name, safe='')}"
+        if subresource:
+            base += f"/{subresource}"
+        return base
+
+    @property
+    def kind_name(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+NODES = Resource("", "v1", "nodes", False)
+PODS = Resource("", "v1", "pods", True)
+EVENTS = Resource("", "v1", "events", True)
+DEPLOYMENTS = Resource("apps", "v1", "deployments", True)
+DAEMONSETS = Resource("apps", "v1", "daemonsets", True)
+PDBS = Resource("policy", "v1", "poddisruptionbudgets", True)
+CLUSTER_POLICIES = Resource("nvidia.com", "v1", "clusterpolicies", False)
+NVIDIA_DRIVERS = Resource("nvidia.com", "v1alpha1", "nvidiadrivers", False)
+
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+
+def connect(kubeconfig: str | None = None, context: str | None = None, settings: ClientSettings | None = None) -> Kube:
+    """An adapter from --kubeconfig/--context, else ``KUBECONFIG`` or ~/.kube/config, else in-cluster."""
+    path = kubeconfig or os.environ.get("KUBECONFIG")
+    default = Path.home() / ".kube" / "config"
+    configuration = k8s_client.Configuration()
+    try:
+        if path or default.exists():
+            k8s_config.load_kube_config(
+                config_file=path or str(default), context=context, client_configuration=configuration
+            )
+        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+            if context:
+                raise ConfigError(f"--context {context} needs a kubeconfig; none was found (in-cluster has none)")
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        else:
+            raise ConfigError("no kubeconfig: pass --kubeconfig, set KUBECONFIG, or run inside the cluster")
+    except (ConfigException, OSError, ValueError) as exc:
+        where = path or str(default)
+        raise ConfigError(f"cannot use kubeconfig {where}" + (f" context {context}" if context else "") + f": {exc}")
+    # Retries are ours (bounded, logged in errors); urllib3's own would multiply the attempts.
+    configuration.retries = False
+    return Kube(k8s_client.ApiClient(configuration), settings or ClientSettings())
+
+
+class Kube:
+    """Bounded, retried, paginated reads and patches over one ``ApiClient``."""
+
+    def __init__(
+        self,
+        api_client: k8s_client.ApiClient,
+        settings: ClientSettings | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api = api_client
+        self.settings = settings or ClientSettings()
+        self._sleep = sleep
+        self._monotonic = monotonic
+
+    # ------------------------------------------------------------ reads
+
+    def list(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[Obj]:
+        """Every matching object, page by page. Raises rather than return a partial list."""
+        query: list[tuple[str, object]] = [("limit", self.settings.page_size)]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        items: list[Obj] = []
+        token: str | None = None
+        restarted = False
+        while True:
+            page_query = query + ([("continue", token)] if token else [])
+            try:
+                doc = self._request("GET", resource.path(namespace), page_query, verb="list", resource=resource,
+                                    namespace=namespace)
+            except _Expired:
+                # The continue token outlived the server's snapshot: start over once, never splice pages.
+                if restarted:
+                    raise GaveUpError(f"list {resource.kind_name}: the list changed too fast to page through")
+                items, token, restarted = [], None, True
+                continue
+            items.extend(doc.get("items") or [])
+            token = (doc.get("metadata") or {}).get("continue") or None
+            if not token:
+                return items
+
+    def list_optional(self, resource: Resource, **kwargs: Any) -> list[Obj] | None:
+        """Like :meth:`list`, but None when the resource type itself is not served (CRD not installed)."""
+        try:
+            return self.list(resource, **kwargs)
+        except NotFoundError:
+            return None
+
+    def get(self, resource: Resource, name: str, namespace: str | None = None) -> Obj:
+        return self._request("GET", resource.path(namespace, name), [], verb="get", resource=resource,
+                             namespace=namespace)
+
+    # ------------------------------------------------------------ writes
+
+    def patch(self, resource: Resource, name: str, body: Any, namespace: str | None = None,
+              content_type: str = MERGE_PATCH) -> Obj:
+        """A merge patch (or JSON patch). Label merge patches are idempotent, so retrying them is safe."""
+        return self._request("PATCH", resource.path(namespace, name), [], verb="patch", resource=resource,
+                             namespace=namespace, body=body, content_type=content_type)
+
+    # ------------------------------------------------------------ the one place requests are made
+
+    def _request(self, method: str, path: str, query: list[tuple[str, object]], *, verb: str, resource: Resource,
+                 namespace: str | None, body: Any = None, content_type: str | None = None) -> Obj:
+        settings = self.settings
+        start = self._monotonic()
+        last: RetryableError | None = None
+        for attempt in range(settings.attempts):
+            try:
+                return self._once(method, path, query, verb, resource, namespace, body, content_type)
+            except RetryableError as exc:
+                last = exc
+            if attempt + 1 >= settings.attempts:
+                break
+            delay = min(settings.backoff_cap, settings.backoff_base * (2**attempt) * random.uniform(0.75, 1.0))
+            if last.retry_after is not None:
+                delay = min(settings.backoff_cap, max(delay, last.retry_after))
+            if self._monotonic() - start + delay > settings.total_timeout:
+                break
+            self._sleep(delay)
+        raise GaveUpError(f"{verb} {resource.kind_name} gave up after {attempt + 1} attempt(s): {last}") from last
+
+    def _once(self, method: str, path: str, query: list[tuple[str, object]], verb: str, resource: Resource,
+              namespace: str | None, body: Any, content_type: str | None) -> Obj:
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        request = self.api.param_serialize(
+            method=method, resource_path=path, query_params=query, header_params=headers, body=body,
+            auth_settings=["BearerToken"],
+        )
+        what = f"{verb} {resource.kind_name}" + (f" in namespace {namespace}" if namespace else "")
+        try:
+            response = self.api.call_api(*request, _request_timeout=self.settings.request_timeout)
+            data = response.read()
+        except urllib3.exceptions.HTTPError as exc:  # timeouts, refused or dropped connections
+            raise RetryableError(f"{what}: {type(exc).__name__}: {exc}") from exc
+        except k8s_client.ApiException as exc:  # the client reports TLS failures this way
+            raise PermanentError(f"{what}: {exc.reason}") from exc
+        status = response.status
+        if 200 <= status < 300:
+            try:
+                return json.loads(data or b"{}")
+            except ValueError as exc:
+                raise RetryableError(f"{what}: the server sent a body that is not JSON") from exc
+        raise _error_for(status, response.headers, data, what, verb, resource, namespace)
+
+
+class _Expired(PermanentError):
+    """410 Gone: a continue token expired."""
+
+
+def _status_message(data: bytes | None) -> str:
+    try:
+        doc = json.loads(data or b"{}")
+    except ValueError:
+        return (data or b"")[:200].decode("utf-8", "replace")
+    return str(doc.get("message") or doc.get("reason") or "")[:300]
+
+
+def _error_for(status: int, headers: Any, data: bytes | None, what: str, verb: str, resource: Resource,
+               namespace: str | None) -> ClusterError:
+    message = _status_message(data)
+    if status in (401, 403):
+        scope = f"in namespace {namespace}" if namespace else "cluster-wide"
+        why = "the credentials were rejected (401)" if status == 401 else "forbidden (403)"
+        return AccessDeniedError(
+            f"{what}: {why}; the identity needs RBAC permission to '{verb}' '{resource.kind_name}' {scope}"
+            + (f" ({message})" if message else "")
+        )
+    if status == 404:
+        return NotFoundError(f"{what}: not found" + (f" ({message})" if message else ""))
+    if status == 409:
+        return ConflictError(f"{what}: conflict ({message})")
+    if status == 410:
+        return _Expired(f"{what}: {message or 'resource expired'}")
+    if status == 429 or status >= 500:
+        retry_after = None
+        try:
+            retry_after = float(headers.get("Retry-After")) if headers and headers.get("Retry-After") else None
+        except (TypeError, ValueError):
+            retry_after = None
+        return RetryableError(f"{what}: HTTP {status}" + (f" ({message})" if message else ""), retry_after)
+    return PermanentError(f"{what}: HTTP {status}" + (f" ({message})" if message else ""))

@@ -1,0 +1,39 @@
+"""`gpu-rollout preflight`: the read-only live checks, as a table grouped by runbook section or JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from checks import kube as k
+from checks.preflight import run_preflight
+from checks.results import SECTIONS, CheckResult, Status, any_failed
+from spec.model import FleetSpec
+
+_STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red"}
+
+
+def render_table(stack: str, results: list[CheckResult], console: Console) -> None:
+    for section in dict.fromkeys(SECTIONS.values()):
+        table = Table(title=f"{section} (stack {stack})", title_justify="left", show_lines=False)
+        for column in ("status", "check", "subject", "finding"):
+            table.add_column(column, overflow="fold")
+        for result in results:
+            if SECTIONS[result.id] == section:
+                table.add_row(f"[{_STYLE[result.status]}]{result.status.value}[/]", result.id, result.subject,
+                              result.message)
+        console.print(table)
+    counts = {s: sum(r.status == s for r in results) for s in Status}
+    console.print(f"{counts[Status.PASS]} pass, {counts[Status.WARN]} warn, {counts[Status.FAIL]} fail")
+
+
+def execute(stack: str, spec: FleetSpec, kube: k.Kube, as_json: bool) -> int:
+    results = run_preflight(kube, spec)
+    if as_json:
+        sys.stdout.write(json.dumps({"stack": stack, "checks": [r.as_json() for r in results]}, indent=2) + "\n")
+    else:
+        render_table(stack, results, Console(width=None if sys.stdout.isatty() else 160))
+    return 1 if any_failed(results) else 0

@@ -1,0 +1,67 @@
+"""`gpu-rollout watch`: follow the rollout, pause it on a trigger, exit 1 with the reason."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+
+from checks import kube as k
+from checks.watch import Snapshot, watch
+from spec.model import FleetSpec
+
+
+def snapshot_view(spec: FleetSpec, snapshot: Snapshot) -> Group:
+    pools = Table(title="pools", title_justify="left")
+    for column in ("pool", "target", "done/total", "nodes per state", "held"):
+        pools.add_column(column)
+    for pool in snapshot.pools(spec):
+        pools.add_row(pool["pool"], pool["target"], f"{pool['done']}/{pool['total']}",
+                      ", ".join(f"{s}: {c}" for s, c in pool["states"].items()), "yes" if pool["held"] else "")
+    moving = Table(title="nodes in progress", title_justify="left")
+    for column in ("node", "state", "time in state", "driver"):
+        moving.add_column(column)
+    for node in snapshot.nodes:
+        if node.state not in ("", "upgrade-done") and node.seconds_in_state is not None:
+            moving.add_row(node.name, node.state, f"{node.seconds_in_state / 60:.1f} min", node.driver or "?")
+    operator = ", ".join(f"{o['kind']} {o['name']}: {o['state']}" for o in snapshot.operator) or "no operator objects"
+    parts: list[object] = [pools, moving, f"operator: {operator}"]
+    parts += [f"event {e['node']}: {e['message']}" for e in snapshot.events[-5:]]
+    parts += [f"[bold red]TRIGGER[/] {t.message}" for t in snapshot.triggers]
+    return Group(*parts)
+
+
+def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, once: bool, interval: float, stuck_after: float,
+            auto_pause: bool, as_json: bool) -> int:
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    live = Live(console=console, auto_refresh=False) if sys.stdout.isatty() and not as_json else None
+
+    def show(snapshot: Snapshot) -> None:
+        if as_json:
+            return
+        view = snapshot_view(spec, snapshot)
+        if live is not None:
+            live.update(view, refresh=True)
+        else:
+            console.print(view)
+
+    if live is not None:
+        live.start()
+    try:
+        outcome = watch(kube, spec, stack, interval=interval, stuck_after=stuck_after, auto_pause=auto_pause,
+                        once=once, on_snapshot=show)
+    finally:
+        if live is not None:
+            live.stop()
+    paused = outcome.paused
+    if as_json:
+        doc = {"stack": stack, **outcome.snapshot.as_json(spec), "paused": paused.as_json() if paused else None}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    elif outcome.triggered:
+        reason = "; ".join(t.message for t in outcome.snapshot.triggers)
+        what = f"paused {len(paused.changed)} node(s) with the skip label" if paused else "not paused (--no-auto-pause)"
+        Console(stderr=True).print(f"rollout stopped: {reason}; {what}", markup=False)
+    return 1 if outcome.triggered else 0

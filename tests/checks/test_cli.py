@@ -1,0 +1,75 @@
+"""The live verbs through `rollout.cli.app`: exit codes 0/1/2, --json documents, pause/resume output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rollout.cli import app
+from spec import labels
+from tests.fakekube.fixtures import move_node
+from tests.fakekube.server import Fault, FakeKube
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def test_preflight_json_and_exit_codes(prod: FakeKube, kubeconfig: Path) -> None:
+    result = invoke("preflight", "--stack", "prod", "--kubeconfig", str(kubeconfig), "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["stack"] == "prod" and {c["status"] for c in doc["checks"]} <= {"pass", "warn"}
+    prod.remove("poddisruptionbudgets", "llm-chat-pdb", "inference")
+    assert invoke("preflight", "--stack", "prod", "--kubeconfig", str(kubeconfig)).exit_code == 1
+    assert prod.writes == 0
+
+
+def test_preflight_table_groups_by_runbook_section(prod: FakeKube, kubeconfig: Path) -> None:
+    result = invoke("preflight", "--stack", "prod", "--kubeconfig", str(kubeconfig))
+    assert "Who owns the driver" in result.stdout and "2. Capacity and disruption controls" in result.stdout
+
+
+@pytest.mark.parametrize("args", [
+    ("preflight", "--stack", "nope"),
+    ("preflight",),
+    ("watch", "--stack", "prod", "--interval", "0"),
+    ("pause", "--stack", "prod", "--bogus"),
+])
+def test_bad_input_exits_2(prod: FakeKube, kubeconfig: Path, args: tuple[str, ...]) -> None:
+    assert invoke(*args, "--kubeconfig", str(kubeconfig)).exit_code == 2
+
+
+def test_bad_kubeconfig_exits_2_naming_the_flag(tmp_path: Path) -> None:
+    result = invoke("preflight", "--stack", "prod", "--kubeconfig", str(tmp_path / "none"))
+    assert result.exit_code == 2 and "--kubeconfig" in result.output
+
+
+def test_cluster_errors_exit_1_with_the_permission(prod: FakeKube, kubeconfig: Path) -> None:
+    prod.faults.append(Fault(403, verb="list", plural="poddisruptionbudgets"))
+    result = invoke("preflight", "--stack", "prod", "--kubeconfig", str(kubeconfig), "--json")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert "'list' 'poddisruptionbudgets.policy' cluster-wide" in result.output
+
+
+def test_pause_resume_and_watch_once(prod: FakeKube, kubeconfig: Path) -> None:
+    node = "aks-gput4-12345678-vmss000000"
+    move_node(prod, node, "upgrade-required")
+    paused = invoke("pause", "--stack", "prod", "--kubeconfig", str(kubeconfig))
+    assert paused.exit_code == 0 and f"labelled {node}" in paused.stdout
+    assert prod.obj("nodes", node)["metadata"]["labels"][labels.SKIP_UPGRADE] == "true"
+    snap = invoke("watch", "--stack", "prod", "--kubeconfig", str(kubeconfig), "--once", "--json")
+    assert snap.exit_code == 0, snap.output
+    assert {p["pool"]: p["states"] for p in json.loads(snap.stdout)["pools"]}["gput4"] == {
+        "upgrade-done": 3, "upgrade-required": 1}
+    resumed = invoke("resume", "--stack", "prod", "--kubeconfig", str(kubeconfig), "--json")
+    assert resumed.exit_code == 0 and json.loads(resumed.stdout)["changed"] == [node]
+    move_node(prod, node, "upgrade-failed")
+    failed = invoke("watch", "--stack", "prod", "--kubeconfig", str(kubeconfig), "--once")
+    assert failed.exit_code == 1 and "upgrade-failed" in failed.output
+    assert prod.obj("nodes", node)["metadata"]["labels"][labels.SKIP_UPGRADE] == "true"

@@ -1,0 +1,1 @@
+"""A stateful fake Kubernetes API served over HTTP on loopback, reached through the real client."""

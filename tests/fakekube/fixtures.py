@@ -1,0 +1,257 @@
+"""Cluster contents shaped like a real GPU fleet, built from a stack's pools and models.
+
+Nodes carry what GFD, NFD and the GPU Operator put on real nodes (``nvidia.com/gpu.product``,
+``nvidia.com/cuda.driver-version.*`` and the deprecated ``cuda.driver.*``, ``gpu.deploy.*``, the
+upgrade-state label), allocatable ``nvidia.com/gpu`` and the pool labels this project adds. Helpers
+move nodes through the upgrade states the way the operator does (label plus a ``GPUDriverUpgrade``
+event).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from spec import labels, manifests
+from spec.model import Cloud, DriverOwner, FleetSpec, Model, NodePool
+from tests.fakekube.server import FakeKube
+
+Obj = dict[str, Any]
+
+KERNEL = {Cloud.AKS: "5.15.0-1079-azure", Cloud.EKS: "6.1.148-173.267.amzn2023.x86_64"}
+FAMILY = {"H100": "hopper", "H200": "hopper", "A100": "ampere", "A10": "ampere", "T4": "turing", "L40S": "ada",
+          "L4": "ada", "B200": "blackwell"}
+
+
+def _family(product: str) -> str:
+    return next((fam for key, fam in FAMILY.items() if key in product), "unknown")
+
+
+def driver_labels(version: str) -> dict[str, str]:
+    """GFD's driver labels, the current ones and the deprecated ones it still emits."""
+    major, minor, rev = ([*version.split("."), "", ""])[:3]
+    runtime = "13.0" if int(major) >= 580 else "12.8"
+    return {
+        "nvidia.com/cuda.driver-version.full": version,
+        "nvidia.com/cuda.driver-version.major": major,
+        "nvidia.com/cuda.driver-version.minor": minor,
+        "nvidia.com/cuda.driver-version.revision": rev,
+        "nvidia.com/cuda.driver.major": major,
+        "nvidia.com/cuda.driver.minor": minor,
+        "nvidia.com/cuda.driver.rev": rev,
+        "nvidia.com/cuda.runtime-version.full": runtime,
+        "nvidia.com/cuda.runtime.major": runtime.split(".")[0],
+        "nvidia.com/cuda.runtime.minor": runtime.split(".")[1],
+    }
+
+
+def current_driver(spec: FleetSpec) -> str:
+    """What the fleet runs before the rollout starts."""
+    return spec.driver.previousVersion or spec.driver.version
+
+
+def node_name(spec: FleetSpec, pool: NodePool, index: int) -> str:
+    if spec.cluster.cloud == Cloud.EKS:
+        return f"ip-10-0-{index // 250}-{index % 250 + 1}.ec2.internal-{manifests.k8s_name(pool.name)}"
+    return f"aks-{pool.name}-12345678-vmss{index:06x}"
+
+
+def gpu_node(spec: FleetSpec, pool: NodePool, index: int) -> Obj:
+    operator_owned = spec.driver.owner == DriverOwner.OPERATOR
+    generation = pool.newest_generation if pool.generations else None
+    name = node_name(spec, pool, index)
+    kernel = KERNEL.get(spec.cluster.cloud, "6.8.0-1020-generic")
+    node_labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        **manifests.pool_labels(spec, pool, generation),
+        "feature.node.kubernetes.io/pci-10de.present": "true",
+        "feature.node.kubernetes.io/kernel-version.full": kernel,
+        labels.GPU_PRESENT: "true",
+        labels.GPU_PRODUCT: pool.gpuProduct,
+        "nvidia.com/gpu.count": str(pool.gpusPerNode),
+        "nvidia.com/gpu.family": _family(pool.gpuProduct),
+        "nvidia.com/gpu.replicas": "1",
+        "nvidia.com/gpu.sharing-strategy": "none",
+        "nvidia.com/mig.capable": "true" if _family(pool.gpuProduct) in ("ampere", "hopper") else "false",
+        "nvidia.com/gpu.deploy.device-plugin": "true",
+        "nvidia.com/gpu.deploy.gpu-feature-discovery": "true",
+        "nvidia.com/gpu.deploy.operator-validator": "true",
+        labels.DEPLOY_DRIVER: "true" if operator_owned else "pre-installed",
+        **driver_labels(current_driver(spec)),
+    }
+    annotations: dict[str, str] = {}
+    if spec.cluster.cloud == Cloud.AKS:
+        node_labels["kubernetes.azure.com/agentpool"] = pool.name
+        node_labels["node.kubernetes.io/instance-type"] = pool.aks.vmSize if pool.aks else "unknown"
+    elif spec.cluster.cloud == Cloud.EKS:
+        node_labels["eks.amazonaws.com/nodegroup"] = pool.cloud_name(generation)
+        node_labels["node.kubernetes.io/instance-type"] = pool.eks.instanceTypes[0] if pool.eks else "unknown"
+    if operator_owned:
+        node_labels[labels.UPGRADE_STATE] = "upgrade-done"
+        annotations["nvidia.com/gpu-driver-upgrade-enabled"] = "true"
+        if spec.gpuOperator.useNvidiaDriverCrd:
+            node_labels[labels.DRIVER_OWNER] = manifests.nvidia_driver_name(pool)
+    gpus = str(pool.gpusPerNode)
+    return {
+        "kind": "Node",
+        "metadata": {"name": name, "labels": node_labels, "annotations": annotations},
+        "spec": {"taints": [{"key": labels.GPU_TAINT_KEY, "value": labels.GPU_TAINT_VALUE,
+                             "effect": labels.GPU_TAINT_EFFECT}]},
+        "status": {
+            "capacity": {"cpu": "40", "memory": "330000000Ki", labels.GPU_RESOURCE: gpus, "pods": "110"},
+            "allocatable": {"cpu": "39", "memory": "320000000Ki", labels.GPU_RESOURCE: gpus, "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            "nodeInfo": {"kernelVersion": kernel, "osImage": "Ubuntu 22.04.5 LTS", "architecture": "amd64",
+                         "containerRuntimeVersion": "containerd://1.7.27", "kubeletVersion": "v1.33.5"},
+        },
+    }
+
+
+def pod(name: str, namespace: str, node: str, pod_labels: dict[str, str], containers: list[Obj],
+        volumes: list[Obj] | None = None, owner: tuple[str, str] | None = None) -> Obj:
+    meta: Obj = {"name": name, "namespace": namespace, "labels": pod_labels}
+    if owner:
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner[0], "name": owner[1], "uid": "u",
+                                    "controller": True}]
+    return {
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {"nodeName": node, "containers": containers, "volumes": volumes or []},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def model_container(model: Model) -> Obj:
+    gpus = {labels.GPU_RESOURCE: str(model.gpusPerReplica)}
+    return {
+        "name": "server",
+        "image": model.image,
+        "resources": {"requests": dict(gpus), "limits": dict(gpus)},
+        "readinessProbe": {"httpGet": {"path": "/health", "port": 8000}, "periodSeconds": 10},
+        "volumeMounts": [{"name": "weights", "mountPath": "/models"}],
+    }
+
+
+def model_volumes(model: Model) -> list[Obj]:
+    return [{"name": "weights", "persistentVolumeClaim": {"claimName": f"{model.name}-weights"}}]
+
+
+def model_deployment(model: Model) -> Obj:
+    return {
+        "kind": "Deployment",
+        "metadata": {"name": model.name, "namespace": model.namespace, "labels": dict(model.matchLabels)},
+        "spec": {
+            "replicas": model.replicas,
+            "selector": {"matchLabels": dict(model.matchLabels)},
+            "template": {"metadata": {"labels": dict(model.matchLabels)},
+                         "spec": {"containers": [model_container(model)], "volumes": model_volumes(model)}},
+        },
+    }
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:5]
+
+
+def seed(fake: FakeKube, spec: FleetSpec, *, filler_pods_per_node: int = 0) -> dict[str, list[str]]:
+    """Fill ``fake`` with the stack's cluster in its steady state before a rollout; returns nodes per pool."""
+    op = spec.gpuOperator
+    operator_owned = spec.driver.owner == DriverOwner.OPERATOR
+    nodes: dict[str, list[str]] = {}
+    for pool in spec.nodePools:
+        nodes[pool.name] = []
+        for index in range(pool.nodeCount):
+            node = fake.add(gpu_node(spec, pool, index))
+            nodes[pool.name].append(node["metadata"]["name"])
+
+    fake.add({"kind": "Deployment", "metadata": {"name": "gpu-operator", "namespace": op.namespace,
+                                                 "labels": {"app": "gpu-operator"}},
+              "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "gpu-operator"}},
+                       "template": {"metadata": {"labels": {"app": "gpu-operator"}}, "spec": {"containers": [
+                           {"name": "gpu-operator", "image": f"nvcr.io/nvidia/gpu-operator:{op.chartVersion}"}]}}}})
+    policy_spec = manifests.cluster_policy_spec(spec)
+    fake.add({"kind": "ClusterPolicy", "metadata": {"name": manifests.CLUSTER_POLICY_NAME},
+              "spec": {**policy_spec, "operator": {}, "daemonsets": {}, "dcgm": {"enabled": True},
+                       "dcgmExporter": {"enabled": True}, "gfd": {"enabled": True},
+                       "nodeStatusExporter": {"enabled": False}},
+              "status": {"state": "ready", "namespace": op.namespace}})
+
+    for pool in spec.nodePools:
+        ds_name = "nvidia-driver-daemonset"
+        if operator_owned and op.useNvidiaDriverCrd:
+            driver_name = manifests.nvidia_driver_name(pool)
+            fake.add({"kind": "NVIDIADriver", "metadata": {"name": driver_name,
+                                                          "labels": manifests.nvidia_driver_labels(spec, pool)},
+                      "spec": manifests.nvidia_driver_spec(spec, pool), "status": {"state": "ready"}})
+            ds_name = f"nvidia-gpu-driver-ubuntu22.04-{_short_hash(driver_name)}"
+        if operator_owned:
+            ds_labels = {"app": ds_name, "app.kubernetes.io/component": "nvidia-driver",
+                         "nvidia.com/precompiled": str(op.usePrecompiled).lower()}
+            if (op.namespace, ds_name) not in fake.store["daemonsets"]:
+                image = f"{op.driverRepository}/driver:{current_driver(spec)}-ubuntu22.04"
+                fake.add({"kind": "DaemonSet", "metadata": {"name": ds_name, "namespace": op.namespace,
+                                                           "labels": ds_labels},
+                          "spec": {"selector": {"matchLabels": {"app": ds_name}},
+                                   "updateStrategy": {"type": "OnDelete"},
+                                   "template": {"metadata": {"labels": ds_labels}, "spec": {"containers": [
+                                       {"name": "nvidia-driver-ctr", "image": image}]}}}})
+            for node in nodes[pool.name]:
+                fake.add(pod(f"{ds_name}-{_short_hash(node)}", op.namespace, node, ds_labels,
+                             [{"name": "nvidia-driver-ctr",
+                               "image": f"{op.driverRepository}/driver:{current_driver(spec)}-ubuntu22.04"}],
+                             owner=("DaemonSet", ds_name)))
+        for node in nodes[pool.name]:
+            fake.add(pod(f"nvidia-operator-validator-{_short_hash(node)}", op.namespace, node,
+                         {"app": "nvidia-operator-validator", "app.kubernetes.io/part-of": "gpu-operator"},
+                         [{"name": "nvidia-operator-validator", "image": "nvcr.io/nvidia/gpu-operator:validator"}],
+                         owner=("DaemonSet", "nvidia-operator-validator")))
+            for filler in range(filler_pods_per_node):
+                fake.add(pod(f"agent-{filler}-{_short_hash(node)}", "kube-system", node, {"app": f"agent-{filler}"},
+                             [{"name": "agent", "image": "registry.k8s.io/pause:3.10"}],
+                             owner=("DaemonSet", f"agent-{filler}")))
+
+    for model in spec.models:
+        fake.add(model_deployment(model))
+        fake.add({"kind": "PodDisruptionBudget",
+                  "metadata": {"name": manifests.pdb_name(model), "namespace": model.namespace},
+                  "spec": manifests.pdb_spec(model)})
+        placements = _place(spec, model, nodes)
+        for replica, node in enumerate(placements):
+            fake.add(pod(f"{model.name}-7d9f8c-{replica:03d}", model.namespace, node, dict(model.matchLabels),
+                         [model_container(model)], model_volumes(model), owner=("ReplicaSet", f"{model.name}-7d9f8c")))
+    return nodes
+
+
+def _place(spec: FleetSpec, model: Model, nodes: dict[str, list[str]]) -> list[str]:
+    """Spread the replicas over the model's pools, one node after the other (by GPUs, not exactly)."""
+    candidates = [n for pool in model.nodePools for n in nodes.get(pool, [])]
+    return [candidates[i % len(candidates)] for i in range(model.replicas)] if candidates else []
+
+
+# ---------------------------------------------------------------- moving through the upgrade
+
+
+def move_node(fake: FakeKube, node: str, state: str, at: float | None = None) -> None:
+    """What the upgrade controller does on a transition: the state label, and an event on the node."""
+    when = datetime.fromtimestamp(time.time() if at is None else at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    fake.update("nodes", node, {"metadata": {"labels": {labels.UPGRADE_STATE: state}}})
+    count = len(fake.store["events"])
+    fake.add({"kind": "Event", "metadata": {"name": f"{node}.{count:08x}", "namespace": "default"},
+              "involvedObject": {"kind": "Node", "name": node, "apiVersion": "v1"},
+              "reason": "GPUDriverUpgrade", "type": "Normal", "lastTimestamp": when, "firstTimestamp": when,
+              "message": f"Successfully updated node state label to [{state}]",
+              "source": {"component": "nvidia-gpu-operator"}})
+
+
+def set_pod_ready(fake: FakeKube, namespace: str, name: str, ready: bool) -> None:
+    fake.update("pods", name, {"status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}},
+                namespace)
+
+
+def pods_of(fake: FakeKube, namespace: str, app_labels: dict[str, str]) -> list[str]:
+    return [p["metadata"]["name"] for p in fake.objects("pods") if p["metadata"]["namespace"] == namespace
+            and all((p["metadata"].get("labels") or {}).get(k) == v for k, v in app_labels.items())]
