@@ -137,6 +137,7 @@ class FakeKube:
         self.counts: Counter[str] = Counter()
         self.counts_by_resource: Counter[tuple[str, str]] = Counter()
         self.faults: list[Fault] = []
+        self.pages = 0
         self._rv = itertools.count(1000)
         self._server: ThreadingHTTPServer | None = None
 
@@ -279,6 +280,8 @@ class FakeKube:
         with self.lock:
             self.counts[verb] += 1
             self.counts_by_resource[(verb, plural)] += 1
+            if verb == "list" and query.get("continue"):
+                self.pages += 1  # a continuation page of a LIST already counted once as a query
             fault = next((f for f in self.faults if f.applies(verb, plural)), None)
         if fault is not None:
             if fault.status == "timeout":
@@ -314,14 +317,14 @@ class FakeKube:
             by_field = field_selector(query.get("fieldSelector", [""])[0])
         except ValueError as exc:
             raise ApiError(400, "BadRequest", str(exc)) from exc
+        # Selectors read the stored objects (computed status is not selectable); only the page is copied.
         items = [
-            self._computed(plural, copy.deepcopy(o)) for (ns, _), o in sorted(self.store[plural].items())
-            if (not namespace or ns == namespace)
+            o for (ns, _), o in sorted(self.store[plural].items())
+            if (not namespace or ns == namespace) and by_label(o["metadata"].get("labels") or {}) and by_field(o)
         ]
-        items = [o for o in items if by_label(o["metadata"].get("labels") or {}) and by_field(o)]
         start = int(base64.b64decode(query["continue"][0]).decode()) if query.get("continue") else 0
         limit = int(query.get("limit", ["0"])[0]) or len(items) or 1
-        page = items[start:start + limit]
+        page = [self._computed(plural, copy.deepcopy(o)) for o in items[start:start + limit]]
         meta: Obj = {"resourceVersion": str(next(self._rv))}
         if start + limit < len(items):
             meta["continue"] = base64.b64encode(str(start + limit).encode()).decode()
