@@ -15,8 +15,10 @@ from tests.fakekube.server import FakeKube
 
 
 class Clock:
-    def __init__(self, fake: FakeKube | None = None, step: float = 60.0, on_tick=None) -> None:
-        self.now, self.step, self.on_tick, self.sleeps = time.time(), step, on_tick, 0
+    """Wall time that only moves when the watch sleeps; ``on_tick`` plays the operator between polls."""
+
+    def __init__(self, on_tick=None) -> None:
+        self.now, self.on_tick, self.sleeps = time.time(), on_tick, 0
 
     def __call__(self) -> float:
         return self.now
