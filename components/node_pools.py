@@ -9,7 +9,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_azure_native as azure_native
 
-from spec import manifests
+from spec import labels, manifests
 from spec.model import AksCluster, EksCluster, FleetSpec, NodePool
 
 
@@ -22,12 +22,12 @@ class GpuPoolArgs:
 def _cloud_tags(spec: FleetSpec, pool: NodePool) -> dict[str, str]:
     """Tags on every cloud pool, so a cloud console shows which stack and change own it."""
     tags = {
-        "gpu-driver-upgrade/pool": pool.name,
-        "gpu-driver-upgrade/stage": spec.stage.value,
-        "gpu-driver-upgrade/driver-owner": spec.driver.owner.value,
+        labels.TAG_POOL: pool.name,
+        labels.TAG_STAGE: spec.stage.value,
+        labels.TAG_DRIVER_OWNER: spec.driver.owner.value,
     }
     if spec.changeTicket:
-        tags["gpu-driver-upgrade/change-ticket"] = spec.changeTicket
+        tags[labels.TAG_CHANGE_TICKET] = spec.changeTicket
     return tags
 
 
@@ -47,8 +47,8 @@ class AksGpuPool(pulumi.ComponentResource):
             tags = _cloud_tags(spec, pool)
             if generation is not None and generation.nodeImageVersion:
                 # AKS takes no node image as input; the version is recorded and checked live.
-                tags["gpu-driver-upgrade/node-image"] = generation.nodeImageVersion
-                tags["gpu-driver-upgrade/image-driver"] = generation.driverVersion
+                tags[labels.TAG_NODE_IMAGE] = generation.nodeImageVersion
+                tags[labels.TAG_IMAGE_DRIVER] = generation.driverVersion
             cloud_name = pool.cloud_name(generation)
             self.agent_pools.append(
                 azure_native.containerservice.AgentPool(

@@ -275,10 +275,10 @@ def _stack_values(resources: Iterable[Resource], annotation: str, tag: str) -> s
 
 def stage(resources: Iterable[Resource]) -> str | None:
     """The stack's stage as its resources state it (PDB and driver annotations, pool tags)."""
-    values = _stack_values(resources, labels.ANNOTATION_STAGE, "gpu-driver-upgrade/stage")
+    values = _stack_values(resources, labels.ANNOTATION_STAGE, labels.TAG_STAGE)
     return values.pop() if len(values) == 1 else None
 
 
 def change_ticket(resources: Iterable[Resource]) -> str | None:
-    values = _stack_values(resources, labels.ANNOTATION_CHANGE_TICKET, "gpu-driver-upgrade/change-ticket")
+    values = _stack_values(resources, labels.ANNOTATION_CHANGE_TICKET, labels.TAG_CHANGE_TICKET)
     return sorted(values)[0] if values else None

@@ -52,3 +52,12 @@ POOL_IMAGE_DRIVER = f"{DOMAIN}/image-driver"  # driver shipped by the node image
 GPU_TAINT_KEY = "nvidia.com/gpu"
 GPU_TAINT_VALUE = "present"
 GPU_TAINT_EFFECT = "NoSchedule"
+
+# Cloud tags on every pool. Azure tag names may not contain '/', so tags use ':' (valid on AWS too).
+TAG_PREFIX = "gpu-driver-upgrade:"
+TAG_POOL = f"{TAG_PREFIX}pool"
+TAG_STAGE = f"{TAG_PREFIX}stage"
+TAG_DRIVER_OWNER = f"{TAG_PREFIX}driver-owner"
+TAG_CHANGE_TICKET = f"{TAG_PREFIX}change-ticket"
+TAG_NODE_IMAGE = f"{TAG_PREFIX}node-image"
+TAG_IMAGE_DRIVER = f"{TAG_PREFIX}image-driver"
