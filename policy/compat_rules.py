@@ -30,7 +30,7 @@ def driver_version_pinned(res: Resource) -> Iterator[Finding]:
             yield advice(f"{res.name}: precompiled {where} '{driver.version}' pins a branch, not a release", res)
         elif not _EXACT_RELEASE.match(str(driver.version)):
             yield Finding(
-                f"{res.name}: {where} '{driver.version}' must be an exact release such as 580.105.08 "
+                f"{res.name}: {where} '{driver.version}' must be an exact release such as 580.173.02 "
                 "(a bare branch follows whatever precompiled build is newest)",
                 res,
             )

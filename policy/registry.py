@@ -67,7 +67,7 @@ for _policy in (
         "driver-version-pinned",
         "Checks that the driver version is an exact release wherever it is set, and that NVIDIA AMI node groups pin releaseVersion.",
         Severity.HIGH, ("compatibility", "drift"),
-        "Set driver.version to an exact release (e.g. 580.105.08); for image-owned EKS pools set releaseVersion on every generation.",
+        "Set driver.version to an exact release (e.g. 580.173.02); for image-owned EKS pools set releaseVersion on every generation.",
         M, resource_rule=compat.driver_version_pinned, resource_types=(*DRIVERS, facts.EKS_NODE_GROUP),
     ),
     PolicyDef(

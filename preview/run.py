@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import runpy
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,16 @@ def run_program(config: dict[str, str], stack: str, program: Path = PROGRAM) -> 
     # The mock runtime needs a current event loop (Python 3.12+ no longer makes one implicitly).
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
+    # The SDK calls the mock monitor from the loop's worker threads, and the monitor gives each worker an
+    # event loop of its own. Make those loops here so they can be closed with ours; left to interpreter
+    # exit they print "Exception ignored ... Invalid file descriptor".
+    worker_loops: list[asyncio.AbstractEventLoop] = []
+
+    def _give_worker_a_loop() -> None:
+        worker_loops.append(asyncio.new_event_loop())
+        asyncio.set_event_loop(worker_loops[-1])
+
+    loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="mock-monitor", initializer=_give_worker_a_loop))
     mocks = RecordingMocks()
     outputs: dict[str, Any] = {}
     try:
@@ -107,6 +118,9 @@ def run_program(config: dict[str, str], stack: str, program: Path = PROGRAM) -> 
         urns = _urns_by_type_and_name(pulumi_settings.get_monitor())
     finally:
         pulumi.runtime.reset_options(project=PROJECT, stack=stack)
+        loop.run_until_complete(loop.shutdown_default_executor())
+        for worker_loop in worker_loops:
+            worker_loop.close()
         loop.close()
         asyncio.set_event_loop(None)
     resources = [replace(r, urn=urns.get((r.type, r.name), "")) for r in mocks.resources]

@@ -176,7 +176,7 @@ class Cluster(_Model):
 
 class Driver(_Model):
     owner: DriverOwner = Field(description="Who installs the driver: operator or image. Never both.")
-    version: DriverVersion = Field(description="Target driver version, exact (580.105.08).")
+    version: DriverVersion = Field(description="Target driver version, exact (580.173.02).")
     previousVersion: DriverVersion | None = Field(None, description="Driver the fleet runs now (rollback).")
 
 
@@ -352,7 +352,7 @@ class FleetSpec(_Model):
                 ("driver", "version"),
                 f"'{self.driver.version}' is a branch, not a release; a branch alone is only valid with "
                 "gpuOperator.usePrecompiled: true (precompiled images are tagged by branch). Pin an exact "
-                "release such as 580.105.08",
+                "release such as 580.173.02",
             )
         prev = self.driver.previousVersion
         if prev is not None and is_branch_only(prev) and not self.gpuOperator.usePrecompiled:

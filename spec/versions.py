@@ -34,7 +34,7 @@ def _refuse_numbers(value: Any) -> Any:
 
 def _refuse_floating(value: str) -> str:
     if value.lower() in _FLOATING:
-        raise ValueError(f"'{value}' is a moving target; pin an exact release such as 580.105.08")
+        raise ValueError(f"'{value}' is a moving target; pin an exact release such as 580.173.02")
     return value
 
 
@@ -42,7 +42,7 @@ def _driver_version(value: str) -> str:
     _refuse_floating(value)
     if _DRIVER_RELEASE.match(value) or _DRIVER_BRANCH.match(value):
         return value
-    raise ValueError(f"'{value}' is not an NVIDIA driver release (expected e.g. 580.105.08 or 570.26)")
+    raise ValueError(f"'{value}' is not an NVIDIA driver release (expected e.g. 580.173.02 or 570.26)")
 
 
 def _cuda_version(value: str) -> str:
@@ -79,7 +79,7 @@ def is_branch_only(driver_version: str) -> bool:
 
 
 def driver_branch(driver_version: str) -> int:
-    """The branch number of a driver version: ``580.105.08`` -> 580."""
+    """The branch number of a driver version: ``580.173.02`` -> 580."""
     return int(driver_version.split(".", 1)[0])
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,14 +20,18 @@ def stack_config(stack: str) -> dict[str, str]:
     return read_stack_file(PROJECT_DIR / f"Pulumi.{stack}.yaml")
 
 
-def edited(stack: str, key: str, edit: Callable[[dict], object]) -> dict[str, str]:
-    """The config of an example stack with one structured key changed by ``edit`` (in place)."""
-    config = stack_config(stack)
+def change(config: dict[str, str], key: str, edit: Callable[[Any], object]) -> dict[str, str]:
+    """``config`` with the structured (object or list) value under ``key`` edited in place by ``edit``."""
     full_key = f"gpu-driver-upgrade:{key}"
-    value = json.loads(config[full_key]) if config[full_key][:1] in "{[" else config[full_key]
-    edit(value)
+    value = json.loads(config[full_key])
+    edit(value)  # its result is ignored: dict.pop and list.pop return what they removed
     config[full_key] = json.dumps(value)
     return config
+
+
+def edited(stack: str, key: str, edit: Callable[[Any], object]) -> dict[str, str]:
+    """The config of an example stack with one structured key changed by ``edit``."""
+    return change(stack_config(stack), key, edit)
 
 
 @pytest.fixture(scope="session")

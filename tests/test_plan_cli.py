@@ -27,7 +27,7 @@ def test_plan_table_shows_what_a_reviewer_checks() -> None:
     for expected in (
         "gpu-gpua100",
         "nvcr.io/nvidia/driver:570.195.03",
-        "nvcr.io/nvidia/driver:580.105.08",
+        "nvcr.io/nvidia/driver:580.173.02",
         "gpuProfile.driver: None",
         "HELD (skip label)",
         "maxParallelUpgrades=1",
@@ -63,7 +63,7 @@ def test_plan_json_eks_prod_pins_release_versions_and_disables_the_driver() -> N
 
 def test_plan_shows_a_precompiled_branch_as_such(tmp_path: Path) -> None:
     text = (PROJECT_DIR / "Pulumi.prod.yaml").read_text()
-    text = text.replace('version: "580.105.08"', 'version: "580"').replace('previousVersion: "570.195.03"', 'previousVersion: "570"')
+    text = text.replace('version: "580.173.02"', 'version: "580"').replace('previousVersion: "570.195.03"', 'previousVersion: "570"')
     text = text.replace("    useNvidiaDriverCrd: true\n", "    useNvidiaDriverCrd: true\n    usePrecompiled: true\n")
     path = tmp_path / "Pulumi.prod.yaml"
     path.write_text(text)
@@ -84,12 +84,12 @@ def test_plan_reads_a_stack_file(tmp_path: Path) -> None:
 def test_invalid_config_exits_2_with_the_key_path_and_prints_nothing_else(tmp_path: Path) -> None:
     path = tmp_path / "Pulumi.prod.yaml"
     text = (PROJECT_DIR / "Pulumi.prod.yaml").read_text()
-    path.write_text(text.replace('version: "580.105.08"', "version: latest"))
+    path.write_text(text.replace('version: "580.173.02"', "version: latest"))
     code, out, err = plan("--stack-file", str(path), "--json")
     assert code == 2
     assert out == ""
     assert "gpu-driver-upgrade:driver.version" in err and "moving target" in err
-    assert path.read_text() == text.replace('version: "580.105.08"', "version: latest")  # nothing changed
+    assert path.read_text() == text.replace('version: "580.173.02"', "version: latest")  # nothing changed
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,7 @@ def test_canary_pool_is_operator_owned_and_released(rendered: dict[str, ProgramR
     assert pool["gpuProfile"] == {"driver": "None"}
     assert pool["mode"] == "User"
     assert pool["vmSize"] == "Standard_NC40ads_H100_v5"
-    assert pool["count"] == 2
+    assert pool["count"] == 3
     assert pool["nodeTaints"] == ["nvidia.com/gpu=present:NoSchedule"]
     assert pool["nodeLabels"][labels.POOL] == "gpucanary"
     assert labels.SKIP_UPGRADE not in pool["nodeLabels"]
@@ -59,7 +59,7 @@ def test_canary_driver_selects_its_pool_one_node_at_a_time(rendered: dict[str, P
     driver = by_name(rendered["canary"], NVIDIA_DRIVER)["gpu-gpucanary"]
     assert driver["apiVersion"] == "nvidia.com/v1alpha1"
     spec = driver["spec"]
-    assert spec["version"] == "580.105.08"
+    assert spec["version"] == "580.173.02"
     assert spec["nodeSelector"] == {labels.POOL: "gpucanary"}
     assert spec["default"] is False
     assert spec["upgradePolicy"]["maxParallelUpgrades"] == 1
@@ -77,7 +77,7 @@ def test_prod_counts(rendered: dict[str, ProgramRun]) -> None:
 def test_prod_pins_one_driver_per_pool_and_holds_unreleased_pools(rendered: dict[str, ProgramRun]) -> None:
     drivers = by_name(rendered["prod"], NVIDIA_DRIVER)
     assert {name: d["spec"]["version"] for name, d in drivers.items()} == {
-        "gpu-gput4": "580.105.08",
+        "gpu-gput4": "580.173.02",
         "gpu-gpua100": "570.195.03",
         "gpu-gpuh100": "570.195.03",
     }
@@ -95,7 +95,7 @@ def test_prod_patches_the_cluster_policy_with_crd_field_names(rendered: dict[str
     assert patch.inputs["metadata"]["annotations"]["pulumi.com/patchForce"] == "true"
     driver = patch.inputs["spec"]["driver"]
     assert driver["enabled"] is True
-    assert driver["version"] == "580.105.08"
+    assert driver["version"] == "580.173.02"
     assert driver["useNvidiaDriverCRD"] is True
     assert driver["upgradePolicy"] == {
         "autoUpgrade": True,
@@ -126,7 +126,7 @@ def test_prod_pdbs_carry_the_model_facts(rendered: dict[str, ProgramRun]) -> Non
 def test_prod_outputs(rendered: dict[str, ProgramRun]) -> None:
     outputs = rendered["prod"].outputs
     assert outputs["stage"] == "prod"
-    assert outputs["driverVersion"] == "580.105.08"
+    assert outputs["driverVersion"] == "580.173.02"
     assert outputs["releasedPools"] == ["gput4"]
     assert outputs["heldPools"] == ["gpua100", "gpuh100"]
     assert outputs["pools"]["gpuh100"]["driverVersion"] == "570.195.03"
@@ -148,7 +148,7 @@ def test_children_are_parented_to_their_components(rendered: dict[str, ProgramRu
 def test_releasing_a_pool_moves_its_driver_and_drops_the_skip_label() -> None:
     config = edited("prod", "nodePools", lambda pools: pools[1]["rollout"].update(released=True))
     run = run_program(config, "prod")
-    assert by_name(run, NVIDIA_DRIVER)["gpu-gpua100"]["spec"]["version"] == "580.105.08"
+    assert by_name(run, NVIDIA_DRIVER)["gpu-gpua100"]["spec"]["version"] == "580.173.02"
     assert labels.SKIP_UPGRADE not in by_name(run, AGENT_POOL)["gpua100"]["nodeLabels"]
     assert run.outputs["releasedPools"] == ["gput4", "gpua100"]
 

@@ -19,6 +19,7 @@ from policy import pack
 from policy.evaluate import POLICY_DIR, from_registered
 from policy.registry import POLICY_IDS, REGISTRY, PolicyDef, Severity, register
 from preview.run import run_program
+from tests.conftest import change, stack_config
 from tests.policy.variants import VARIANTS
 
 ISSUE_IDS = {
@@ -105,10 +106,12 @@ def test_resource_policy_reports_through_crossguard():
     assert any("podDeletion.force must be false" in m for m in reported)
 
 
-def test_advice_only_reaches_crossguard_when_asked(rendered):
-    assert _run_resource_policy("operator-supports-driver", rendered["canary"]) == []
-    asked = _run_resource_policy("operator-supports-driver", rendered["canary"], {pack.ADVICE_SETTING: True})
-    assert len(asked) == 1 and "580.173.02" in asked[0]
+def test_advice_only_reaches_crossguard_when_asked():
+    # 580.105.08 is an R580 release that operator v26.7.0 does not list: advice, not a violation.
+    unlisted = run_program(change(stack_config("canary"), "driver", lambda d: d.update(version="580.105.08")), "canary")
+    assert _run_resource_policy("operator-supports-driver", unlisted) == []
+    asked = _run_resource_policy("operator-supports-driver", unlisted, {pack.ADVICE_SETTING: True})
+    assert len(asked) == 1 and "580.105.08" in asked[0]
 
 
 def test_pulumi_policy_yaml_uses_the_python_runtime():

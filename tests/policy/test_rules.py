@@ -56,15 +56,23 @@ def test_forward_compat_bridges_a_newer_cuda_on_an_ltsb_branch():
 def test_host_fabric_manager_pinned_to_the_pool_driver_passes_and_a_mismatch_fails():
     pinned = change(stack_config("prod"), "nodePools", pool("gpuh100", fabricManager="host", fabricManagerVersion="570.195.03"))
     assert list(compat_rules.fabric_manager_matches(resources(run_program(pinned, "prod")))) == []
-    wrong = change(stack_config("prod"), "nodePools", pool("gpuh100", fabricManager="host", fabricManagerVersion="580.105.08"))
+    wrong = change(stack_config("prod"), "nodePools", pool("gpuh100", fabricManager="host", fabricManagerVersion="580.173.02"))
     (finding,) = compat_rules.fabric_manager_matches(resources(run_program(wrong, "prod")))
     assert "must equal driver 570.195.03" in finding.message
 
 
+def unlisted_release_canary() -> list:
+    """The canary on 580.105.08: a real R580 release that operator v26.7.0 does not list (it lists 580.173.02)."""
+    config = change(stack_config("canary"), "driver", lambda d: d.update(version="580.105.08"))
+    return resources(run_program(config, "canary"))
+
+
 def test_branch_only_operator_support_is_advice(rendered):
-    (driver,) = of_type(resources(rendered["canary"]), facts.NVIDIA_DRIVER)
+    (listed,) = of_type(resources(rendered["canary"]), facts.NVIDIA_DRIVER)
+    assert list(compat_rules.operator_supports_driver(listed)) == []
+    (driver,) = of_type(unlisted_release_canary(), facts.NVIDIA_DRIVER)
     (finding,) = compat_rules.operator_supports_driver(driver)
-    assert finding.advisory and "580.173.02" in finding.message
+    assert finding.advisory and "580.105.08" in finding.message and "580.173.02" in finding.message
 
 
 def test_zero_eviction_timeout_is_advice_not_mandatory():
@@ -89,12 +97,14 @@ def test_unknown_gpu_product_is_reported_as_advice_never_passed():
     assert "NVIDIA-Mystery-9000" in findings[0].message
 
 
-def test_canary_stage_config_grades_spare_capacity_as_advice(rendered):
-    violations = evaluate(resources(rendered["canary"]), load_config("canary"))
-    spare = [v for v in violations if v.policy == "spare-capacity"]
-    assert spare and {v.enforcement for v in spare} == {Level.ADVISORY}
-    prod_level = evaluate(resources(rendered["canary"]), load_config("prod"))
-    assert {v.enforcement for v in prod_level if v.policy == "spare-capacity"} == {Level.MANDATORY}
+def test_canary_without_a_spare_node_fails_spare_capacity_unless_config_downgrades_it(rendered):
+    assert not [v for v in evaluate(resources(rendered["canary"]), load_config("canary")) if v.policy == "spare-capacity"]
+    config = change(stack_config("canary"), "nodePools", pool("gpucanary", nodeCount=2))
+    items = resources(run_program(config, "canary"))
+    spare = [v for v in evaluate(items, load_config("canary")) if v.policy == "spare-capacity"]
+    assert spare and {v.enforcement for v in spare} == {Level.MANDATORY}
+    relaxed = evaluate(items, {**load_config("canary"), "spare-capacity": "advisory"})
+    assert {v.enforcement for v in relaxed if v.policy == "spare-capacity"} == {Level.ADVISORY}
 
 
 def test_enforcement_resolution_and_config_errors():

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
-from tests.conftest import stack_config
+from tests.conftest import change, stack_config
 
 KEY = "gpu-driver-upgrade:"
-
-
-def change(config: dict[str, str], key: str, edit: Callable[[Any], Any]) -> dict[str, str]:
-    """``config`` with the structured value under ``key`` edited in place (or replaced by the result)."""
-    raw = config[KEY + key]
-    value = json.loads(raw) if raw[:1] in "{[" else raw
-    result = edit(value)
-    config[KEY + key] = json.dumps(value if result is None else result)
-    return config
 
 
 def model(name: str, **changes: Any) -> Callable[[list[dict]], None]:

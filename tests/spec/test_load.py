@@ -30,7 +30,7 @@ def assert_problem(config: dict[str, str], path: str, *fragments: str) -> None:
 def test_example_stacks_load(stack: str) -> None:
     spec = load_stack_file(PROJECT_DIR / f"Pulumi.{stack}.yaml")
     assert spec.stage == (Stage.CANARY if "canary" in stack else Stage.PROD)
-    assert spec.driver.version == "580.105.08"
+    assert spec.driver.version == "580.173.02"
     assert spec.driver.owner == (DriverOwner.IMAGE if stack.startswith("eks") else DriverOwner.OPERATOR)
 
 
@@ -46,7 +46,7 @@ def test_prod_stack_spells_upgrade_policy_as_the_crd() -> None:
 def test_held_pools_pin_previous_driver() -> None:
     spec = load_stack_file(PROJECT_DIR / "Pulumi.prod.yaml")
     assert {p.name: spec.pool_driver_version(p) for p in spec.nodePools} == {
-        "gput4": "580.105.08",
+        "gput4": "580.173.02",
         "gpua100": "570.195.03",
         "gpuh100": "570.195.03",
     }
@@ -56,7 +56,7 @@ def test_held_pools_pin_previous_driver() -> None:
 # ---------------------------------------------------------------- driver versions
 
 
-@pytest.mark.parametrize("bad", ["latest", "stable", "LATEST", "580.x", "v580.105.08", "580.105.08.1", "58"])
+@pytest.mark.parametrize("bad", ["latest", "stable", "LATEST", "580.x", "v580.173.02", "580.173.02.1", "58"])
 def test_driver_version_must_be_an_exact_release(bad: str) -> None:
     config = edited("prod", "driver", lambda d: d.update(version=bad))
     assert_problem(config, "gpu-driver-upgrade:driver.version", bad)
@@ -205,7 +205,7 @@ def test_eks_generation_needs_release_version() -> None:
 
 
 def test_generations_are_refused_on_operator_owned_pools() -> None:
-    gens = [{"id": 1, "driverVersion": "580.105.08", "nodeImageVersion": "202511.07.0"}]
+    gens = [{"id": 1, "driverVersion": "580.173.02", "nodeImageVersion": "202511.07.0"}]
     config = edited("prod", "nodePools", lambda pools: pools[0].update(generations=gens))
     assert_problem(config, "gpu-driver-upgrade:nodePools[0].generations", "image-owned")
 
