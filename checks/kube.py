@@ -1,7 +1,8 @@
 """The one adapter between the checks and the Kubernetes API (official ``kubernetes`` client).
 
 Every call is bounded (a per-request timeout, a capped number of attempts and a total deadline),
-retried with exponential backoff on 429, 5xx and connection errors (honouring ``Retry-After``), and
+retried with exponential backoff on 429, 5xx and connection errors (never sooner than the server's
+``Retry-After``; a wait that would pass the total deadline gives up instead), and
 turned into :mod:`checks.errors` on failure. Lists are paginated (``limit``/``continue``) and filtered
 with label and field selectors on the server, so a check makes one LIST per resource kind, never one
 call per node.
@@ -50,7 +51,7 @@ class ClientSettings:
     request_timeout: float = 30.0  # seconds for one HTTP request (connect + read)
     attempts: int = 5  # tries per request, the first included
     backoff_base: float = 0.5  # first retry waits about this long, doubling each time
-    backoff_cap: float = 8.0  # no single wait is longer (Retry-After included)
+    backoff_cap: float = 8.0  # no backoff wait is longer; a longer Retry-After is honoured up to total_timeout
     total_timeout: float = 120.0  # give up when the next wait would pass this many seconds
     page_size: int = 500  # objects per LIST page (kubectl's chunk size)
 
@@ -90,7 +91,7 @@ CLUSTER_POLICIES = Resource("nvidia.com", "v1", "clusterpolicies", False)
 NVIDIA_DRIVERS = Resource("nvidia.com", "v1alpha1", "nvidiadrivers", False)
 
 MERGE_PATCH = "application/merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
+FIELD_MANAGER = "gpu-rollout"
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None, settings: ClientSettings | None = None) -> Kube:
@@ -173,16 +174,14 @@ class Kube:
         except NotFoundError:
             return None
 
-    def get(self, resource: Resource, name: str, namespace: str | None = None) -> Obj:
-        return self._request("GET", resource.path(namespace, name), [], verb="get", resource=resource,
-                             namespace=namespace)
-
     # ------------------------------------------------------------ writes
 
     def patch(self, resource: Resource, name: str, body: Any, namespace: str | None = None,
               content_type: str = MERGE_PATCH) -> Obj:
-        """A merge patch (or JSON patch). Label merge patches are idempotent, so retrying them is safe."""
-        return self._request("PATCH", resource.path(namespace, name), [], verb="patch", resource=resource,
+        """A merge patch by default. Label merge patches are idempotent, so retrying them is safe."""
+        # fieldManager names us in the object's managedFields (audit: who set the skip label).
+        return self._request("PATCH", resource.path(namespace, name), [("fieldManager", FIELD_MANAGER)],
+                             verb="patch", resource=resource,
                              namespace=namespace, body=body, content_type=content_type)
 
     # ------------------------------------------------------------ the one place requests are made
@@ -201,7 +200,7 @@ class Kube:
                 break
             delay = min(settings.backoff_cap, settings.backoff_base * (2**attempt) * random.uniform(0.75, 1.0))
             if last.retry_after is not None:
-                delay = min(settings.backoff_cap, max(delay, last.retry_after))
+                delay = max(delay, last.retry_after)  # asking again sooner would only be refused again
             if self._monotonic() - start + delay > settings.total_timeout:
                 break
             self._sleep(delay)
@@ -248,11 +247,16 @@ def _status_message(data: bytes | None) -> str:
 def _error_for(status: int, headers: Any, data: bytes | None, what: str, verb: str, resource: Resource,
                namespace: str | None) -> ClusterError:
     message = _status_message(data)
-    if status in (401, 403):
-        scope = f"in namespace {namespace}" if namespace else "cluster-wide"
-        why = "the credentials were rejected (401)" if status == 401 else "forbidden (403)"
+    if status == 401:
         return AccessDeniedError(
-            f"{what}: {why}; the identity needs RBAC permission to '{verb}' '{resource.kind_name}' {scope}"
+            f"{what}: the credentials were rejected (401 Unauthorized): the token or client certificate is "
+            "missing, expired or not trusted by this cluster; log in again (az aks get-credentials / "
+            "aws eks update-kubeconfig) or check --kubeconfig/--context" + (f" ({message})" if message else "")
+        )
+    if status == 403:
+        scope = f"in namespace {namespace}" if namespace else "cluster-wide"
+        return AccessDeniedError(
+            f"{what}: forbidden (403); the identity needs RBAC permission to '{verb}' '{resource.kind_name}' {scope}"
             + (f" ({message})" if message else "")
         )
     if status == 404:

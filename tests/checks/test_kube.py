@@ -67,3 +67,10 @@ def test_bad_kubeconfig_and_context_are_config_errors(tmp_path: Path, kubeconfig
         k.connect(str(kubeconfig), context="nope")
     with pytest.raises(ConfigError):
         k.connect(str(tmp_path / "missing"))
+
+
+def test_unauthorized_says_the_credentials_were_rejected(prod: FakeKube, kube: k.Kube) -> None:
+    prod.faults.append(Fault(401, verb="list", plural="nodes"))
+    with pytest.raises(AccessDeniedError, match="credentials were rejected") as raised:
+        kube.list(k.NODES)
+    assert "RBAC" not in str(raised.value)

@@ -235,16 +235,34 @@ def _place(spec: FleetSpec, model: Model, nodes: dict[str, list[str]]) -> list[s
 # ---------------------------------------------------------------- moving through the upgrade
 
 
-def move_node(fake: FakeKube, node: str, state: str, at: float | None = None) -> None:
-    """What the upgrade controller does on a transition: the state label, and an event on the node."""
-    when = datetime.fromtimestamp(time.time() if at is None else at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    fake.update("nodes", node, {"metadata": {"labels": {labels.UPGRADE_STATE: state}}})
+OPERATOR_MANAGER = "gpu-operator"
+
+
+def move_node(fake: FakeKube, node: str, state: str, at: float | None = None, *, event: bool = True,
+              bracketed: bool = False) -> None:
+    """What the upgrade controller does on a transition: the state label (recorded in managedFields as
+    the operator's, at ``at``), and a ``GPUDriverUpgrade`` event on the node unless ``event`` is False
+    (events expire after about an hour). Current k8s-operator-libs write the state bare; ``bracketed``
+    gives the "[state]" form of older releases and the docs."""
+    at = time.time() if at is None else at
+    when = datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    fake.update("nodes", node, {"metadata": {"labels": {labels.UPGRADE_STATE: state}}}, manager=OPERATOR_MANAGER,
+                at=at)
+    if not event:
+        return
     count = len(fake.store["events"])
+    shown = f"[{state}]" if bracketed else state
     fake.add({"kind": "Event", "metadata": {"name": f"{node}.{count:08x}", "namespace": "default"},
               "involvedObject": {"kind": "Node", "name": node, "apiVersion": "v1"},
               "reason": "GPUDriverUpgrade", "type": "Normal", "lastTimestamp": when, "firstTimestamp": when,
-              "message": f"Successfully updated node state label to [{state}]",
+              "message": f"Successfully updated node state label to {shown}",
               "source": {"component": "nvidia-gpu-operator"}})
+
+
+def finish_upgrade(fake: FakeKube, node: str, version: str, at: float | None = None) -> None:
+    """The node came back on ``version``: GFD relabels the driver, the controller marks it upgrade-done."""
+    fake.update("nodes", node, {"metadata": {"labels": driver_labels(version)}})
+    move_node(fake, node, "upgrade-done", at)
 
 
 def set_pod_ready(fake: FakeKube, namespace: str, name: str, ready: bool) -> None:

@@ -87,25 +87,28 @@ def _field(obj: Mapping[str, Any], path: str) -> str | None:
     return None if value is None else str(value)
 
 
-FIELDS = {
-    "metadata.name", "metadata.namespace", "spec.nodeName", "status.phase", "involvedObject.kind",
-    "involvedObject.name", "involvedObject.namespace", "reason", "type", "spec.unschedulable",
-}
+def field_selector(text: str | None, supported: set[str], paths: Mapping[str, str] | None = None,
+                   defaults: Mapping[str, str] | None = None) -> Callable[[Mapping[str, Any]], bool]:
+    """A predicate over an object; a field the kind does not support is refused, as the server does (400).
 
-
-def field_selector(text: str | None) -> Callable[[Mapping[str, Any]], bool]:
-    """A predicate over an object; unknown fields are refused, as the server does (400)."""
+    ``paths`` maps a selectable field to where it lives (events' ``source`` is ``source.component``);
+    ``defaults`` gives the value of a field the object leaves unset (``spec.unschedulable`` is "false").
+    """
+    paths, defaults = paths or {}, defaults or {}
     checks = []
     for term in _split_top(text or ""):
         op = "!=" if "!=" in term else ("==" if "==" in term else "=")
+        if op not in term:
+            raise ValueError(f"invalid selector: {term!r}; expected key=value or key!=value")
         path, value = (s.strip() for s in term.split(op, 1))
-        if path not in FIELDS:
-            raise ValueError(f"field label not supported: {path}")
-        checks.append((path, op, value))
+        if path not in supported:
+            raise ValueError(f'field label not supported: "{path}"')
+        checks.append((paths.get(path, path), defaults.get(path, ""), op, value))
 
     def predicate(obj: Mapping[str, Any]) -> bool:
-        for path, op, value in checks:
-            actual = _field(obj, path) or ""
+        for path, default, op, value in checks:
+            actual = _field(obj, path)
+            actual = default if actual is None else actual.lower() if actual in ("True", "False") else actual
             if (actual == value) != (op != "!="):
                 return False
         return True

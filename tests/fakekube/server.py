@@ -3,6 +3,21 @@
 Stateful: creates, patches, deletes and evictions change what the next request sees. Deployment and
 PodDisruptionBudget status are computed from the pods on every read, as the controllers would keep
 them. Every request is counted by verb, and faults (429, 500, 403, slow responses) can be injected.
+
+Where the real API server has rules our code could trip over, the fake keeps them:
+
+- field selectors: only the fields each kind supports (``FIELD_SELECTORS``), else 400;
+- PATCH content types: merge and JSON patch for every kind, strategic merge for built-in kinds only,
+  anything else (plain ``application/json`` included) 415;
+- paginated LISTs are served from a snapshot taken by the first page, so pages never splice two
+  states; ``compact()`` (etcd compaction) expires every outstanding continue token with 410;
+- an injected fault answers with its own ``Retry-After``;
+- eviction follows the policy/v1 eviction REST: terminal, Pending and deleting pods bypass PDBs, an
+  unready pod may go when its budget is healthy (or ``unhealthyPodEvictionPolicy: AlwaysAllow``),
+  otherwise ``disruptionsAllowed`` (from healthy pods) must be above 0 (429), and a pod under more
+  than one PDB cannot be evicted (500);
+- writes record ``metadata.managedFields`` for labels and annotations (manager from ``fieldManager``
+  or the User-Agent, ``time`` of the manager's last change), the only fields the checks read there.
 """
 
 from __future__ import annotations
@@ -14,7 +29,7 @@ import json
 import threading
 import time
 from datetime import datetime, timezone
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -37,6 +52,37 @@ KINDS: dict[str, tuple[str, str, bool, str]] = {
     "nvidiadrivers": ("nvidia.com", "v1alpha1", False, "NVIDIADriver"),
 }
 WRITE_VERBS = ("create", "update", "patch", "delete")
+BUILTIN = {plural for plural, (group, *_rest) in KINDS.items() if group in ("", "apps", "policy")}
+
+_COMMON = {"metadata.name", "metadata.namespace"}
+# Field selectors the API server supports per kind (pkg/registry/*/strategy.go GetAttrs / ToSelectableFields);
+# custom resources get metadata.name, plus metadata.namespace when namespaced.
+FIELD_SELECTORS: dict[str, set[str]] = {
+    "nodes": {"metadata.name", "spec.unschedulable"},
+    "pods": _COMMON | {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+                       "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"},
+    "events": _COMMON | {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+                         "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+                         "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"},
+    "deployments": set(_COMMON),
+    "daemonsets": set(_COMMON),
+    "poddisruptionbudgets": set(_COMMON),
+    "clusterpolicies": {"metadata.name"},
+    "nvidiadrivers": {"metadata.name"},
+}
+# Where a selectable field lives in the object, and its value when the object leaves it unset.
+FIELD_PATHS = {"source": "source.component"}
+FIELD_DEFAULTS = {"spec.unschedulable": "false", "spec.hostNetwork": "false"}
+
+MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC = "application/strategic-merge-patch+json"
+# patchMergeKey of the list fields our objects carry (k8s.io/api struct tags).
+MERGE_KEYS = {"containers": "name", "initContainers": "name", "ephemeralContainers": "name", "volumes": "name",
+              "env": "name", "volumeMounts": "mountPath", "ports": "containerPort", "conditions": "type",
+              "taints": "key", "imagePullSecrets": "name"}
+EXPIRED = ("The provided continue parameter is too old to display a consistent list result. You can start a "
+           "new list without the continue parameter.")
 
 
 @dataclass
@@ -66,9 +112,9 @@ class Fault:
 
 
 class ApiError(Exception):
-    def __init__(self, code: int, reason: str, message: str) -> None:
+    def __init__(self, code: int, reason: str, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
-        self.code, self.reason, self.message = code, reason, message
+        self.code, self.reason, self.message, self.retry_after = code, reason, message, retry_after
 
 
 def _merge(target: Any, patch: Any) -> Any:
@@ -84,8 +130,93 @@ def _merge(target: Any, patch: Any) -> Any:
     return result
 
 
+def _strip_directives(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip_directives(v) for k, v in value.items()
+                if k not in ("$patch", "$retainKeys") and not k.startswith("$setElementOrder/")}
+    if isinstance(value, list):
+        return [_strip_directives(v) for v in value]
+    return copy.deepcopy(value)
+
+
+def _strategic(target: Any, patch: Any) -> Any:
+    """Strategic merge patch, the part built-in kinds use: maps merge, lists with a patchMergeKey merge by
+    that key (``$patch: delete`` removes an element), other lists are replaced, null deletes."""
+    if not isinstance(patch, dict):
+        return _strip_directives(patch)
+    if patch.get("$patch") == "replace":
+        return _strip_directives(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if key in ("$patch", "$retainKeys") or key.startswith("$setElementOrder/"):
+            continue
+        if value is None:
+            result.pop(key, None)
+        elif isinstance(value, list) and key in MERGE_KEYS:
+            result[key] = _merge_list(result.get(key) or [], value, MERGE_KEYS[key])
+        else:
+            result[key] = _strategic(result.get(key), value)
+    return result
+
+
+def _merge_list(current: list[Any], patch: list[Any], merge_key: str) -> list[Any]:
+    out = list(current)
+    for item in patch:
+        if not isinstance(item, dict) or merge_key not in item:
+            raise ApiError(422, "Invalid", f"map: {item!r} does not contain declared merge key: {merge_key}")
+        index = next((i for i, old in enumerate(out) if isinstance(old, dict) and old.get(merge_key) == item[merge_key]),
+                     None)
+        if item.get("$patch") == "delete":
+            if index is not None:
+                del out[index]
+        elif index is None:
+            out.append(_strip_directives(item))
+        else:
+            out[index] = _strategic(out[index], item)
+    return out
+
+
+def _iso(at: float | None = None) -> str:
+    return datetime.fromtimestamp(time.time() if at is None else at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _now_iso() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _iso()
+
+
+def _owns_any(fields: Any) -> bool:
+    return isinstance(fields, dict) and any(k.startswith("f:") or _owns_any(v) for k, v in fields.items())
+
+
+def track_fields(old: Obj | None, new: Obj, manager: str, at: float | None = None, operation: str = "Update") -> None:
+    """Record in ``new``'s managedFields that ``manager`` set the labels/annotations it changed, at ``at``.
+
+    As the API server does: changed fields move to this manager's entry (from whoever owned them), the
+    entry's ``time`` is set to now, and entries left owning nothing are dropped.
+    """
+    changed = []
+    for section in ("labels", "annotations"):
+        before = ((old or {}).get("metadata") or {}).get(section) or {}
+        after = (new.get("metadata") or {}).get(section) or {}
+        changed += [(section, key, key in after) for key in set(before) | set(after) if before.get(key) != after.get(key)]
+    if not changed:
+        return
+    entries = copy.deepcopy((new.get("metadata") or {}).get("managedFields") or [])
+    for entry in entries:
+        fields = (entry.get("fieldsV1") or {}).get("f:metadata") or {}
+        for section, key, _ in changed:
+            (fields.get(f"f:{section}") or {}).pop(f"f:{key}", None)
+    mine = next((e for e in entries if e.get("manager") == manager and e.get("operation") == operation), None)
+    if mine is None:
+        mine = {"manager": manager, "operation": operation, "apiVersion": new.get("apiVersion", "v1"),
+                "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}}
+        entries.append(mine)
+    owned = mine["fieldsV1"].setdefault("f:metadata", {})
+    for section, key, present in changed:
+        if present:
+            owned.setdefault(f"f:{section}", {})[f"f:{key}"] = {}
+    mine["time"] = _iso(at)
+    new.setdefault("metadata", {})["managedFields"] = [e for e in entries if _owns_any(e.get("fieldsV1"))]
 
 
 def _pointer(path: str) -> list[str]:
@@ -138,6 +269,11 @@ class FakeKube:
         self.counts_by_resource: Counter[tuple[str, str]] = Counter()
         self.faults: list[Fault] = []
         self.pages = 0
+        # Called with (verb, plural, query) before each request is served: a test playing the cluster
+        # between two requests (a write, a compaction).
+        self.hooks: list[Any] = []
+        self._snapshots: OrderedDict[str, list[Obj]] = OrderedDict()  # continue snapshots, oldest first
+        self.max_snapshots = 64
         self._rv = itertools.count(1000)
         self._server: ThreadingHTTPServer | None = None
 
@@ -197,12 +333,25 @@ class FakeKube:
         with self.lock:
             return [self._computed(plural, copy.deepcopy(o)) for _, o in sorted(self.store[plural].items())]
 
-    def update(self, plural: str, name: str, patch: Obj, namespace: str = "") -> Obj:
-        """Merge-patch an object behind the API's back (the operator or the kubelet acting)."""
+    def update(self, plural: str, name: str, patch: Obj, namespace: str = "", manager: str | None = None,
+               at: float | None = None) -> Obj:
+        """Merge-patch an object behind the API's back (the operator or the kubelet acting).
+
+        With ``manager``, managedFields record that manager changing the labels/annotations at ``at``.
+        """
         with self.lock:
             key = (namespace, name)
-            self.store[plural][key] = self._stamp(_merge(self.store[plural][key], patch))
+            old = self.store[plural][key]
+            new = _merge(old, patch)
+            if manager:
+                track_fields(old, new, manager, at)
+            self.store[plural][key] = self._stamp(new)
             return copy.deepcopy(self.store[plural][key])
+
+    def compact(self) -> None:
+        """What etcd compaction does to LISTs in flight: every continue token handed out expires (410)."""
+        with self.lock:
+            self._snapshots.clear()
 
     def remove(self, plural: str, name: str, namespace: str = "") -> None:
         with self.lock:
@@ -211,13 +360,21 @@ class FakeKube:
     # ------------------------------------------------------------ the API's behaviour
 
     def _stamp(self, obj: Obj) -> Obj:
-        obj.setdefault("metadata", {})["resourceVersion"] = str(next(self._rv))
+        # A fresh metadata dict: list snapshots may still hold the previous version of the object.
+        obj["metadata"] = {**(obj.get("metadata") or {}), "resourceVersion": str(next(self._rv))}
         return obj
 
-    def _create(self, plural: str, namespace: str, obj: Obj) -> Obj:
+    def _create(self, plural: str, namespace: str, obj: Obj, manager: str | None = None) -> Obj:
         group, version, namespaced, kind = KINDS[plural]
+        if not isinstance(obj, dict):
+            raise ApiError(400, "BadRequest", "the body of a create must be an object")
         obj = copy.deepcopy(obj)
         meta = obj.setdefault("metadata", {})
+        if not meta.get("name"):
+            raise ApiError(422, "Invalid", f"{kind}: metadata.name: Required value: name or generateName is required")
+        if namespaced and namespace and meta.get("namespace") and meta["namespace"] != namespace:
+            raise ApiError(400, "BadRequest", "the namespace of the provided object does not match the namespace "
+                           "sent on the request")
         if namespaced:
             meta["namespace"] = namespace or meta.get("namespace") or "default"
         key = (meta.get("namespace", ""), meta["name"])
@@ -227,10 +384,14 @@ class FakeKube:
         obj["kind"] = kind
         meta.setdefault("uid", f"uid-{next(self._rv)}")
         meta.setdefault("creationTimestamp", _now_iso())
+        if manager:
+            track_fields(None, obj, manager)
         self.store[plural][key] = self._stamp(obj)
-        return copy.deepcopy(obj)
+        return copy.deepcopy(self.store[plural][key])
 
     def _matching_pods(self, namespace: str, selector: Obj | None) -> list[Obj]:
+        if selector is None:
+            return []  # policy/v1: a null selector selects nothing ({} selects every pod of the namespace)
         return [
             p for (ns, _), p in self.store["pods"].items()
             if ns == namespace and matches_selector_object(selector, p["metadata"].get("labels") or {})
@@ -256,23 +417,56 @@ class FakeKube:
                              "disruptionsAllowed": max(0, healthy - desired), "observedGeneration": 1}
         return obj
 
-    def _evict(self, namespace: str, name: str) -> Obj:
+    def _pdbs_of(self, pod: Obj) -> list[Obj]:
+        namespace = pod["metadata"].get("namespace", "")
+        labels = pod["metadata"].get("labels") or {}
+        return [pdb for (ns, _), pdb in sorted(self.store["poddisruptionbudgets"].items())
+                if ns == namespace and pdb["spec"].get("selector") is not None
+                and matches_selector_object(pdb["spec"]["selector"], labels)]
+
+    def _evict(self, namespace: str, name: str, body: Any) -> Obj:
+        """POST pods/{name}/eviction, as pkg/registry/core/pod/storage/eviction.go decides it."""
         pod = self.store["pods"].get((namespace, name))
         if pod is None:
             raise ApiError(404, "NotFound", f'pods "{name}" not found')
-        labels = pod["metadata"].get("labels") or {}
-        for (ns, _), pdb in self.store["poddisruptionbudgets"].items():
-            if ns != namespace or not matches_selector_object(pdb["spec"].get("selector"), labels):
-                continue
-            status = self._computed("poddisruptionbudgets", copy.deepcopy(pdb))["status"]
-            if status["disruptionsAllowed"] < 1 and pod_ready(pod):
-                raise ApiError(429, "TooManyRequests",
-                               "Cannot evict pod as it would violate the pod's disruption budget.")
+        if isinstance(body, dict) and (body.get("metadata") or {}).get("name") not in (None, name):
+            raise ApiError(400, "BadRequest", "name in URL does not match name in Eviction object")
+        phase = (pod.get("status") or {}).get("phase")
+        deleting = bool(pod["metadata"].get("deletionTimestamp"))
+        if phase not in ("Succeeded", "Failed", "Pending") and not deleting:
+            pdbs = self._pdbs_of(pod)
+            if len(pdbs) > 1:
+                raise ApiError(500, "InternalError", "This pod has more than one PodDisruptionBudget, which the "
+                               "eviction subresource does not support.")
+            if pdbs:
+                pdb = pdbs[0]
+                status = self._computed("poddisruptionbudgets", copy.deepcopy(pdb))["status"]
+                always = pdb["spec"].get("unhealthyPodEvictionPolicy") == "AlwaysAllow"
+                healthy_budget = status["currentHealthy"] >= status["desiredHealthy"] and status["desiredHealthy"] > 0
+                if not (not pod_ready(pod) and (always or healthy_budget)) and status["disruptionsAllowed"] <= 0:
+                    raise ApiError(429, "TooManyRequests",
+                                   "Cannot evict pod as it would violate the pod's disruption budget.")
         del self.store["pods"][(namespace, name)]
         return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
 
-    def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any, content_type: str) -> Obj:
+    def _patch(self, plural: str, current: Obj, body: Any, content_type: str) -> Obj:
+        media = content_type.split(";", 1)[0].strip().lower()
+        if media == JSON_PATCH:
+            if not isinstance(body, list):
+                raise ApiError(400, "BadRequest", "a JSON patch is a list of operations")
+            return _json_patch(current, body)
+        if media == MERGE:
+            return _merge(current, body)
+        if media == STRATEGIC and plural in BUILTIN:
+            return _strategic(current, body)
+        accepted = [JSON_PATCH, MERGE] + ([STRATEGIC] if plural in BUILTIN else [])
+        raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted "
+                       f"media types include: {', '.join(accepted)}")
+
+    def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any, content_type: str,
+               user_agent: str = "") -> Obj:
         plural, namespace, name, sub = _route(path)
+        manager = query.get("fieldManager", [""])[0] or user_agent.split("/", 1)[0] or "unknown"
         if plural not in self.served:
             raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
         verb = {"GET": "get" if name else "list", "POST": "create", "PUT": "update", "PATCH": "patch",
@@ -282,20 +476,22 @@ class FakeKube:
             self.counts_by_resource[(verb, plural)] += 1
             if verb == "list" and query.get("continue"):
                 self.pages += 1  # a continuation page of a LIST already counted once as a query
+            for hook in list(self.hooks):
+                hook(verb, plural, query)
             fault = next((f for f in self.faults if f.applies(verb, plural)), None)
         if fault is not None:
             if fault.status == "timeout":
                 time.sleep(fault.delay)
             else:
-                raise ApiError(int(fault.status), "Injected", f"injected fault on {verb} {plural}")
+                raise ApiError(int(fault.status), "Injected", f"injected fault on {verb} {plural}", fault.retry_after)
         with self.lock:
             store = self.store[plural]
             if verb == "list":
                 return self._list(plural, namespace, query)
             if verb == "create":
                 if sub == "eviction" and plural == "pods":
-                    return self._evict(namespace, name)
-                return self._create(plural, namespace, body)
+                    return self._evict(namespace, name, body)
+                return self._create(plural, namespace, body, manager)
             key = (namespace, name)
             if key not in store:
                 raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
@@ -303,31 +499,46 @@ class FakeKube:
                 return self._computed(plural, copy.deepcopy(store[key]))
             if verb == "delete":
                 return store.pop(key)
-            if verb == "update":
-                store[key] = self._stamp(copy.deepcopy(body))
-            elif "json-patch" in content_type:
-                store[key] = self._stamp(_json_patch(store[key], body))
-            else:
-                store[key] = self._stamp(_merge(store[key], body))
+            new = copy.deepcopy(body) if verb == "update" else self._patch(plural, store[key], body, content_type)
+            track_fields(store[key], new, manager)
+            store[key] = self._stamp(new)
             return self._computed(plural, copy.deepcopy(store[key]))
 
     def _list(self, plural: str, namespace: str, query: dict[str, list[str]]) -> Obj:
-        try:
-            by_label = label_selector(query.get("labelSelector", [""])[0])
-            by_field = field_selector(query.get("fieldSelector", [""])[0])
-        except ValueError as exc:
-            raise ApiError(400, "BadRequest", str(exc)) from exc
-        # Selectors read the stored objects (computed status is not selectable); only the page is copied.
-        items = [
-            o for (ns, _), o in sorted(self.store[plural].items())
-            if (not namespace or ns == namespace) and by_label(o["metadata"].get("labels") or {}) and by_field(o)
-        ]
-        start = int(base64.b64decode(query["continue"][0]).decode()) if query.get("continue") else 0
-        limit = int(query.get("limit", ["0"])[0]) or len(items) or 1
-        page = [self._computed(plural, copy.deepcopy(o)) for o in items[start:start + limit]]
-        meta: Obj = {"resourceVersion": str(next(self._rv))}
-        if start + limit < len(items):
-            meta["continue"] = base64.b64encode(str(start + limit).encode()).decode()
+        limit = int(query.get("limit", ["0"])[0] or 0)
+        token = query.get("continue", [""])[0]
+        if token:
+            try:
+                state = json.loads(base64.b64decode(token))
+                snapshot_id, start = str(state["rv"]), int(state["start"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ApiError(400, "BadRequest", f"continue key is not valid: {exc}") from exc
+            if snapshot_id not in self._snapshots:
+                raise ApiError(410, "Expired", EXPIRED)
+            items = self._snapshots[snapshot_id]
+        else:
+            try:
+                by_label = label_selector(query.get("labelSelector", [""])[0])
+                by_field = field_selector(query.get("fieldSelector", [""])[0], FIELD_SELECTORS[plural],
+                                          FIELD_PATHS, FIELD_DEFAULTS)
+            except ValueError as exc:
+                raise ApiError(400, "BadRequest", str(exc)) from exc
+            # Selectors read the stored objects (computed status is not selectable); only the page is copied.
+            items = [
+                o for (ns, _), o in sorted(self.store[plural].items())
+                if (not namespace or ns == namespace) and by_label(o["metadata"].get("labels") or {}) and by_field(o)
+            ]
+            snapshot_id, start = str(next(self._rv)), 0
+        end = start + limit if limit else len(items)
+        page = [self._computed(plural, copy.deepcopy(o)) for o in items[start:end]]
+        meta: Obj = {"resourceVersion": snapshot_id}
+        if end < len(items):
+            # Later pages come from this snapshot: the list stays consistent while the store changes.
+            if snapshot_id not in self._snapshots:
+                self._snapshots[snapshot_id] = items
+                while len(self._snapshots) > self.max_snapshots:
+                    self._snapshots.popitem(last=False)
+            meta["continue"] = base64.b64encode(json.dumps({"rv": snapshot_id, "start": end}).encode()).decode()
         group, version, _, kind = KINDS[plural]
         return {"apiVersion": f"{group}/{version}" if group else version, "kind": f"{kind}List",
                 "metadata": meta, "items": page}
@@ -362,15 +573,14 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = json.loads(raw) if raw else None
             result = self.fake.handle(self.command, url.path, parse_qs(url.query), body,
-                                      self.headers.get("Content-Type") or "")
+                                      self.headers.get("Content-Type") or "", self.headers.get("User-Agent") or "")
             code = 201 if self.command == "POST" else 200
         except ApiError as exc:
             code = exc.code
             result = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": exc.message,
                       "reason": exc.reason, "code": exc.code}
-            fault = next((f for f in self.fake.faults if f.retry_after is not None), None)
-            if code == 429 and fault is not None:
-                extra["Retry-After"] = str(fault.retry_after)
+            if exc.retry_after is not None:
+                extra["Retry-After"] = str(exc.retry_after)
         payload = json.dumps(result).encode()
         try:
             self.send_response(code)
