@@ -8,5 +8,6 @@ in-cluster service accounts) is the reference implementation that AKS and EKS do
 
 Modules: ``errors`` (our error hierarchy, retryable vs permanent), ``kube`` (the adapter: bounded,
 retried, paginated calls), ``inventory`` (one read of everything a check family needs), one module per
-check family (``owner``, ``compat``, ``disruption``), ``preflight`` (runs them), ``pause`` and ``watch``.
+check family (``owner``, ``compatibility``, ``disruption``), ``nodestate`` (per-node facts shared by
+watch and pause: driver version, done), ``preflight`` (runs them), ``pause`` and ``watch``.
 """

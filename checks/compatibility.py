@@ -9,7 +9,25 @@ from checks.inventory import Inventory, Obj, labels_of, name_of, pod_containers,
 from checks.results import CheckResult, failed, passed, warned
 from spec import compat, labels
 
-MODEL_SERVERS = re.compile(r"vllm|triton|tgi|text-generation-inference|sglang", re.IGNORECASE)
+# A model server's image: one path segment of the repository names the server, alone or with a
+# suffix/prefix split by '-', '_' or '.' (vllm/vllm-openai, nvcr.io/nvidia/tritonserver,
+# ghcr.io/huggingface/text-generation-inference, tgi-gaudi, lmsysorg/sglang); never a substring of
+# another word ("contiguous" is not TGI).
+_SERVER_SEGMENT = re.compile(r"^(?:.*[-_.])?(?:vllm|triton|tritonserver|tgi|text-generation-inference|sglang)"
+                             r"(?:[-_.].*)?$", re.IGNORECASE)
+
+
+def is_model_server(image: str) -> bool:
+    repository = image.split("@", 1)[0]
+    last = repository.rsplit("/", 1)
+    if ":" in last[-1]:
+        repository = repository.rsplit(":", 1)[0]
+    segments = repository.split("/")
+    if len(segments) > 1 and ("." in segments[0] or ":" in segments[0] or segments[0] == "localhost"):
+        segments = segments[1:]  # the registry host names no server
+    return any(_SERVER_SEGMENT.match(segment) for segment in segments)
+
+
 # CUDA in common image tags: "cu126" (12.6), "cuda12.8", "cuda-12.4.1".
 _CU_TAG = re.compile(r"(?:^|[^a-z])cu(\d{2})(\d)(?:[^0-9]|$)")
 _CUDA_TAG = re.compile(r"cuda-?(\d{1,2}\.\d{1,2}(?:\.\d{1,3})?)")
@@ -37,7 +55,7 @@ def _images(inv: Inventory) -> set[str]:
     ]:
         for container in containers:
             image = container.get("image", "")
-            if image in declared or MODEL_SERVERS.search(image):
+            if image in declared or is_model_server(image):
                 found.add(image)
     return found | declared
 

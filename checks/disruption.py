@@ -21,6 +21,27 @@ def _replicas(deployment: Obj) -> int:
     return 1 if value is None else int(value)
 
 
+def pdb_min_available(pdb: Obj, replicas: int) -> int:
+    """Pods a live PDB keeps available out of ``replicas``, as the disruption controller computes it.
+
+    ``maxUnavailable`` wins when present (replicas minus the scaled value, percentages rounded UP),
+    else ``minAvailable`` (percentages rounded UP); a PDB with neither protects nothing. Arithmetic
+    from :mod:`spec.capacity`.
+    """
+    spec = pdb.get("spec") or {}
+    if spec.get("maxUnavailable") is not None:
+        return max(0, replicas - capacity.scaled_value(spec["maxUnavailable"], replicas, round_up=True))
+    if spec.get("minAvailable") is not None:
+        return capacity.min_available_replicas(spec["minAvailable"], replicas)
+    return 0
+
+
+def workload_min_available(inv: Inventory, deployment: Obj) -> int:
+    """The strictest minimum any PDB selecting the Deployment's pods enforces (0 without a PDB)."""
+    replicas = _replicas(deployment)
+    return max((pdb_min_available(p, replicas) for p in inv.pdbs_for(deployment)), default=0)
+
+
 def check_model_replicas(inv: Inventory) -> list[CheckResult]:
     results = []
     by_key = {_key(d): d for d in inv.deployments}
@@ -64,19 +85,20 @@ def check_pdb_blocks_drain(inv: Inventory) -> list[CheckResult]:
             spec, status = pdb.get("spec") or {}, pdb.get("status") or {}
             subject = f"{meta(pdb).get('namespace')}/{name_of(pdb)}"
             allowed = status.get("disruptionsAllowed")
+            minimum = pdb_min_available(pdb, replicas)
             blocks = []
-            if "minAvailable" in spec and capacity.min_available_replicas(spec["minAvailable"], replicas) >= replicas:
-                blocks.append(f"minAvailable {spec['minAvailable']} equals the {replicas} replicas")
-            if "maxUnavailable" in spec and capacity.scaled_value(spec["maxUnavailable"], replicas,
-                                                                   round_up=False) == 0:
-                blocks.append(f"maxUnavailable {spec['maxUnavailable']} allows no eviction")
+            if replicas > 0 and minimum >= replicas:
+                rule = (f"maxUnavailable {spec['maxUnavailable']}" if spec.get("maxUnavailable") is not None
+                        else f"minAvailable {spec.get('minAvailable')}")
+                blocks.append(f"{rule} keeps all {replicas} replicas ({minimum}) available: no eviction is allowed")
             if allowed == 0:
                 blocks.append("0 disruptions allowed now (unhealthy pods?)")
             if blocks:
                 results.append(failed("pdb-blocks-drain", subject, "blocks every drain, so the upgrade would stall on "
                                       "the first node: " + "; ".join(blocks)))
             else:
-                results.append(passed("pdb-blocks-drain", subject, f"{allowed} disruption(s) allowed now"))
+                results.append(passed("pdb-blocks-drain", subject, f"{allowed} disruption(s) allowed now, "
+                                      f"keeps {minimum} of {replicas}"))
     return results
 
 
@@ -134,19 +156,19 @@ def _workloads_on(inv: Inventory, deployments: list[Obj], node_names: set[str]) 
     for deployment in deployments:
         if not any((p.get("spec") or {}).get("nodeName") in node_names for p in inv.pods_of(deployment)):
             continue
-        replicas = _replicas(deployment)
-        pdbs = inv.pdbs_for(deployment)
-        min_available = (pdbs[0].get("spec") or {}).get("minAvailable", replicas) if pdbs else replicas
-        workloads.append(capacity.Workload(_key(deployment), replicas, max(1, gpu_request(
-            template_containers(deployment))), min_available))
+        # No PDB: nothing stops an eviction, but losing every replica still takes the model down;
+        # judge it as if all replicas had to stay (the model-pdb check fails it on its own).
+        minimum = workload_min_available(inv, deployment) if inv.pdbs_for(deployment) else _replicas(deployment)
+        workloads.append(capacity.Workload(_key(deployment), _replicas(deployment), max(1, gpu_request(
+            template_containers(deployment))), minimum))
     return workloads
 
 
 def _caches_weights(pod: Obj) -> bool:
     if (meta(pod).get("annotations") or {}).get(WEIGHTS_IN_IMAGE) == "true":
         return True
-    return any("persistentVolumeClaim" in v or "hostPath" in v or "ephemeral" in v
-               for v in (pod.get("spec") or {}).get("volumes") or [])
+    # A generic ephemeral volume is a PVC created and deleted with the pod: empty on every reschedule.
+    return any("persistentVolumeClaim" in v or "hostPath" in v for v in (pod.get("spec") or {}).get("volumes") or [])
 
 
 def check_weights_cache(inv: Inventory) -> list[CheckResult]:

@@ -126,10 +126,11 @@ class Inventory:
         template_labels = (((workload.get("spec") or {}).get("template") or {}).get("metadata") or {}).get(
             "labels"
         ) or {}
+        # policy/v1: a null selector selects no pod, an empty one ({}) every pod of the namespace.
         return [
             pdb for pdb in self.pdbs
             if meta(pdb).get("namespace") == namespace
-            and (pdb.get("spec") or {}).get("selector")
+            and (pdb.get("spec") or {}).get("selector") is not None
             and selector_matches((pdb.get("spec") or {}).get("selector"), template_labels)
         ]
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections import Counter
 
 from checks.inventory import Inventory, Obj, labels_of, name_of, selector_matches
+from checks.nodestate import node_driver_version
 from checks.results import CheckResult, failed, passed, warned
-from spec import labels
-from spec.model import DriverOwner
+from spec import compat, labels, manifests
+from spec.model import DriverOwner, NodePool
 
 KERNEL_LABEL = "feature.node.kubernetes.io/kernel-version.full"
 
@@ -89,18 +90,6 @@ def check_two_driver_owners(inv: Inventory) -> list[CheckResult]:
     return [passed("two-driver-owners", "cluster", f"no node has two driver owners ({len(inv.gpu_nodes)} GPU nodes)")]
 
 
-def node_driver_version(node: Obj) -> str | None:
-    """GFD's driver version; falls back to the deprecated cuda.driver.major/minor/rev labels."""
-    node_labels = labels_of(node)
-    full = node_labels.get("nvidia.com/cuda.driver-version.full")
-    if full:
-        return full
-    parts = [node_labels.get(f"nvidia.com/cuda.driver.{p}") for p in ("major", "minor", "rev")]
-    if parts[0] and parts[1]:
-        return ".".join(p for p in parts if p)
-    return None
-
-
 def check_driver_versions(inv: Inventory) -> list[CheckResult]:
     """Driver per node; a node of the stack's pools on neither the previous nor the target driver fails."""
     spec = inv.spec
@@ -115,22 +104,40 @@ def check_driver_versions(inv: Inventory) -> list[CheckResult]:
         unlabelled = [name_of(n) for n in nodes if node_driver_version(n) is None]
         text = ", ".join(f"{v} x{c}" for v, c in sorted(versions.items(), key=lambda i: str(i[0])) if v)
         stray = sorted(v for v in versions if v and pool in ours and v not in expected)
+        missing = (f"; {len(unlabelled)} node(s) without GFD driver labels (run nvidia-smi there): "
+                   f"{_short(unlabelled)}" if unlabelled else "")
         if stray:
             results.append(failed("driver-versions", pool, f"{text}: {', '.join(stray)} is neither the previous "
-                                  f"nor the target driver ({', '.join(sorted(expected))}); find out who changed it"))
+                                  f"nor the target driver ({', '.join(sorted(expected))}); find out who changed it"
+                                  + missing))
         elif unlabelled:
-            results.append(warned("driver-versions", pool, f"{text or 'no version'}; {len(unlabelled)} node(s) "
-                                  f"without GFD driver labels (run nvidia-smi there): {_short(unlabelled)}"))
+            results.append(warned("driver-versions", pool, f"{text or 'no version'}{missing}"))
         else:
             results.append(passed("driver-versions", pool, text))
     return results
 
 
+def _precompiled_for(inv: Inventory, nodes: list[Obj]) -> bool:
+    """Whether the operator builds the driver for ``nodes`` from precompiled packages.
+
+    With ``useNvidiaDriverCRD`` every NVIDIADriver carries its own ``spec.usePrecompiled`` (the
+    ClusterPolicy's driver section is not rendered then); otherwise the ClusterPolicy's applies.
+    """
+    driver = ((inv.cluster_policy or {}).get("spec") or {}).get("driver") or {}
+    if not driver.get("useNvidiaDriverCRD"):
+        return bool(driver.get("usePrecompiled"))
+    for nvd in inv.nvidia_drivers or []:
+        nvd_spec = nvd.get("spec") or {}
+        selector = nvd_spec.get("nodeSelector") or {labels.GPU_PRESENT: "true"}
+        if nvd_spec.get("usePrecompiled") and any(selector_matches({"matchLabels": selector}, labels_of(n))
+                                                  for n in nodes):
+            return True
+    return False
+
+
 def check_kernel_precompiled(inv: Inventory) -> list[CheckResult]:
     spec = inv.spec
-    driver = ((inv.cluster_policy or {}).get("spec") or {}).get("driver") or {}
     precompiled_ds = [ds for ds in inv.operator_daemonsets if labels_of(ds).get("nvidia.com/precompiled") == "true"]
-    in_use = bool(driver.get("usePrecompiled")) or spec.gpuOperator.usePrecompiled or bool(precompiled_ds)
     covered = set()
     for ds in precompiled_ds:
         selector = (((ds.get("spec") or {}).get("template") or {}).get("spec") or {}).get("nodeSelector") or {}
@@ -138,8 +145,9 @@ def check_kernel_precompiled(inv: Inventory) -> list[CheckResult]:
             covered.add(selector[KERNEL_LABEL])
     results = []
     for pool in spec.nodePools:
-        kernels = sorted({((n.get("status") or {}).get("nodeInfo") or {}).get("kernelVersion", "?")
-                          for n in inv.nodes_of_pool(pool.name)})
+        nodes = inv.nodes_of_pool(pool.name)
+        in_use = spec.gpuOperator.usePrecompiled or bool(precompiled_ds) or _precompiled_for(inv, nodes)
+        kernels = sorted({((n.get("status") or {}).get("nodeInfo") or {}).get("kernelVersion", "?") for n in nodes})
         text = ", ".join(kernels) or "no nodes"
         if spec.driver.owner == DriverOwner.IMAGE:
             results.append(passed("kernel-precompiled", pool.name, f"kernel {text}; the node image carries the driver"))
@@ -156,13 +164,39 @@ def check_kernel_precompiled(inv: Inventory) -> list[CheckResult]:
     return results
 
 
+# GFD product names of HGX/DGX baseboards (SXM modules sit on an NVSwitch baseboard in 8-GPU systems).
+_NVSWITCH_PRODUCT = ("SXM", "HGX", "DGX")
+
+
+def _nvswitch_nodes(inv: Inventory, pool: NodePool) -> tuple[list[str], list[str]]:
+    """Nodes of the pool that say they are NVSwitch systems: by our pool label, by GFD's product name."""
+    by_label, by_product = [], []
+    for node in inv.nodes_of_pool(pool.name):
+        node_labels = labels_of(node)
+        if node_labels.get(labels.POOL_NVSWITCH) == "true":
+            by_label.append(name_of(node))
+        elif any(mark in node_labels.get(labels.GPU_PRODUCT, "").upper() for mark in _NVSWITCH_PRODUCT):
+            by_product.append(name_of(node))
+    return by_label, by_product
+
+
 def check_fabric_manager(inv: Inventory) -> list[CheckResult]:
     spec = inv.spec
     results = []
     for pool in spec.nodePools:
+        by_label, by_product = _nvswitch_nodes(inv, pool)
         if not pool.nvswitch:
+            if by_label:
+                results.append(failed("fabric-manager", pool.name, f"nodes carry {labels.POOL_NVSWITCH}=true "
+                                      f"({_short(by_label)}) but the stack says nvswitch: false; declare "
+                                      "nvswitch and where Fabric Manager comes from"))
+            elif by_product:
+                results.append(warned("fabric-manager", pool.name, f"GPU product of {_short(by_product)} looks like "
+                                      "an HGX/SXM system but the stack says nvswitch: false; if it has NVSwitches, "
+                                      "Fabric Manager must move with the driver"))
             continue
-        source = pool.fabricManager or ("driver-container" if spec.driver.owner == DriverOwner.OPERATOR else "image")
+        source = manifests.fabric_manager_source(spec, pool)
+        target = spec.pool_driver_version(pool)
         nodes = len(inv.nodes_of_pool(pool.name))
         if spec.driver.owner == DriverOwner.OPERATOR and source != "driver-container":
             results.append(failed("fabric-manager", pool.name, f"Fabric Manager from '{source}' with an "
@@ -171,12 +205,17 @@ def check_fabric_manager(inv: Inventory) -> list[CheckResult]:
         elif spec.driver.owner == DriverOwner.IMAGE and source == "driver-container":
             results.append(failed("fabric-manager", pool.name, "driver from the node image but Fabric Manager "
                                   "from the driver container, which does not run there"))
+        elif source == "host":
+            answer = compat.fabric_manager_matches(pool.fabricManagerVersion, target)
+            status = passed if answer.yes else failed
+            results.append(status("fabric-manager", pool.name, f"{nodes} NVSwitch node(s); host-installed Fabric "
+                                  f"Manager: {answer.reason}"))
         else:
             results.append(passed("fabric-manager", pool.name, f"{nodes} NVSwitch node(s); Fabric Manager comes "
                                   f"with the {'driver container' if source == 'driver-container' else source} "
                                   "and moves with the driver"))
     if not results:
-        results.append(passed("fabric-manager", "cluster", "no NVSwitch pools in the stack"))
+        results.append(passed("fabric-manager", "cluster", "no NVSwitch pools in the stack or on its nodes"))
     return results
 
 

@@ -1,25 +1,37 @@
 """Pause and resume a rollout with the operator's skip label, remembering which labels were ours.
 
 Pause puts ``nvidia.com/gpu-driver-upgrade.skip=true`` on every node of the stack's pools that is not
-``upgrade-done`` and records itself in the annotation ``gpu-driver-upgrade.io/paused-by`` (the stack
-name) in the same merge patch, so each node is either fully paused by us or untouched. Resume removes
-the label and the annotation from exactly the nodes carrying our annotation; a skip label someone else
-set (a held pool, an operator's manual hold) has no annotation of ours and is never removed. Both are
-idempotent: re-running after an interruption finishes the nodes that were not done.
+done (:func:`checks.nodestate.node_done`: ``upgrade-done`` *and* on its pool's target driver) and
+records itself in the annotation ``gpu-driver-upgrade.io/paused-by`` (the stack name) in the same merge
+patch, so each node is either fully paused by us or untouched. Resume removes the label and the
+annotation from exactly the nodes carrying our annotation; a skip label someone else set (a held
+pool, an operator's manual hold) has no annotation of ours and is never removed. On a node of a pool
+the stack holds now (``FleetSpec.pool_held``), resume drops only our annotations and keeps the label:
+the stack wants it there. Both are idempotent: re-running after an interruption finishes the nodes
+that were not done.
+
+Each patched node is reported through ``on_change`` as soon as the patch succeeded, and a failure
+midway raises :class:`ChangeInterrupted` carrying what was changed before it, so the caller can show
+exactly what is on the cluster now.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from checks import kube as k
+from checks.errors import ClusterError
 from checks.inventory import labels_of, meta, name_of, pool_selector
+from checks.nodestate import node_done, require_nodes
 from spec import labels
 from spec.model import FleetSpec
 
 PAUSED_BY = f"{labels.DOMAIN}/paused-by"
 PAUSED_REASON = f"{labels.DOMAIN}/paused-reason"
-DONE = "upgrade-done"
+
+# on_change(action, node): action is "labelled" (pause), "released" or "unclaimed" (resume, held pool).
+OnChange = Callable[[str, str], None]
 
 
 @dataclass
@@ -27,40 +39,80 @@ class PauseReport:
     changed: list[str] = field(default_factory=list)  # nodes this run labelled (pause) or released (resume)
     unchanged: list[str] = field(default_factory=list)  # already paused by this stack (pause)
     foreign: list[str] = field(default_factory=list)  # skip label set by someone else: left alone
-    done: list[str] = field(default_factory=list)  # already upgrade-done: nothing to hold back
+    done: list[str] = field(default_factory=list)  # upgrade-done on the pool's target driver: nothing to hold
+    held: list[str] = field(default_factory=list)  # resume: pool held by the stack; our annotation dropped, label kept
 
     def as_json(self) -> dict[str, list[str]]:
-        return {"changed": self.changed, "unchanged": self.unchanged, "foreign": self.foreign, "done": self.done}
+        return {"changed": self.changed, "unchanged": self.unchanged, "foreign": self.foreign, "done": self.done,
+                "held": self.held}
 
 
-def pause(kube: k.Kube, spec: FleetSpec, stack: str, reason: str = "paused by gpu-rollout") -> PauseReport:
+class ChangeInterrupted(ClusterError):
+    """A patch failed midway; ``report`` holds what this run changed before it (still on the cluster)."""
+
+    def __init__(self, message: str, report: PauseReport) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+def _nodes(kube: k.Kube, spec: FleetSpec, verb: str) -> list[dict]:
+    selector = pool_selector(spec)
+    return sorted(require_nodes(kube.list(k.NODES, label_selector=selector), selector, verb), key=name_of)
+
+
+def _patch(kube: k.Kube, verb: str, node: str, body: dict, report: PauseReport) -> None:
+    try:
+        kube.patch(k.NODES, node, body)
+    except ClusterError as exc:
+        changed = report.changed + report.held
+        raise ChangeInterrupted(
+            f"{verb} stopped at node {node} after changing {len(changed)} node(s)"
+            + (f" ({', '.join(changed)})" if changed else "") + f"; re-run `{verb}` to finish: {exc}",
+            report,
+        ) from exc
+
+
+def pause(kube: k.Kube, spec: FleetSpec, stack: str, reason: str = "paused by gpu-rollout",
+          on_change: OnChange = lambda action, node: None) -> PauseReport:
     report = PauseReport()
-    for node in sorted(kube.list(k.NODES, label_selector=pool_selector(spec)), key=name_of):
+    for node in _nodes(kube, spec, "pause"):
         name, node_labels = name_of(node), labels_of(node)
         ours = (meta(node).get("annotations") or {}).get(PAUSED_BY) == stack
         if node_labels.get(labels.SKIP_UPGRADE) == "true":
             (report.unchanged if ours else report.foreign).append(name)
             continue
-        if node_labels.get(labels.UPGRADE_STATE) == DONE and not ours:
+        if node_done(spec, node) and not ours:
             report.done.append(name)
             continue
         # One merge patch: the label and our claim on it land together or not at all.
-        kube.patch(k.NODES, name, {"metadata": {"labels": {labels.SKIP_UPGRADE: "true"},
-                                                "annotations": {PAUSED_BY: stack, PAUSED_REASON: reason[:500]}}})
+        _patch(kube, "pause", name, {"metadata": {"labels": {labels.SKIP_UPGRADE: "true"},
+                                                  "annotations": {PAUSED_BY: stack, PAUSED_REASON: reason[:500]}}},
+               report)
         report.changed.append(name)
+        on_change("labelled", name)
     return report
 
 
-def resume(kube: k.Kube, spec: FleetSpec, stack: str) -> PauseReport:
+def resume(kube: k.Kube, spec: FleetSpec, stack: str,
+           on_change: OnChange = lambda action, node: None) -> PauseReport:
     report = PauseReport()
-    for node in sorted(kube.list(k.NODES, label_selector=pool_selector(spec)), key=name_of):
-        name = name_of(node)
+    held = {p.name for p in spec.nodePools if spec.pool_held(p)}
+    for node in _nodes(kube, spec, "resume"):
+        name, node_labels = name_of(node), labels_of(node)
         annotations = meta(node).get("annotations") or {}
         if annotations.get(PAUSED_BY) != stack:
-            if labels_of(node).get(labels.SKIP_UPGRADE) == "true":
+            if node_labels.get(labels.SKIP_UPGRADE) == "true":
                 report.foreign.append(name)
             continue
-        kube.patch(k.NODES, name, {"metadata": {"labels": {labels.SKIP_UPGRADE: None},
-                                                "annotations": {PAUSED_BY: None, PAUSED_REASON: None}}})
+        drop_claim = {PAUSED_BY: None, PAUSED_REASON: None}
+        if node_labels.get(labels.POOL) in held:
+            # The stack holds this pool now (pulumi up put the pool-level skip label back): keep the label.
+            _patch(kube, "resume", name, {"metadata": {"annotations": drop_claim}}, report)
+            report.held.append(name)
+            on_change("unclaimed", name)
+            continue
+        _patch(kube, "resume", name, {"metadata": {"labels": {labels.SKIP_UPGRADE: None}, "annotations": drop_claim}},
+               report)
         report.changed.append(name)
+        on_change("released", name)
     return report

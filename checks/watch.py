@@ -1,13 +1,21 @@
 """Watch a rollout: progress per pool, the operator's status and events, and the triggers that pause it.
 
 Triggers: a node in ``upgrade-failed``; a model whose available replicas fall below its minAvailable;
-a node in one in-progress state longer than ``stuck_after``. Time in state comes from the operator's
-``GPUDriverUpgrade`` event for that state when there is one, else from when this watch first saw the
-node in it. Time is injected (``clock``, ``sleep``), so tests never wait.
+a node in one in-progress state longer than ``stuck_after``. Time in state is the earliest of: the
+operator's latest ``GPUDriverUpgrade`` event moving the node into that state (events expire after
+about an hour), the ``time`` of the node's ``metadata.managedFields`` entry that owns the state label
+(a lower bound: that manager may have written the node since), and when this watch first saw the node
+in that state. So a node stuck for hours is reported on the first poll, ``--once`` included.
+
+On a trigger the watch pauses the rollout (unless told not to); a pause that fails is reported with
+the trigger, never instead of it. In loop mode a poll that fails after the adapter's retries is
+reported and retried at the next interval; ``max_failed_polls`` consecutive failures end the watch.
+Time is injected (``clock``, ``sleep``), so tests never wait.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -16,9 +24,10 @@ from datetime import datetime
 from typing import Any
 
 from checks import kube as k
+from checks.errors import ClusterError, GaveUpError, RetryableError
 from checks.inventory import labels_of, meta, name_of, pool_selector
-from checks.owner import node_driver_version
-from checks.pause import PauseReport, pause
+from checks.nodestate import node_done, node_driver_version, require_nodes
+from checks.pause import ChangeInterrupted, PauseReport, pause
 from spec import capacity, labels
 from spec.model import FleetSpec
 
@@ -105,39 +114,58 @@ def _epoch(text: str | None) -> float | None:
         return None
 
 
+# k8s-operator-libs: "Successfully updated node state label to cordon-required"; older releases and the
+# docs put the state in brackets ("... to [cordon-required]").
+_STATE_MESSAGE = re.compile(r"label to \[?([a-z-]+)\]?$")
+
+
 def _entered_at(events: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
-    """(node, state) -> when the operator reported moving the node into that state."""
+    """(node, state) -> when the operator last reported moving the node into that state (Normal events)."""
     out: dict[tuple[str, str], float] = {}
     for event in events:
-        node = (event.get("involvedObject") or {}).get("name", "")
-        message = event.get("message") or ""
+        if event.get("type", "Normal") != "Normal":
+            continue
+        match = _STATE_MESSAGE.search((event.get("message") or "").strip())
         when = _epoch(event.get("lastTimestamp") or event.get("eventTime") or meta(event).get("creationTimestamp"))
-        if "[" in message and when is not None:
-            state = message.rsplit("[", 1)[1].split("]", 1)[0]
-            out[(node, state)] = max(when, out.get((node, state), 0.0))
+        if match is None or when is None:
+            continue
+        key = ((event.get("involvedObject") or {}).get("name", ""), match.group(1))
+        out[key] = max(when, out.get(key, 0.0))
     return out
+
+
+def _label_written_at(node: dict[str, Any], key: str) -> float | None:
+    """``time`` of the managedFields entry that owns label ``key``: the label is at least this old."""
+    field_key = f"f:{key}"
+    for entry in meta(node).get("managedFields") or []:
+        owned = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:labels") or {}
+        if field_key in owned:
+            return _epoch(entry.get("time"))
+    return None
 
 
 def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: float,
                   stuck_after: float) -> Snapshot:
     """One poll: five LISTs, whatever the fleet's size."""
-    nodes = kube.list(k.NODES, label_selector=pool_selector(spec))
+    selector = pool_selector(spec)
+    nodes = require_nodes(kube.list(k.NODES, label_selector=selector), selector, "watch")
     deployments = kube.list(k.DEPLOYMENTS)
     events = kube.list(k.EVENTS, field_selector=f"involvedObject.kind=Node,reason={EVENT_REASON}")
     policies = kube.list_optional(k.CLUSTER_POLICIES) or []
     drivers = kube.list_optional(k.NVIDIA_DRIVERS) or []
     entered = _entered_at(events)
-    pools = {p.name: p for p in spec.nodePools}
     progress, triggers = [], []
     for node in sorted(nodes, key=name_of):
         node_labels = labels_of(node)
         name, pool_name = name_of(node), node_labels.get(labels.POOL, "")
         state = node_labels.get(labels.UPGRADE_STATE, "")
         driver = node_driver_version(node)
-        pool = pools.get(pool_name)
-        target = spec.pool_driver_version(pool) if pool else None
-        done = driver == target and state in ("", "upgrade-done")
-        since = min(entered.get((name, state), now), tracker.since(name, state, now)) if state else None
+        done = node_done(spec, node)
+        since = None
+        if state:
+            seen = [entered.get((name, state)), _label_written_at(node, labels.UPGRADE_STATE),
+                    tracker.since(name, state, now)]
+            since = min(t for t in seen if t is not None)
         seconds = None if since is None else max(0.0, now - since)
         progress.append(NodeProgress(name, pool_name, state, driver, done, seconds,
                                      node_labels.get(labels.SKIP_UPGRADE) == "true"))
@@ -171,25 +199,56 @@ def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: flo
 @dataclass
 class WatchOutcome:
     snapshot: Snapshot
-    paused: PauseReport | None  # set when the watch paused the rollout itself
+    paused: PauseReport | None  # set when the watch paused the rollout itself (partial if pause_error)
+    pause_error: str | None = None  # the auto-pause failed: why (the trigger still stands)
 
     @property
     def triggered(self) -> bool:
         return bool(self.snapshot.triggers)
 
 
+def _retryable(error: ClusterError) -> bool:
+    """A poll worth repeating: the adapter gave up on throttling, 5xx or connection errors."""
+    return isinstance(error, (GaveUpError, RetryableError))
+
+
 def watch(kube: k.Kube, spec: FleetSpec, stack: str, *, interval: float = 30.0, stuck_after: float = 3600.0,
-          auto_pause: bool = True, once: bool = False, clock: Callable[[], float] = time.time,
-          sleep: Callable[[float], None] = time.sleep,
-          on_snapshot: Callable[[Snapshot], None] = lambda s: None) -> WatchOutcome:
-    """Poll until a trigger fires (pause unless told not to), the rollout completes, or once."""
+          auto_pause: bool = True, once: bool = False, max_failed_polls: int = 5,
+          clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
+          on_snapshot: Callable[[Snapshot], None] = lambda s: None,
+          on_poll_error: Callable[[ClusterError, int], None] = lambda e, n: None) -> WatchOutcome:
+    """Poll until a trigger fires (pause unless told not to), the rollout completes, or once.
+
+    A failed poll raises at once with ``once`` or when the error is permanent (403, no nodes); otherwise
+    it is reported through ``on_poll_error(error, consecutive_failures)`` and the watch raises only after
+    ``max_failed_polls`` failures in a row.
+    """
     tracker = StateTracker()
+    failures = 0
     while True:
-        snapshot = take_snapshot(kube, spec, tracker, clock(), stuck_after)
+        try:
+            snapshot = take_snapshot(kube, spec, tracker, clock(), stuck_after)
+        except ClusterError as error:
+            failures += 1
+            if once or not _retryable(error):
+                raise
+            on_poll_error(error, failures)
+            if failures >= max_failed_polls:
+                raise GaveUpError(f"watch gave up after {failures} consecutive failed polls; last: {error}") from error
+            sleep(interval)
+            continue
+        failures = 0
         on_snapshot(snapshot)
         if snapshot.triggers:
+            if not auto_pause:
+                return WatchOutcome(snapshot, None)
             reason = "; ".join(t.message for t in snapshot.triggers)
-            return WatchOutcome(snapshot, pause(kube, spec, stack, reason) if auto_pause else None)
+            try:
+                return WatchOutcome(snapshot, pause(kube, spec, stack, reason))
+            except ChangeInterrupted as error:
+                return WatchOutcome(snapshot, error.report, str(error))
+            except ClusterError as error:
+                return WatchOutcome(snapshot, None, str(error))
         if once or snapshot.complete(spec):
             return WatchOutcome(snapshot, None)
         sleep(interval)

@@ -121,7 +121,7 @@ def _run_live(call) -> None:
     try:
         code = call()
     except ClusterError as error:
-        err.print(f"cluster error: {error}", markup=False, highlight=False)
+        err.print(f"cluster error: {error}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_FAILED) from None
     raise typer.Exit(code)
 
@@ -155,6 +155,10 @@ def watch(
         float, typer.Option("--stuck-after", min=1.0, help="Minutes in one state before a node counts as stuck.")
     ] = 60.0,
     no_auto_pause: Annotated[bool, typer.Option("--no-auto-pause", help="Report triggers but do not pause.")] = False,
+    max_failed_polls: Annotated[
+        int, typer.Option("--max-failed-polls", min=1,
+                          help="Give up after this many polls in a row fail (throttling, 5xx, timeouts).")
+    ] = 5,
     as_json: JsonOption = False,
 ) -> None:
     """Follow the rollout per pool; on upgrade-failed, a model below minAvailable or a stuck node, pause and exit 1."""
@@ -162,7 +166,8 @@ def watch(
 
     name, spec, adapter = _live(stack, stack_file_path, project_dir, kubeconfig, context)
     _run_live(lambda: verb.execute(name, spec, adapter, once=once, interval=interval, stuck_after=stuck_after * 60,
-                                   auto_pause=not no_auto_pause, as_json=as_json))
+                                   auto_pause=not no_auto_pause, as_json=as_json,
+                                   max_failed_polls=max_failed_polls))
 
 
 @app.command()

@@ -8,30 +8,51 @@ import sys
 from rich.console import Console
 
 from checks import kube as k
-from checks.pause import PauseReport, pause, resume
+from checks.pause import ChangeInterrupted, PauseReport, pause, resume
 from spec import labels
 from spec.model import FleetSpec
 
 
-def render(verb: str, stack: str, report: PauseReport, as_json: bool) -> None:
-    if as_json:
-        sys.stdout.write(json.dumps({"stack": stack, "verb": verb, **report.as_json()}, indent=2) + "\n")
-        return
-    console = Console(width=None if sys.stdout.isatty() else 160)
-    action = "labelled" if verb == "pause" else "released"
-    for name in report.changed:
-        console.print(f"{action} {name}" + (f" ({labels.SKIP_UPGRADE}=true)" if verb == "pause" else ""))
+def render_summary(verb: str, report: PauseReport, console: Console) -> None:
+    """What was left alone, and the count; each changed node was printed as it was patched."""
     if verb == "pause" and report.unchanged:
         console.print(f"{len(report.unchanged)} node(s) already paused by this stack")
     if report.foreign:
         console.print(f"{len(report.foreign)} node(s) carry a skip label someone else set; left alone: "
                       + ", ".join(report.foreign[:5]) + (" ..." if len(report.foreign) > 5 else ""))
     if verb == "pause" and report.done:
-        console.print(f"{len(report.done)} node(s) already upgrade-done; not held")
-    console.print(f"{verb}: {len(report.changed)} node(s) changed")
+        console.print(f"{len(report.done)} node(s) already upgrade-done on their pool's target driver; not held")
+    console.print(f"{verb}: {len(report.changed) + len(report.held)} node(s) changed")
+
+
+_ACTIONS = {
+    "labelled": f"labelled {{node}} ({labels.SKIP_UPGRADE}=true)",
+    "released": "released {node}",
+    "unclaimed": "unclaimed {node} (pool held by the stack: skip label kept, our annotation removed)",
+}
 
 
 def execute(verb: str, stack: str, spec: FleetSpec, kube: k.Kube, as_json: bool, reason: str) -> int:
-    report = pause(kube, spec, stack, reason) if verb == "pause" else resume(kube, spec, stack)
-    render(verb, stack, report, as_json)
+    console = Console(width=None if sys.stdout.isatty() else 160, highlight=False)
+
+    def changed(action: str, node: str) -> None:
+        if not as_json:
+            console.print(_ACTIONS[action].format(node=node), markup=False)
+
+    try:
+        if verb == "pause":
+            report = pause(kube, spec, stack, reason, on_change=changed)
+        else:
+            report = resume(kube, spec, stack, on_change=changed)
+    except ChangeInterrupted as error:
+        if as_json:
+            sys.stdout.write(json.dumps({"stack": stack, "verb": verb, **error.report.as_json(),
+                                         "error": str(error)}, indent=2) + "\n")
+        Console(stderr=True).print(f"cluster error: {error}", markup=False, highlight=False, soft_wrap=True)
+        return 1
+    if as_json:
+        sys.stdout.write(json.dumps({"stack": stack, "verb": verb, **report.as_json(), "error": None},
+                                    indent=2) + "\n")
+    else:
+        render_summary(verb, report, console)
     return 0

@@ -10,6 +10,7 @@ from rich.live import Live
 from rich.table import Table
 
 from checks import kube as k
+from checks.errors import ClusterError
 from checks.watch import Snapshot, watch
 from spec.model import FleetSpec
 
@@ -35,8 +36,9 @@ def snapshot_view(spec: FleetSpec, snapshot: Snapshot) -> Group:
 
 
 def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, once: bool, interval: float, stuck_after: float,
-            auto_pause: bool, as_json: bool) -> int:
+            auto_pause: bool, as_json: bool, max_failed_polls: int = 5) -> int:
     console = Console(width=None if sys.stdout.isatty() else 160)
+    errors = Console(stderr=True)
     live = Live(console=console, auto_refresh=False) if sys.stdout.isatty() and not as_json else None
 
     def show(snapshot: Snapshot) -> None:
@@ -48,20 +50,33 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, once: bool, interval: 
         else:
             console.print(view)
 
+    def poll_failed(error: ClusterError, failures: int) -> None:
+        errors.print(f"poll failed ({failures}/{max_failed_polls} in a row), retrying in {interval:.0f} s: {error}",
+                     markup=False, highlight=False, soft_wrap=True)
+
     if live is not None:
         live.start()
     try:
         outcome = watch(kube, spec, stack, interval=interval, stuck_after=stuck_after, auto_pause=auto_pause,
-                        once=once, on_snapshot=show)
+                        once=once, max_failed_polls=max_failed_polls, on_snapshot=show, on_poll_error=poll_failed)
     finally:
         if live is not None:
             live.stop()
     paused = outcome.paused
     if as_json:
-        doc = {"stack": stack, **outcome.snapshot.as_json(spec), "paused": paused.as_json() if paused else None}
+        doc = {"stack": stack, **outcome.snapshot.as_json(spec), "paused": paused.as_json() if paused else None,
+               "pauseError": outcome.pause_error}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-    elif outcome.triggered:
+    if outcome.triggered:
         reason = "; ".join(t.message for t in outcome.snapshot.triggers)
-        what = f"paused {len(paused.changed)} node(s) with the skip label" if paused else "not paused (--no-auto-pause)"
-        Console(stderr=True).print(f"rollout stopped: {reason}; {what}", markup=False)
+        if outcome.pause_error is not None:
+            what = (f"AUTO-PAUSE FAILED: {outcome.pause_error}; run `gpu-rollout pause --stack {stack}` "
+                    "as soon as the cluster answers")
+        elif paused is not None:
+            what = f"paused {len(paused.changed)} node(s) with the skip label"
+        else:
+            what = "not paused (--no-auto-pause)"
+        errors.print(f"rollout stopped: {reason}; {what}", markup=False, highlight=False, soft_wrap=True)
+    elif not as_json and outcome.snapshot.complete(spec):
+        console.print("rollout complete: every node of every released pool runs its target driver")
     return 1 if outcome.triggered else 0

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from rollout.cli import app
 from spec import labels
-from tests.fakekube.fixtures import move_node
+from tests.fakekube.fixtures import finish_upgrade, move_node
 from tests.fakekube.server import Fault, FakeKube
 
 runner = CliRunner()
@@ -57,11 +57,18 @@ def test_cluster_errors_exit_1_with_the_permission(prod: FakeKube, kubeconfig: P
     assert "'list' 'poddisruptionbudgets.policy' cluster-wide" in result.output
 
 
-def test_pause_resume_and_watch_once(prod: FakeKube, kubeconfig: Path) -> None:
-    node = "aks-gput4-12345678-vmss000000"
+def t4(fake: FakeKube) -> list[str]:
+    return sorted(n["metadata"]["name"] for n in fake.objects("nodes") if "gput4" in n["metadata"]["name"])
+
+
+def test_pause_resume_and_watch_once(prod: FakeKube, kubeconfig: Path, prod_spec) -> None:
+    node, *others = t4(prod)
+    for other in others:
+        finish_upgrade(prod, other, prod_spec.driver.version)
     move_node(prod, node, "upgrade-required")
     paused = invoke("pause", "--stack", "prod", "--kubeconfig", str(kubeconfig))
     assert paused.exit_code == 0 and f"labelled {node}" in paused.stdout
+    assert "3 node(s) already upgrade-done on their pool's target driver" in paused.stdout
     assert prod.obj("nodes", node)["metadata"]["labels"][labels.SKIP_UPGRADE] == "true"
     snap = invoke("watch", "--stack", "prod", "--kubeconfig", str(kubeconfig), "--once", "--json")
     assert snap.exit_code == 0, snap.output
@@ -73,3 +80,42 @@ def test_pause_resume_and_watch_once(prod: FakeKube, kubeconfig: Path) -> None:
     failed = invoke("watch", "--stack", "prod", "--kubeconfig", str(kubeconfig), "--once")
     assert failed.exit_code == 1 and "upgrade-failed" in failed.output
     assert prod.obj("nodes", node)["metadata"]["labels"][labels.SKIP_UPGRADE] == "true"
+
+
+@pytest.mark.parametrize("verb", ["pause", "resume"])
+def test_a_failure_midway_shows_what_changed(prod: FakeKube, kubeconfig: Path, verb: str) -> None:
+    nodes = t4(prod)
+    if verb == "resume":
+        assert invoke("pause", "--stack", "prod", "--kubeconfig", str(kubeconfig)).exit_code == 0
+    prod.faults.append(Fault(403, verb="patch", plural="nodes", skip=2, times=99))  # the 3rd patch fails
+    result = invoke(verb, "--stack", "prod", "--kubeconfig", str(kubeconfig))
+    assert result.exit_code == 1
+    action = "labelled" if verb == "pause" else "released"
+    assert f"{action} {nodes[0]}" in result.stdout and f"{action} {nodes[1]}" in result.stdout
+    assert nodes[2] not in result.stdout
+    assert f"stopped at node {nodes[2]} after changing 2 node(s)" in result.output and f"re-run `{verb}`" in result.output
+    prod.faults.clear()
+    prod.faults.append(Fault(403, verb="patch", plural="nodes", skip=1, times=99))
+    doc = json.loads(invoke(verb, "--stack", "prod", "--kubeconfig", str(kubeconfig), "--json").stdout)
+    assert doc["changed"] == [nodes[2]] and f"stopped at node {nodes[3]}" in doc["error"]
+
+
+@pytest.mark.parametrize("verb", ["pause", "resume", "watch"])
+def test_no_node_of_the_stack_exits_1(fake: FakeKube, kubeconfig: Path, verb: str) -> None:
+    args = [verb, "--stack", "prod", "--kubeconfig", str(kubeconfig)] + (["--once"] if verb == "watch" else [])
+    result = invoke(*args)
+    assert result.exit_code == 1
+    assert "no node matches gpu-driver-upgrade.io/pool in" in result.output and "--context" in result.output
+    assert "changed" not in result.stdout and "complete" not in result.stdout
+
+
+def test_watch_reports_trigger_and_failed_pause(prod: FakeKube, kubeconfig: Path) -> None:
+    node = t4(prod)[0]
+    move_node(prod, node, "upgrade-failed")
+    prod.faults.append(Fault(403, verb="patch", plural="nodes", times=99))
+    result = invoke("watch", "--stack", "prod", "--kubeconfig", str(kubeconfig), "--once", "--json")
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    assert [t["kind"] for t in doc["triggers"]] == ["upgrade-failed"]
+    assert "forbidden (403)" in doc["pauseError"] and doc["paused"]["changed"] == []
+    assert "AUTO-PAUSE FAILED" in result.output and f"node {node} (pool gput4) is in upgrade-failed" in result.output

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
+from checks import disruption, owner
 from checks import kube as k
+from checks.inventory import read_inventory
 from checks.preflight import run_preflight
 from checks.results import SECTIONS, Status
 from spec import labels
 from spec.load import spec_from_config
-from spec.model import FleetSpec
+from spec.model import DriverOwner, FleetSpec
 from tests.conftest import edited
-from tests.fakekube.fixtures import gpu_node, pod, seed
+from tests.fakekube.fixtures import gpu_node, pod, pods_of, seed, set_pod_ready
 from tests.fakekube.server import FakeKube
 
 A100 = "aks-gpua100-12345678-vmss000000"
@@ -27,7 +31,7 @@ def by_id(results: list, check_id: str) -> set[Status]:
 def test_steady_state_passes_every_id_and_never_writes(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
     results = run_preflight(kube, prod_spec)
     assert {r.id for r in results} == set(SECTIONS)
-    bad = [r for r in results if r.status != Status.PASS and r.id != "operator-supports-driver"]
+    bad = [r for r in results if r.status != Status.PASS]
     assert bad == []
     assert prod.writes == 0 and prod.counts["get"] == 0  # LISTs only, no per-node GETs
 
@@ -69,8 +73,9 @@ BREAKS: dict[str, tuple[Callable[[FakeKube], None], Status]] = {
     "operator-supports-driver": (lambda f: f.update("deployments", "gpu-operator", {"spec": {"template": {"spec": {
         "containers": [{"name": "gpu-operator", "image": "nvcr.io/nvidia/gpu-operator:v24.9.2"}]}}}},
         "gpu-operator"), Status.FAIL),
-    "kernel-precompiled": (lambda f: f.update("clusterpolicies", "cluster-policy", {"spec": {"driver": {
-        "usePrecompiled": True}}}), Status.FAIL),
+    # NVIDIADriver mode: each CR's own usePrecompiled decides for the pools it selects.
+    "kernel-precompiled": (lambda f: f.update("nvidiadrivers", "gpu-gpua100", {"spec": {"usePrecompiled": True}}),
+                           Status.FAIL),
     "mig-timeslicing": (lambda f: f.update("nodes", A100, {"metadata": {"labels": {"nvidia.com/mig.strategy":
                                                                                      "single"}}}), Status.WARN),
     "spare-capacity": (_extra_gpu_pod, Status.FAIL),
@@ -134,20 +139,162 @@ def test_deprecated_driver_labels_are_read(prod: FakeKube, kube: k.Kube, prod_sp
     assert result.status == Status.PASS and "570.195.03 x8" in result.message
 
 
-def test_api_calls_do_not_grow_with_nodes(fake: FakeKube, kube: k.Kube) -> None:
-    counts = []
+@pytest.mark.parametrize("page_size", [10_000, 7])
+def test_api_calls_do_not_grow_with_nodes(page_size: int) -> None:
+    """LIST queries stay at 8 whatever the fleet; with small pages only continuation pages grow."""
+    counts, pages = [], []
     for nodes in (2, 6):
         spec = _config_change("nodePools", lambda pools, n=nodes: [p.update(nodeCount=n) for p in pools])
-        with FakeKube() as server:
+        with FakeKube() as server, tempfile.TemporaryDirectory() as tmp:
             seed(server, spec, filler_pods_per_node=1)
-            adapter = k.Kube(kube.api.__class__(kube.api.configuration.__class__()),
-                             k.ClientSettings(page_size=10_000))
-            adapter.api.configuration.host = server.url
+            server.reset_counts()
+            adapter = k.connect(str(server.write_kubeconfig(Path(tmp) / "kubeconfig")),
+                                settings=k.ClientSettings(page_size=page_size))
             run_preflight(adapter, spec)
-            counts.append(dict(server.counts))
+            counts.append({verb: n - (server.pages if verb == "list" else 0) for verb, n in server.counts.items()})
+            pages.append(server.pages)
     assert counts[0] == counts[1] == {"list": 8}
+    if page_size == 7:
+        assert 0 < pages[0] < pages[1]  # the big lists really were paged, more so on the bigger fleet
+    else:
+        assert pages == [0, 0]
 
 
 def test_json_shape(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
     doc = json.loads(json.dumps([r.as_json() for r in run_preflight(kube, prod_spec)]))
     assert set(doc[0]) == {"id", "status", "subject", "message"}
+
+
+def _result(results: list, check_id: str, subject: str):
+    [found] = [r for r in results if r.id == check_id and r.subject == subject]
+    return found
+
+
+def test_pdb_max_unavailable_percent_rounds_up(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
+    # llm-chat has 3 replicas: 10% of 3 rounds UP to 1 pod, so one eviction is allowed.
+    prod.update("poddisruptionbudgets", "llm-chat-pdb", {"spec": {"minAvailable": None, "maxUnavailable": "10%"}},
+                "inference")
+    assert prod.obj("poddisruptionbudgets", "llm-chat-pdb", "inference")["status"]["disruptionsAllowed"] == 1
+    result = _result(run_preflight(kube, prod_spec), "pdb-blocks-drain", "inference/llm-chat-pdb")
+    assert result.status == Status.PASS and "keeps 2 of 3" in result.message
+    prod.update("poddisruptionbudgets", "llm-chat-pdb", {"spec": {"maxUnavailable": 0}}, "inference")
+    result = _result(run_preflight(kube, prod_spec), "pdb-blocks-drain", "inference/llm-chat-pdb")
+    assert result.status == Status.FAIL and "maxUnavailable 0 keeps all 3" in result.message
+
+
+def test_pdb_with_no_disruption_allowed_now_blocks(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
+    # minAvailable 2 of 3 is fine on paper; with one pod unready, 0 disruptions are allowed now.
+    [first, *_] = pods_of(prod, "inference", {"app": "llm-chat"})
+    set_pod_ready(prod, "inference", first, False)
+    result = _result(run_preflight(kube, prod_spec), "pdb-blocks-drain", "inference/llm-chat-pdb")
+    assert result.status == Status.FAIL and "0 disruptions allowed now" in result.message
+    assert "keeps all" not in result.message
+
+
+def test_spare_capacity_reads_max_unavailable_pdbs(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
+    # gpua100: 8 x 1 GPU, embed-triton 4 + code-tgi 3 = 7 requested; one more pod leaves no spare node.
+    prod.add(pod("batch-job", "batch", A100, {"app": "batch"},
+                 [{"name": "job", "image": "busybox:1", "resources": {"requests": {labels.GPU_RESOURCE: "1"}}}]))
+    assert _result(run_preflight(kube, prod_spec), "spare-capacity", "gpua100").status == Status.WARN
+    # A maxUnavailable PDB that allows nothing must count as "every replica stays", not be ignored.
+    prod.update("poddisruptionbudgets", "embed-triton-pdb", {"spec": {"minAvailable": None, "maxUnavailable": 0}},
+                "inference")
+    result = _result(run_preflight(kube, prod_spec), "spare-capacity", "gpua100")
+    assert result.status == Status.FAIL and "inference/embed-triton" in result.message
+    prod.update("poddisruptionbudgets", "embed-triton-pdb", {"spec": {"maxUnavailable": "50%"}}, "inference")
+    assert _result(run_preflight(kube, prod_spec), "spare-capacity", "gpua100").status == Status.WARN
+
+
+def test_pdb_min_available_helper() -> None:
+    pdb = lambda **spec: {"spec": spec}  # noqa: E731
+    assert disruption.pdb_min_available(pdb(maxUnavailable="10%"), 3) == 2
+    assert disruption.pdb_min_available(pdb(maxUnavailable="50%"), 3) == 1
+    assert disruption.pdb_min_available(pdb(minAvailable="50%"), 3) == 2
+    assert disruption.pdb_min_available(pdb(minAvailable=2), 3) == 2
+    assert disruption.pdb_min_available(pdb(maxUnavailable=5), 3) == 0
+    assert disruption.pdb_min_available(pdb(), 3) == 0
+
+
+def test_an_empty_pdb_selector_covers_every_pod_of_its_namespace(prod: FakeKube, kube: k.Kube,
+                                                                 prod_spec: FleetSpec) -> None:
+    prod.remove("poddisruptionbudgets", "rerank-sglang-pdb", "inference")
+    assert _result(run_preflight(kube, prod_spec), "model-pdb", "inference/rerank-sglang").status == Status.FAIL
+    prod.add({"kind": "PodDisruptionBudget", "metadata": {"name": "everything", "namespace": "inference"},
+              "spec": {"selector": {}, "maxUnavailable": 1}})
+    assert _result(run_preflight(kube, prod_spec), "model-pdb", "inference/rerank-sglang").status == Status.PASS
+
+
+def test_ephemeral_volumes_are_not_a_weights_cache(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
+    ephemeral = [{"name": "weights", "ephemeral": {"volumeClaimTemplate": {"spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "200Gi"}}}}}}]
+    for name in pods_of(prod, "inference", {"app": "code-tgi"}):
+        prod.update("pods", name, {"spec": {"volumes": ephemeral}}, "inference")
+    assert _result(run_preflight(kube, prod_spec), "weights-cache", "inference/code-tgi").status == Status.WARN
+
+
+def test_forward_compat_images(fake: FakeKube, kube: k.Kube) -> None:
+    def with_cuda(forward: bool) -> FleetSpec:
+        return spec_from_config(edited("prod", "models", lambda models: models[0].update(
+            cudaVersion="13.1", cudaForwardCompat=forward)))
+
+    spec = with_cuda(True)
+    seed(fake, spec)
+    image = spec.models[0].image
+    result = _result(run_preflight(kube, spec), "serving-images-cuda", image)
+    assert result.status == Status.PASS and "through cuda-compat" in result.message
+    result = _result(run_preflight(kube, with_cuda(False)), "serving-images-cuda", image)
+    assert result.status == Status.FAIL and "13.1" in result.message
+
+
+def test_model_servers_are_matched_by_image_name(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
+    prod.add(pod("contiguous", "tools", A100, {"app": "c"}, [{"name": "c", "image": "example.com/contiguous:1"}]))
+    prod.add(pod("tgi", "tools", A100, {"app": "t"}, [{"name": "t", "image": "example.com/ml/tgi-gaudi:2.0"}]))
+    subjects = {r.subject for r in run_preflight(kube, prod_spec) if r.id == "serving-images-cuda"}
+    assert "example.com/ml/tgi-gaudi:2.0" in subjects and "example.com/contiguous:1" not in subjects
+
+
+def test_driver_versions_lists_unlabelled_nodes_even_when_failing(prod: FakeKube, kube: k.Kube,
+                                                                  prod_spec: FleetSpec) -> None:
+    other = "aks-gpua100-12345678-vmss000001"
+    prod.update("nodes", A100, {"metadata": {"labels": {"nvidia.com/cuda.driver-version.full": "575.57.08"}}})
+    gone = {key: None for key in prod.obj("nodes", other)["metadata"]["labels"] if key.startswith("nvidia.com/cuda.driver")}
+    prod.update("nodes", other, {"metadata": {"labels": gone}})
+    result = _result(run_preflight(kube, prod_spec), "driver-versions", "gpua100")
+    assert result.status == Status.FAIL and "575.57.08" in result.message and other in result.message
+
+
+def _host_fm(version: str | None) -> FleetSpec:
+    """The prod stack with image-owned drivers and a host Fabric Manager on the H100 pool."""
+    def edit(pools: list) -> None:
+        pools[2].update(fabricManager="host", **({"fabricManagerVersion": version} if version else {}))
+    config = edited("prod", "nodePools", edit)
+    return spec_from_config(config)
+
+
+def test_fabric_manager_on_the_host_must_match_the_driver(fake: FakeKube, kube: k.Kube) -> None:
+    spec = _host_fm(None)
+    seed(fake, spec)
+    h100 = [r for r in run_preflight(kube, spec) if r.id == "fabric-manager" and r.subject == "gpuh100"]
+    assert [r.status for r in h100] == [Status.FAIL]  # operator-owned driver: host FM never follows it
+    image_owned = spec.model_copy(update={"driver": spec.driver.model_copy(update={"owner": DriverOwner.IMAGE})})
+    target = image_owned.pool_driver_version(image_owned.pool("gpuh100"))
+    for version, expected in ((target, Status.PASS), ("570.124.06", Status.FAIL), (None, Status.FAIL)):
+        pool = image_owned.pool("gpuh100").model_copy(update={"fabricManagerVersion": version})
+        pools = [pool if p.name == "gpuh100" else p for p in image_owned.nodePools]
+        variant = image_owned.model_copy(update={"nodePools": pools})
+        [result] = [r for r in owner.check_fabric_manager(read_inventory(kube, variant)) if r.subject == "gpuh100"]
+        assert result.status == expected, (version, result)
+
+
+def test_fabric_manager_reads_nvswitch_from_the_nodes(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
+    assert [r.subject for r in run_preflight(kube, prod_spec) if r.id == "fabric-manager"] == ["gpuh100"]
+    prod.update("nodes", A100, {"metadata": {"labels": {labels.GPU_PRODUCT: "NVIDIA-A100-SXM4-80GB"}}})
+    assert _result(run_preflight(kube, prod_spec), "fabric-manager", "gpua100").status == Status.WARN
+    prod.update("nodes", A100, {"metadata": {"labels": {labels.POOL_NVSWITCH: "true"}}})
+    assert _result(run_preflight(kube, prod_spec), "fabric-manager", "gpua100").status == Status.FAIL
+
+
+def test_precompiled_follows_each_nvidia_driver(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
+    prod.update("nvidiadrivers", "gpu-gput4", {"spec": {"usePrecompiled": True}})
+    statuses = {r.subject: r.status for r in run_preflight(kube, prod_spec) if r.id == "kernel-precompiled"}
+    assert statuses == {"gput4": Status.FAIL, "gpua100": Status.PASS, "gpuh100": Status.PASS}

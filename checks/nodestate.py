@@ -1,0 +1,71 @@
+"""Per-node facts shared by preflight, watch and pause: the driver a node runs and whether it is done.
+
+A node is *done* when the upgrade controller has nothing left to do on it for this stack: its state
+label is ``upgrade-done`` (or absent: the controller has not processed it, or the driver is not the
+operator's) **and** GFD reports the driver its pool is pinned to (``FleetSpec.pool_driver_version``).
+The state label alone is not enough: before a version bump every node is ``upgrade-done`` on the old
+driver, and the operator only moves it back to ``upgrade-required`` at its next reconcile (gpu-operator
+reference section 3.1, state 9).
+
+This would sit well in ``spec/`` next to ``pool_driver_version`` if it stops needing live node labels;
+it reads GFD labels, so it lives with the live checks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from checks.errors import ClusterError
+from spec import labels
+from spec.model import FleetSpec
+
+Obj = dict[str, Any]
+
+DONE = "upgrade-done"
+GFD_DRIVER_FULL = "nvidia.com/cuda.driver-version.full"
+
+
+class NoNodesError(ClusterError):
+    """No node carries the stack's pool label: most likely the wrong cluster or kubeconfig context."""
+
+
+def _labels(node: Obj) -> dict[str, str]:
+    return dict((node.get("metadata") or {}).get("labels") or {})
+
+
+def node_driver_version(node: Obj) -> str | None:
+    """GFD's driver version; falls back to the deprecated cuda.driver.major/minor/rev labels."""
+    node_labels = _labels(node)
+    full = node_labels.get(GFD_DRIVER_FULL)
+    if full:
+        return full
+    parts = [node_labels.get(f"nvidia.com/cuda.driver.{p}") for p in ("major", "minor", "rev")]
+    if parts[0] and parts[1]:
+        return ".".join(p for p in parts if p)
+    return None
+
+
+def upgrade_state(node: Obj) -> str:
+    """The operator's upgrade-state label, "" when the node has none."""
+    return _labels(node).get(labels.UPGRADE_STATE, "")
+
+
+def pool_target(spec: FleetSpec, node: Obj) -> str | None:
+    """The driver the node's pool is pinned to now; None for a node of no pool of this stack."""
+    name = _labels(node).get(labels.POOL)
+    pool = next((p for p in spec.nodePools if p.name == name), None)
+    return spec.pool_driver_version(pool) if pool is not None else None
+
+
+def node_done(spec: FleetSpec, node: Obj) -> bool:
+    """``upgrade-done`` (or no state label) and running its pool's target driver per GFD."""
+    target = pool_target(spec, node)
+    return target is not None and upgrade_state(node) in ("", DONE) and node_driver_version(node) == target
+
+
+def require_nodes(nodes: list[Obj], selector: str, what: str) -> list[Obj]:
+    """``nodes``, or NoNodesError when there are none (a wrong context must not look like success)."""
+    if not nodes:
+        raise NoNodesError(f"{what}: no node matches {selector}; is --kubeconfig/--context pointing at the "
+                           "stack's cluster, and has `pulumi up` labelled its pools?")
+    return nodes
