@@ -21,8 +21,8 @@ from datetime import date
 from enum import StrEnum
 
 from spec import compat_data as data
+from spec.versions import parse_driver
 
-_DRIVER = re.compile(r"^([1-9]\d{2})(?:\.(\d{1,3}))?(?:\.(\d{1,3}))?$")
 _CUDA = re.compile(r"^(\d{1,2})\.(\d{1,2})(?:\.(\d{1,3}))?$")
 _CHART = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
 
@@ -66,10 +66,7 @@ def _unknown(reason: str) -> Answer:
 
 def driver_key(driver: str) -> tuple[int, ...] | None:
     """``580.105.08`` -> (580, 105, 8); a bare branch ``580`` -> (580,); None if it is no driver version."""
-    match = _DRIVER.match(driver.strip()) if isinstance(driver, str) else None
-    if match is None:
-        return None
-    return tuple(int(part) for part in match.groups() if part is not None)
+    return parse_driver(driver)
 
 
 def _cuda_key(cuda: str) -> tuple[int, int, int] | None:
@@ -81,13 +78,16 @@ def _cuda_key(cuda: str) -> tuple[int, int, int] | None:
 
 
 def _at_least(driver: tuple[int, ...], minimum: str) -> bool | None:
-    """driver >= minimum; None when a bare branch (precompiled images) is the minimum's own branch,
-    because then the build on the node decides."""
+    """driver >= minimum. A bare branch (precompiled images) compares by branch number: above or below
+    the minimum's branch decides; on the minimum's own branch it is None when the minimum is a release
+    in that branch, because then the build on the node decides."""
     needed = driver_key(minimum)
     assert needed is not None, f"bad table entry {minimum}"
-    if len(driver) == 1:
-        if driver[0] != needed[0] or len(needed) == 1:
-            return driver[0] > needed[0] or len(needed) == 1
+    if driver[0] != needed[0]:
+        return driver[0] > needed[0]
+    if len(needed) == 1:  # the minimum is a whole branch: every release of it qualifies
+        return True
+    if len(driver) == 1:  # a bare branch against a release of the same branch
         return None
     return driver >= needed
 
@@ -135,16 +135,31 @@ def cuda_runs_on(cuda: str, driver: str) -> Answer:
 
 
 def max_cuda(driver: str) -> Answer:
-    """The newest CUDA toolkit in the table that ``driver`` runs without a compat package."""
+    """The newest CUDA toolkit in the table that ``driver`` runs without a compat package.
+
+    A bare branch is UNKNOWN when the table has a toolkit whose minimum is a release inside that branch
+    (R580 releases run anything from CUDA 12.9.1 to 13.0.2, depending on the build)."""
     have = driver_key(driver)
     if have is None:
         return _unknown(f"'{driver}' is not a driver version")
-    runnable = [cuda for cuda, minimum in data.CUDA_MIN_DRIVER.items() if _at_least(have, minimum) is True]
+    verdicts = {cuda: _at_least(have, minimum) for cuda, minimum in data.CUDA_MIN_DRIVER.items()}
+    runnable = [cuda for cuda, ok in verdicts.items() if ok is True]
+    undecided = [cuda for cuda, ok in verdicts.items() if ok is None]
+    if undecided and (not runnable or max(undecided) > max(runnable)):
+        low = _cuda_text(max(runnable)) if runnable else "none"
+        return _unknown(
+            f"branch {driver} alone cannot tell: depending on the release it runs CUDA up to between "
+            f"{low} and {_cuda_text(max(undecided))}"
+        )
     if not runnable:
         return _unknown(f"driver {driver} is older than every entry of the CUDA table")
-    major, minor, update = max(runnable)
-    value = f"{major}.{minor}" + (f".{update}" if update else "")
+    value = _cuda_text(max(runnable))
     return _yes(f"driver {driver} runs CUDA up to {value}", value)
+
+
+def _cuda_text(key: tuple[int, int, int]) -> str:
+    major, minor, update = key
+    return f"{major}.{minor}" + (f".{update}" if update else "")
 
 
 def forward_compat_supported(cuda: str, driver: str) -> Answer:
@@ -163,11 +178,13 @@ def forward_compat_supported(cuda: str, driver: str) -> Answer:
     chosen = min(covering)[1]
     if branch in chosen:
         return _yes(f"cuda-compat for CUDA {key[0]}.{key[1]} is supported on R{branch}")
-    if info is None and branch not in {b for _, bs in data.FORWARD_COMPAT_BRANCHES for b in bs}:
-        return _unknown(f"R{branch} is not in the forward-compat table; treat it as unsupported until checked")
+    # "Branches not listed ... are end of life and are not supported targets": a branch the table does
+    # not list for this package is a NO, and so is a newer branch than the package was built for
+    # ("older compat packages are not supported on newer drivers").
+    listed = ", R".join(str(b) for b in sorted(chosen))
     return _no(
-        f"cuda-compat for CUDA {key[0]}.{key[1]} runs on R{', R'.join(str(b) for b in sorted(chosen))} only, "
-        f"not R{branch}"
+        f"cuda-compat for CUDA {key[0]}.{key[1]} is supported on R{listed} only, not R{branch} "
+        f"({data.FORWARD_COMPAT_SOURCE})"
     )
 
 
@@ -246,22 +263,37 @@ class OperatorAnswer:
 
 
 def operator_drivers(chart_version: str) -> tuple[str, ...] | None:
-    """Driver versions the operator release lists, or None when the release is not in the table."""
-    match = _CHART.match(chart_version.strip())
+    """Driver versions the operator release lists, or None when the release is not in the table.
+
+    An exact release row answers first; a release-line row (``OPERATOR_LINE_DRIVERS``) answers for every
+    release of its line; a release of a line known only by other patch releases is not in the table."""
+    match = _CHART.match(chart_version.strip()) if isinstance(chart_version, str) else None
     if match is None:
         return None
     major, minor, patch = match.groups()
     exact = f"{major}.{minor}.{patch}"
-    line = f"{major}.{minor}"
-    return data.OPERATOR_DRIVERS.get(exact) or data.OPERATOR_DRIVERS.get(line)
+    if exact in data.OPERATOR_DRIVERS:
+        return data.OPERATOR_DRIVERS[exact]
+    return data.OPERATOR_LINE_DRIVERS.get(f"{major}.{minor}")
+
+
+def _same_line_releases(chart_version: str) -> list[str]:
+    match = _CHART.match(chart_version.strip()) if isinstance(chart_version, str) else None
+    if match is None:
+        return []
+    line = "{}.{}.".format(*match.groups()[:2])
+    return sorted((r for r in data.OPERATOR_DRIVERS if r.startswith(line)), key=lambda r: int(r.rsplit(".", 1)[1]))
 
 
 def operator_lists(chart_version: str, driver: str) -> OperatorAnswer:
     listed = operator_drivers(chart_version)
     have = driver_key(driver)
     if listed is None:
+        known = _same_line_releases(chart_version)
+        also = f"; of its line it has {', '.join(known)} only" if known else ""
         return OperatorAnswer(
-            OperatorSupport.UNKNOWN, f"GPU Operator {chart_version} is not in the table ({data.OPERATOR_SOURCE})"
+            OperatorSupport.UNKNOWN,
+            f"GPU Operator {chart_version} is not in the table{also} ({data.OPERATOR_SOURCE})",
         )
     if have is None:
         return OperatorAnswer(OperatorSupport.UNKNOWN, f"'{driver}' is not a driver version", listed)

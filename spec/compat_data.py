@@ -125,21 +125,29 @@ PRODUCT_ARCHITECTURE: dict[str, str] = {
 # ---------------------------------------------------------------- GPU Operator release -> drivers
 
 OPERATOR_SOURCE = "GPU Operator component matrix, cloud-native-docs gpu-operator/life-cycle-policy.rst"
-# Release (exact "26.7.0", or a release line "26.3") -> driver versions its matrix lists.
+# Exact release ("26.7.0") -> driver versions its matrix lists. Each row is keyed to the releases the doc
+# it was read from covers: the 24.9 row comes from the 24.9.2 doc and the 25.3 row from the 25.3.3 doc, so
+# they answer for those releases only (24.9.0 or 25.3.1 may list fewer drivers: UNKNOWN). The 26.3 doc
+# gives one row for 26.3.0-26.3.3.
+_OPERATOR_26_3 = (
+    "595.71.05", "595.58.03", "590.48.01", "580.159.04", "580.159.03", "580.126.20",
+    "570.211.01", "535.309.01", "535.288.01",
+)
 OPERATOR_DRIVERS: dict[str, tuple[str, ...]] = {
-    "24.6": ("550.90.07", "535.183.06"),
-    "24.9": ("570.86.15", "565.57.01", "560.35.03", "550.144.03", "550.127.08", "535.230.02", "535.216.03"),
-    "25.3": (
+    "24.9.2": ("570.86.15", "565.57.01", "560.35.03", "550.144.03", "550.127.08", "535.230.02", "535.216.03"),
+    "25.3.3": (
         "580.82.07", "580.65.06", "575.57.08", "570.172.08", "570.158.01", "570.148.08",
         "550.163.01", "535.261.03", "535.247.01",
     ),
     "25.10.0": ("580.95.05", "580.82.07", "575.57.08", "570.195.03", "550.163.01", "535.274.02"),
     "25.10.1": ("580.105.08", "580.95.05", "580.82.07", "575.57.08", "570.195.03", "550.163.01", "535.274.02"),
-    "26.3": (
-        "595.71.05", "595.58.03", "590.48.01", "580.159.04", "580.159.03", "580.126.20",
-        "570.211.01", "535.309.01", "535.288.01",
-    ),
+    **dict.fromkeys(("26.3.0", "26.3.1", "26.3.2", "26.3.3"), _OPERATOR_26_3),
     "26.7.0": ("610.57.04", "595.91.07", "580.173.02", "535.309.01"),
+}
+# Release line ("24.6") -> drivers, for lines whose doc gives one row for every release of the line
+# ("24.6.x": the doc names no patch release, so the row is taken to hold for the whole line).
+OPERATOR_LINE_DRIVERS: dict[str, tuple[str, ...]] = {
+    "24.6": ("550.90.07", "535.183.06"),
 }
 
 # ---------------------------------------------------------------- Fabric Manager

@@ -11,9 +11,11 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator
 
-# 570.26, 580.65.06, 535.104.05: a branch, a minor and an optional patch.
-_DRIVER_RELEASE = re.compile(r"^(?P<branch>[1-9]\d{2})\.(?P<minor>\d{1,3})(?:\.(?P<patch>\d{1,3}))?$")
-_DRIVER_BRANCH = re.compile(r"^(?P<branch>[1-9]\d{2})$")
+# 570.26, 580.65.06, 535.104.05: a branch, a minor and an optional patch. The one spelling of an exact
+# driver release in the project (FleetSpec, spec.compat and the policy pack all use it).
+DRIVER_RELEASE = re.compile(r"^(?P<branch>[1-9]\d{2})\.(?P<minor>\d{1,3})(?:\.(?P<patch>\d{1,3}))?$")
+# A bare branch such as 580 (precompiled driver images are tagged by branch).
+DRIVER_BRANCH = re.compile(r"^(?P<branch>[1-9]\d{2})$")
 _CUDA = re.compile(r"^(?P<major>\d{1,2})\.(?P<minor>\d{1,2})(?:\.(?P<patch>\d{1,3}))?$")
 _CHART = re.compile(r"^v?\d+\.\d+\.\d+$")
 # EKS AMI releaseVersion "1.33.5-20251120"; AKS node image "202511.07.0" or a full image version.
@@ -40,7 +42,7 @@ def _refuse_floating(value: str) -> str:
 
 def _driver_version(value: str) -> str:
     _refuse_floating(value)
-    if _DRIVER_RELEASE.match(value) or _DRIVER_BRANCH.match(value):
+    if DRIVER_RELEASE.match(value) or DRIVER_BRANCH.match(value):
         return value
     raise ValueError(f"'{value}' is not an NVIDIA driver release (expected e.g. 580.173.02 or 570.26)")
 
@@ -75,7 +77,23 @@ ImageRelease = Annotated[str, BeforeValidator(_refuse_numbers), AfterValidator(_
 
 def is_branch_only(driver_version: str) -> bool:
     """True for a bare branch such as ``580`` (precompiled driver images are tagged by branch)."""
-    return bool(_DRIVER_BRANCH.match(driver_version))
+    return bool(DRIVER_BRANCH.match(driver_version))
+
+
+def is_exact_release(driver_version: object) -> bool:
+    """True for an exact driver release such as ``580.173.02`` or ``570.26`` (not a bare branch)."""
+    return isinstance(driver_version, str) and bool(DRIVER_RELEASE.match(driver_version.strip()))
+
+
+def parse_driver(driver_version: object) -> tuple[int, ...] | None:
+    """``580.105.08`` -> (580, 105, 8), a bare branch ``580`` -> (580,); None for anything else."""
+    if not isinstance(driver_version, str):
+        return None
+    value = driver_version.strip()
+    match = DRIVER_RELEASE.match(value) or DRIVER_BRANCH.match(value)
+    if match is None:
+        return None
+    return tuple(int(part) for part in match.groups() if part is not None)
 
 
 def driver_branch(driver_version: str) -> int:

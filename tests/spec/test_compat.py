@@ -39,6 +39,21 @@ def test_max_cuda():
     assert compat.max_cuda("400.1.1").unknown
 
 
+def test_max_cuda_of_a_bare_branch():
+    # R580 releases run CUDA 13.0 to 13.0.2 depending on the build: the branch alone cannot claim 12.9.1.
+    answer = compat.max_cuda("580")
+    assert answer.unknown and "13.0.2" in answer.reason
+    assert compat.max_cuda("595").value == "13.1"  # every table minimum is in an older branch
+
+
+def test_bare_branches_compare_by_branch_number():
+    assert compat.cuda_runs_on("12.8", "535").no  # 535 < 570, even though both are bare branches
+    assert compat.cuda_runs_on("12.8", "580").yes
+    assert compat.supports("535", "Tesla-T4").yes  # Turing's minimum is the bare branch 410
+    assert compat.supports("400", "Tesla-T4").no
+    assert compat.supports("570", "NVIDIA-B200").unknown  # B200 needs 570.133.20: the build decides
+
+
 @pytest.mark.parametrize(
     ("product", "arch"),
     [
@@ -80,11 +95,35 @@ def test_operator_lists():
     assert compat.operator_lists("v27.1.0", "595.91.07").support == OperatorSupport.UNKNOWN
 
 
+def test_operator_rows_answer_for_the_releases_their_doc_covers():
+    # The 24.9 and 25.3 rows were read from the 24.9.2 and 25.3.3 docs: other patch releases are unknown.
+    assert compat.operator_lists("v24.9.2", "570.86.15").support == OperatorSupport.LISTED
+    unknown = compat.operator_lists("v24.9.0", "570.86.15")
+    assert unknown.support == OperatorSupport.UNKNOWN and "24.9.2" in unknown.reason
+    assert compat.operator_lists("v25.3.3", "580.82.07").support == OperatorSupport.LISTED
+    assert compat.operator_lists("v25.3.1", "580.82.07").support == OperatorSupport.UNKNOWN
+    # The 26.3 doc covers 26.3.0-26.3.3; 24.6.x is one row for the whole line.
+    assert compat.operator_lists("v26.3.0", "580.126.20").support == OperatorSupport.LISTED
+    assert compat.operator_lists("v26.3.4", "580.126.20").support == OperatorSupport.UNKNOWN
+    assert compat.operator_lists("v24.6.2", "550.90.07").support == OperatorSupport.LISTED
+
+
 def test_forward_compat_targets():
     assert compat.forward_compat_supported("13.0", "570.195.03").yes
     assert compat.forward_compat_supported("12.9", "580.105.08").no
     assert compat.forward_compat_supported("12.8", "535.309.01").yes
     assert compat.forward_compat_supported("13.0", "610.57.04").no  # New Feature Branch
+    # "Older compat packages are not supported on newer drivers": 12-9 runs on R535 and R570 only.
+    assert compat.forward_compat_supported("12.9", "580.173.02").no
+    assert compat.forward_compat_supported("12.4", "570.195.03").no  # <= 12-8 runs on R535 only
+
+
+def test_forward_compat_on_an_unlisted_branch_is_no():
+    # "Branches not listed ... are end of life and are not supported targets."
+    answer = compat.forward_compat_supported("13.0", "550.163.01")
+    assert answer.no and "R550" in answer.reason
+    assert compat.forward_compat_supported("13.0", "620.10.01").no
+    assert compat.forward_compat_supported("14.0", "580.173.02").unknown  # no data for that CUDA
 
 
 def test_branch_lifecycle():
