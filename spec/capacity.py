@@ -7,6 +7,9 @@ Resolving settings
   ``scaled_value(value, total, round_up=)``     int-or-percent -> int, as Kubernetes' intstr does
   ``max_unavailable_nodes(value, total)``        the operator's maxUnavailable (percent rounds UP)
   ``min_available_replicas(value, replicas)``    a PDB's minAvailable (percent rounds UP)
+  ``pdb_disruptions_allowed(min_available, max_unavailable, replicas)``
+                                                 pods a PDB lets go at once (the disruption
+                                                 controller's arithmetic; both percentages round UP)
   ``upgrade_slots(max_parallel, max_unavailable, total, ...)``
                                                  nodes the operator's upgrade controller may take
                                                  down at once (``GetUpgradesAvailable``)
@@ -62,6 +65,38 @@ def min_available_replicas(min_available: IntOrPercent, replicas: int) -> int:
     return scaled_value(min_available, replicas, round_up=True)
 
 
+def pdb_disruptions_allowed(
+    min_available: IntOrPercent | None,
+    max_unavailable: IntOrPercent | None,
+    replicas: int,
+    *,
+    healthy: int | None = None,
+) -> int:
+    """Pods a PodDisruptionBudget lets go at once, as the Kubernetes disruption controller computes
+    ``status.disruptionsAllowed`` (``getExpectedPodCount``, then ``currentHealthy - desiredHealthy``).
+
+    - ``maxUnavailable`` (int or percent of ``replicas``, a percentage rounded UP): desiredHealthy is
+      ``replicas - maxUnavailable``, never below 0.
+    - ``minAvailable`` (int, or percent of ``replicas`` rounded UP): desiredHealthy is that number.
+    - neither: desiredHealthy is 0 (the PDB protects nothing); both: Kubernetes rejects the PDB.
+
+    ``healthy`` is the number of healthy pods (default: every replica, the plan-time case). Raises
+    ``ValueError`` for a malformed value or both fields set.
+    """
+    if replicas < 0:
+        raise ValueError(f"replicas must not be negative, got {replicas}")
+    if min_available is not None and max_unavailable is not None:
+        raise ValueError("a PodDisruptionBudget sets minAvailable or maxUnavailable, not both")
+    if max_unavailable is not None:
+        desired = max(0, replicas - scaled_value(max_unavailable, replicas, round_up=True))
+    elif min_available is not None:
+        desired = scaled_value(min_available, replicas, round_up=True)
+    else:
+        desired = 0
+    current = replicas if healthy is None else healthy
+    return max(0, current - desired)
+
+
 def upgrade_slots(
     max_parallel_upgrades: int,
     max_unavailable: IntOrPercent,
@@ -109,25 +144,28 @@ class PoolShape:
 
 @dataclass(frozen=True)
 class Workload:
-    """A model server on the pool: its replicas, GPUs per replica and PDB minAvailable."""
+    """A model server on the pool: its replicas, GPUs per replica and its PDB (minAvailable, or
+    maxUnavailable for a PDB written that way)."""
 
     name: str
     replicas: int
     gpus_per_replica: int
-    min_available: IntOrPercent
+    min_available: IntOrPercent | None
+    max_unavailable: IntOrPercent | None = None
 
     @property
     def gpus(self) -> int:
         return self.replicas * self.gpus_per_replica
 
     @property
-    def min_replicas(self) -> int:
-        return min_available_replicas(self.min_available, self.replicas)
+    def disruption_allowed(self) -> int:
+        """Replicas the PDB lets go at once (``pdb_disruptions_allowed``)."""
+        return pdb_disruptions_allowed(self.min_available, self.max_unavailable, self.replicas)
 
     @property
-    def disruption_allowed(self) -> int:
-        """Replicas the PDB lets go at once."""
-        return max(0, self.replicas - self.min_replicas)
+    def min_replicas(self) -> int:
+        """Replicas the PDB keeps running while every replica is healthy."""
+        return self.replicas - self.disruption_allowed
 
 
 def requested_gpus(workloads: Iterable[Workload]) -> int:
@@ -251,6 +289,7 @@ __all__ = [
     "Workload",
     "max_unavailable_nodes",
     "min_available_replicas",
+    "pdb_disruptions_allowed",
     "requested_gpus",
     "scaled_value",
     "spare_capacity",

@@ -12,6 +12,7 @@ from spec.capacity import (
     Workload,
     max_unavailable_nodes,
     min_available_replicas,
+    pdb_disruptions_allowed,
     scaled_value,
     spare_capacity,
     spare_gpus,
@@ -53,6 +54,41 @@ def test_min_available_rounds_up_like_kubernetes():
     assert min_available_replicas("50%", 3) == 2
     assert min_available_replicas("50%", 4) == 2
     assert min_available_replicas(2, 3) == 2
+
+
+@pytest.mark.parametrize(
+    ("min_available", "max_unavailable", "replicas", "allowed"),
+    [
+        (2, None, 3, 1),
+        ("50%", None, 3, 1),  # minAvailable 50% of 3 rounds up to 2
+        ("50%", None, 4, 2),
+        (3, None, 3, 0),
+        (4, None, 3, 0),  # more than the replicas: nothing may go
+        (None, 1, 3, 1),
+        (None, "25%", 3, 1),  # maxUnavailable 25% of 3 rounds UP to 1
+        (None, "50%", 3, 2),  # 1.5 rounds up to 2
+        (None, "0%", 3, 0),
+        (None, 5, 3, 3),  # never more than the replicas
+        (None, None, 3, 3),  # no budget: every pod may go
+    ],
+)
+def test_pdb_disruptions_allowed_like_the_disruption_controller(min_available, max_unavailable, replicas, allowed):
+    assert pdb_disruptions_allowed(min_available, max_unavailable, replicas) == allowed
+
+
+def test_pdb_disruptions_allowed_counts_healthy_pods_and_rejects_bad_budgets():
+    assert pdb_disruptions_allowed(2, None, 3, healthy=2) == 0
+    assert pdb_disruptions_allowed(None, 1, 4, healthy=3) == 0
+    with pytest.raises(ValueError, match="not both"):
+        pdb_disruptions_allowed(1, 1, 3)
+    with pytest.raises(ValueError, match="percentage"):
+        pdb_disruptions_allowed("most", None, 3)
+
+
+def test_workload_allowance_follows_its_pdb():
+    assert Workload("w", 3, 1, "50%").disruption_allowed == 1
+    assert Workload("w", 4, 1, None, "50%").disruption_allowed == 2
+    assert Workload("w", 4, 1, None, "50%").min_replicas == 2
 
 
 @pytest.mark.parametrize(
