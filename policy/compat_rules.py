@@ -6,7 +6,6 @@ Resource rules take one ``Resource``; stack rules take every resource of the sta
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from itertools import combinations
 
@@ -14,8 +13,7 @@ from policy import facts
 from policy.facts import Resource
 from policy.findings import Finding, advice
 from spec import compat, labels
-
-_EXACT_RELEASE = re.compile(r"^[1-9]\d{2}\.\d{1,3}(\.\d{1,3})?$")
+from spec.versions import is_branch_only, is_exact_release
 
 
 def driver_version_pinned(res: Resource) -> Iterator[Finding]:
@@ -25,10 +23,10 @@ def driver_version_pinned(res: Resource) -> Iterator[Finding]:
         where = "NVIDIADriver spec.version" if res.type == facts.NVIDIA_DRIVER else "driver.version"
         if not driver.version:
             yield Finding(f"{res.name}: {where} must be set; without it the operator follows its chart default", res)
-        elif driver.precompiled and re.fullmatch(r"[1-9]\d{2}", str(driver.version)):
+        elif driver.precompiled and isinstance(driver.version, str) and is_branch_only(driver.version.strip()):
             # Precompiled images are tagged by branch only; the kernel decides the build.
             yield advice(f"{res.name}: precompiled {where} '{driver.version}' pins a branch, not a release", res)
-        elif not _EXACT_RELEASE.match(str(driver.version)):
+        elif not is_exact_release(driver.version):
             yield Finding(
                 f"{res.name}: {where} '{driver.version}' must be an exact release such as 580.173.02 "
                 "(a bare branch follows whatever precompiled build is newest)",
@@ -98,23 +96,41 @@ def cuda_driver_compatible(resources: Sequence[Resource]) -> Iterator[Finding]:
             if not versions:
                 yield advice(f"model {model.name}: no driver version is visible for pool {pool_name}", res)
             for version, _source in versions:
-                answer = compat.cuda_runs_on(model.cuda, version)
-                if answer.yes:
-                    continue
-                if answer.unknown:
-                    yield advice(f"model {model.name} on pool {pool_name}: {answer.reason}", res)
-                    continue
-                if model.forward_compat:
-                    bridge = compat.forward_compat_supported(model.cuda, version)
-                    if bridge.yes:
-                        continue
-                    yield Finding(
-                        f"model {model.name} on pool {pool_name}: {answer.reason}, and its forward-compat "
-                        f"package cannot bridge it: {bridge.reason}",
-                        res,
-                    )
-                    continue
-                yield Finding(f"model {model.name} on pool {pool_name}: {answer.reason}", res)
+                yield from _cuda_on_driver(model, pool_name, version)
+
+
+def _cuda_on_driver(model: facts.ModelBudget, pool_name: str, version: str) -> Iterator[Finding]:
+    """One model's CUDA against one driver version of a pool it runs on."""
+    res, where = model.resource, f"model {model.name} on pool {pool_name}"
+    answer = compat.cuda_runs_on(model.cuda or "", version)
+    if model.forward_compat:
+        # A declared cuda-compat package is used whether or not the driver needs it, and an older compat
+        # package is not supported on a newer driver: always check the package against the branch.
+        bridge = compat.forward_compat_supported(model.cuda or "", version)
+        if bridge.yes:
+            return
+        if bridge.unknown:
+            yield advice(f"{where}: cannot tell whether its cuda-compat package runs on {version}: {bridge.reason}", res)
+            return
+        if answer.yes:
+            yield Finding(
+                f"{where}: driver {version} runs CUDA {model.cuda} natively, but the image's cuda-compat package "
+                f"is not supported on it ({bridge.reason}); remove cuda-compat from the image and set "
+                "cudaForwardCompat: false, or pick a target the package supports",
+                res,
+            )
+        else:
+            yield Finding(
+                f"{where}: {answer.reason}, and its cuda-compat package is not supported on {version} "
+                f"({bridge.reason}); pick a driver at or above the CUDA minimum and remove cuda-compat "
+                "(cudaForwardCompat: false), or a branch the package supports",
+                res,
+            )
+        return
+    if answer.unknown:
+        yield advice(f"{where}: {answer.reason}", res)
+    elif answer.no:
+        yield Finding(f"{where}: {answer.reason}", res)
 
 
 def gpu_supported_by_driver(resources: Sequence[Resource]) -> Iterator[Finding]:
@@ -125,7 +141,10 @@ def gpu_supported_by_driver(resources: Sequence[Resource]) -> Iterator[Finding]:
         if not pool.product:
             yield advice(f"pool {pool.name}: its GPU product is not visible (label {labels.POOL_GPU_PRODUCT})", res)
             continue
-        for version, source in facts.pool_driver_versions(pool, drivers):
+        versions = facts.pool_driver_versions(pool, drivers)
+        if not versions:
+            yield advice(f"pool {pool.name}: no driver version is visible; cannot check GPU {pool.product}", res)
+        for version, source in versions:
             answer = compat.supports(version, pool.product)
             if answer.no:
                 yield Finding(f"pool {pool.name} (driver {version} from {source.name}): {answer.reason}", res)

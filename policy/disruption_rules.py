@@ -24,10 +24,17 @@ def _workloads(resources: Sequence[Resource]) -> tuple[dict[str, list[capacity.W
     per_pool: dict[str, list[capacity.Workload]] = {}
     problems = []
     for model in facts.model_budgets(resources):
-        if model.replicas is None or model.gpus_per_replica is None or model.min_available is None:
+        budget = (model.min_available, model.max_unavailable)
+        if model.replicas is None or model.gpus_per_replica is None or budget == (None, None):
             problems.append(advice(f"model {model.name}: replicas, GPUs per replica or minAvailable not visible"))
             continue
-        workload = capacity.Workload(model.name, model.replicas, model.gpus_per_replica, model.min_available)
+        workload = capacity.Workload(model.name, model.replicas, model.gpus_per_replica, *budget)
+        try:
+            workload.disruption_allowed  # noqa: B018 - validates the PDB's values
+        except ValueError as error:
+            # pdb-allows-drain reports the malformed PDB itself; capacity cannot be computed here.
+            problems.append(advice(f"model {model.name}: cannot compute its PDB allowance: {error}", model.resource))
+            continue
         for pool in model.pools:
             per_pool.setdefault(pool, []).append(workload)
     return per_pool, problems
@@ -45,24 +52,49 @@ def canary_one_node_at_a_time(resources: Sequence[Resource]) -> Iterator[Finding
     for res in resources:
         found = _policy_of(res)
         if found is not None:
-            driver, policy = found
+            driver, _ = found
             role = (facts.prop(res.props, "metadata", "labels", default={}) or {}).get(labels.ROLE)
             if stage != "canary" and role != "canary":
                 continue
-            parallel = policy.get("maxParallelUpgrades")
-            if parallel != 1:
-                what = "0 (unlimited)" if parallel == 0 else repr(parallel)
-                yield Finding(f"{res.name}: canary upgradePolicy.maxParallelUpgrades must be 1, not {what}", res)
+            # An unset key takes the resource kind's default (Helm renders 0, i.e. unlimited).
+            parallel = driver.policy_setting("maxParallelUpgrades")
+            if isinstance(parallel, bool) or parallel != 1:
+                what = "0 (unlimited)" if parallel == 0 and not isinstance(parallel, bool) else repr(parallel)
+                unset = "" if "maxParallelUpgrades" in _sent(driver) else " (unset: the default of this resource)"
+                yield Finding(
+                    f"{res.name}: canary upgradePolicy.maxParallelUpgrades must be 1, not {what}{unset}", res
+                )
         elif stage == "canary" and res.type == facts.EKS_NODE_GROUP:
             unavailable = facts.prop(res.props, "updateConfig", "maxUnavailable")
             if isinstance(unavailable, int) and unavailable > 1:
                 yield Finding(f"{res.name}: canary node group updateConfig.maxUnavailable must be 1, not {unavailable}", res)
+    if stage == "canary" and _operator_rolls_drivers(resources) and not any(
+        _policy_of(r) is not None for r in resources
+    ):
+        yield advice(
+            "upgrade policy not visible: no operator driver resource of this stack carries an upgradePolicy, so "
+            "the ClusterPolicy's policy applies; make sure it has maxParallelUpgrades 1"
+        )
+
+
+def _sent(driver: facts.OperatorDriver) -> Mapping[str, Any]:
+    return driver.upgrade_policy if isinstance(driver.upgrade_policy, Mapping) else {}
+
+
+def _operator_rolls_drivers(resources: Sequence[Resource]) -> bool:
+    """The operator's driver is in play: an operator driver resource is enabled, or a pool's node image
+    ships no driver (so an external ClusterPolicy's driver installs on it)."""
+    if any(d.enabled for d in facts.operator_drivers(resources)):
+        return True
+    return any(
+        not any(facts.node_image_owns_driver(r) for r in pool.resources) for pool in facts.pools(resources).values()
+    )
 
 
 def _policy_groups(
     resources: Sequence[Resource], pools: dict[str, facts.Pool]
 ) -> list[tuple[facts.OperatorDriver, list[facts.Pool]]]:
-    """Each upgrade policy with the pools it rolls (an NVIDIADriver's own policy on operator >= 26.7,
+    """Each upgrade policy with the pools it rolls (an NVIDIADriver that carries its own upgradePolicy,
     else the cluster-wide one over every pool the operator's driver covers)."""
     drivers = facts.operator_drivers(resources)
     cluster = [d for d in drivers if d.cluster_wide and d.enabled]
@@ -83,24 +115,45 @@ def _policy_groups(
     return groups
 
 
+def _count(value: Any) -> int | None:
+    """A non-negative integer setting, or None when it is malformed."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
+
+
 def parallelism_within_spare_capacity(resources: Sequence[Resource]) -> Iterator[Finding]:
     """In prod, the nodes the operator may take down at once fit in spare capacity, keeping minAvailable."""
-    if facts.stage(resources) != "prod":
+    stage = facts.stage(resources)
+    if stage is None:
+        yield advice("the stack's stage is not visible on its resources; cannot check upgrade parallelism")
+        return
+    if stage != "prod":
         return
     pools = facts.pools(resources)
     workloads, problems = _workloads(resources)
     yield from problems
     for driver, group in _policy_groups(resources, pools):
-        policy = driver.upgrade_policy or {}
-        if policy.get("autoUpgrade") is False or not group:
+        if driver.policy_setting("autoUpgrade") is False or not group:
             continue
         shapes = [(p, _shape(p)) for p in group]
         if any(shape is None for _, shape in shapes):
             yield advice(f"{driver.resource.name}: node count or GPUs per node not visible for every pool", driver.resource)
             continue
         total = sum(shape.nodes for _, shape in shapes if shape is not None)
-        parallel, unavailable = policy.get("maxParallelUpgrades", 1), policy.get("maxUnavailable", "25%")
-        slots = capacity.upgrade_slots(int(parallel), unavailable, total)
+        parallel = driver.policy_setting("maxParallelUpgrades")
+        unavailable = driver.policy_setting("maxUnavailable")
+        if _count(parallel) is None:
+            yield Finding(
+                f"{driver.resource.name}: upgradePolicy.maxParallelUpgrades {parallel!r} is not a non-negative integer",
+                driver.resource,
+            )
+            continue
+        try:
+            slots = capacity.upgrade_slots(parallel, unavailable, total)
+        except ValueError as error:
+            yield Finding(f"{driver.resource.name}: upgradePolicy.maxUnavailable {unavailable!r}: {error}", driver.resource)
+            continue
         for pool, shape in shapes:
             assert shape is not None
             outcome = capacity.take_nodes_out(shape, workloads.get(pool.name, []), min(slots, shape.nodes))
@@ -142,8 +195,9 @@ def spare_capacity(resources: Sequence[Resource]) -> Iterator[Finding]:
         if shape is None:
             yield advice(f"pool {pool.name}: node count or GPUs per node not visible", pool.resources[0])
             continue
-        spare = capacity.spare_gpus(shape, workloads.get(pool.name, []))
-        if spare < shape.gpus_per_node:
+        on_pool = workloads.get(pool.name, [])
+        if capacity.spare_nodes(shape, on_pool) < 1:
+            spare = capacity.spare_gpus(shape, on_pool)
             yield Finding(
                 f"pool {pool.name}: {max(spare, 0)} spare GPUs, less than one node ({shape.gpus_per_node}); "
                 "the pods of an upgrading node have nowhere to go",
@@ -151,17 +205,32 @@ def spare_capacity(resources: Sequence[Resource]) -> Iterator[Finding]:
             )
 
 
+def _block(policy: Mapping[str, Any], key: str, res: Resource) -> tuple[Mapping[str, Any], list[Finding]]:
+    value = policy.get(key)
+    if value is None:
+        return {}, []
+    if not isinstance(value, Mapping):
+        return {}, [Finding(f"{res.name}: upgradePolicy.{key} must be an object, not {value!r}", res)]
+    return value, []
+
+
 def eviction_respects_pdb(res: Resource) -> Iterator[Finding]:
     """Pod deletion and drain never force past PDBs; a timeout of 0 waits forever on a blocking PDB."""
     found = _policy_of(res)
     if found is None:
+        driver = facts.operator_driver(res)
+        if driver is not None and driver.enabled and driver.upgrade_policy is not None:
+            yield Finding(f"{res.name}: upgradePolicy must be an object, not {driver.upgrade_policy!r}", res)
         return
     _, policy = found
-    deletion = policy.get("podDeletion") or {}
-    drain = policy.get("drain") or {}
+    deletion, problems = _block(policy, "podDeletion", res)
+    drain, more = _block(policy, "drain", res)
+    yield from problems + more
     for where, block in (("podDeletion", deletion), ("drain", drain)):
         if block.get("force") is True:
             yield Finding(f"{res.name}: upgradePolicy.{where}.force must be false (it deletes pods PDBs protect)", res)
+        elif "force" in block and not isinstance(block.get("force"), bool):
+            yield Finding(f"{res.name}: upgradePolicy.{where}.force must be false, not {block.get('force')!r}", res)
     if deletion.get("timeoutSeconds") == 0:
         yield advice(f"{res.name}: podDeletion.timeoutSeconds 0 waits forever on a PDB that blocks eviction", res)
     if drain.get("enable") and drain.get("timeoutSeconds") == 0:
@@ -176,24 +245,33 @@ def pdb_allows_drain(res: Resource) -> Iterator[Finding]:
     if model.replicas is None:
         yield advice(f"{res.name}: the model's replicas are not visible; cannot check the PDB", res)
         return
-    if model.max_unavailable is not None:
-        if capacity.scaled_value(model.max_unavailable, model.replicas, round_up=True) < 1:
-            yield Finding(f"{res.name}: maxUnavailable {model.max_unavailable} lets no pod go; every drain blocks", res)
+    try:
+        allowed = capacity.pdb_disruptions_allowed(model.min_available, model.max_unavailable, model.replicas)
+    except ValueError as error:
+        yield Finding(f"{res.name}: malformed PodDisruptionBudget: {error}", res)
         return
-    if model.min_available is not None:
-        needed = capacity.min_available_replicas(model.min_available, model.replicas)
-        if needed >= model.replicas:
-            yield Finding(
-                f"{res.name}: minAvailable {model.min_available} of {model.replicas} replicas lets no pod go; "
-                "the upgrade stalls on the first node",
-                res,
-            )
+    if allowed >= 1:
+        return
+    if model.max_unavailable is not None:
+        yield Finding(f"{res.name}: maxUnavailable {model.max_unavailable} lets no pod go; every drain blocks", res)
+    elif model.min_available is not None:
+        yield Finding(
+            f"{res.name}: minAvailable {model.min_available} of {model.replicas} replicas lets no pod go; "
+            "the upgrade stalls on the first node",
+            res,
+        )
+    # Neither set: the PDB protects nothing, every pod may go.
 
 
 def model_redundancy(res: Resource) -> Iterator[Finding]:
-    """Every model has more than one replica (its PDB is this resource)."""
+    """Every model has more than one replica. The resource is the model's PDB: the program renders one per
+    model, so "has a PDB" holds by construction; this rule checks the replicas the PDB declares."""
     model = facts.model_budget(res)
-    if model is not None and model.replicas is not None and model.replicas < 2:
+    if model is None:
+        return
+    if model.replicas is None:
+        yield advice(f"model {model.name}: its replicas are not visible on its PDB; cannot check redundancy", res)
+    elif model.replicas < 2:
         yield Finding(f"model {model.name}: {model.replicas} replica is gone the moment its node drains", res)
 
 
@@ -207,10 +285,17 @@ def change_ticket(resources: Sequence[Resource]) -> Iterator[Finding]:
 
 
 def upgrade_controller_enabled(res: Resource) -> Iterator[Finding]:
-    """Operator-owned drivers with autoUpgrade: false never roll."""
+    """Operator-owned drivers with autoUpgrade: false (sent, or the resource kind's default) never roll."""
     found = _policy_of(res)
-    if found is not None and found[1].get("autoUpgrade") is False:
-        yield Finding(f"{res.name}: upgradePolicy.autoUpgrade is false; the new driver never reaches a node", res)
+    if found is None:
+        return
+    driver, policy = found
+    auto = driver.policy_setting("autoUpgrade")
+    if auto is False:
+        how = "is false" if "autoUpgrade" in policy else "is unset and defaults to false here"
+        yield Finding(f"{res.name}: upgradePolicy.autoUpgrade {how}; the new driver never reaches a node", res)
+    elif auto is not True:
+        yield Finding(f"{res.name}: upgradePolicy.autoUpgrade must be true or false, not {auto!r}", res)
 
 
 def _requirements(selector: str) -> frozenset[str] | None:
@@ -221,21 +306,30 @@ def _requirements(selector: str) -> frozenset[str] | None:
     return frozenset(parts)
 
 
-def wait_for_batch_jobs(res: Resource) -> Iterator[Finding]:
-    """waitForCompletion.podSelector covers every declared batch or fine-tuning selector."""
-    found = _policy_of(res)
-    if found is None:
+def wait_for_batch_jobs(resources: Sequence[Resource]) -> Iterator[Finding]:
+    """waitForCompletion.podSelector of every visible upgrade policy covers every declared batch or
+    fine-tuning selector. The selectors are stack-wide facts (PDB and driver annotations), so Helm mode,
+    whose Release carries no metadata, is checked too."""
+    declared = facts.batch_selectors(resources)
+    if not declared:
         return
-    driver, policy = found
-    declared = [s for s in (driver.annotations.get(labels.ANNOTATION_BATCH_SELECTORS) or "").split("\n") if s]
-    wait = str((policy.get("waitForCompletion") or {}).get("podSelector") or "")
-    waits_for = _requirements(wait)
-    for selector in declared:
-        wanted = _requirements(selector)
-        # The upgrade waits for a batch pod when the batch selector implies every requirement of podSelector.
-        if not wait or waits_for is None or wanted is None or not waits_for <= wanted:
-            yield Finding(
-                f"{res.name}: waitForCompletion.podSelector '{wait}' does not cover batch selector '{selector}'; "
-                "those jobs are evicted instead of finishing",
-                res,
-            )
+    for res in resources:
+        found = _policy_of(res)
+        if found is None:
+            continue
+        _, policy = found
+        wait_block = policy.get("waitForCompletion")
+        if wait_block is not None and not isinstance(wait_block, Mapping):
+            yield Finding(f"{res.name}: upgradePolicy.waitForCompletion must be an object, not {wait_block!r}", res)
+            continue
+        wait = str((wait_block or {}).get("podSelector") or "")
+        waits_for = _requirements(wait)
+        for selector in declared:
+            wanted = _requirements(selector)
+            # The upgrade waits for a batch pod when the batch selector implies every requirement of podSelector.
+            if not wait or waits_for is None or wanted is None or not waits_for <= wanted:
+                yield Finding(
+                    f"{res.name}: waitForCompletion.podSelector '{wait}' does not cover batch selector '{selector}'; "
+                    "those jobs are evicted instead of finishing",
+                    res,
+                )

@@ -156,6 +156,14 @@ class OperatorDriver:
     def cluster_wide(self) -> bool:
         return self.resource.type != NVIDIA_DRIVER
 
+    def policy_setting(self, key: str) -> Any:
+        """An ``upgradePolicy`` setting as the operator will see it: the value sent, else the default of
+        this kind of resource (``POLICY_DEFAULTS``). Values are returned as sent, malformed or not."""
+        policy = self.upgrade_policy if isinstance(self.upgrade_policy, Mapping) else {}
+        if key in policy and policy[key] is not None:
+            return policy[key]
+        return POLICY_DEFAULTS[self.resource.type].get(key)
+
     @property
     def held(self) -> bool:
         return self.annotations.get(labels.ANNOTATION_HELD) == "true"
@@ -166,6 +174,20 @@ class OperatorDriver:
         if self.default:
             return False  # the fallback CR only takes nodes no other CR selects
         return all(node_labels.get(k) == v for k, v in (self.selector or {}).items())
+
+
+# What an unset upgradePolicy key becomes, per resource kind (reference gpu-operator.md 1.2):
+# - Helm values: the chart template renders `autoUpgrade | default false` and
+#   `maxParallelUpgrades | default 0` (0 = unlimited);
+# - ClusterPolicy CRD: autoUpgrade false, maxParallelUpgrades 1, maxUnavailable 25%;
+# - NVIDIADriver CRD (26.7.0+): autoUpgrade true (unlike ClusterPolicy), maxParallelUpgrades 1, 25%.
+_CRD_DEFAULTS = {"autoUpgrade": False, "maxParallelUpgrades": 1, "maxUnavailable": "25%"}
+POLICY_DEFAULTS: dict[str, dict[str, Any]] = {
+    HELM_RELEASE: {"autoUpgrade": False, "maxParallelUpgrades": 0, "maxUnavailable": "25%"},
+    CLUSTER_POLICY: _CRD_DEFAULTS,
+    CLUSTER_POLICY_CR: _CRD_DEFAULTS,
+    NVIDIA_DRIVER: {**_CRD_DEFAULTS, "autoUpgrade": True},
+}
 
 
 def _helm_policy(policy: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
@@ -277,6 +299,18 @@ def stage(resources: Iterable[Resource]) -> str | None:
     """The stack's stage as its resources state it (PDB and driver annotations, pool tags)."""
     values = _stack_values(resources, labels.ANNOTATION_STAGE, labels.TAG_STAGE)
     return values.pop() if len(values) == 1 else None
+
+
+def batch_selectors(resources: Iterable[Resource]) -> list[str]:
+    """Declared batch or fine-tuning pod selectors (``gpuOperator.batchJobSelectors``), from the
+    annotation the program puts on every PDB and on the ClusterPolicy patch and NVIDIADrivers (a Helm
+    Release has no metadata, so in Helm mode the PDBs carry it)."""
+    found: list[str] = []
+    for res in resources:
+        note = prop(res.props, "metadata", "annotations", labels.ANNOTATION_BATCH_SELECTORS)
+        if isinstance(note, str):
+            found.extend(s for s in note.split("\n") if s.strip() and s not in found)
+    return found
 
 
 def change_ticket(resources: Iterable[Resource]) -> str | None:

@@ -48,10 +48,16 @@ class PolicyDef:
 
 REGISTRY: dict[str, PolicyDef] = {}
 
+# The pack-only advisory policy that carries every rule's advice into the engine (``policy.pack``). It
+# has no rule of its own, so it is not registered; pack configs may still name it.
+ADVICE_POLICY_ID = "policy-advice"
+
 
 def register(policy: PolicyDef) -> None:
     if policy.id == "all":
         raise ValueError("'all' is reserved in pack config and cannot name a policy")
+    if policy.id == ADVICE_POLICY_ID:
+        raise ValueError(f"'{ADVICE_POLICY_ID}' is the pack's advice policy and cannot name a rule")
     if policy.id in REGISTRY:
         raise ValueError(f"policy '{policy.id}' is registered twice")
     if (policy.resource_rule is None) == (policy.stack_rule is None):
@@ -173,7 +179,7 @@ for _policy in (
         "Checks that waitForCompletion.podSelector covers the declared batch or fine-tuning selectors.",
         Severity.MEDIUM, ("disruption", "batch"),
         "Set gpuOperator.upgradePolicy.waitForCompletion.podSelector to a selector every batch pod matches.",
-        A, resource_rule=disruption.wait_for_batch_jobs, resource_types=DRIVERS,
+        A, stack_rule=disruption.wait_for_batch_jobs,
     ),
 ):
     register(_policy)

@@ -206,6 +206,12 @@ def pdb_metadata(spec: FleetSpec, model: Model) -> dict[str, Any]:
             labels.ANNOTATION_POOLS: ",".join(model.nodePools),
             labels.ANNOTATION_FORWARD_COMPAT: "true" if model.cudaForwardCompat else "false",
             **({labels.ANNOTATION_CHANGE_TICKET: spec.changeTicket} if spec.changeTicket else {}),
+            # Stack-wide, so the policy pack sees the selectors in Helm mode too (a Release has no metadata).
+            **(
+                {labels.ANNOTATION_BATCH_SELECTORS: "\n".join(spec.gpuOperator.batchJobSelectors)}
+                if spec.gpuOperator.batchJobSelectors
+                else {}
+            ),
         },
     }
 

@@ -13,7 +13,7 @@ from policy.evaluate import evaluate, from_registered, load_config, mandatory
 from policy.registry import POLICY_IDS
 from rollout.cli import app
 from tests.conftest import EXAMPLE_STACKS
-from tests.policy.variants import VARIANTS
+from tests.policy.variants import MORE_VARIANTS, VARIANTS
 
 runner = CliRunner()
 
@@ -28,8 +28,9 @@ def write_stack(tmp_path: Path, stack: str, config: dict[str, str]) -> Path:
 
 def test_every_policy_has_a_bad_variant():
     # The program renders one NVIDIADriver per pool selecting only that pool, so no config makes
-    # selectors overlap; test_rules.py adds a second, hand-written NVIDIADriver instead.
-    assert set(VARIANTS) == set(POLICY_IDS) - {"nvidiadriver-selectors-disjoint"}
+    # selectors overlap, and FleetSpec refuses unpinned drivers and node groups; test_rules.py feeds those
+    # two rules hand-edited resources instead.
+    assert set(VARIANTS) == set(POLICY_IDS) - {"nvidiadriver-selectors-disjoint", "driver-version-pinned"}
 
 
 @pytest.mark.parametrize("stack", EXAMPLE_STACKS)
@@ -51,6 +52,17 @@ def test_examples_plan_exits_zero(stack):
 @pytest.mark.parametrize("policy_id", sorted(VARIANTS))
 def test_bad_variant_names_the_policy(tmp_path, policy_id):
     stack, build, level = VARIANTS[policy_id]
+    path = write_stack(tmp_path, stack, build())
+    result = runner.invoke(app, ["plan", "--stack-file", str(path), "--json"])
+    document = json.loads(result.stdout)
+    hits = [v for v in document["violations"] if v["policy"] == policy_id]
+    assert any(v["enforcement"] == level for v in hits), document["violations"]
+    assert result.exit_code == (1 if level == "mandatory" else 0)
+
+
+@pytest.mark.parametrize("name", sorted(MORE_VARIANTS))
+def test_more_bad_variants_name_the_policy(tmp_path, name):
+    policy_id, stack, build, level = MORE_VARIANTS[name]
     path = write_stack(tmp_path, stack, build())
     result = runner.invoke(app, ["plan", "--stack-file", str(path), "--json"])
     document = json.loads(result.stdout)

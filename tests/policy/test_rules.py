@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 
 import pytest
@@ -12,6 +13,7 @@ from policy.facts import Resource
 from policy.findings import Level
 from policy.registry import REGISTRY
 from preview.run import run_program
+from spec import labels
 from tests.conftest import stack_config
 from tests.policy.variants import change, pool, upgrade_policy
 
@@ -87,7 +89,19 @@ def test_batch_selector_covered_by_a_broader_wait_selector():
         op["batchJobSelectors"] = ["workload-class=batch,team=ml", "workload-class==batch"]
 
     items = resources(run_program(change(stack_config("prod"), "gpuOperator", edit), "prod"))
-    assert [f for r in items for f in disruption_rules.wait_for_batch_jobs(r)] == []
+    assert list(disruption_rules.wait_for_batch_jobs(items)) == []
+
+
+def test_batch_selectors_are_seen_in_helm_mode_through_the_pdbs():
+    from tests.policy.variants import _helm_without_nvidiadrivers
+
+    items = resources(run_program(_helm_without_nvidiadrivers(["workload-class=finetune"]), "prod"))
+    (release,) = of_type(items, facts.HELM_RELEASE)
+    assert "metadata" not in release.props  # the Release itself cannot carry the selectors
+    (finding,) = disruption_rules.wait_for_batch_jobs(items)
+    assert finding.resource is release and "workload-class=finetune" in finding.message
+    covered = resources(run_program(_helm_without_nvidiadrivers(["workload-class=batch"]), "prod"))
+    assert list(disruption_rules.wait_for_batch_jobs(covered)) == []
 
 
 def test_unknown_gpu_product_is_reported_as_advice_never_passed():
@@ -97,7 +111,7 @@ def test_unknown_gpu_product_is_reported_as_advice_never_passed():
     assert "NVIDIA-Mystery-9000" in findings[0].message
 
 
-def test_canary_without_a_spare_node_fails_spare_capacity_unless_config_downgrades_it(rendered):
+def test_canary_pool_without_a_spare_node_fails_spare_capacity_and_config_can_downgrade_it(rendered):
     assert not [v for v in evaluate(resources(rendered["canary"]), load_config("canary")) if v.policy == "spare-capacity"]
     config = change(stack_config("canary"), "nodePools", pool("gpucanary", nodeCount=2))
     items = resources(run_program(config, "canary"))
@@ -112,6 +126,15 @@ def test_enforcement_resolution_and_config_errors():
     assert enforcement(policy, {}) == Level.MANDATORY
     assert enforcement(policy, {"all": "advisory"}) == Level.ADVISORY
     assert enforcement(policy, {"all": "advisory", "change-ticket": {"enforcementLevel": "disabled"}}) == Level.DISABLED
+    # An object without enforcementLevel (it may carry other policy config) falls back to all, then the default.
+    assert enforcement(policy, {"all": "advisory", "change-ticket": {"note": "x"}}) == Level.ADVISORY
+    assert enforcement(policy, {"change-ticket": {}}) == Level.MANDATORY
+    check_config({"all": "advisory", "change-ticket": {"note": "x"}})
+    with pytest.raises(ValueError, match="advice must never block"):
+        check_config({"all": "mandatory"})  # "all" would make the pack's advice policy mandatory too
+    with pytest.raises(ValueError, match="advice must never block"):
+        check_config({"policy-advice": "mandatory"})
+    check_config({"all": "mandatory", "policy-advice": {"enforcementLevel": "disabled"}})
     with pytest.raises(ValueError, match="unknown policies: chnage-ticket"):
         check_config({"chnage-ticket": "mandatory"})
     with pytest.raises(ValueError, match="change-ticket: enforcement level 'loud'"):
@@ -137,3 +160,221 @@ def test_resource_with_missing_facts_is_advice(rendered):
     bare = replace(pdb, props={**pdb.props, "metadata": {"name": "x"}})
     (finding,) = disruption_rules.pdb_allows_drain(bare)
     assert finding.advisory and "not visible" in finding.message
+
+
+def test_disabling_the_advice_policy_hides_advice_in_plan_too(rendered):
+    items = resources(rendered["prod"])
+    assert any(v.enforcement == Level.ADVISORY for v in evaluate(items, load_config("prod")))
+    quiet = evaluate(items, {**load_config("prod"), "policy-advice": "disabled"})
+    assert quiet == []
+
+
+# ---------------------------------------------------------------- cuda-driver-compatible: forward compat
+
+
+def _canary_model(**changes) -> list[Resource]:
+    return resources(run_program(change(stack_config("canary"), "models", lambda m: m[0].update(changes)), "canary"))
+
+
+def test_forward_compat_package_older_than_the_driver_is_a_violation():
+    (finding,) = compat_rules.cuda_driver_compatible(_canary_model(cudaVersion="12.9", cudaForwardCompat=True))
+    assert not finding.advisory
+    assert "remove cuda-compat" in finding.message and "cudaForwardCompat: false" in finding.message
+    # Without the package the same CUDA runs natively on 580.173.02.
+    assert list(compat_rules.cuda_driver_compatible(_canary_model(cudaVersion="12.9"))) == []
+
+
+def test_forward_compat_on_an_unreadable_cuda_is_advice():
+    items = _canary_model(cudaForwardCompat=True)
+    (pdb,) = of_type(items, facts.PDB)
+    notes = {**pdb.props["metadata"]["annotations"], labels.ANNOTATION_CUDA: "12.x"}
+    odd = replace(pdb, props={**pdb.props, "metadata": {**pdb.props["metadata"], "annotations": notes}})
+    (finding,) = compat_rules.cuda_driver_compatible([odd if r is pdb else r for r in items])
+    assert finding.advisory and "12.x" in finding.message
+
+
+# ---------------------------------------------------------------- gpu-supported-by-driver
+
+
+def test_gpu_support_without_a_visible_driver_is_advice(rendered):
+    items = [r for r in resources(rendered["canary"]) if r.type != facts.NVIDIA_DRIVER]
+    (finding,) = compat_rules.gpu_supported_by_driver(items)
+    assert finding.advisory and "no driver version is visible" in finding.message
+
+
+# ---------------------------------------------------------------- driver-version-pinned (hand-edited props)
+
+
+def _driver_spec_edit(res: Resource, path: tuple[str, ...], **changes) -> Resource:
+    """``res`` with the mapping at ``path`` of its props updated (a key set to None is removed)."""
+    props = copy.deepcopy(dict(res.props))
+    target = props
+    for key in path:
+        target = target[key]
+    for key, value in changes.items():
+        if value is None:
+            target.pop(key, None)
+        else:
+            target[key] = value
+    return Resource(res.type, res.name, props, res.urn)
+
+
+def _pinned(res: Resource) -> list:
+    return list(compat_rules.driver_version_pinned(res))
+
+
+@pytest.fixture(scope="module")
+def helm_release() -> Resource:
+    config = change(stack_config("prod"), "gpuOperator", lambda op: op.update(clusterPolicy="helm"))
+    (release,) = of_type(resources(run_program(config, "prod")), facts.HELM_RELEASE)
+    return release
+
+
+@pytest.mark.parametrize("kind", ["nvidiadriver", "clusterpolicy", "helm"])
+def test_driver_version_missing_or_a_bare_branch_is_mandatory_and_precompiled_branch_is_advice(
+    rendered, helm_release, kind
+):
+    items = resources(rendered["prod"])
+    res, path = {
+        "nvidiadriver": (of_type(items, facts.NVIDIA_DRIVER)[0], ("spec",)),
+        "clusterpolicy": (of_type(items, facts.CLUSTER_POLICY)[0], ("spec", "driver")),
+        "helm": (helm_release, ("values", "driver")),
+    }[kind]
+    assert _pinned(res) == []
+    (missing,) = _pinned(_driver_spec_edit(res, path, version=None))
+    assert not missing.advisory and "must be set" in missing.message
+    (branch,) = _pinned(_driver_spec_edit(res, path, version="580", usePrecompiled=False))
+    assert not branch.advisory and "exact release" in branch.message
+    (precompiled,) = _pinned(_driver_spec_edit(res, path, version="580", usePrecompiled=True))
+    assert precompiled.advisory and "pins a branch" in precompiled.message
+    (floating,) = _pinned(_driver_spec_edit(res, path, version="latest"))
+    assert not floating.advisory
+
+
+def test_an_nvidia_ami_node_group_without_release_version_is_mandatory(rendered):
+    group = of_type(resources(rendered["eks-prod"]), facts.EKS_NODE_GROUP)[0]
+    assert group.props["amiType"].endswith("_NVIDIA") and _pinned(group) == []
+    unpinned = Resource(group.type, group.name, {k: v for k, v in group.props.items() if k != "releaseVersion"})
+    (finding,) = _pinned(unpinned)
+    assert not finding.advisory and "releaseVersion" in finding.message
+    # A standard AMI carries no driver: its release need not be pinned for the driver's sake.
+    plain = Resource(group.type, group.name, {**unpinned.props, "amiType": "AL2023_x86_64_STANDARD"})
+    assert _pinned(plain) == []
+
+
+# ---------------------------------------------------------------- canary-one-node-at-a-time, parallelism
+
+
+def test_canary_without_a_visible_upgrade_policy_is_advice():
+    # Before operator v26.7.0 NVIDIADrivers carry no upgradePolicy: the external ClusterPolicy's applies.
+    config = change(stack_config("canary"), "gpuOperator", lambda op: op.update(chartVersion="v26.3.2"))
+    items = resources(run_program(config, "canary"))
+    assert all("upgradePolicy" not in r.props.get("spec", {}) for r in of_type(items, facts.NVIDIA_DRIVER))
+    (finding,) = disruption_rules.canary_one_node_at_a_time(items)
+    assert finding.advisory and "maxParallelUpgrades 1" in finding.message
+
+
+def test_image_owned_canary_needs_no_operator_upgrade_policy(rendered):
+    assert list(disruption_rules.canary_one_node_at_a_time(resources(rendered["eks-canary"]))) == []
+
+
+def _without_stage(items: list[Resource]) -> list[Resource]:
+    out = []
+    for res in items:
+        props = copy.deepcopy(dict(res.props))
+        (props.get("metadata") or {}).get("annotations", {}).pop(labels.ANNOTATION_STAGE, None)
+        (props.get("tags") or {}).pop(labels.TAG_STAGE, None)
+        out.append(Resource(res.type, res.name, props, res.urn))
+    return out
+
+
+def test_parallelism_without_a_visible_stage_is_advice(rendered):
+    items = _without_stage(resources(rendered["prod"]))
+    assert facts.stage(items) is None
+    (finding,) = disruption_rules.parallelism_within_spare_capacity(items)
+    assert finding.advisory and "stage" in finding.message
+
+
+# ---------------------------------------------------------------- defaults per resource kind, malformed values
+
+
+def _canary_driver(rendered) -> Resource:
+    (driver,) = of_type(resources(rendered["canary"]), facts.NVIDIA_DRIVER)
+    return driver
+
+
+def test_unset_policy_keys_take_the_defaults_of_the_resource_kind(rendered, helm_release):
+    stage_canary = _canary_driver(rendered)
+    # NVIDIADriver CRD: maxParallelUpgrades defaults to 1 and autoUpgrade to true.
+    crd = _driver_spec_edit(stage_canary, ("spec", "upgradePolicy"), maxParallelUpgrades=None, autoUpgrade=None)
+    assert list(disruption_rules.canary_one_node_at_a_time([crd])) == []
+    assert list(disruption_rules.upgrade_controller_enabled(crd)) == []
+    # Helm values: the chart renders maxParallelUpgrades 0 (unlimited) and autoUpgrade false.
+    notes = {**helm_release.props.get("metadata", {}), "labels": {labels.ROLE: "canary"}}
+    helm = _driver_spec_edit(
+        Resource(helm_release.type, helm_release.name, {**helm_release.props, "metadata": notes}, helm_release.urn),
+        ("values", "driver", "upgradePolicy"), maxParallelUpgrades=None, autoUpgrade=None,
+    )
+    (unlimited,) = disruption_rules.canary_one_node_at_a_time([helm])
+    assert "0 (unlimited)" in unlimited.message and "unset" in unlimited.message
+    (off,) = disruption_rules.upgrade_controller_enabled(helm)
+    assert "defaults to false" in off.message
+    # ClusterPolicy CRD: autoUpgrade defaults to false.
+    (patch,) = of_type(resources(rendered["prod"]), facts.CLUSTER_POLICY)
+    cp = _driver_spec_edit(patch, ("spec", "driver", "upgradePolicy"), autoUpgrade=None)
+    (cp_off,) = disruption_rules.upgrade_controller_enabled(cp)
+    assert "defaults to false" in cp_off.message
+
+
+def test_malformed_policy_values_are_findings_not_exceptions(rendered):
+    items = resources(rendered["prod"])
+    (patch,) = of_type(items, facts.CLUSTER_POLICY)
+    drivers = of_type(items, facts.NVIDIA_DRIVER)
+    bad_parallel = [_driver_spec_edit(d, ("spec", "upgradePolicy"), maxParallelUpgrades="two") for d in drivers]
+    swapped = [r for r in items if r.type != facts.NVIDIA_DRIVER] + bad_parallel
+    found = list(disruption_rules.parallelism_within_spare_capacity(swapped))
+    assert found and all("'two' is not a non-negative integer" in f.message and not f.advisory for f in found)
+    bad_unavailable = [_driver_spec_edit(d, ("spec", "upgradePolicy"), maxUnavailable="lots") for d in drivers]
+    swapped = [r for r in items if r.type != facts.NVIDIA_DRIVER] + bad_unavailable
+    found = list(disruption_rules.parallelism_within_spare_capacity(swapped))
+    assert found and all("maxUnavailable 'lots'" in f.message for f in found)
+    odd_deletion = _driver_spec_edit(patch, ("spec", "driver", "upgradePolicy"), podDeletion="force")
+    (finding,) = disruption_rules.eviction_respects_pdb(odd_deletion)
+    assert "podDeletion must be an object" in finding.message and not finding.advisory
+    not_a_policy = _driver_spec_edit(patch, ("spec", "driver"), upgradePolicy="fast")
+    (finding,) = disruption_rules.eviction_respects_pdb(not_a_policy)
+    assert "upgradePolicy must be an object" in finding.message
+    odd_auto = _driver_spec_edit(patch, ("spec", "driver", "upgradePolicy"), autoUpgrade="yes")
+    (finding,) = disruption_rules.upgrade_controller_enabled(odd_auto)
+    assert "true or false" in finding.message
+
+
+def test_malformed_pdb_is_a_finding_and_capacity_rules_stay_quiet_about_it(rendered):
+    items = resources(rendered["prod"])
+    pdb = next(r for r in of_type(items, facts.PDB) if "embed-triton" in r.name)
+    bad = replace(pdb, props={**pdb.props, "spec": {**pdb.props["spec"], "minAvailable": "most"}})
+    (finding,) = disruption_rules.pdb_allows_drain(bad)
+    assert not finding.advisory and "malformed" in finding.message
+    swapped = [bad if r is pdb else r for r in items]
+    spare = list(disruption_rules.spare_capacity(swapped))
+    assert spare and all(f.advisory for f in spare)
+
+
+def test_pdb_with_max_unavailable_uses_the_disruption_controller_arithmetic(rendered):
+    pdb = next(r for r in of_type(resources(rendered["prod"]), facts.PDB) if "embed-triton" in r.name)
+    spec = {k: v for k, v in pdb.props["spec"].items() if k != "minAvailable"}
+    allows = replace(pdb, props={**pdb.props, "spec": {**spec, "maxUnavailable": "1%"}})  # 1% of 4 rounds up to 1
+    assert list(disruption_rules.pdb_allows_drain(allows)) == []
+    blocks = replace(pdb, props={**pdb.props, "spec": {**spec, "maxUnavailable": 0}})
+    (finding,) = disruption_rules.pdb_allows_drain(blocks)
+    assert "maxUnavailable 0 lets no pod go" in finding.message
+
+
+# ---------------------------------------------------------------- model-redundancy
+
+
+def test_model_redundancy_without_visible_replicas_is_advice(rendered):
+    (pdb, *_) = of_type(resources(rendered["prod"]), facts.PDB)
+    bare = replace(pdb, props={**pdb.props, "metadata": {"name": "x"}})
+    (finding,) = disruption_rules.model_redundancy(bare)
+    assert finding.advisory and "replicas are not visible" in finding.message

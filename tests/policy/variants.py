@@ -38,12 +38,13 @@ def upgrade_policy(**changes: Any) -> Callable[[dict], None]:
 
 
 def _operator_owned_nvidia_ami() -> dict[str, str]:
-    # EKS prod switched to an operator-owned driver but still on the NVIDIA AMI, without a pinned release.
+    # EKS prod switched to an operator-owned driver but kept the NVIDIA AMI: two drivers on one node.
     config = change(stack_config("eks-prod"), "driver", lambda d: d.update(owner="operator"))
 
     def drop_generations(pools: list[dict]) -> None:
         for p in pools:
-            p.pop("generations")
+            newest = max(p.pop("generations"), key=lambda g: g["id"])
+            p["eks"]["releaseVersion"] = newest["releaseVersion"]
 
     return change(config, "nodePools", drop_generations)
 
@@ -63,8 +64,10 @@ def _no_ticket() -> dict[str, str]:
 
 
 # id -> (stack, config builder, enforcement the violation must carry)
+# driver-version-pinned and nvidiadriver-selectors-disjoint have none: FleetSpec refuses every config that
+# would render an unpinned driver or an unpinned operator-owned node group, and the program renders one
+# NVIDIADriver per pool; test_rules.py feeds those rules hand-edited resources instead.
 VARIANTS: dict[str, tuple[str, Callable[[], dict[str, str]], str]] = {
-    "driver-version-pinned": ("eks-prod", _operator_owned_nvidia_ami, "mandatory"),
     "single-driver-owner": ("eks-prod", _operator_owned_nvidia_ami, "mandatory"),
     "cuda-driver-compatible": (
         "canary", lambda: change(stack_config("canary"), "models", model("llm-chat-canary", cudaVersion="13.1")),
@@ -108,5 +111,32 @@ VARIANTS: dict[str, tuple[str, Callable[[], dict[str, str]], str]] = {
             stack_config("prod"), "gpuOperator", lambda op: op.update(batchJobSelectors=["workload-class=finetune"])
         ),
         "advisory",
+    ),
+}
+
+
+def _helm_without_nvidiadrivers(selectors: list[str]) -> dict[str, str]:
+    """Prod with the operator installed by Helm and one cluster-wide driver: the Helm Release carries no
+    metadata, so only the PDBs show the declared batch selectors."""
+
+    def edit(op: dict) -> None:
+        op.update(clusterPolicy="helm", useNvidiaDriverCrd=False, batchJobSelectors=selectors)
+
+    return change(stack_config("prod"), "gpuOperator", edit)
+
+
+# More bad variants, for policies with a second way to fail: name -> (policy id, stack, builder, enforcement).
+MORE_VARIANTS: dict[str, tuple[str, str, Callable[[], dict[str, str]], str]] = {
+    # cuda-compat-12-9 runs on R535 and R570 only: on R580 the older package must go, although 580.173.02
+    # runs CUDA 12.9 natively.
+    "forward-compat-package-older-than-driver": (
+        "cuda-driver-compatible", "canary",
+        lambda: change(
+            stack_config("canary"), "models", model("llm-chat-canary", cudaVersion="12.9", cudaForwardCompat=True)
+        ),
+        "mandatory",
+    ),
+    "batch-selectors-in-helm-mode": (
+        "wait-for-batch-jobs", "prod", lambda: _helm_without_nvidiadrivers(["workload-class=finetune"]), "advisory",
     ),
 }
