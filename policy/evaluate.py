@@ -2,7 +2,10 @@
 
 ``gpu-rollout plan`` calls this on the resources the mocked program registered; the CrossGuard pack
 runs the very same rule functions inside the engine. The config has the shape of a
-``--policy-pack-config`` file: ``{"all": level, "<policy-id>": level | {"enforcementLevel": level}}``.
+``--policy-pack-config`` file: ``{"all": level, "<policy-id>": level | {"enforcementLevel": level, ...}}``;
+an object without ``enforcementLevel`` leaves the level to ``all``, then to the policy's default, as the
+engine does. ``policy-advice`` (the pack's advice policy) may be ``advisory`` or ``disabled``; disabled,
+no advice is shown here either.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 from policy.facts import Resource
 from policy.findings import Level
-from policy.registry import REGISTRY, PolicyDef
+from policy.registry import ADVICE_POLICY_ID, REGISTRY, PolicyDef
 
 POLICY_DIR = Path(__file__).resolve().parent
 
@@ -32,8 +35,14 @@ class Violation:
                 "message": self.message}
 
 
-def _level(value: Any, where: str) -> Level:
-    raw = value.get("enforcementLevel") if isinstance(value, Mapping) else value
+def _level(value: Any, where: str) -> Level | None:
+    """The level an entry sets; None for an object without ``enforcementLevel`` (it sets other config)."""
+    if isinstance(value, Mapping):
+        if "enforcementLevel" not in value:
+            return None
+        raw = value["enforcementLevel"]
+    else:
+        raw = value
     try:
         return Level(raw)
     except ValueError:
@@ -41,22 +50,40 @@ def _level(value: Any, where: str) -> Level:
         raise ValueError(f"{where}: enforcement level {raw!r} is not one of {choices}") from None
 
 
+def _resolve(policy_id: str, default: Level, config: Mapping[str, Any]) -> Level:
+    """A policy's level: its own entry, else "all", else its default."""
+    for key in (policy_id, "all"):
+        if key in config:
+            level = _level(config[key], key)
+            if level is not None:
+                return level
+    return default
+
+
 def enforcement(policy: PolicyDef, config: Mapping[str, Any]) -> Level:
     """A policy's level: its own entry, else "all", else its registered default."""
-    if policy.id in config:
-        return _level(config[policy.id], policy.id)
-    if "all" in config:
-        return _level(config["all"], "all")
-    return policy.level
+    return _resolve(policy.id, policy.level, config)
+
+
+def advice_enforcement(config: Mapping[str, Any]) -> Level:
+    """The level of the pack's advice policy (advisory unless the config disables it)."""
+    return _resolve(ADVICE_POLICY_ID, Level.ADVISORY, config)
 
 
 def check_config(config: Mapping[str, Any]) -> None:
-    """Unknown policy ids are typos that would silently leave a policy at its default."""
-    unknown = sorted(set(config) - set(REGISTRY) - {"all"})
+    """Unknown policy ids are typos that would silently leave a policy at its default; advice must never
+    block, so the advice policy may only be advisory or disabled (an explicit entry is needed when
+    "all" is mandatory, since "all" sets the advice policy too)."""
+    unknown = sorted(set(config) - set(REGISTRY) - {"all", ADVICE_POLICY_ID})
     if unknown:
         raise ValueError(f"pack config names unknown policies: {', '.join(unknown)}")
     for key, value in config.items():
         _level(value, key)
+    if advice_enforcement(config) not in (Level.ADVISORY, Level.DISABLED):
+        raise ValueError(
+            f"{ADVICE_POLICY_ID} would be {advice_enforcement(config).value}: advice must never block; set "
+            f'"{ADVICE_POLICY_ID}": "advisory" (or "disabled")'
+        )
 
 
 def load_config(stage: str | None) -> dict[str, Any]:
@@ -70,12 +97,17 @@ def load_config(stage: str | None) -> dict[str, Any]:
 
 
 def evaluate(resources: Sequence[Resource], config: Mapping[str, Any]) -> list[Violation]:
+    """Every finding of every enabled policy: violations at the policy's level, advice (which the pack
+    reports through its advice policy) as advisory under the rule's own id."""
     violations = []
+    show_advice = advice_enforcement(config) != Level.DISABLED
     for policy in REGISTRY.values():
         level = enforcement(policy, config)
         if level == Level.DISABLED:
             continue
         for finding in policy.findings(resources):
+            if finding.advisory and not show_advice:
+                continue
             effective = Level.ADVISORY if finding.advisory else level
             where = finding.resource.name if finding.resource is not None else "stack"
             violations.append(Violation(policy.id, effective, where, finding.message))

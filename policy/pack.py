@@ -8,7 +8,6 @@ from typing import Any
 from pulumi_policy import (
     EnforcementLevel,
     Policy,
-    PolicyConfigSchema,
     ReportViolation,
     ResourceValidationArgs,
     ResourceValidationPolicy,
@@ -19,27 +18,29 @@ from pulumi_policy import (
 
 from policy.facts import Resource
 from policy.findings import Finding
-from policy.registry import REGISTRY, PolicyDef
+from policy.registry import ADVICE_POLICY_ID, REGISTRY, PolicyDef
 
 PACK_NAME = "gpu-driver-upgrade"
 
-# CrossGuard has one enforcement level per policy. Findings the rules grade as advice (an operator
-# release listing only the branch, a timeout of 0, a fact not visible) would otherwise take the
-# policy's mandatory level, so the pack reports them only when this setting asks for them;
-# `gpu-rollout plan` always shows them, as advisory.
-ADVICE_SETTING = "reportAdvice"
-CONFIG_SCHEMA = PolicyConfigSchema(
-    properties={ADVICE_SETTING: {"type": "boolean", "default": False}},
+# CrossGuard has one enforcement level per policy, but a rule's findings are of two kinds: violations
+# (at the policy's level) and advice (an operator release listing only the branch, a timeout of 0, a
+# held pool on an unlisted driver, a fact the rule cannot see or an UNKNOWN compatibility answer). The 16
+# registry policies report only their violations; this one pack-only advisory policy reports the advice
+# of every rule, each message prefixed with the rule's id. It is not in the registry: `gpu-rollout plan`
+# shows the same advice under each rule's own id.
+ADVICE_POLICY = ADVICE_POLICY_ID
+ADVICE_DESCRIPTION = (
+    "Reports the advice of every policy of the pack (branch-only operator support, zero timeouts, held pools, "
+    "facts a rule cannot see, unknown compatibility answers), prefixed with the policy id."
 )
 
 
-def _report(findings: list[Finding], args_config: Any, report: ReportViolation) -> None:
-    show_advice = bool((args_config or {}).get(ADVICE_SETTING, False))
+def _report(findings: list[Finding], report: ReportViolation, *, advice: bool, prefix: str = "") -> None:
     for finding in findings:
-        if finding.advisory and not show_advice:
+        if finding.advisory != advice:
             continue
         urn = finding.resource.urn if finding.resource is not None and finding.resource.urn else None
-        report(finding.message, urn)
+        report(prefix + finding.message, urn)
 
 
 def _resource_validator(policy: PolicyDef):
@@ -47,17 +48,26 @@ def _resource_validator(policy: PolicyDef):
         if args.resource_type not in policy.resource_types:
             return
         resource = Resource(args.resource_type, args.name, args.props, args.urn)
-        _report(policy.findings([resource]), args.get_config(), report)
+        _report(policy.findings([resource]), report, advice=False)
 
     return validate
+
+
+def _resources(args: StackValidationArgs) -> list[Resource]:
+    return [Resource(r.resource_type, r.name, r.props, r.urn) for r in args.resources]
 
 
 def _stack_validator(policy: PolicyDef):
     def validate(args: StackValidationArgs, report: ReportViolation) -> None:
-        resources = [Resource(r.resource_type, r.name, r.props, r.urn) for r in args.resources]
-        _report(policy.findings(resources), args.get_config(), report)
+        _report(policy.findings(_resources(args)), report, advice=False)
 
     return validate
+
+
+def _advice_validator(args: StackValidationArgs, report: ReportViolation) -> None:
+    resources = _resources(args)
+    for policy in REGISTRY.values():
+        _report(policy.findings(resources), report, advice=True, prefix=f"[{policy.id}] ")
 
 
 def _common(policy: PolicyDef) -> dict[str, Any]:
@@ -65,7 +75,6 @@ def _common(policy: PolicyDef) -> dict[str, Any]:
         "name": policy.id,
         "description": policy.description,
         "enforcement_level": EnforcementLevel(policy.level.value),
-        "config_schema": CONFIG_SCHEMA,
         "severity": Severity[policy.severity.name],
         "tags": list(policy.topics),
         "remediation_steps": policy.remediation,
@@ -78,5 +87,18 @@ def build_policy(policy: PolicyDef) -> Policy:
     return ResourceValidationPolicy(validate=_resource_validator(policy), **_common(policy))
 
 
+def build_advice_policy() -> Policy:
+    return StackValidationPolicy(
+        name=ADVICE_POLICY,
+        description=ADVICE_DESCRIPTION,
+        enforcement_level=EnforcementLevel.ADVISORY,
+        severity=Severity.LOW,
+        tags=["advice"],
+        remediation_steps="Read each message: it names the policy whose section in docs/policies.md says what to do.",
+        validate=_advice_validator,
+    )
+
+
 def build_policies() -> list[Policy]:
-    return [build_policy(policy) for policy in REGISTRY.values()]
+    """The 16 registry policies, then the pack-only advice policy."""
+    return [*(build_policy(policy) for policy in REGISTRY.values()), build_advice_policy()]

@@ -31,7 +31,7 @@ ISSUE_IDS = {
 STACK_RULES = {
     "single-driver-owner", "nvidiadriver-selectors-disjoint", "cuda-driver-compatible", "gpu-supported-by-driver",
     "fabric-manager-matches", "canary-one-node-at-a-time", "parallelism-within-spare-capacity", "spare-capacity",
-    "change-ticket",
+    "change-ticket", "wait-for-batch-jobs",
 }
 
 
@@ -50,6 +50,10 @@ def test_registry_rejects_duplicates_and_all():
         register(existing)
     with pytest.raises(ValueError, match="reserved"):
         register(PolicyDef("all", "Checks x.", Severity.LOW, ("x",), "x", existing.level, stack_rule=lambda r: []))
+    with pytest.raises(ValueError, match="advice policy"):
+        register(PolicyDef(pack.ADVICE_POLICY, "Checks x.", Severity.LOW, ("x",), "x", existing.level,
+                           stack_rule=lambda r: []))
+    assert pack.ADVICE_POLICY not in REGISTRY
 
 
 def test_main_builds_one_pack_with_every_policy(monkeypatch):
@@ -62,13 +66,15 @@ def test_main_builds_one_pack_with_every_policy(monkeypatch):
     runpy.run_path(str(POLICY_DIR / "__main__.py"), run_name="__main__")
     assert captured["name"] == "gpu-driver-upgrade"
     assert captured["enforcement_level"] == EnforcementLevel.MANDATORY
-    policies = captured["policies"]
+    *policies, advice = captured["policies"]
     assert [p.name for p in policies] == list(POLICY_IDS)
     for built in policies:
         kind = StackValidationPolicy if built.name in STACK_RULES else ResourceValidationPolicy
         assert isinstance(built, kind), built.name
         assert built.enforcement_level.value == REGISTRY[built.name].level.value
         assert built.remediation_steps == REGISTRY[built.name].remediation
+    assert advice.name == "policy-advice" and isinstance(advice, StackValidationPolicy)
+    assert advice.enforcement_level == EnforcementLevel.ADVISORY
 
 
 def _policy_resources(run):
@@ -80,6 +86,10 @@ def _policy_resources(run):
 
 def _run_stack_policy(policy_id, run, config=None):
     built = pack.build_policy(REGISTRY[policy_id])
+    return _validate_stack(built, run, config)
+
+
+def _validate_stack(built, run, config=None):
     reported = []
     built.validate(StackValidationArgs(_policy_resources(run), config), lambda msg, urn=None: reported.append(msg))
     return reported
@@ -106,12 +116,37 @@ def test_resource_policy_reports_through_crossguard():
     assert any("podDeletion.force must be false" in m for m in reported)
 
 
-def test_advice_only_reaches_crossguard_when_asked():
+def test_advice_reaches_crossguard_through_the_advice_policy_only():
     # 580.105.08 is an R580 release that operator v26.7.0 does not list: advice, not a violation.
     unlisted = run_program(change(stack_config("canary"), "driver", lambda d: d.update(version="580.105.08")), "canary")
     assert _run_resource_policy("operator-supports-driver", unlisted) == []
-    asked = _run_resource_policy("operator-supports-driver", unlisted, {pack.ADVICE_SETTING: True})
-    assert len(asked) == 1 and "580.105.08" in asked[0]
+    reported = _validate_stack(pack.build_advice_policy(), unlisted)
+    (branch_only,) = [m for m in reported if m.startswith("[operator-supports-driver] ")]
+    assert "580.105.08" in branch_only and "580.173.02" in branch_only
+
+
+def test_advice_policy_reports_every_rules_advice_and_no_violation(rendered):
+    # prod holds gpua100 and gpuh100 on 570.195.03, which operator v26.7.0 does not list: the deliberate
+    # held-pool exception is advice, and the engine shows it under policy-advice.
+    reported = _validate_stack(pack.build_advice_policy(), rendered["prod"])
+    held = [m for m in reported if m.startswith("[operator-supports-driver] ") and "held pool" in m]
+    assert len(held) == 2 and all("570" in m for m in held)
+    # A mandatory violation never travels through the advice policy.
+    stack, build, _ = VARIANTS["eviction-respects-pdb"]
+    forced = _validate_stack(pack.build_advice_policy(), run_program(build(), stack))
+    assert not any("force must be false" in m for m in forced)
+    assert any("force must be false" in m for m in _run_resource_policy("eviction-respects-pdb", run_program(build(), stack)))
+
+
+def test_advice_in_plan_matches_the_advice_policy(rendered):
+    from policy.evaluate import evaluate, load_config
+
+    run = rendered["prod"]
+    planned = sorted(
+        f"[{v.policy}] {v.message}" for v in evaluate(from_registered(run.resources), load_config("prod"))
+        if v.enforcement.value == "advisory" and REGISTRY[v.policy].level.value == "mandatory"
+    )
+    assert planned and planned == sorted(_validate_stack(pack.build_advice_policy(), run))
 
 
 def test_pulumi_policy_yaml_uses_the_python_runtime():
