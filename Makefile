@@ -1,5 +1,5 @@
 # Every target creates the virtual environment itself on a fresh machine.
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STACK ?= canary

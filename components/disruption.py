@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.options import child_options
 from spec import manifests
 from spec.model import FleetSpec, Model
 
@@ -24,6 +25,6 @@ class ModelBudget(pulumi.ComponentResource):
             f"{args.model.namespace}-{manifests.pdb_name(args.model)}",
             metadata=manifests.pdb_metadata(args.spec, args.model),
             spec=manifests.pdb_spec(args.model),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=child_options(self, opts),
         )
         self.register_outputs({"minAvailable": args.model.minAvailable})

@@ -53,6 +53,8 @@ class GpuFleet(pulumi.ComponentResource):
     stage: str
     driver_version: str
     pools: dict[str, dict[str, object]]
+    released_pools: list[str]
+    held_pools: list[str]
 
     def __init__(self, name: str, args: GpuFleetArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-driver-upgrade:fleet:GpuFleet", name, None, opts)
@@ -68,18 +70,24 @@ class GpuFleet(pulumi.ComponentResource):
         budgets = [
             ModelBudget(f"{m.namespace}-{m.name}", ModelBudgetArgs(spec, m), opts=k8s_opts) for m in spec.models
         ]
+        # Pools wait for the budgets too: a pool update (node image, Kubernetes version) drains nodes.
+        pool_opts = pulumi.ResourceOptions(parent=self, depends_on=budgets)
         pool_components: dict[str, pulumi.Resource] = {}
         for pool in spec.nodePools:
             pool_args = GpuPoolArgs(spec, pool)
             if spec.cluster.cloud == Cloud.AKS:
-                pool_components[pool.name] = AksGpuPool(pool.name, pool_args, pulumi.ResourceOptions(parent=self))
+                pool_components[pool.name] = AksGpuPool(pool.name, pool_args, pool_opts)
             elif spec.cluster.cloud == Cloud.EKS:
-                pool_components[pool.name] = EksGpuPool(pool.name, pool_args, pulumi.ResourceOptions(parent=self))
+                pool_components[pool.name] = EksGpuPool(pool.name, pool_args, pool_opts)
 
+        # The driver policy waits for the pools: a pool held in the same change must carry its skip
+        # label before a new cluster-wide driver version can reach its nodes.
         policy: DriverPolicy | None = None
         if spec.gpuOperator.clusterPolicy != ClusterPolicyMode.EXTERNAL:
             policy = DriverPolicy(
-                "driver-policy", DriverPolicyArgs(spec), opts=k8s_opts.merge(pulumi.ResourceOptions(depends_on=budgets))
+                "driver-policy",
+                DriverPolicyArgs(spec),
+                opts=k8s_opts.merge(pulumi.ResourceOptions(depends_on=[*budgets, *pool_components.values()])),
             )
 
         if spec.driver.owner == DriverOwner.OPERATOR and spec.gpuOperator.useNvidiaDriverCrd:

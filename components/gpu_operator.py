@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.options import child_options
 from spec import manifests
 from spec.model import ClusterPolicyMode, FleetSpec, NodePool
 
@@ -29,7 +30,7 @@ class DriverPolicy(pulumi.ComponentResource):
         super().__init__("gpu-driver-upgrade:operator:DriverPolicy", name, None, opts)
         spec = args.spec
         op = spec.gpuOperator
-        child = pulumi.ResourceOptions(parent=self)
+        child = child_options(self, opts)
         self.resource: pulumi.CustomResource
         if op.clusterPolicy == ClusterPolicyMode.HELM:
             self.resource = k8s.helm.v3.Release(
@@ -83,6 +84,6 @@ class PoolDriver(pulumi.ComponentResource):
                 "annotations": manifests.driver_annotations(spec, pool),
             },
             spec=manifests.nvidia_driver_spec(spec, pool),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=child_options(self, opts),
         )
         self.register_outputs({"version": self.version})

@@ -9,6 +9,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_azure_native as azure_native
 
+from components.options import child_options
 from spec import labels, manifests
 from spec.model import AksCluster, EksCluster, FleetSpec, NodePool
 
@@ -74,7 +75,7 @@ class AksGpuPool(pulumi.ComponentResource):
                         "undrainable_node_behavior": "Cordon",
                     },
                     tags=tags,
-                    opts=pulumi.ResourceOptions(parent=self),
+                    opts=child_options(self, opts),
                 )
             )
         self.register_outputs({"agentPoolNames": [p.name for p in self.agent_pools]})
@@ -107,7 +108,13 @@ class EksGpuPool(pulumi.ComponentResource):
                     release_version=release,
                     version=cluster.kubernetesVersion,
                     capacity_type=pool.eks.capacityType,
-                    disk_size=pool.eks.diskSize,
+                    launch_template=(
+                        {"id": pool.eks.launchTemplate.id, "version": pool.eks.launchTemplate.version}
+                        if pool.eks.launchTemplate is not None
+                        else None
+                    ),
+                    # EKS refuses diskSize beside a launch template: the template's block devices decide.
+                    disk_size=pool.eks.diskSize if pool.eks.launchTemplate is None else None,
                     scaling_config={
                         "desired_size": pool.nodeCount,
                         "min_size": pool.nodeCount,
@@ -120,7 +127,7 @@ class EksGpuPool(pulumi.ComponentResource):
                     labels=manifests.pool_labels(spec, pool, generation),
                     taints=[{"key": key, "value": value, "effect": "NO_SCHEDULE"}],
                     tags=_cloud_tags(spec, pool),
-                    opts=pulumi.ResourceOptions(parent=self),
+                    opts=child_options(self, opts),
                 )
             )
         self.register_outputs({"nodeGroupNames": [g.node_group_name for g in self.node_groups]})

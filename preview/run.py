@@ -8,6 +8,7 @@ The mock engine echoes every input back as the resource's state; it never invent
 from __future__ import annotations
 
 import asyncio
+import os
 import runpy
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -16,6 +17,7 @@ from typing import Any
 
 import pulumi
 from pulumi.runtime import settings as pulumi_settings
+from pulumi.runtime.mocks import MockMonitor
 
 from spec.model import PROJECT
 
@@ -30,6 +32,7 @@ class RegisteredResource:
     inputs: dict[str, Any]
     custom: bool
     urn: str = ""
+    dependencies: tuple[str, ...] = ()  # URNs this resource waits for (depends_on and input dependencies)
 
     def as_json(self) -> dict[str, Any]:
         return {"type": self.type, "name": self.name, "inputs": self.inputs}
@@ -53,12 +56,28 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.resources: list[RegisteredResource] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        if any(r.type == args.typ and r.name == args.name for r in self.resources):
+            # The engine refuses two resources with one URN; so must the offline preview.
+            raise ValueError(f"duplicate resource {args.typ} named {args.name!r}")
         self.resources.append(RegisteredResource(args.typ, args.name, _plain(dict(args.inputs)), bool(args.custom)))
         return f"{args.name}-id", dict(args.inputs)
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         # The program makes no invokes; answering one silently would hide a new dependency on the cloud.
         raise NotImplementedError(f"offline preview does not answer invoke {args.token}")
+
+
+class _DependencyRecordingMonitor(MockMonitor):
+    """The mock monitor, also keeping what each registration waits for (the engine orders by it)."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
+        super().__init__(mocks)
+        self.dependencies: dict[str, tuple[str, ...]] = {}
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        response = super().RegisterResource(request)
+        self.dependencies[response.urn] = tuple(request.dependencies)
+        return response
 
 
 @dataclass
@@ -102,9 +121,13 @@ def run_program(config: dict[str, str], stack: str, program: Path = PROGRAM) -> 
     loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="mock-monitor", initializer=_give_worker_a_loop))
     mocks = RecordingMocks()
     outputs: dict[str, Any] = {}
+    # Only the given config may reach the program: an ambient PULUMI_CONFIG (say, from a Pulumi hook)
+    # would otherwise leak into the preview through the runtime's environment fallback.
+    ambient = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("PULUMI_CONFIG")}
     try:
         pulumi.runtime.reset_options(project=PROJECT, stack=stack, preview=True)
-        pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=True)
+        monitor = _DependencyRecordingMonitor(mocks)
+        pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=True, monitor=monitor)
         pulumi.runtime.set_all_config(dict(config))
 
         @pulumi.runtime.test
@@ -115,15 +138,19 @@ def run_program(config: dict[str, str], stack: str, program: Path = PROGRAM) -> 
             return pulumi.Output.from_input(exported).apply(outputs.update)
 
         _run()
-        urns = _urns_by_type_and_name(pulumi_settings.get_monitor())
+        urns = _urns_by_type_and_name(monitor)
     finally:
         pulumi.runtime.reset_options(project=PROJECT, stack=stack)
         loop.run_until_complete(loop.shutdown_default_executor())
         for worker_loop in worker_loops:
             worker_loop.close()
         loop.close()
+        os.environ.update(ambient)
         asyncio.set_event_loop(None)
-    resources = [replace(r, urn=urns.get((r.type, r.name), "")) for r in mocks.resources]
+    resources = []
+    for recorded in mocks.resources:
+        urn = urns.get((recorded.type, recorded.name), "")
+        resources.append(replace(recorded, urn=urn, dependencies=monitor.dependencies.get(urn, ())))
     return ProgramRun(stack=stack, resources=resources, outputs=outputs)
 
 

@@ -19,6 +19,17 @@ from pydantic import ValidationError
 from spec.model import PROJECT, FleetSpec, _LocatedError
 
 TOP_LEVEL_KEYS = tuple(FleetSpec.model_fields)
+SCALAR_KEYS = frozenset({"stage", "changeTicket"})  # plain strings; every other key is an object or a list
+
+
+class _StackFileLoader(yaml.SafeLoader):
+    """YAML as Pulumi's CLI reads it for config: a date such as 2026-12-09 stays the string it was written as."""
+
+
+_StackFileLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
 
 
 @dataclass(frozen=True)
@@ -73,7 +84,7 @@ def _problems(error: ValidationError) -> list[SpecProblem]:
 def _decode(key: str, raw: str) -> Any:
     """Config strings as the engine passes them: objects and lists are JSON, scalars are plain."""
     text = raw.strip()
-    if text[:1] in "{[":
+    if key not in SCALAR_KEYS and text[:1] in "{[":
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
@@ -129,7 +140,7 @@ def config_strings(stack_yaml: Mapping[str, Any]) -> dict[str, str]:
 def read_stack_file(path: Path) -> dict[str, str]:
     """Config strings of one ``Pulumi.<stack>.yaml``."""
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        document = yaml.load(path.read_text(encoding="utf-8"), Loader=_StackFileLoader) or {}  # noqa: S506 (safe loader)
     except OSError as exc:
         raise SpecError([SpecProblem(str(path), f"cannot read stack file: {exc.strerror}")]) from None
     except yaml.YAMLError as exc:

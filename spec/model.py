@@ -29,7 +29,7 @@ _EKS_NODEGROUP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=False)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Stage(StrEnum):
@@ -61,7 +61,7 @@ def _int_or_percent(value: object, what: str) -> int | str:
         if value < 0:
             raise ValueError(f"{what} must not be negative, got {value}")
         return value
-    if isinstance(value, str) and _PERCENT.match(value):
+    if isinstance(value, str) and _PERCENT.fullmatch(value):
         return value
     raise ValueError(f"{what} must be an integer or a percentage such as '25%', got {value!r}")
 
@@ -197,7 +197,15 @@ class AksPool(_Model):
         # The AKS API takes maxSurge as a string: "1" or "33%".
         if isinstance(value, str) and value.isdigit():
             value = int(value)
-        return str(_int_or_percent(value, "maxSurge"))
+        surge = _int_or_percent(value, "maxSurge")
+        if surge in (0, "0%"):
+            raise ValueError("maxSurge must be at least 1 (or 1%): AKS refuses a rolling upgrade with neither surge nor unavailable nodes")
+        return str(surge)
+
+
+class LaunchTemplate(_Model):
+    id: str = Field(pattern=r"^lt-[0-9a-f]{8,17}$", description="Launch template id, e.g. lt-0abc1234def567890.")
+    version: str = Field(pattern=r"^[1-9][0-9]*$", description="Pinned launch template version (a number, not $Latest).")
 
 
 class EksPool(_Model):
@@ -209,7 +217,18 @@ class EksPool(_Model):
     updateStrategy: Literal["DEFAULT", "MINIMAL"] = "DEFAULT"
     diskSize: PositiveInt = 200
     capacityType: Literal["ON_DEMAND", "CAPACITY_BLOCK", "SPOT"] = "ON_DEMAND"
-    releaseVersion: ImageRelease | None = Field(None, description="Pinned AMI release for operator-owned pools.")
+    releaseVersion: ImageRelease | None = Field(None, description="Pinned AMI release (required for operator-owned pools).")
+    launchTemplate: LaunchTemplate | None = Field(None, description="Required with capacityType CAPACITY_BLOCK.")
+
+    @model_validator(mode="after")
+    def _capacity_block(self) -> Self:
+        if self.capacityType == "CAPACITY_BLOCK" and self.launchTemplate is None:
+            raise _at(
+                ("launchTemplate",),
+                "capacityType CAPACITY_BLOCK needs a launch template that names the capacity reservation "
+                "(EKS creates Capacity Block node groups only from a custom launch template)",
+            )
+        return self
 
 
 class Generation(_Model):
@@ -288,7 +307,7 @@ class Model(_Model):
     @field_validator("name", "namespace")
     @classmethod
     def _dns(cls, value: str) -> str:
-        if not _DNS_LABEL.match(value):
+        if not _DNS_LABEL.fullmatch(value):
             raise ValueError(f"'{value}' is not a valid Kubernetes name (lowercase letters, digits, '-')")
         return value
 
@@ -297,9 +316,9 @@ class Model(_Model):
     def _labels(cls, value: dict[str, str]) -> dict[str, str]:
         for key, val in value.items():
             prefix, _, name = key.rpartition("/")
-            if (prefix and not _LABEL_PREFIX.match(prefix)) or not _LABEL_NAME.match(name):
+            if (prefix and not _LABEL_PREFIX.fullmatch(prefix)) or not _LABEL_NAME.fullmatch(name):
                 raise ValueError(f"'{key}' is not a valid label key")
-            if not isinstance(val, str) or (val and not _LABEL_NAME.match(val)):
+            if not isinstance(val, str) or (val and not _LABEL_NAME.fullmatch(val)):
                 raise ValueError(f"'{val}' is not a valid label value for '{key}'")
         return value
 
@@ -357,6 +376,22 @@ class FleetSpec(_Model):
         prev = self.driver.previousVersion
         if prev is not None and is_branch_only(prev) and not self.gpuOperator.usePrecompiled:
             raise _at(("driver", "previousVersion"), f"'{prev}' is a branch, not a release")
+        if self.driver.owner == DriverOwner.OPERATOR and self.gpuOperator.usePrecompiled:
+            # Precompiled images are tagged <branch>-<kernel>-<os>: an exact release names no image.
+            for key, version in (("version", self.driver.version), ("previousVersion", prev)):
+                if version is not None and not is_branch_only(version):
+                    raise _at(
+                        ("driver", key),
+                        f"'{version}' is an exact release, but precompiled driver images are tagged by "
+                        f"branch: write the branch alone (\"{version.split('.')[0]}\")",
+                    )
+        held = [p.name for p in self.nodePools if self.pool_held(p)]
+        if held and prev is None and self.driver.owner == DriverOwner.OPERATOR:
+            raise _at(
+                ("driver", "previousVersion"),
+                f"required while pools are held ({', '.join(held)}): a held pool stays pinned to the driver "
+                "it runs now, so new nodes there do not get the new driver",
+            )
 
     def _check_pools(self) -> None:
         seen: set[str] = set()
@@ -373,20 +408,47 @@ class FleetSpec(_Model):
                 if cloud != block and present:
                     raise _at((*where, block), f"'{block}' block on a pool of a '{cloud}' cluster")
             self._check_generations(pool, where)
+            self._check_eks_pool(pool, where)
+            if pool.fabricManagerVersion is not None and is_branch_only(pool.fabricManagerVersion):
+                raise _at((*where, "fabricManagerVersion"), "Fabric Manager must match the driver exactly: give a release")
             for gen in [None, *pool.live_generations]:
                 name = pool.cloud_name(gen)
-                if cloud == Cloud.AKS and not _AKS_POOL.match(name):
+                if cloud == Cloud.AKS and not _AKS_POOL.fullmatch(name):
                     raise _at(
                         (*where, "name"),
                         f"AKS Linux pool name '{name}' is invalid: lowercase letters and digits only, "
                         "starting with a letter, at most 12 characters (generations add 'g<id>')",
                     )
-                if cloud == Cloud.EKS and not _EKS_NODEGROUP.match(name):
+                if cloud == Cloud.EKS and not _EKS_NODEGROUP.fullmatch(name):
                     raise _at((*where, "name"), f"EKS node group name '{name}' is invalid: letters, digits, '-', '_'")
-                if cloud == Cloud.EXISTING and not _DNS_LABEL.match(name):
+                if cloud == Cloud.EXISTING and not _DNS_LABEL.fullmatch(name):
                     raise _at((*where, "name"), f"pool name '{name}' must be a valid label value")
         if self.stage == Stage.CANARY and not any(p.role == "canary" for p in self.nodePools):
             raise _at(("nodePools",), "the canary stage needs at least one pool with role: canary")
+        driver_names: dict[str, str] = {}
+        for index, pool in enumerate(self.nodePools):
+            other = driver_names.setdefault(kubernetes_name(pool.name), pool.name)
+            if other != pool.name:
+                raise _at(
+                    ("nodePools", index, "name"),
+                    f"pools '{other}' and '{pool.name}' map to the same Kubernetes name "
+                    f"'{kubernetes_name(pool.name)}' (their NVIDIADrivers would collide); rename one",
+                )
+
+    def _check_eks_pool(self, pool: NodePool, where: tuple[object, ...]) -> None:
+        if pool.eks is None:
+            return
+        if self.driver.owner == DriverOwner.OPERATOR and pool.eks.releaseVersion is None:
+            raise _at(
+                (*where, "eks", "releaseVersion"),
+                "required for operator-owned pools: without it the node group follows the newest AMI",
+            )
+        if self.driver.owner == DriverOwner.IMAGE and pool.eks.amiType and not pool.eks.amiType.endswith("_NVIDIA"):
+            raise _at(
+                (*where, "eks", "amiType"),
+                f"driver.owner is image, but {pool.eks.amiType} carries no NVIDIA driver and the operator's "
+                "driver is disabled: no driver would be installed. Use an _NVIDIA AMI",
+            )
 
     def _check_generations(self, pool: NodePool, where: tuple[object, ...]) -> None:
         if self.driver.owner == DriverOwner.OPERATOR:
@@ -409,19 +471,30 @@ class FleetSpec(_Model):
         for g_index, gen in enumerate(pool.generations):
             if getattr(gen, image_key) is None:
                 raise _at((*where, "generations", g_index, image_key), f"required on {self.cluster.cloud} pools")
+        for g_index, gen in enumerate(pool.generations):
+            if is_branch_only(gen.driverVersion):
+                raise _at((*where, "generations", g_index, "driverVersion"), "a node image ships an exact release, not a branch")
         newest = pool.newest_generation
         assert newest is not None
         if newest.retired:
             raise _at((*where, "generations"), f"the newest generation g{newest.id} cannot be retired")
+        if self.pool_held(pool) and any(g.driverVersion == self.driver.version for g in pool.live_generations):
+            raise _at(
+                (*where, "generations"),
+                f"pool '{pool.name}' is held (rollout.released: false) but already has a live generation on "
+                f"the target driver {self.driver.version}: release the pool or remove that generation",
+            )
 
     def _check_models(self) -> None:
         pools = {p.name for p in self.nodePools}
-        seen: set[tuple[str, str]] = set()
+        budgets: dict[str, str] = {}
         for index, model in enumerate(self.models):
-            key = (model.namespace, model.name)
-            if key in seen:
-                raise _at(("models", index, "name"), f"duplicate model '{model.namespace}/{model.name}'")
-            seen.add(key)
+            # A model's PDB resource is named <namespace>-<name>; two models must not share it.
+            qualified = f"{model.namespace}/{model.name}"
+            other = budgets.setdefault(f"{model.namespace}-{model.name}", qualified)
+            if other != qualified or list(budgets.values()).count(qualified) > 1:
+                what = "duplicate model" if other == qualified else f"models '{other}' and"
+                raise _at(("models", index, "name"), f"{what} '{qualified}' (their PDB resource names collide)")
             for p_index, pool in enumerate(model.nodePools):
                 if pool not in pools:
                     raise _at(
@@ -447,6 +520,11 @@ class FleetSpec(_Model):
     def pool_held(self, pool: NodePool) -> bool:
         """Held pools carry the skip label: the canary is never held, prod pools until released."""
         return pool.role != "canary" and not pool.rollout.released
+
+
+def kubernetes_name(name: str) -> str:
+    """A cloud pool name as a Kubernetes object name (EKS allows '_' and capitals, Kubernetes does not)."""
+    return re.sub(r"[^a-z0-9-]", "-", name.lower()).strip("-")
 
 
 class _LocatedError(ValueError):

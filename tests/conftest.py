@@ -38,3 +38,19 @@ def edited(stack: str, key: str, edit: Callable[[Any], object]) -> dict[str, str
 def rendered() -> dict[str, ProgramRun]:
     """Each example stack rendered once per session (rendering is pure; tests only read the result)."""
     return {stack: run_program(stack_config(stack), stack) for stack in EXAMPLE_STACKS}
+
+
+def aks_image_owned() -> dict[str, str]:
+    """The AKS prod stack with image-owned drivers: two node-image generations on the H100 pool."""
+    config = edited("prod", "driver", lambda d: d.update(owner="image"))
+
+    def generations(pools: list[dict]) -> None:
+        del pools[:2]
+        pools[0]["rollout"]["released"] = True
+        pools[0]["generations"] = [
+            {"id": 1, "driverVersion": "570.195.03", "nodeImageVersion": "202510.14.0"},
+            {"id": 2, "driverVersion": "580.173.02", "nodeImageVersion": "202511.21.0"},
+        ]
+
+    config = change(config, "nodePools", generations)
+    return change(config, "models", lambda models: models.__setitem__(slice(None), models[:1]))

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import contextvars
+import json
+import os
+
+import pulumi
 import pytest
 
-from preview.run import ProgramRun, run_program
+from preview.run import ProgramRun, RecordingMocks, run_program
 from spec import labels
-from tests.conftest import edited
+from spec.load import runtime_config, spec_from_config
+from tests.conftest import aks_image_owned, edited, stack_config
 
 AGENT_POOL = "azure-native:containerservice:AgentPool"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -233,3 +239,78 @@ def test_eks_outputs_show_per_pool_images(rendered: dict[str, ProgramRun]) -> No
 @pytest.mark.parametrize("stack", ["canary", "prod", "eks-canary", "eks-prod"])
 def test_every_stack_exports_the_contract_outputs(rendered: dict[str, ProgramRun], stack: str) -> None:
     assert set(rendered[stack].outputs) == {"stage", "driverVersion", "pools", "releasedPools", "heldPools"}
+
+
+# ---------------------------------------------------------------- ordering: what waits for what
+
+
+def _waits_for(run: ProgramRun, type_token: str, name: str) -> set[str]:
+    (resource,) = [r for r in run.of_type(type_token) if r.name == name]
+    return {urn.split("::")[-1] for urn in resource.dependencies}
+
+
+def test_nothing_touches_nodes_before_every_pdb_exists(rendered: dict[str, ProgramRun]) -> None:
+    run = rendered["prod"]
+    pdbs = {r.name for r in run.of_type(PDB)}
+    for type_token in (AGENT_POOL, CLUSTER_POLICY, NVIDIA_DRIVER):
+        for resource in run.of_type(type_token):
+            assert pdbs <= _waits_for(run, type_token, resource.name), resource.name
+
+
+def test_driver_policy_waits_for_the_pools_and_each_pool_driver_for_its_pool(rendered: dict[str, ProgramRun]) -> None:
+    run = rendered["prod"]
+    # A pool held in the same change must carry its skip label before a new driver version lands.
+    assert {"gput4", "gpua100", "gpuh100"} <= _waits_for(run, CLUSTER_POLICY, "cluster-policy")
+    waits = _waits_for(run, NVIDIA_DRIVER, "gpu-gpua100")
+    assert {"gpua100", "cluster-policy"} <= waits and "gpuh100" not in waits
+
+
+# ---------------------------------------------------------------- AKS image-owned generations
+
+
+def test_aks_image_owned_pools_install_the_image_driver_per_generation() -> None:
+    run = run_program(aks_image_owned(), "prod")
+    pools = by_name(run, AGENT_POOL)
+    assert sorted(pools) == ["gpuh100g1", "gpuh100g2"]
+    for name, pool in pools.items():
+        assert pool["gpuProfile"] == {"driver": "Install"}
+        assert pool["agentPoolName"] == name
+    assert pools["gpuh100g2"]["tags"][labels.TAG_NODE_IMAGE] == "202511.21.0"
+    assert pools["gpuh100g2"]["tags"][labels.TAG_IMAGE_DRIVER] == "580.173.02"
+    (patch,) = run.of_type(CLUSTER_POLICY)
+    assert patch.inputs["spec"]["driver"] == {"enabled": False}
+    assert patch.inputs["spec"]["toolkit"] == {"enabled": True}  # AKS images carry the driver only
+    assert not run.of_type(NVIDIA_DRIVER)
+
+
+def test_eks_capacity_block_pool_uses_its_launch_template(rendered: dict[str, ProgramRun]) -> None:
+    group = by_name(rendered["eks-prod"], NODE_GROUP)["gpu-h100-g1"]
+    assert group["launchTemplate"] == {"id": "lt-0c4f2a9b7d1e35a60", "version": "3"}
+    assert "diskSize" not in group  # EKS refuses diskSize beside a launch template
+
+
+# ---------------------------------------------------------------- the engine's config path
+
+
+def test_program_reads_config_the_way_the_engine_passes_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Python language host hands the program its config as the PULUMI_CONFIG JSON variable."""
+    monkeypatch.setenv("PULUMI_CONFIG", json.dumps(stack_config("prod")))
+    # A fresh context: no config set by an earlier run_program, only what the engine's variable carries.
+    seen = contextvars.Context().run(runtime_config)
+    assert spec_from_config(seen) == spec_from_config(stack_config("prod"))
+
+
+def test_offline_preview_ignores_an_ambient_engine_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    ambient = edited("prod", "driver", lambda d: d.update(version="595.91.07"))
+    monkeypatch.setenv("PULUMI_CONFIG", json.dumps(ambient))
+    run = run_program(stack_config("prod"), "prod")
+    assert by_name(run, NVIDIA_DRIVER)["gpu-gput4"]["spec"]["version"] == "580.173.02"
+    assert json.loads(os.environ["PULUMI_CONFIG"]) == ambient  # restored afterwards
+
+
+def test_the_preview_refuses_two_resources_with_one_name() -> None:
+    mocks = RecordingMocks()
+    args = pulumi.runtime.MockResourceArgs("kubernetes:policy/v1:PodDisruptionBudget", "x", {}, custom=True)
+    mocks.new_resource(args)
+    with pytest.raises(ValueError, match="duplicate resource"):
+        mocks.new_resource(args)

@@ -77,7 +77,7 @@ def test_nvidia_drivers_validate_against_the_operator_crd(operator: str) -> None
 
 
 @needs_crds
-def test_crd_validation_catches_the_helm_key_name(rendered: dict[str, ProgramRun]) -> None:
+def test_crd_schema_knows_pod_deletion_and_rejects_bad_values(rendered: dict[str, ProgramRun]) -> None:
     (driver, *_) = _nvidia_drivers(rendered["prod"])
     policy = driver["spec"]["upgradePolicy"]
     policy["gpuPodDeletion"] = policy.pop("podDeletion")

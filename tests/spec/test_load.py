@@ -9,7 +9,7 @@ import pytest
 
 from spec.load import SpecError, config_strings, load_stack_file, read_stack_file, spec_from_config
 from spec.model import ClusterPolicyMode, DriverOwner, Stage
-from tests.conftest import EXAMPLE_STACKS, PROJECT_DIR, edited, stack_config
+from tests.conftest import EXAMPLE_STACKS, PROJECT_DIR, aks_image_owned, change, edited, stack_config
 
 
 def problems_of(config: dict[str, str]) -> list[str]:
@@ -160,8 +160,19 @@ def test_aks_pool_names_follow_aks_rules(bad: str) -> None:
 
 
 def test_eks_generation_suffix_counts_toward_name_rules() -> None:
-    config = edited("eks-prod", "nodePools", lambda pools: pools[0].update(name="gpu a10g"))
-    assert_problem(config, "gpu-driver-upgrade:nodePools[0].name", "EKS node group name")
+    # 61 characters are a valid node group name; with the generation suffix "-g4" they are not.
+    long_name = "gpu-a10g-" + "x" * 52
+    models = lambda ms: [m.update(nodePools=[long_name if p == "gpu-a10g" else p for p in m["nodePools"]]) for m in ms]
+    config = edited("eks-prod", "nodePools", lambda pools: pools[0].update(name=long_name))
+    config = change(config, "models", models)
+    assert_problem(config, "gpu-driver-upgrade:nodePools[0].name", "EKS node group name", long_name + "-g4")
+
+
+def test_aks_generation_suffix_counts_toward_the_12_characters() -> None:
+    config = aks_image_owned()
+    spec_from_config(config)  # "gpuh100" + "g2" fits
+    config = change(config, "nodePools", lambda pools: pools[0].update(name="gpuh100abcd"))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[0].name", "AKS", "gpuh100abcdg1")
 
 
 @pytest.mark.parametrize("field", ["nodeCount", "gpusPerNode"])
@@ -285,3 +296,108 @@ def test_cluster_policy_mode_of_examples() -> None:
         "eks-canary": ClusterPolicyMode.EXTERNAL,
         "eks-prod": ClusterPolicyMode.HELM,
     }
+
+
+# ---------------------------------------------------------------- review findings: real-cloud constraints
+
+
+@pytest.mark.parametrize("bad", ["gput4x\n", "gpu\nt4"])
+def test_names_with_newlines_are_refused(bad: str) -> None:
+    config = edited("prod", "nodePools", lambda pools: pools[0].update(name=bad))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[0].name", "AKS")
+
+
+@pytest.mark.parametrize("bad", ["25%\n", "1\n"])
+def test_min_available_with_a_newline_is_refused(bad: str) -> None:
+    config = edited("prod", "models", lambda models: models[0].update(minAvailable=bad))
+    assert_problem(config, "gpu-driver-upgrade:models[0].minAvailable", "minAvailable")
+
+
+def test_capacity_block_needs_a_launch_template() -> None:
+    config = edited("eks-prod", "nodePools", lambda pools: pools[2]["eks"].pop("launchTemplate"))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[2].eks.launchTemplate", "CAPACITY_BLOCK")
+
+
+def test_launch_template_version_is_pinned() -> None:
+    config = edited("eks-prod", "nodePools", lambda pools: pools[2]["eks"]["launchTemplate"].update(version="$Latest"))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[2].eks.launchTemplate.version", "pattern")
+
+
+def test_operator_owned_eks_pools_pin_their_ami_release() -> None:
+    def operator_owned(pools: list[dict]) -> None:
+        for pool in pools:
+            pool.pop("generations")
+            pool["eks"]["amiType"] = "AL2023_x86_64_STANDARD"
+
+    config = change(edited("eks-prod", "driver", lambda d: d.update(owner="operator")), "nodePools", operator_owned)
+    assert_problem(config, "gpu-driver-upgrade:nodePools[0].eks.releaseVersion", "newest AMI")
+
+
+def test_image_owned_pool_on_a_plain_ami_has_no_driver_at_all() -> None:
+    config = edited("eks-prod", "nodePools", lambda pools: pools[0]["eks"].update(amiType="AL2023_x86_64_STANDARD"))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[0].eks.amiType", "no driver would be installed")
+
+
+def test_precompiled_drivers_are_pinned_by_branch() -> None:
+    config = edited("prod", "gpuOperator", lambda o: o.update(usePrecompiled=True))
+    assert_problem(config, "gpu-driver-upgrade:driver.version", "tagged by branch", '"580"')
+
+
+def test_generation_driver_must_be_an_exact_release() -> None:
+    config = edited("eks-prod", "nodePools", lambda pools: pools[1]["generations"][0].update(driverVersion="570"))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[1].generations[0].driverVersion", "exact release")
+
+
+def test_fabric_manager_version_must_be_an_exact_release() -> None:
+    config = edited("prod", "nodePools", lambda pools: pools[2].update(fabricManager="host", fabricManagerVersion="570"))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[2].fabricManagerVersion", "give a release")
+
+
+def test_held_pools_need_a_previous_version() -> None:
+    config = edited("prod", "driver", lambda d: d.pop("previousVersion"))
+    assert_problem(config, "gpu-driver-upgrade:driver.previousVersion", "gpua100, gpuh100")
+
+
+def test_held_image_pool_cannot_already_run_the_target() -> None:
+    def new_generation(pools: list[dict]) -> None:
+        pools[2]["generations"].append({"id": 2, "driverVersion": "580.173.02", "releaseVersion": "1.33.5-20251120"})
+
+    config = edited("eks-prod", "nodePools", new_generation)
+    assert_problem(config, "gpu-driver-upgrade:nodePools[2].generations", "is held", "580.173.02")
+
+
+@pytest.mark.parametrize("surge", ["0", 0, "0%"])
+def test_aks_surge_of_zero_is_refused(surge: object) -> None:
+    config = edited("prod", "nodePools", lambda pools: pools[0]["aks"].update(maxSurge=surge))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[0].aks.maxSurge", "at least 1")
+
+
+def test_pools_whose_kubernetes_names_collide() -> None:
+    def twin(pools: list[dict]) -> None:
+        pools.append({**pools[1], "name": "gpu_l40s"})
+
+    config = edited("eks-prod", "nodePools", twin)
+    assert_problem(config, "gpu-driver-upgrade:nodePools[3].name", "'gpu-l40s' and 'gpu_l40s'")
+
+
+def test_models_whose_budget_names_collide() -> None:
+    def twins(models: list[dict]) -> None:
+        models.append({**models[0], "namespace": "inference-llm", "name": "chat"})
+        models.append({**models[0], "namespace": "inference", "name": "llm-chat"})
+
+    config = edited("prod", "models", twins)
+    found = problems_of(config)
+    assert any("collide" in p for p in found), found
+
+
+def test_yaml_dates_stay_strings(tmp_path: Path) -> None:
+    text = (PROJECT_DIR / "Pulumi.prod.yaml").read_text().replace("changeTicket: CHG-20261209-0077", "changeTicket: 2026-12-09")
+    path = tmp_path / "Pulumi.prod.yaml"
+    path.write_text(text)
+    assert load_stack_file(path).changeTicket == "2026-12-09"
+
+
+def test_a_scalar_that_looks_like_json_is_a_string() -> None:
+    config = stack_config("prod")
+    config["gpu-driver-upgrade:changeTicket"] = "[CHG-1] window"
+    assert spec_from_config(config).changeTicket == "[CHG-1] window"
