@@ -24,16 +24,14 @@ def _replicas(deployment: Obj) -> int:
 def pdb_min_available(pdb: Obj, replicas: int) -> int:
     """Pods a live PDB keeps available out of ``replicas``, as the disruption controller computes it.
 
-    ``maxUnavailable`` wins when present (replicas minus the scaled value, percentages rounded UP),
-    else ``minAvailable`` (percentages rounded UP); a PDB with neither protects nothing. Arithmetic
-    from :mod:`spec.capacity`.
+    ``capacity.pdb_disruptions_allowed`` does the arithmetic (``maxUnavailable`` or ``minAvailable``,
+    percentages rounded UP; neither protects nothing); this is ``replicas`` minus what it allows.
     """
     spec = pdb.get("spec") or {}
-    if spec.get("maxUnavailable") is not None:
-        return max(0, replicas - capacity.scaled_value(spec["maxUnavailable"], replicas, round_up=True))
-    if spec.get("minAvailable") is not None:
-        return capacity.min_available_replicas(spec["minAvailable"], replicas)
-    return 0
+    max_unavailable = spec.get("maxUnavailable")
+    # The API refuses a PDB with both; should one come through, maxUnavailable wins, as in the controller.
+    min_available = spec.get("minAvailable") if max_unavailable is None else None
+    return replicas - capacity.pdb_disruptions_allowed(min_available, max_unavailable, replicas)
 
 
 def workload_min_available(inv: Inventory, deployment: Obj) -> int:
