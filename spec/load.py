@@ -16,7 +16,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from spec.model import PROJECT, FleetSpec, _LocatedError
+from spec.base import LocatedError
+from spec.model import PROJECT, FleetSpec
 
 TOP_LEVEL_KEYS = tuple(FleetSpec.model_fields)
 SCALAR_KEYS = frozenset({"stage", "changeTicket"})  # plain strings; every other key is an object or a list
@@ -67,7 +68,7 @@ def _problems(error: ValidationError) -> list[SpecProblem]:
         loc = tuple(line["loc"])
         message = line["msg"]
         cause = (line.get("ctx") or {}).get("error")
-        if isinstance(cause, _LocatedError):
+        if isinstance(cause, LocatedError):
             loc, message = loc + cause.path, cause.message
         elif line["type"] == "extra_forbidden":
             message = "unknown key (check its spelling against docs/config.md)"

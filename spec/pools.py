@@ -1,0 +1,110 @@
+"""GPU node pools in the FleetSpec: cloud fields, rollout wave and, for image-owned drivers, generations."""
+
+from __future__ import annotations
+
+from typing import Literal, Self
+
+from pydantic import Field, StrictBool, field_validator, model_validator
+
+from spec.base import NonNegativeInt, PositiveInt, SpecModel, at, int_or_percent
+from spec.versions import DriverVersion, ImageRelease
+
+
+class AksPool(SpecModel):
+    vmSize: str = Field(pattern=r"^Standard_[A-Za-z0-9_]+$", description="Azure VM size, e.g. Standard_NC40ads_H100_v5.")
+    osSku: Literal["Ubuntu", "Ubuntu2204", "AzureLinux", "AzureLinux3"] = "Ubuntu"
+    maxSurge: str = Field("1", description="Extra nodes during a node-image upgrade (count or percent).")
+    drainTimeoutMinutes: PositiveInt = Field(30, description="How long AKS waits on PDBs per node.")
+    nodeSoakMinutes: NonNegativeInt = Field(0, description="Wait after draining a node before reimaging it.")
+    availabilityZones: list[str] | None = None
+
+    @field_validator("maxSurge", mode="before")
+    @classmethod
+    def _surge(cls, value: object) -> str:
+        # The AKS API takes maxSurge as a string: "1" or "33%".
+        if isinstance(value, str) and value.isdigit():
+            value = int(value)
+        surge = int_or_percent(value, "maxSurge")
+        if surge in (0, "0%"):
+            raise ValueError("maxSurge must be at least 1 (or 1%): AKS refuses a rolling upgrade with neither surge nor unavailable nodes")
+        return str(surge)
+
+
+class LaunchTemplate(SpecModel):
+    id: str = Field(pattern=r"^lt-[0-9a-f]{8,17}$", description="Launch template id, e.g. lt-0abc1234def567890.")
+    version: str = Field(pattern=r"^[1-9][0-9]*$", description="Pinned launch template version (a number, not $Latest).")
+
+
+class EksPool(SpecModel):
+    instanceTypes: list[str] = Field(min_length=1, description="EC2 instance types, e.g. [p5.48xlarge].")
+    amiType: Literal[
+        "AL2023_x86_64_NVIDIA", "BOTTLEROCKET_x86_64_NVIDIA", "AL2023_x86_64_STANDARD", "BOTTLEROCKET_x86_64"
+    ] | None = Field(None, description="Defaults by driver owner: NVIDIA AMI for image, standard for operator.")
+    maxUnavailable: PositiveInt = Field(1, description="updateConfig.maxUnavailable of the node group.")
+    updateStrategy: Literal["DEFAULT", "MINIMAL"] = "DEFAULT"
+    diskSize: PositiveInt = 200
+    capacityType: Literal["ON_DEMAND", "CAPACITY_BLOCK", "SPOT"] = "ON_DEMAND"
+    releaseVersion: ImageRelease | None = Field(None, description="Pinned AMI release (required for operator-owned pools).")
+    launchTemplate: LaunchTemplate | None = Field(None, description="Required with capacityType CAPACITY_BLOCK.")
+
+    @model_validator(mode="after")
+    def _capacity_block(self) -> Self:
+        if self.capacityType == "CAPACITY_BLOCK" and self.launchTemplate is None:
+            raise at(
+                ("launchTemplate",),
+                "capacityType CAPACITY_BLOCK needs a launch template that names the capacity reservation "
+                "(EKS creates Capacity Block node groups only from a custom launch template)",
+            )
+        return self
+
+
+class Generation(SpecModel):
+    """One node-pool generation of an image-owned pool: a pool (or node group) on one node image."""
+
+    id: PositiveInt
+    driverVersion: DriverVersion = Field(description="Driver the node image ships.")
+    releaseVersion: ImageRelease | None = Field(None, description="EKS AMI releaseVersion.")
+    nodeImageVersion: ImageRelease | None = Field(None, description="AKS node image version (recorded).")
+    retired: StrictBool = Field(False, description="True once the next generation ran clean for the soak time.")
+
+
+class PoolRollout(SpecModel):
+    wave: NonNegativeInt = Field(0, description="Order in which prod pools are released; lowest first.")
+    released: StrictBool = Field(False, description="False keeps the skip label on and the old driver pinned.")
+
+
+class NodePool(SpecModel):
+    name: str = Field(description="Pool name as the cloud spells it.")
+    role: Literal["canary", "serving", "batch"] = "serving"
+    gpuProduct: str = Field(min_length=1, description="GFD nvidia.com/gpu.product, e.g. NVIDIA-H100-80GB-HBM3.")
+    gpusPerNode: PositiveInt
+    nodeCount: PositiveInt
+    nvswitch: StrictBool = Field(False, description="HGX/DGX NVSwitch system (needs Fabric Manager).")
+    fabricManager: Literal["driver-container", "image", "host"] | None = Field(
+        None, description="Where Fabric Manager comes from; defaults by driver owner."
+    )
+    fabricManagerVersion: DriverVersion | None = Field(
+        None, description="Version of a host-installed Fabric Manager; must equal the pool's driver exactly."
+    )
+    rollout: PoolRollout = PoolRollout()
+    aks: AksPool | None = None
+    eks: EksPool | None = None
+    generations: list[Generation] | None = Field(None, description="Image-owned pools only: live generations.")
+
+    @property
+    def live_generations(self) -> list[Generation]:
+        return [g for g in self.generations or [] if not g.retired]
+
+    @property
+    def newest_generation(self) -> Generation | None:
+        gens = self.generations or []
+        return max(gens, key=lambda g: g.id) if gens else None
+
+    def cloud_name(self, generation: Generation | None = None) -> str:
+        """Name of the cloud pool: generations get a suffix so old and new can run side by side."""
+        if generation is None:
+            return self.name
+        sep = "" if self.aks is not None else "-"
+        return f"{self.name}{sep}g{generation.id}"
+
+
