@@ -19,6 +19,7 @@ plan: venv
 	$(BIN)/gpu-rollout plan --stack $(STACK)
 
 test: venv
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n auto -q
 
 clean:

@@ -6,7 +6,6 @@ the key path and what is wrong).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -27,7 +26,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # messages keep their lines whatever the terminal width
 
 
 @app.callback()

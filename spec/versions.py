@@ -96,11 +96,6 @@ def parse_driver(driver_version: object) -> tuple[int, ...] | None:
     return tuple(int(part) for part in match.groups() if part is not None)
 
 
-def driver_branch(driver_version: str) -> int:
-    """The branch number of a driver version: ``580.173.02`` -> 580."""
-    return int(driver_version.split(".", 1)[0])
-
-
 def driver_key(driver_version: str) -> tuple[int, ...]:
     """A sortable key for driver versions; a bare branch sorts before every release in it."""
     return tuple(int(part) for part in driver_version.split("."))
