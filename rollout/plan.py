@@ -12,12 +12,34 @@ from rich.table import Table
 from policy.evaluate import Violation, evaluate, from_registered, load_config, mandatory
 from preview.run import ProgramRun, run_program
 from preview.summary import review_fields
-from spec.load import read_stack_file
+from spec.load import SpecError, SpecProblem, load_stack_file, read_stack_file, spec_from_config, stack_file
+from spec.model import PROJECT
+from spec.ownership import shared_objects
 
 
-def run(stack: str, stack_file: Path) -> ProgramRun:
-    """Render ``stack`` from ``stack_file``; SpecError propagates for the caller to report (exit 2)."""
-    return run_program(read_stack_file(stack_file), stack)
+def run(stack: str, path: Path) -> ProgramRun:
+    """Render ``stack`` from its stack file; SpecError propagates for the caller to report (exit 2)."""
+    config = read_stack_file(path)
+    check_ownership(config, path)
+    return run_program(config, stack)
+
+
+def check_ownership(config: dict[str, str], path: Path) -> None:
+    """A stack promoted from a canary stack on the same cluster must own none of the canary's objects."""
+    spec = spec_from_config(config, source=str(path))
+    if spec.promotion is None:
+        return
+    canary_path = stack_file(path.parent, spec.promotion.canaryStack)
+    if not canary_path.is_file():
+        return  # the canary stack lives elsewhere (another repo or cluster): nothing to compare here
+    shared = shared_objects(spec, load_stack_file(canary_path))
+    if shared:
+        raise SpecError(
+            [SpecProblem(f"{PROJECT}:promotion.canaryStack",
+                         f"this stack and '{spec.promotion.canaryStack}' both own {', '.join(shared)} on cluster "
+                         f"{spec.cluster.name}; each object needs one owner (see gpuOperator.clusterPolicy: external)")],
+            source=str(path),
+        )
 
 
 def policy_report(result: ProgramRun) -> list[Violation]:

@@ -123,3 +123,13 @@ def test_python_dash_m_rollout_runs_the_same_command() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["stack"] == "canary"
+
+
+def test_a_prod_stack_sharing_objects_with_its_canary_stack_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.prod.yaml").write_text((PROJECT_DIR / "Pulumi.prod.yaml").read_text())
+    canary = (PROJECT_DIR / "Pulumi.canary.yaml").read_text().replace("clusterPolicy: external", "clusterPolicy: patch")
+    (tmp_path / "Pulumi.canary.yaml").write_text(canary)
+    code, out, err = plan("--stack", "prod", "--project-dir", str(tmp_path))
+    assert code == 2
+    assert out == ""
+    assert "gpu-driver-upgrade:promotion.canaryStack" in err and "ClusterPolicy cluster-policy" in err
