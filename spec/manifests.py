@@ -6,22 +6,16 @@ what is reviewed in a plan is exactly what `pulumi up` sends.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from spec import labels
-from spec.model import Cloud, DriverOwner, FleetSpec, Generation, Model, NodePool
+from spec.model import Cloud, DriverOwner, FleetSpec, Generation, Model, NodePool, kubernetes_name
 
 CLUSTER_POLICY_NAME = "cluster-policy"
 OPERATOR_CHART = "gpu-operator"
 OPERATOR_CHART_REPO = "https://helm.ngc.nvidia.com/nvidia"
 NVIDIA_DRIVER_API = "nvidia.com/v1alpha1"
 CLUSTER_POLICY_API = "nvidia.com/v1"
-
-
-def k8s_name(name: str) -> str:
-    """A cloud pool name as a Kubernetes object name (EKS allows '_' and capitals, Kubernetes does not)."""
-    return re.sub(r"[^a-z0-9-]", "-", name.lower()).strip("-")
 
 
 # ---------------------------------------------------------------- node pools
@@ -155,7 +149,7 @@ def helm_values(spec: FleetSpec) -> dict[str, Any]:
 
 
 def nvidia_driver_name(pool: NodePool) -> str:
-    return f"gpu-{k8s_name(pool.name)}"
+    return f"gpu-{kubernetes_name(pool.name)}"
 
 
 def nvidia_driver_spec(spec: FleetSpec, pool: NodePool) -> dict[str, Any]:

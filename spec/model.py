@@ -68,9 +68,9 @@ class Cluster(SpecModel):
     def _cloud_fields(self) -> Self:
         for cloud, block in ((Cloud.AKS, self.aks), (Cloud.EKS, self.eks)):
             if self.cloud == cloud and block is None:
-                raise ValueError(f"cloud is '{cloud}', so cluster.{cloud} must be set")
+                raise at((cloud.value,), f"cloud is '{cloud}', so cluster.{cloud} must be set")
             if self.cloud != cloud and block is not None:
-                raise ValueError(f"cluster.{cloud} is set but cloud is '{self.cloud}'")
+                raise at((cloud.value,), f"cluster.{cloud} is set but cloud is '{self.cloud}'")
         return self
 
 

@@ -26,8 +26,8 @@ _FLOATING = {"latest", "stable", "current", "default", "newest", "production", "
 def _refuse_numbers(value: Any) -> Any:
     if isinstance(value, bool) or isinstance(value, (int, float)):
         raise ValueError(
-            f"a version must be a quoted string; YAML read {value!r} as a number "
-            f"(write it in quotes, e.g. \"{value}\")"
+            f"a version must be a quoted string; YAML read {value!r} as a number, which may already have "
+            "lost digits (12.10 reads as 12.1): write the version in quotes exactly as intended"
         )
     if not isinstance(value, str):
         raise ValueError(f"a version must be a string, got {type(value).__name__}")

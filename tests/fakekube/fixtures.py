@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from spec import labels, manifests
-from spec.model import Cloud, DriverOwner, FleetSpec, Model, NodePool
+from spec.model import Cloud, DriverOwner, FleetSpec, Model, NodePool, kubernetes_name
 from tests.fakekube.server import FakeKube
 
 Obj = dict[str, Any]
@@ -54,7 +54,7 @@ def current_driver(spec: FleetSpec) -> str:
 
 def node_name(spec: FleetSpec, pool: NodePool, index: int) -> str:
     if spec.cluster.cloud == Cloud.EKS:
-        return f"ip-10-0-{index // 250}-{index % 250 + 1}.ec2.internal-{manifests.k8s_name(pool.name)}"
+        return f"ip-10-0-{index // 250}-{index % 250 + 1}.ec2.internal-{kubernetes_name(pool.name)}"
     return f"aks-{pool.name}-12345678-vmss{index:06x}"
 
 

@@ -195,7 +195,7 @@ def test_eks_block_on_aks_cluster_is_refused() -> None:
 
 def test_cluster_needs_fields_of_its_cloud() -> None:
     config = edited("eks-prod", "cluster", lambda c: c.pop("eks"))
-    assert_problem(config, "gpu-driver-upgrade:cluster", "cluster.eks must be set")
+    assert_problem(config, "gpu-driver-upgrade:cluster.eks", "cluster.eks must be set")
     config = edited("eks-prod", "cluster", lambda c: c["eks"].pop("nodeRoleArn"))
     assert_problem(config, "gpu-driver-upgrade:cluster.eks.nodeRoleArn", "required")
 
