@@ -4,12 +4,15 @@ VENV := .venv
 BIN := $(VENV)/bin
 STACK ?= canary
 
-.PHONY: plan test venv clean
+.PHONY: plan test bench constraints venv clean
 
-$(BIN)/gpu-rollout: pyproject.toml
+PIP := $(BIN)/python -m pip --disable-pip-version-check
+
+# Pins: direct dependencies in pyproject.toml, every transitive one in constraints.txt.
+$(BIN)/gpu-rollout: pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(PIP) install --quiet pip==26.3
+	$(PIP) install --quiet -c constraints.txt -e '.[test]'
 	touch $@
 
 venv: $(BIN)/gpu-rollout
@@ -21,6 +24,17 @@ plan: venv
 test: venv
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n auto -q
+
+# How preflight scales with the fleet: API calls and seconds at 10, 100 and 1,000 nodes.
+bench: venv
+	$(BIN)/python -m benchmarks.checks_scale
+
+# Re-pin every transitive dependency after a change to pyproject.toml.
+constraints:
+	rm -rf .venv-pins && $(PYTHON) -m venv .venv-pins
+	.venv-pins/bin/python -m pip install --quiet pip==26.3 && .venv-pins/bin/python -m pip install --quiet -e '.[test]'
+	(head -2 constraints.txt; .venv-pins/bin/python -m pip freeze --exclude-editable) > constraints.txt.new
+	mv constraints.txt.new constraints.txt && rm -rf .venv-pins
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

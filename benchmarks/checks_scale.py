@@ -16,7 +16,7 @@ from pathlib import Path
 
 from checks import kube as k
 from checks.preflight import run_preflight
-from preview.run import PROJECT_DIR
+from preview.run import SOURCE_DIR
 from spec.load import read_stack_file, spec_from_config
 from spec.model import FleetSpec
 from tests.fakekube.fixtures import seed
@@ -27,7 +27,7 @@ PODS_PER_NODE = 10
 
 def prod_with(nodes: int) -> FleetSpec:
     """The prod stack with its pools scaled to ``nodes`` GPU nodes in all (a quarter, a half, a quarter)."""
-    config = read_stack_file(PROJECT_DIR / "Pulumi.prod.yaml")
+    config = read_stack_file(SOURCE_DIR / "Pulumi.prod.yaml")
     pools = json.loads(config["gpu-driver-upgrade:nodePools"])
     quarter = max(1, nodes // 4)
     for pool, count in zip(pools, (quarter, nodes - 2 * quarter, quarter)):

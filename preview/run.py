@@ -21,8 +21,19 @@ from pulumi.runtime.mocks import MockMonitor
 
 from spec.model import PROJECT
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
-PROGRAM = PROJECT_DIR / "__main__.py"
+SOURCE_DIR = Path(__file__).resolve().parent.parent  # the checkout this package runs from
+
+
+def default_project_dir() -> Path:
+    """The Pulumi project to preview: the current folder when it is one, else this package's checkout."""
+    for candidate in (Path.cwd(), SOURCE_DIR):
+        if (candidate / "Pulumi.yaml").is_file():
+            return candidate
+    return Path.cwd()
+
+
+PROJECT_DIR = default_project_dir()
+PROGRAM_FILE = "__main__.py"
 
 
 @dataclass(frozen=True)
@@ -101,7 +112,7 @@ class ProgramRun:
         }
 
 
-def run_program(config: dict[str, str], stack: str, program: Path = PROGRAM) -> ProgramRun:
+def run_program(config: dict[str, str], stack: str, program: Path = SOURCE_DIR / PROGRAM_FILE) -> ProgramRun:
     """Run ``program`` under mocks with ``config`` (engine-style strings) and return what it registered.
 
     Exceptions the program raises (a SpecError for bad config) propagate unchanged.

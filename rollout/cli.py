@@ -41,7 +41,7 @@ StackFileOption = Annotated[
 ]
 ProjectDirOption = Annotated[
     Path,
-    typer.Option("--project-dir", envvar="GPU_ROLLOUT_PROJECT_DIR", help="Folder holding Pulumi.<stack>.yaml."),
+    typer.Option("--project-dir", envvar="GPU_ROLLOUT_PROJECT_DIR", help="The Pulumi project: Pulumi.yaml, __main__.py and Pulumi.<stack>.yaml (default: this folder if it is one)."),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 
@@ -75,7 +75,7 @@ def plan(
 
     name, path = resolve_stack(stack, stack_file_path, project_dir)
     try:
-        code = plan_verb.execute(name, path, as_json=as_json)
+        code = plan_verb.execute(name, path, as_json=as_json, project_dir=project_dir)
     except SpecError as error:
         fail_invalid(error)
         return

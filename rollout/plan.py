@@ -10,18 +10,22 @@ from rich.console import Console
 from rich.table import Table
 
 from policy.evaluate import Violation, evaluate, from_registered, load_config, mandatory
-from preview.run import ProgramRun, run_program
+from preview.run import PROGRAM_FILE, ProgramRun, run_program
 from preview.summary import review_fields
 from spec.load import SpecError, SpecProblem, load_stack_file, read_stack_file, spec_from_config, stack_file
 from spec.model import PROJECT
 from spec.ownership import shared_objects
 
 
-def run(stack: str, path: Path) -> ProgramRun:
-    """Render ``stack`` from its stack file; SpecError propagates for the caller to report (exit 2)."""
+def run(stack: str, path: Path, project_dir: Path) -> ProgramRun:
+    """Render ``stack`` from its stack file with the project's program; SpecError means exit 2."""
+    program = project_dir / PROGRAM_FILE
+    if not program.is_file():
+        raise SpecError([SpecProblem("--project-dir", f"no Pulumi program {program}: run from the project "
+                                     "folder (the one with Pulumi.yaml) or pass --project-dir")])
     config = read_stack_file(path)
     check_ownership(config, path)
-    return run_program(config, stack)
+    return run_program(config, stack, program)
 
 
 def check_ownership(config: dict[str, str], path: Path) -> None:
@@ -83,9 +87,9 @@ def render_table(result: ProgramRun, console: Console) -> None:
     )
 
 
-def execute(stack: str, stack_file: Path, as_json: bool) -> int:
+def execute(stack: str, stack_file: Path, as_json: bool, project_dir: Path) -> int:
     """Render, run the policies, print (table or one JSON document); 1 on a mandatory violation."""
-    result = run(stack, stack_file)
+    result = run(stack, stack_file, project_dir)
     violations = policy_report(result)
     if as_json:
         sys.stdout.write(render_json(result, violations) + "\n")

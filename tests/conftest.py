@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from preview.run import PROJECT_DIR, ProgramRun, run_program
+from preview.run import SOURCE_DIR, ProgramRun, run_program
 from spec.load import read_stack_file
 
+PROJECT_DIR = SOURCE_DIR  # the checkout under test, whatever the current folder
 EXAMPLE_STACKS = ("canary", "prod", "eks-canary", "eks-prod")
 SHARED_CRDS = PROJECT_DIR.parent / "shared" / "reference" / "crds"
 

@@ -129,7 +129,29 @@ def test_a_prod_stack_sharing_objects_with_its_canary_stack_exits_2(tmp_path: Pa
     (tmp_path / "Pulumi.prod.yaml").write_text((PROJECT_DIR / "Pulumi.prod.yaml").read_text())
     canary = (PROJECT_DIR / "Pulumi.canary.yaml").read_text().replace("clusterPolicy: external", "clusterPolicy: patch")
     (tmp_path / "Pulumi.canary.yaml").write_text(canary)
-    code, out, err = plan("--stack", "prod", "--project-dir", str(tmp_path))
+    code, out, err = plan("--stack-file", str(tmp_path / "Pulumi.prod.yaml"))
     assert code == 2
     assert out == ""
     assert "gpu-driver-upgrade:promotion.canaryStack" in err and "ClusterPolicy cluster-policy" in err
+
+
+def test_a_folder_without_the_program_exits_2_naming_project_dir(tmp_path: Path) -> None:
+    code, out, err = plan("--stack-file", str(PROJECT_DIR / "Pulumi.canary.yaml"), "--project-dir", str(tmp_path))
+    assert code == 2
+    assert out == ""
+    assert "--project-dir" in err and "no Pulumi program" in err
+
+
+def test_plan_finds_the_project_from_the_current_folder(tmp_path: Path) -> None:
+    # A copy of the project elsewhere: plan reads that folder's stacks and program, not the checkout's.
+    for name in ("Pulumi.yaml", "__main__.py"):
+        (tmp_path / name).write_text((PROJECT_DIR / name).read_text())
+    text = (PROJECT_DIR / "Pulumi.canary.yaml").read_text().replace("nodeCount: 3", "nodeCount: 4")
+    (tmp_path / "Pulumi.canary.yaml").write_text(text)
+    result = subprocess.run(
+        [sys.executable, "-m", "rollout", "plan", "--stack", "canary", "--json"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    (pool,) = [r for r in json.loads(result.stdout)["resources"] if r["type"].endswith(":AgentPool")]
+    assert pool["inputs"]["count"] == 4
