@@ -13,6 +13,11 @@ that were not done.
 Each patched node is reported through ``on_change`` as soon as the patch succeeded, and a failure
 midway raises :class:`ChangeInterrupted` carrying what was changed before it, so the caller can show
 exactly what is on the cluster now.
+
+Only a stack whose GPU Operator owns the driver can be paused. Where the node image owns it
+(``driver.owner: image``) the operator's driver is disabled, so its skip label holds nothing back:
+both verbs raise :class:`ImageOwnedDriver` before any call to the cluster. Such a rollout is held by
+not adding a new generation, and rolled back by keeping the old generation live.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from checks.errors import ClusterError
 from checks.inventory import labels_of, meta, name_of, pool_selector
 from checks.nodestate import node_done, require_nodes
 from spec import labels
-from spec.model import FleetSpec
+from spec.model import DriverOwner, FleetSpec
 
 PAUSED_BY = f"{labels.DOMAIN}/paused-by"
 PAUSED_REASON = f"{labels.DOMAIN}/paused-reason"
@@ -45,6 +50,23 @@ class PauseReport:
     def as_json(self) -> dict[str, list[str]]:
         return {"changed": self.changed, "unchanged": self.unchanged, "foreign": self.foreign, "done": self.done,
                 "held": self.held}
+
+
+class ImageOwnedDriver(Exception):
+    """pause/resume on a stack whose node image owns the driver: nothing to do, and nothing was done."""
+
+    def __init__(self, verb: str) -> None:
+        super().__init__(
+            f"{verb}: the node image owns the driver on this stack (driver.owner: image): there is no operator "
+            f"upgrade to {verb}; hold the rollout by not adding a new generation, and roll back by keeping the "
+            "old generation live (retired: false)"
+        )
+
+
+def refuse_image_owned(spec: FleetSpec, verb: str) -> None:
+    """Raise :class:`ImageOwnedDriver` when the node image owns the stack's driver."""
+    if spec.driver.owner == DriverOwner.IMAGE:
+        raise ImageOwnedDriver(verb)
 
 
 class ChangeInterrupted(ClusterError):
@@ -74,6 +96,7 @@ def _patch(kube: k.Kube, verb: str, node: str, body: dict, report: PauseReport) 
 
 def pause(kube: k.Kube, spec: FleetSpec, stack: str, reason: str = "paused by gpu-rollout",
           on_change: OnChange = lambda action, node: None) -> PauseReport:
+    refuse_image_owned(spec, "pause")
     report = PauseReport()
     for node in _nodes(kube, spec, "pause"):
         name, node_labels = name_of(node), labels_of(node)
@@ -95,6 +118,7 @@ def pause(kube: k.Kube, spec: FleetSpec, stack: str, reason: str = "paused by gp
 
 def resume(kube: k.Kube, spec: FleetSpec, stack: str,
            on_change: OnChange = lambda action, node: None) -> PauseReport:
+    refuse_image_owned(spec, "resume")
     report = PauseReport()
     held = {p.name for p in spec.nodePools if spec.pool_held(p)}
     for node in _nodes(kube, spec, "resume"):

@@ -11,6 +11,21 @@ On a trigger the watch pauses the rollout (unless told not to); a pause that fai
 the trigger, never instead of it. In loop mode a poll that fails after the adapter's retries is
 reported and retried at the next interval; ``max_failed_polls`` consecutive failures end the watch.
 Time is injected (``clock``, ``sleep``), so tests never wait.
+
+On a stack whose node image owns the driver (``driver.owner: image``) none of that applies: there is
+no upgrade-state label to follow and no operator upgrade to pause. The watch then follows the pools
+by generation instead (:mod:`checks.generations`: its own snapshot, done rule, triggers and JSON
+shape) and, on a trigger, reports it and stops without writing anything.
+
+JSON of the operator snapshot (:meth:`Snapshot.as_json`; ``gpu-rollout watch --json`` adds ``"stack"``,
+``"paused"`` and ``"pauseError"``)::
+
+    {"owner": "operator", "at": <epoch seconds>,
+     "pools": [{"pool", "target", "held", "done", "total", "states": {"<upgrade state>" | "(none)": <nodes>}}],
+     "nodes": [{"name", "pool", "state", "driver", "done", "secondsInState", "skipped"}],
+     "models": [{"model": "ns/name", "available", "minAvailable", "replicas"}],
+     "operator": [{"kind", "name", "state"}], "events": [{"node", "message"}],
+     "triggers": [{"kind": "upgrade-failed" | "below-min-available" | "stuck", "subject", "message"}]}
 """
 
 from __future__ import annotations
@@ -19,17 +34,18 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any
 
 from checks import kube as k
 from checks.errors import ClusterError, GaveUpError, RetryableError
+from checks.generations import ImageSnapshot, take_image_snapshot
 from checks.inventory import labels_of, meta, name_of, pool_selector
 from checks.nodestate import node_done, node_driver_version, require_nodes
 from checks.pause import ChangeInterrupted, PauseReport, pause
-from spec import capacity, labels
-from spec.model import FleetSpec
+from checks.progress import StateTracker, Trigger, epoch, model_rows
+from spec import labels
+from spec.model import DriverOwner, FleetSpec
 
 FAILED = "upgrade-failed"
 IN_PROGRESS = ("cordon-required", "wait-for-jobs-required", "pod-deletion-required", "drain-required",
@@ -51,16 +67,6 @@ class NodeProgress:
         return {"name": self.name, "pool": self.pool, "state": self.state, "driver": self.driver, "done": self.done,
                 "secondsInState": None if self.seconds_in_state is None else round(self.seconds_in_state),
                 "skipped": self.skipped}
-
-
-@dataclass(frozen=True)
-class Trigger:
-    kind: str  # upgrade-failed | below-min-available | stuck
-    subject: str
-    message: str
-
-    def as_json(self) -> dict[str, str]:
-        return {"kind": self.kind, "subject": self.subject, "message": self.message}
 
 
 @dataclass
@@ -86,32 +92,9 @@ class Snapshot:
         return all(p["held"] or p["done"] == p["total"] for p in self.pools(spec))
 
     def as_json(self, spec: FleetSpec) -> dict[str, Any]:
-        return {"at": self.at, "pools": self.pools(spec), "nodes": [n.as_json() for n in self.nodes],
+        return {"owner": "operator", "at": self.at, "pools": self.pools(spec), "nodes": [n.as_json() for n in self.nodes],
                 "models": self.models, "operator": self.operator, "events": self.events,
                 "triggers": [t.as_json() for t in self.triggers]}
-
-
-@dataclass
-class StateTracker:
-    """When this watch first saw each node in its current state (survives across polls)."""
-
-    first_seen: dict[str, tuple[str, float]] = field(default_factory=dict)
-
-    def since(self, node: str, state: str, now: float) -> float:
-        seen = self.first_seen.get(node)
-        if seen is None or seen[0] != state:
-            self.first_seen[node] = (state, now)
-            return now
-        return seen[1]
-
-
-def _epoch(text: str | None) -> float | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 # k8s-operator-libs: "Successfully updated node state label to cordon-required"; older releases and the
@@ -126,7 +109,7 @@ def _entered_at(events: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
         if event.get("type", "Normal") != "Normal":
             continue
         match = _STATE_MESSAGE.search((event.get("message") or "").strip())
-        when = _epoch(event.get("lastTimestamp") or event.get("eventTime") or meta(event).get("creationTimestamp"))
+        when = epoch(event.get("lastTimestamp") or event.get("eventTime") or meta(event).get("creationTimestamp"))
         if match is None or when is None:
             continue
         key = ((event.get("involvedObject") or {}).get("name", ""), match.group(1))
@@ -140,7 +123,7 @@ def _label_written_at(node: dict[str, Any], key: str) -> float | None:
     for entry in meta(node).get("managedFields") or []:
         owned = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:labels") or {}
         if field_key in owned:
-            return _epoch(entry.get("time"))
+            return epoch(entry.get("time"))
     return None
 
 
@@ -174,23 +157,11 @@ def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: flo
         elif state in IN_PROGRESS and seconds is not None and seconds > stuck_after:
             triggers.append(Trigger("stuck", name, f"node {name} has been in {state} for {seconds / 60:.0f} min "
                                     f"(threshold {stuck_after / 60:.0f} min)"))
-    by_key = {f"{meta(d).get('namespace')}/{name_of(d)}": d for d in deployments}
-    models = []
-    for model in spec.models:
-        key = f"{model.namespace}/{model.name}"
-        deployment = by_key.get(key)
-        status = (deployment or {}).get("status") or {}
-        available = int(status.get("availableReplicas") or 0)
-        replicas = int(((deployment or {}).get("spec") or {}).get("replicas") or model.replicas)
-        minimum = capacity.min_available_replicas(model.minAvailable, replicas)
-        models.append({"model": key, "available": available, "minAvailable": minimum, "replicas": replicas})
-        if available < minimum:
-            triggers.append(Trigger("below-min-available", key, f"model {key} has {available} available "
-                                    f"replica(s), below its minAvailable {minimum}" +
-                                    ("" if deployment else " (Deployment not found)")))
+    models, model_triggers = model_rows(spec, deployments)
+    triggers += model_triggers
     operator = [{"kind": o.get("kind", kind), "name": name_of(o), "state": str((o.get("status") or {}).get("state", "?"))}
                 for kind, objs in (("ClusterPolicy", policies), ("NVIDIADriver", drivers)) for o in objs]
-    recent = sorted(events, key=lambda e: _epoch(e.get("lastTimestamp") or meta(e).get("creationTimestamp")) or 0)
+    recent = sorted(events, key=lambda e: epoch(e.get("lastTimestamp") or meta(e).get("creationTimestamp")) or 0)
     event_rows = [{"node": (e.get("involvedObject") or {}).get("name", ""), "message": e.get("message", "")}
                   for e in recent[-10:]]
     return Snapshot(now, progress, models, operator, event_rows, triggers)
@@ -198,7 +169,7 @@ def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: flo
 
 @dataclass
 class WatchOutcome:
-    snapshot: Snapshot
+    snapshot: Snapshot | ImageSnapshot
     paused: PauseReport | None  # set when the watch paused the rollout itself (partial if pause_error)
     pause_error: str | None = None  # the auto-pause failed: why (the trigger still stands)
 
@@ -215,19 +186,24 @@ def _retryable(error: ClusterError) -> bool:
 def watch(kube: k.Kube, spec: FleetSpec, stack: str, *, interval: float = 30.0, stuck_after: float = 3600.0,
           auto_pause: bool = True, once: bool = False, max_failed_polls: int = 5,
           clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
-          on_snapshot: Callable[[Snapshot], None] = lambda s: None,
+          on_snapshot: Callable[[Snapshot | ImageSnapshot], None] = lambda s: None,
           on_poll_error: Callable[[ClusterError, int], None] = lambda e, n: None) -> WatchOutcome:
     """Poll until a trigger fires (pause unless told not to), the rollout completes, or once.
+
+    On an image-owned stack the snapshot is :class:`checks.generations.ImageSnapshot` and a trigger
+    never pauses (there is no operator upgrade to hold): the outcome carries it with ``paused`` None.
 
     A failed poll raises at once with ``once`` or when the error is permanent (403, no nodes); otherwise
     it is reported through ``on_poll_error(error, consecutive_failures)`` and the watch raises only after
     ``max_failed_polls`` failures in a row.
     """
+    image_owned = spec.driver.owner == DriverOwner.IMAGE
+    poll = take_image_snapshot if image_owned else take_snapshot
     tracker = StateTracker()
     failures = 0
     while True:
         try:
-            snapshot = take_snapshot(kube, spec, tracker, clock(), stuck_after)
+            snapshot = poll(kube, spec, tracker, clock(), stuck_after)
         except ClusterError as error:
             failures += 1
             if once or not _retryable(error):
@@ -240,7 +216,7 @@ def watch(kube: k.Kube, spec: FleetSpec, stack: str, *, interval: float = 30.0, 
         failures = 0
         on_snapshot(snapshot)
         if snapshot.triggers:
-            if not auto_pause:
+            if not auto_pause or image_owned:
                 return WatchOutcome(snapshot, None)
             reason = "; ".join(t.message for t in snapshot.triggers)
             try:

@@ -1,4 +1,8 @@
-"""`gpu-rollout pause` / `resume`: hold back or release the stack's nodes with the skip label."""
+"""`gpu-rollout pause` / `resume`: hold back or release the stack's nodes with the skip label.
+
+On a stack whose node image owns the driver both refuse (exit 1, no call to the cluster) and say how
+such a rollout is held and rolled back instead.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import sys
 from rich.console import Console
 
 from checks import kube as k
-from checks.pause import ChangeInterrupted, PauseReport, pause, resume
+from checks.pause import ChangeInterrupted, ImageOwnedDriver, PauseReport, pause, resume
 from spec import labels
 from spec.model import FleetSpec
 
@@ -44,6 +48,12 @@ def execute(verb: str, stack: str, spec: FleetSpec, kube: k.Kube, as_json: bool,
             report = pause(kube, spec, stack, reason, on_change=changed)
         else:
             report = resume(kube, spec, stack, on_change=changed)
+    except ImageOwnedDriver as error:
+        if as_json:
+            sys.stdout.write(json.dumps({"stack": stack, "verb": verb, **PauseReport().as_json(),
+                                         "error": str(error)}, indent=2) + "\n")
+        Console(stderr=True).print(str(error), markup=False, highlight=False, soft_wrap=True)
+        return 1
     except ChangeInterrupted as error:
         if as_json:
             sys.stdout.write(json.dumps({"stack": stack, "verb": verb, **error.report.as_json(),

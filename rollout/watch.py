@@ -1,4 +1,8 @@
-"""`gpu-rollout watch`: follow the rollout, pause it on a trigger, exit 1 with the reason."""
+"""`gpu-rollout watch`: follow the rollout, pause it on a trigger, exit 1 with the reason.
+
+On a stack whose node image owns the driver it follows the pools by generation instead and, on a
+trigger, reports it and exits 1 without pausing anything (there is no operator upgrade to pause).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from rich.table import Table
 
 from checks import kube as k
 from checks.errors import ClusterError
+from checks.generations import ImageSnapshot, generation_title
 from checks.watch import Snapshot, watch
 from spec.model import FleetSpec
 
@@ -35,16 +40,49 @@ def snapshot_view(spec: FleetSpec, snapshot: Snapshot) -> Group:
     return Group(*parts)
 
 
+def image_view(spec: FleetSpec, snapshot: ImageSnapshot) -> Group:
+    """Pools by generation: nodes, Ready, schedulable and reported drivers per generation label."""
+    pools = Table(title="pools by generation", title_justify="left")
+    for column in ("pool", "target", "generation", "in spec", "nodes", "ready", "schedulable", "drivers"):
+        pools.add_column(column)
+    waiting: list[str] = []
+    for pool in snapshot.pools(spec):
+        status = "held" if pool["held"] else "done" if pool["done"] else "in progress"
+        for index, gen in enumerate(pool["generations"] or [None]):
+            first = index == 0
+            head = (f"{pool['pool']} ({status})" if first else "", pool["target"] if first else "")
+            if gen is None:
+                pools.add_row(*head, "-", "", "0", "0", "0", "")
+                continue
+            spec_text = gen["spec"] + (f" ({gen['specDriver']})" if gen["specDriver"] else "")
+            pools.add_row(*head, generation_title(gen["generation"]), spec_text, str(gen["nodes"]),
+                          str(gen["ready"]), str(gen["schedulable"]),
+                          ", ".join(f"{d}: {c}" for d, c in gen["drivers"].items()))
+        if not pool["held"]:
+            waiting += [f"{pool['pool']}: {reason}" for reason in pool["waiting"]]
+    models = Table(title="models", title_justify="left")
+    for column in ("model", "available", "minAvailable", "replicas"):
+        models.add_column(column)
+    for model in snapshot.models:
+        models.add_row(model["model"], str(model["available"]), str(model["minAvailable"]), str(model["replicas"]))
+    not_ready = [f"node {n.name} ({n.pool} {generation_title(n.generation)}) not Ready for "
+                 f"{(n.seconds_not_ready or 0) / 60:.1f} min" for n in snapshot.nodes if not n.ready]
+    parts: list[object] = [pools, models, "driver owner: node image (nothing to pause: progress is by generation)"]
+    parts += [f"waiting: {line}" for line in waiting] + not_ready
+    parts += [f"[bold red]TRIGGER[/] {t.message}" for t in snapshot.triggers]
+    return Group(*parts)
+
+
 def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, once: bool, interval: float, stuck_after: float,
             auto_pause: bool, as_json: bool, max_failed_polls: int = 5) -> int:
     console = Console(width=None if sys.stdout.isatty() else 160)
     errors = Console(stderr=True)
     live = Live(console=console, auto_refresh=False) if sys.stdout.isatty() and not as_json else None
 
-    def show(snapshot: Snapshot) -> None:
+    def show(snapshot: Snapshot | ImageSnapshot) -> None:
         if as_json:
             return
-        view = snapshot_view(spec, snapshot)
+        view = image_view(spec, snapshot) if isinstance(snapshot, ImageSnapshot) else snapshot_view(spec, snapshot)
         if live is not None:
             live.update(view, refresh=True)
         else:
@@ -63,13 +101,18 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, once: bool, interval: 
         if live is not None:
             live.stop()
     paused = outcome.paused
+    image_owned = isinstance(outcome.snapshot, ImageSnapshot)
     if as_json:
-        doc = {"stack": stack, **outcome.snapshot.as_json(spec), "paused": paused.as_json() if paused else None,
-               "pauseError": outcome.pause_error}
+        doc = {"stack": stack, **outcome.snapshot.as_json(spec)}
+        if not image_owned:
+            doc.update(paused=paused.as_json() if paused else None, pauseError=outcome.pause_error)
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     if outcome.triggered:
         reason = "; ".join(t.message for t in outcome.snapshot.triggers)
-        if outcome.pause_error is not None:
+        if image_owned:
+            what = ("nothing paused: the node image owns the driver; hold the rollout by not adding a new "
+                    "generation, roll back by keeping the old generation live (retired: false)")
+        elif outcome.pause_error is not None:
             what = (f"AUTO-PAUSE FAILED: {outcome.pause_error}; run `gpu-rollout pause --stack {stack}` "
                     "as soon as the cluster answers")
         elif paused is not None:
@@ -78,5 +121,6 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, once: bool, interval: 
             what = "not paused (--no-auto-pause)"
         errors.print(f"rollout stopped: {reason}; {what}", markup=False, highlight=False, soft_wrap=True)
     elif not as_json and outcome.snapshot.complete(spec):
-        console.print("rollout complete: every node of every released pool runs its target driver")
+        console.print("rollout complete: every node of every released pool runs its target driver"
+                      + (" (old generations gone or retired in the spec)" if image_owned else ""))
     return 1 if outcome.triggered else 0

@@ -5,6 +5,12 @@ Nodes carry what GFD, NFD and the GPU Operator put on real nodes (``nvidia.com/g
 upgrade-state label), allocatable ``nvidia.com/gpu`` and the pool labels this project adds. Helpers
 move nodes through the upgrade states the way the operator does (label plus a ``GPUDriverUpgrade``
 event).
+
+Image-owned pools with generations (``driver.owner: image``, EKS/AKS) are seeded as `pulumi up` of the
+spec leaves them: ``nodeCount`` nodes per *live* generation, each labelled with its generation and
+running the driver that generation's image ships (no upgrade-state label: the operator's driver is
+off). Helpers add or remove a generation's nodes and flip a node's Ready condition, as the cloud and
+the kubelet do during a blue/green move.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from spec import labels, manifests
-from spec.model import Cloud, DriverOwner, FleetSpec, Model, NodePool, kubernetes_name
+from spec.model import Cloud, DriverOwner, FleetSpec, Generation, Model, NodePool, kubernetes_name
 from tests.fakekube.server import FakeKube
 
 Obj = dict[str, Any]
@@ -52,16 +58,19 @@ def current_driver(spec: FleetSpec) -> str:
     return spec.driver.previousVersion or spec.driver.version
 
 
-def node_name(spec: FleetSpec, pool: NodePool, index: int) -> str:
+def node_name(spec: FleetSpec, pool: NodePool, index: int, generation: Generation | None = None) -> str:
+    cloud_pool = pool.cloud_name(generation)
     if spec.cluster.cloud == Cloud.EKS:
-        return f"ip-10-0-{index // 250}-{index % 250 + 1}.ec2.internal-{kubernetes_name(pool.name)}"
-    return f"aks-{pool.name}-12345678-vmss{index:06x}"
+        return f"ip-10-0-{index // 250}-{index % 250 + 1}.ec2.internal-{kubernetes_name(cloud_pool)}"
+    return f"aks-{cloud_pool}-12345678-vmss{index:06x}"
 
 
-def gpu_node(spec: FleetSpec, pool: NodePool, index: int) -> Obj:
+def gpu_node(spec: FleetSpec, pool: NodePool, index: int, generation: Generation | None = None) -> Obj:
+    """A GPU node of ``pool``; with ``generation`` (image-owned pools) one of that generation's node
+    group, running the driver its image ships."""
     operator_owned = spec.driver.owner == DriverOwner.OPERATOR
-    generation = pool.newest_generation if pool.generations else None
-    name = node_name(spec, pool, index)
+    name = node_name(spec, pool, index, generation)
+    driver = generation.driverVersion if generation is not None else current_driver(spec)
     kernel = KERNEL.get(spec.cluster.cloud, "6.8.0-1020-generic")
     node_labels = {
         "kubernetes.io/hostname": name,
@@ -81,7 +90,7 @@ def gpu_node(spec: FleetSpec, pool: NodePool, index: int) -> Obj:
         "nvidia.com/gpu.deploy.gpu-feature-discovery": "true",
         "nvidia.com/gpu.deploy.operator-validator": "true",
         labels.DEPLOY_DRIVER: "true" if operator_owned else "pre-installed",
-        **driver_labels(current_driver(spec)),
+        **driver_labels(driver),
     }
     annotations: dict[str, str] = {}
     if spec.cluster.cloud == Cloud.AKS:
@@ -104,11 +113,18 @@ def gpu_node(spec: FleetSpec, pool: NodePool, index: int) -> Obj:
         "status": {
             "capacity": {"cpu": "40", "memory": "330000000Ki", labels.GPU_RESOURCE: gpus, "pods": "110"},
             "allocatable": {"cpu": "39", "memory": "320000000Ki", labels.GPU_RESOURCE: gpus, "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            "conditions": [ready_condition(True)],
             "nodeInfo": {"kernelVersion": kernel, "osImage": "Ubuntu 22.04.5 LTS", "architecture": "amd64",
                          "containerRuntimeVersion": "containerd://1.7.27", "kubeletVersion": "v1.33.5"},
         },
     }
+
+
+def ready_condition(ready: bool, at: float | None = None) -> Obj:
+    """The node's Ready condition as the kubelet (or, once it stops posting, the node controller) writes it."""
+    when = datetime.fromtimestamp(time.time() if at is None else at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"type": "Ready", "status": "True" if ready else "Unknown",
+            "reason": "KubeletReady" if ready else "NodeStatusUnknown", "lastTransitionTime": when}
 
 
 def pod(name: str, namespace: str, node: str, pod_labels: dict[str, str], containers: list[Obj],
@@ -164,9 +180,9 @@ def seed(fake: FakeKube, spec: FleetSpec, *, filler_pods_per_node: int = 0) -> d
     nodes: dict[str, list[str]] = {}
     for pool in spec.nodePools:
         nodes[pool.name] = []
-        for index in range(pool.nodeCount):
-            node = fake.add(gpu_node(spec, pool, index))
-            nodes[pool.name].append(node["metadata"]["name"])
+        generations: list[Generation | None] = list(pool.live_generations) if pool.generations else [None]
+        for generation in generations:
+            nodes[pool.name] += add_generation_nodes(fake, spec, pool, generation)
 
     fake.add({"kind": "Deployment", "metadata": {"name": "gpu-operator", "namespace": op.namespace,
                                                  "labels": {"app": "gpu-operator"}},
@@ -230,6 +246,41 @@ def _place(spec: FleetSpec, model: Model, nodes: dict[str, list[str]]) -> list[s
     """Spread the replicas over the model's pools, one node after the other (by GPUs, not exactly)."""
     candidates = [n for pool in model.nodePools for n in nodes.get(pool, [])]
     return [candidates[i % len(candidates)] for i in range(model.replicas)] if candidates else []
+
+
+# ---------------------------------------------------------------- generations (image-owned pools)
+
+
+def add_generation_nodes(fake: FakeKube, spec: FleetSpec, pool: NodePool, generation: Generation | None,
+                         count: int | None = None, *, driver: str | None = None) -> list[str]:
+    """``count`` (default ``nodeCount``) nodes of ``generation``'s node group joined the cluster; ``driver``
+    overrides what GFD reports (a wrong AMI). Returns their names."""
+    names = []
+    for index in range(pool.nodeCount if count is None else count):
+        node = gpu_node(spec, pool, index, generation)
+        if driver is not None:
+            node["metadata"]["labels"].update(driver_labels(driver))
+        names.append(fake.add(node)["metadata"]["name"])
+    return names
+
+
+def generation_nodes(fake: FakeKube, pool: str, generation: int) -> list[str]:
+    return sorted(n["metadata"]["name"] for n in fake.objects("nodes")
+                  if n["metadata"]["labels"].get(labels.POOL) == pool
+                  and n["metadata"]["labels"].get(labels.GENERATION) == str(generation))
+
+
+def remove_generation_nodes(fake: FakeKube, pool: str, generation: int) -> list[str]:
+    """The cloud deleted the generation's node group: its nodes are gone. Returns their names."""
+    names = generation_nodes(fake, pool, generation)
+    for name in names:
+        fake.remove("nodes", name)
+    return names
+
+
+def set_node_ready(fake: FakeKube, node: str, ready: bool, at: float | None = None) -> None:
+    """The node's Ready condition flips at ``at`` (default now)."""
+    fake.update("nodes", node, {"status": {"conditions": [ready_condition(ready, at)]}})
 
 
 # ---------------------------------------------------------------- moving through the upgrade
