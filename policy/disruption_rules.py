@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from policy import facts
@@ -159,29 +160,113 @@ def parallelism_within_spare_capacity(resources: Sequence[Resource]) -> Iterator
             outcome = capacity.take_nodes_out(shape, workloads.get(pool.name, []), min(slots, shape.nodes))
             if outcome.safe:
                 continue
-            reasons = []
-            if not outcome.covered:
-                reasons.append(f"{outcome.gpus_out} GPUs out but only {max(0, outcome.spare_gpus)} spare")
-            if outcome.below_min:
-                reasons.append(f"{', '.join(outcome.below_min)} could drop below minAvailable")
             yield Finding(
                 f"{driver.resource.name}: maxParallelUpgrades={parallel}, maxUnavailable={unavailable} lets "
-                f"{outcome.nodes_out} of {total} nodes upgrade at once; on pool {pool.name} "
-                f"{'; '.join(reasons)}",
+                f"{outcome.nodes_out} of {total} nodes upgrade at once; on pool {pool.name} {_shortfall(outcome)}",
                 driver.resource,
+            )
+    yield from _node_group_parallelism(pools, workloads)
+
+
+def _shortfall(outcome: capacity.Disruption) -> str:
+    """Why taking the nodes out is unsafe, in the words every parallelism finding uses."""
+    reasons = []
+    if not outcome.covered:
+        reasons.append(f"{outcome.gpus_out} GPUs out but only {max(0, outcome.spare_gpus)} spare")
+    if outcome.below_min:
+        reasons.append(f"{', '.join(outcome.below_min)} could drop below minAvailable")
+    return "; ".join(reasons)
+
+
+@dataclass(frozen=True)
+class _Surge:
+    """Whether an update of a node group launches new nodes before old ones leave; if not, why not.
+    A malformed setting counts as no surge; ``malformed`` says the reason is a bad value."""
+
+    surges: bool
+    why: str = ""
+    malformed: bool = False
+
+
+def _group_surge(group: facts.NodeGroupUpdate) -> _Surge:
+    if group.update_config is not None and not isinstance(group.update_config, Mapping):
+        return _Surge(False, f"updateConfig must be an object, not {group.update_config!r}", True)
+    strategy = group.setting("updateStrategy")
+    try:
+        if capacity.node_group_surges(strategy, group.capacity_type):
+            return _Surge(True)
+    except ValueError as error:
+        return _Surge(False, str(error), True)
+    if group.capacity_type == "CAPACITY_BLOCK":
+        return _Surge(False, "capacityType CAPACITY_BLOCK: the reservation is fixed")
+    return _Surge(False, f"updateStrategy {strategy}: old nodes terminate first")
+
+
+def _node_group_parallelism(
+    pools: dict[str, facts.Pool], workloads: dict[str, list[capacity.Workload]]
+) -> Iterator[Finding]:
+    """EKS managed node groups take ``updateConfig.maxUnavailable`` nodes out at once during an AMI update;
+    without surge the pool's spare GPUs must cover them, keeping every model at minAvailable."""
+    for pool in pools.values():
+        for res in pool.resources:
+            group = facts.node_group_update(res)
+            if group is None:
+                continue
+            surge = _group_surge(group)
+            if surge.surges:
+                continue
+            if surge.malformed:
+                yield Finding(f"{res.name}: {surge.why}", res)
+                continue
+            desired = _count(group.desired_size)
+            if desired is None or pool.gpus_per_node is None:
+                yield advice(f"{res.name}: scalingConfig.desiredSize or GPUs per node not visible", res)
+                continue
+            unavailable = group.setting("maxUnavailable")
+            percentage = group.setting("maxUnavailablePercentage")
+            try:
+                nodes_out = capacity.node_group_unavailable(unavailable, percentage, desired)
+            except ValueError as error:
+                yield Finding(f"{res.name}: updateConfig: {error}", res)
+                continue
+            shape = capacity.PoolShape(pool.name, desired, pool.gpus_per_node)
+            outcome = capacity.take_nodes_out(shape, workloads.get(pool.name, []), nodes_out)
+            if outcome.safe:
+                continue
+            setting = (
+                f"maxUnavailablePercentage={percentage}" if percentage is not None
+                else f"maxUnavailable={1 if unavailable is None else unavailable}"
+            )
+            yield Finding(
+                f"{res.name}: updateConfig.{setting} lets {outcome.nodes_out} of {desired} nodes update at once "
+                f"with no surge ({surge.why}); on pool {pool.name} {_shortfall(outcome)}",
+                res,
             )
 
 
-def _surge(pool: facts.Pool) -> bool:
-    """A new node arrives before an old one leaves: image generations (blue/green) or AKS image surge."""
+def _surge(pool: facts.Pool) -> tuple[bool, str]:
+    """A new node arrives before an old one leaves: image generations (blue/green) where the pool's node
+    groups can launch beside the old ones, or AKS image surge. Also says why a generations pool has none."""
     if pool.moves_by_generations:
-        return True
+        blocked: dict[str, list[str]] = {}
+        for group in _node_groups(pool):
+            surge = _group_surge(group)
+            if not surge.surges:
+                blocked.setdefault(surge.why, []).append(group.resource.name)
+        if not blocked:
+            return True, ""
+        reasons = [f"{', '.join(names)} ({why})" for why, names in blocked.items()]
+        return False, "; its generations cannot surge: " + "; ".join(reasons)
     for res in pool.resources:
         if res.type == facts.AKS_POOL and facts.node_image_owns_driver(res):
             surge = str(facts.prop(res.props, "upgradeSettings", "maxSurge", default="0"))
             if surge not in ("0", "0%", ""):
-                return True
-    return False
+                return True, ""
+    return False, ""
+
+
+def _node_groups(pool: facts.Pool) -> list[facts.NodeGroupUpdate]:
+    return [g for g in map(facts.node_group_update, pool.resources) if g is not None]
 
 
 def spare_capacity(resources: Sequence[Resource]) -> Iterator[Finding]:
@@ -189,7 +274,8 @@ def spare_capacity(resources: Sequence[Resource]) -> Iterator[Finding]:
     workloads, problems = _workloads(resources)
     yield from problems
     for pool in facts.pools(resources).values():
-        if _surge(pool):
+        surges, no_surge = _surge(pool)
+        if surges:
             continue
         shape = _shape(pool)
         if shape is None:
@@ -200,7 +286,7 @@ def spare_capacity(resources: Sequence[Resource]) -> Iterator[Finding]:
             spare = capacity.spare_gpus(shape, on_pool)
             yield Finding(
                 f"pool {pool.name}: {max(spare, 0)} spare GPUs, less than one node ({shape.gpus_per_node}); "
-                "the pods of an upgrading node have nowhere to go",
+                f"the pods of an upgrading node have nowhere to go{no_surge}",
                 pool.resources[0],
             )
 

@@ -134,6 +134,26 @@ def node_image_owns_driver(res: Resource) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class NodeGroupUpdate:
+    """How an EKS managed node group updates its nodes, as sent (values unvalidated; rules check them)."""
+
+    resource: Resource
+    update_config: Any  # a mapping when well formed; None when unset (EKS defaults)
+    desired_size: Any
+    capacity_type: Any
+
+    def setting(self, key: str) -> Any:
+        return self.update_config.get(key) if isinstance(self.update_config, Mapping) else None
+
+
+def node_group_update(res: Resource) -> NodeGroupUpdate | None:
+    if res.type != EKS_NODE_GROUP:
+        return None
+    desired = prop(res.props, "scalingConfig", "desiredSize")
+    return NodeGroupUpdate(res, res.props.get("updateConfig"), desired, res.props.get("capacityType"))
+
+
 # ---------------------------------------------------------------- operator driver objects
 
 

@@ -127,16 +127,16 @@ for _policy in (
     ),
     PolicyDef(
         "parallelism-within-spare-capacity",
-        "Checks that prod upgrade parallelism never takes more GPUs out than spare capacity covers, keeping every model at minAvailable.",
+        "Checks that prod upgrade parallelism (the operator's upgrade policy, and EKS node group updates that cannot surge) never takes more GPUs out than spare capacity covers, keeping every model at minAvailable.",
         Severity.CRITICAL, ("capacity", "disruption"),
-        "Lower maxParallelUpgrades or maxUnavailable, or add nodes to the pool until the spare GPUs cover the nodes upgraded at once.",
+        "Lower maxParallelUpgrades or maxUnavailable (EKS: eks.maxUnavailable), or add nodes to the pool until the spare GPUs cover the nodes upgraded at once.",
         M, stack_rule=disruption.parallelism_within_spare_capacity,
     ),
     PolicyDef(
         "spare-capacity",
         "Checks that each pool has at least one node of spare GPU capacity, or surge enabled.",
         Severity.HIGH, ("capacity",),
-        "Add a node to the pool (nodeCount) or reduce replicas; image-owned pools may rely on surge (check quota first).",
+        "Add a node to the pool (nodeCount) or reduce replicas; image-owned pools may rely on surge (check quota first), but not on a Capacity Block or with updateStrategy MINIMAL.",
         M, stack_rule=disruption.spare_capacity,
     ),
     PolicyDef(

@@ -13,6 +13,12 @@ Resolving settings
   ``upgrade_slots(max_parallel, max_unavailable, total, ...)``
                                                  nodes the operator's upgrade controller may take
                                                  down at once (``GetUpgradesAvailable``)
+  ``node_group_unavailable(max_unavailable, max_unavailable_percentage, desired_size)``
+                                                 nodes an EKS managed node group update takes down
+                                                 at once (``updateConfig``; a percentage rounds UP)
+  ``node_group_surges(update_strategy, capacity_type)``
+                                                 whether that update launches new nodes before old
+                                                 ones leave (DEFAULT on ON_DEMAND/SPOT only)
 Planned capacity (from the config)
   ``PoolShape(name, nodes, gpus_per_node)`` and ``Workload(name, replicas, gpus_per_replica,
   min_available)``; ``spare_gpus(pool, workloads)``, ``spare_nodes(pool, workloads)`` and
@@ -124,6 +130,55 @@ def upgrade_slots(
         avail = limit - unavailable
     # Slots only turn into nodes that are waiting for an upgrade.
     return max(0, min(avail, waiting))
+
+
+# EKS managed node group updates (``updateConfig`` of the node group; reference peers.md section 4).
+EKS_UPDATE_STRATEGIES = ("DEFAULT", "MINIMAL")
+EKS_CAPACITY_TYPES = ("ON_DEMAND", "SPOT", "CAPACITY_BLOCK")
+
+
+def _eks_update_limit(value: object, what: str) -> int:
+    # EKS takes 1-100 for both maxUnavailable and maxUnavailablePercentage.
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100:
+        raise ValueError(f"{what} must be an integer from 1 to 100, got {value!r}")
+    return value
+
+
+def node_group_unavailable(
+    max_unavailable: object | None, max_unavailable_percentage: object | None, desired_size: int
+) -> int:
+    """Nodes an EKS managed node group update takes out at once: ``updateConfig.maxUnavailable``, or
+    ``maxUnavailablePercentage`` of the desired size rounded up; neither set is the EKS default of 1.
+    Never more than the group has. Raises ``ValueError`` for a malformed value or both set."""
+    if desired_size < 0:
+        raise ValueError(f"desired size must not be negative, got {desired_size}")
+    if max_unavailable is not None and max_unavailable_percentage is not None:
+        raise ValueError("updateConfig sets maxUnavailable or maxUnavailablePercentage, not both")
+    if max_unavailable_percentage is not None:
+        percent = _eks_update_limit(max_unavailable_percentage, "maxUnavailablePercentage")
+        nodes = scaled_value(f"{percent}%", desired_size, round_up=True)
+    elif max_unavailable is not None:
+        nodes = _eks_update_limit(max_unavailable, "maxUnavailable")
+    else:
+        nodes = 1
+    return min(nodes, desired_size)
+
+
+def node_group_surges(update_strategy: object | None, capacity_type: object | None) -> bool:
+    """Whether an EKS managed node group update launches new nodes before old ones leave.
+
+    DEFAULT launches first (surge) on ON_DEMAND and SPOT capacity; MINIMAL terminates old nodes
+    first (no surge); a CAPACITY_BLOCK group never surges, whatever the strategy (the reservation
+    is fixed). Unset values take the EKS defaults (DEFAULT, ON_DEMAND). Raises ``ValueError`` for
+    a value EKS does not know.
+    """
+    strategy = "DEFAULT" if update_strategy is None else update_strategy
+    capacity_type = "ON_DEMAND" if capacity_type is None else capacity_type
+    if strategy not in EKS_UPDATE_STRATEGIES:
+        raise ValueError(f"updateStrategy must be one of {', '.join(EKS_UPDATE_STRATEGIES)}, got {strategy!r}")
+    if capacity_type not in EKS_CAPACITY_TYPES:
+        raise ValueError(f"capacityType must be one of {', '.join(EKS_CAPACITY_TYPES)}, got {capacity_type!r}")
+    return strategy == "DEFAULT" and capacity_type != "CAPACITY_BLOCK"
 
 
 # ---------------------------------------------------------------- planned capacity (from the config)
@@ -289,6 +344,8 @@ __all__ = [
     "Workload",
     "max_unavailable_nodes",
     "min_available_replicas",
+    "node_group_surges",
+    "node_group_unavailable",
     "pdb_disruptions_allowed",
     "requested_gpus",
     "scaled_value",

@@ -15,7 +15,7 @@ from policy.registry import REGISTRY
 from preview.run import run_program
 from spec import labels
 from tests.conftest import stack_config
-from tests.policy.variants import change, pool, upgrade_policy
+from tests.policy.variants import change, eks_pool, pool, upgrade_policy
 
 
 def resources(run) -> list[Resource]:
@@ -378,3 +378,132 @@ def test_model_redundancy_without_visible_replicas_is_advice(rendered):
     bare = replace(pdb, props={**pdb.props, "metadata": {"name": "x"}})
     (finding,) = disruption_rules.model_redundancy(bare)
     assert finding.advisory and "replicas are not visible" in finding.message
+
+
+# ---------------------------------------------------------------- EKS node group update parallelism and surge
+
+
+def _eks_prod(*edits) -> list[Resource]:
+    config = stack_config("eks-prod")
+    for edit in edits:
+        config = change(config, "nodePools", edit)
+    return resources(run_program(config, "eks-prod"))
+
+
+def _policy_findings(rule, items: list[Resource], group: str) -> list:
+    return [f for f in rule(items) if f.resource is not None and f.resource.name == group]
+
+
+ON_DEMAND_DEFAULT = {"capacityType": "ON_DEMAND", "updateStrategy": "DEFAULT", "launchTemplate": None}
+
+
+def test_node_group_beyond_spare_capacity_names_its_numbers():
+    items = _eks_prod(eks_pool("gpu-h100", maxUnavailable=2))
+    (finding,) = disruption_rules.parallelism_within_spare_capacity(items)
+    assert finding.resource.name == "gpu-h100-g1" and not finding.advisory
+    assert finding.message == (
+        "gpu-h100-g1: updateConfig.maxUnavailable=2 lets 2 of 3 nodes update at once with no surge "
+        "(capacityType CAPACITY_BLOCK: the reservation is fixed); on pool gpu-h100 16 GPUs out but only 8 spare; "
+        "llm-chat could drop below minAvailable"
+    )
+
+
+def test_default_strategy_on_demand_surge_passes_and_minimal_does_not():
+    surging = _eks_prod(eks_pool("gpu-h100", maxUnavailable=2, **ON_DEMAND_DEFAULT))
+    assert list(disruption_rules.parallelism_within_spare_capacity(surging)) == []
+    spot = _eks_prod(eks_pool("gpu-h100", maxUnavailable=2, **{**ON_DEMAND_DEFAULT, "capacityType": "SPOT"}))
+    assert list(disruption_rules.parallelism_within_spare_capacity(spot)) == []
+    minimal = _eks_prod(eks_pool("gpu-h100", maxUnavailable=2, **{**ON_DEMAND_DEFAULT, "updateStrategy": "MINIMAL"}))
+    (finding,) = disruption_rules.parallelism_within_spare_capacity(minimal)
+    assert "(updateStrategy MINIMAL: old nodes terminate first)" in finding.message
+    # A Capacity Block never surges, whatever the strategy.
+    block_default = _eks_prod(eks_pool("gpu-h100", maxUnavailable=2, updateStrategy="DEFAULT"))
+    (finding,) = disruption_rules.parallelism_within_spare_capacity(block_default)
+    assert "CAPACITY_BLOCK" in finding.message
+
+
+def test_node_group_without_surge_needs_its_nodes_covered_by_spare_gpus():
+    # 2 nodes, both full: one node out keeps llm-chat at minAvailable but its evicted replica has nowhere to go.
+    items = _eks_prod(pool("gpu-h100", nodeCount=2))
+    (finding,) = disruption_rules.parallelism_within_spare_capacity(items)
+    assert "lets 1 of 2 nodes update at once" in finding.message
+    assert finding.message.endswith("on pool gpu-h100 8 GPUs out but only 0 spare")
+
+
+def test_node_group_parallelism_is_a_prod_rule():
+    # The canary has its own rule (canary-one-node-at-a-time); eks-canary's MINIMAL group is not checked here.
+    config = change(stack_config("eks-canary"), "nodePools", eks_pool("gpu-canary", maxUnavailable=2))
+    items = resources(run_program(config, "eks-canary"))
+    assert list(disruption_rules.parallelism_within_spare_capacity(items)) == []
+
+
+def _edit_group(items: list[Resource], name: str, **props) -> list[Resource]:
+    """``items`` with the named node group's props changed (a value of None removes the key)."""
+    out = []
+    for res in items:
+        if res.name == name:
+            edited_props = {k: v for k, v in {**res.props, **props}.items() if v is not None}
+            res = Resource(res.type, res.name, edited_props, res.urn)
+        out.append(res)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("update_config", "nodes_out"),
+    [({"maxUnavailablePercentage": 50}, 2), ({"maxUnavailablePercentage": 34}, 2), ({"maxUnavailablePercentage": 33}, 1),
+     ({}, 1), (None, 1)],
+)
+def test_node_group_percentage_rounds_up_against_the_desired_size(rendered, update_config, nodes_out):
+    items = resources(rendered["eks-prod"])
+    config = None if update_config is None else {**update_config, "updateStrategy": "MINIMAL"}
+    items = _edit_group(items, "gpu-h100-g1", updateConfig=config)
+    found = _policy_findings(disruption_rules.parallelism_within_spare_capacity, items, "gpu-h100-g1")
+    if nodes_out == 1:
+        assert found == []  # 8 GPUs out, 8 spare, llm-chat keeps minAvailable
+    else:
+        (finding,) = found
+        assert f"lets {nodes_out} of 3 nodes" in finding.message and "maxUnavailablePercentage=" in finding.message
+
+
+@pytest.mark.parametrize(
+    ("props", "expected"),
+    [
+        ({"updateConfig": "fast"}, "updateConfig must be an object, not 'fast'"),
+        ({"updateConfig": {"maxUnavailable": "two"}}, "maxUnavailable must be an integer from 1 to 100, got 'two'"),
+        ({"updateConfig": {"maxUnavailable": 0}}, "maxUnavailable must be an integer from 1 to 100, got 0"),
+        ({"updateConfig": {"maxUnavailablePercentage": 150}}, "maxUnavailablePercentage must be an integer from 1 to 100"),
+        ({"updateConfig": {"maxUnavailable": 1, "maxUnavailablePercentage": 10}}, "not both"),
+        ({"updateConfig": {"maxUnavailable": 1, "updateStrategy": "FAST"}}, "updateStrategy must be one of DEFAULT, MINIMAL"),
+        ({"capacityType": "RESERVED"}, "capacityType must be one of"),
+    ],
+)
+def test_malformed_node_group_values_are_findings_not_exceptions(rendered, props, expected):
+    items = _edit_group(resources(rendered["eks-prod"]), "gpu-h100-g1", **props)
+    (finding,) = _policy_findings(disruption_rules.parallelism_within_spare_capacity, items, "gpu-h100-g1")
+    assert expected in finding.message and not finding.advisory
+
+
+def test_node_group_size_not_visible_is_advice(rendered):
+    items = resources(rendered["eks-prod"])
+    group = next(r for r in items if r.name == "gpu-h100-g1")
+    items = _edit_group(items, "gpu-h100-g1", scalingConfig={**group.props["scalingConfig"], "desiredSize": "three"})
+    (finding,) = _policy_findings(disruption_rules.parallelism_within_spare_capacity, items, "gpu-h100-g1")
+    assert finding.advisory and "desiredSize" in finding.message
+
+
+def test_generations_count_as_surge_only_where_the_node_groups_can_surge(rendered):
+    assert list(disruption_rules.spare_capacity(resources(rendered["eks-prod"]))) == []
+    (block,) = disruption_rules.spare_capacity(_eks_prod(pool("gpu-h100", nodeCount=2)))
+    assert block.message.startswith("pool gpu-h100: 0 spare GPUs, less than one node (8)")
+    why = "its generations cannot surge: gpu-h100-g1 (capacityType CAPACITY_BLOCK: the reservation is fixed)"
+    assert why in block.message
+    canary = change(stack_config("eks-canary"), "nodePools", pool("gpu-canary", nodeCount=1))
+    (minimal,) = disruption_rules.spare_capacity(resources(run_program(canary, "eks-canary")))
+    assert "gpu-canary-g1, gpu-canary-g2 (updateStrategy MINIMAL: old nodes terminate first)" in minimal.message
+    # On-demand capacity with the DEFAULT strategy launches the new generation beside the old one.
+    surging = _eks_prod(pool("gpu-h100", nodeCount=2), eks_pool("gpu-h100", **ON_DEMAND_DEFAULT))
+    assert list(disruption_rules.spare_capacity(surging)) == []
+    # A malformed strategy is no surge, and the message says why.
+    items = _edit_group(surging, "gpu-h100-g1", updateConfig={"maxUnavailable": 1, "updateStrategy": "FAST"})
+    (odd,) = disruption_rules.spare_capacity(items)
+    assert "gpu-h100-g1 (updateStrategy must be one of DEFAULT, MINIMAL, got 'FAST')" in odd.message

@@ -24,6 +24,20 @@ def pool(name: str, **changes: Any) -> Callable[[list[dict]], None]:
     return edit
 
 
+def eks_pool(name: str, **changes: Any) -> Callable[[list[dict]], None]:
+    """Edit the ``eks`` block of one pool (a value of None removes the key)."""
+
+    def edit(pools: list[dict]) -> None:
+        block = next(p for p in pools if p["name"] == name)["eks"]
+        for key, value in changes.items():
+            if value is None:
+                block.pop(key, None)
+            else:
+                block[key] = value
+
+    return edit
+
+
 def upgrade_policy(**changes: Any) -> Callable[[dict], None]:
     def edit(operator: dict) -> None:
         policy = operator["upgradePolicy"]
@@ -134,6 +148,25 @@ MORE_VARIANTS: dict[str, tuple[str, str, Callable[[], dict[str, str]], str]] = {
         lambda: change(
             stack_config("canary"), "models", model("llm-chat-canary", cudaVersion="12.9", cudaForwardCompat=True)
         ),
+        "mandatory",
+    ),
+    # EKS managed node groups take updateConfig.maxUnavailable nodes out during an AMI update; the H100
+    # group runs on a Capacity Block (no surge), so 2 of its 3 nodes out leave llm-chat below minAvailable.
+    "eks-node-group-unavailable-beyond-spare": (
+        "parallelism-within-spare-capacity", "eks-prod",
+        lambda: change(stack_config("eks-prod"), "nodePools", eks_pool("gpu-h100", maxUnavailable=2)),
+        "mandatory",
+    ),
+    # Moving by generations is no surge on a Capacity Block: the pool needs its spare node.
+    "capacity-block-generations-without-spare-node": (
+        "spare-capacity", "eks-prod",
+        lambda: change(stack_config("eks-prod"), "nodePools", pool("gpu-h100", nodeCount=2)),
+        "mandatory",
+    ),
+    # ... nor with updateStrategy MINIMAL (old nodes terminate first), even on on-demand capacity.
+    "minimal-generations-without-spare-node": (
+        "spare-capacity", "eks-canary",
+        lambda: change(stack_config("eks-canary"), "nodePools", pool("gpu-canary", nodeCount=1)),
         "mandatory",
     ),
     "batch-selectors-in-helm-mode": (

@@ -12,6 +12,8 @@ from spec.capacity import (
     Workload,
     max_unavailable_nodes,
     min_available_replicas,
+    node_group_surges,
+    node_group_unavailable,
     pdb_disruptions_allowed,
     scaled_value,
     spare_capacity,
@@ -197,3 +199,71 @@ def test_spare_capacity_from_live_nodes():
     empty = spare_capacity([])
     assert not empty.covers_one_node and empty.spare_nodes == 0
     assert NodeGpus("n", 4, 6).free == 0
+
+
+# ---------------------------------------------------------------- EKS managed node group updates
+
+
+@pytest.mark.parametrize(
+    ("max_unavailable", "percentage", "desired", "expected"),
+    [
+        (2, None, 3, 2),
+        (5, None, 3, 3),  # never more than the group has
+        (None, 50, 3, 2),  # 1.5 rounds up
+        (None, 33, 3, 1),
+        (None, 1, 10, 1),
+        (None, 100, 4, 4),
+        (None, None, 3, 1),  # the EKS default
+        (1, None, 0, 0),
+    ],
+)
+def test_node_group_unavailable(max_unavailable, percentage, desired, expected):
+    assert node_group_unavailable(max_unavailable, percentage, desired) == expected
+
+
+@pytest.mark.parametrize(
+    ("max_unavailable", "percentage", "message"),
+    [
+        (0, None, "maxUnavailable must be an integer from 1 to 100"),
+        (101, None, "maxUnavailable must be an integer from 1 to 100"),
+        ("2", None, "maxUnavailable must be an integer"),
+        (True, None, "maxUnavailable must be an integer"),
+        (None, 0, "maxUnavailablePercentage must be an integer from 1 to 100"),
+        (None, "25%", "maxUnavailablePercentage must be an integer"),
+        (1, 25, "not both"),
+    ],
+)
+def test_node_group_unavailable_rejects_what_eks_refuses(max_unavailable, percentage, message):
+    with pytest.raises(ValueError, match=message):
+        node_group_unavailable(max_unavailable, percentage, 4)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "capacity_type", "surges"),
+    [
+        ("DEFAULT", "ON_DEMAND", True),
+        ("DEFAULT", "SPOT", True),
+        (None, None, True),  # EKS defaults: DEFAULT on ON_DEMAND
+        ("MINIMAL", "ON_DEMAND", False),
+        ("MINIMAL", "SPOT", False),
+        ("DEFAULT", "CAPACITY_BLOCK", False),
+        ("MINIMAL", "CAPACITY_BLOCK", False),
+    ],
+)
+def test_node_group_surges_only_with_default_strategy_on_elastic_capacity(strategy, capacity_type, surges):
+    assert node_group_surges(strategy, capacity_type) is surges
+
+
+@pytest.mark.parametrize(("strategy", "capacity_type"), [("FAST", "ON_DEMAND"), ("DEFAULT", "RESERVED"), (1, None)])
+def test_node_group_surges_rejects_unknown_values(strategy, capacity_type):
+    with pytest.raises(ValueError, match="must be one of"):
+        node_group_surges(strategy, capacity_type)
+
+
+def test_node_group_without_surge_uses_the_same_disruption_arithmetic():
+    # eks-prod's H100 Capacity Block: 3 nodes of 8, llm-chat 2 x 8 with minAvailable 1.
+    pool = PoolShape("gpu-h100", 3, 8)
+    chat = [Workload("llm-chat", 2, 8, 1)]
+    assert take_nodes_out(pool, chat, node_group_unavailable(1, None, 3)).safe
+    two = take_nodes_out(pool, chat, node_group_unavailable(2, None, 3))
+    assert (two.gpus_out, two.spare_gpus, two.below_min) == (16, 8, ("llm-chat",))
