@@ -67,8 +67,17 @@ def canary_one_node_at_a_time(resources: Sequence[Resource]) -> Iterator[Finding
                 )
         elif stage == "canary" and res.type == facts.EKS_NODE_GROUP:
             unavailable = facts.prop(res.props, "updateConfig", "maxUnavailable")
-            if isinstance(unavailable, int) and unavailable > 1:
-                yield Finding(f"{res.name}: canary node group updateConfig.maxUnavailable must be 1, not {unavailable}", res)
+            percentage = facts.prop(res.props, "updateConfig", "maxUnavailablePercentage")
+            desired = facts.prop(res.props, "scalingConfig", "desiredSize")
+            try:
+                # A percentage counts too: 50% of 4 nodes is two at a time.
+                nodes = capacity.node_group_unavailable(unavailable, percentage, desired if isinstance(desired, int) else 1)
+            except ValueError as error:
+                yield Finding(f"{res.name}: canary node group updateConfig: {error}", res)
+                continue
+            if nodes > 1:
+                setting = f"maxUnavailablePercentage={percentage}" if percentage is not None else f"maxUnavailable={unavailable}"
+                yield Finding(f"{res.name}: canary node group must update one node at a time; {setting} takes {nodes}", res)
     if stage == "canary" and _operator_rolls_drivers(resources) and not any(
         _policy_of(r) is not None for r in resources
     ):

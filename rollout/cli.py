@@ -160,7 +160,10 @@ def watch(
     ] = 5,
     as_json: JsonOption = False,
 ) -> None:
-    """Follow the rollout per pool; on upgrade-failed, a model below minAvailable or a stuck node, pause and exit 1."""
+    """Follow the rollout per pool; on upgrade-failed, a model below minAvailable or a stuck node, pause and exit 1.
+
+    On an image-owned stack it follows the generations instead, and reports a trigger without pausing.
+    """
     from rollout import watch as verb
 
     name, spec, adapter = _live(stack, stack_file_path, project_dir, kubeconfig, context)
@@ -179,7 +182,10 @@ def pause(
     reason: Annotated[str, typer.Option("--reason", help="Why, recorded on each node.")] = "paused by gpu-rollout",
     as_json: JsonOption = False,
 ) -> None:
-    """Hold back every node of the stack's pools that is not upgrade-done (skip label, recorded as ours)."""
+    """Hold back every node of the stack's pools not yet upgraded (skip label, recorded as ours).
+
+    Refused on an image-owned stack: there is no operator upgrade to hold.
+    """
     from rollout import pause as verb
 
     name, spec, adapter = _live(stack, stack_file_path, project_dir, kubeconfig, context)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from checks import kube as kube_module
-from preview.run import PROJECT_DIR
+from preview.run import SOURCE_DIR
 from spec.load import load_stack_file
 from spec.model import FleetSpec
 from tests.fakekube.fixtures import seed
@@ -21,7 +21,7 @@ FAST = kube_module.ClientSettings(request_timeout=0.5, attempts=3, backoff_base=
 
 
 def stack_spec(name: str) -> FleetSpec:
-    return load_stack_file(PROJECT_DIR / f"Pulumi.{name}.yaml")
+    return load_stack_file(SOURCE_DIR / f"Pulumi.{name}.yaml")
 
 
 @pytest.fixture

@@ -278,6 +278,27 @@ def test_image_owned_canary_needs_no_operator_upgrade_policy(rendered):
     assert list(disruption_rules.canary_one_node_at_a_time(resources(rendered["eks-canary"]))) == []
 
 
+@pytest.mark.parametrize(
+    ("update_config", "flagged"),
+    [
+        ({"maxUnavailable": 2}, "maxUnavailable=2 takes 2"),
+        ({"maxUnavailablePercentage": 50}, "maxUnavailablePercentage=50 takes 1"),  # 50% of 2 nodes is one
+        ({"maxUnavailablePercentage": 100}, "maxUnavailablePercentage=100 takes 2"),
+        ({"maxUnavailable": 1, "maxUnavailablePercentage": 50}, "not both"),
+    ],
+)
+def test_canary_node_groups_update_one_node_at_a_time(rendered, update_config, flagged):
+    items = [copy.deepcopy(r) for r in resources(rendered["eks-canary"])]
+    group = of_type(items, facts.EKS_NODE_GROUP)[0]
+    group.props["updateConfig"] = update_config
+    findings = list(disruption_rules.canary_one_node_at_a_time(items))
+    if "takes 1" in flagged:
+        assert findings == []
+    else:
+        (finding,) = findings
+        assert flagged in finding.message and not finding.advisory
+
+
 def _without_stage(items: list[Resource]) -> list[Resource]:
     out = []
     for res in items:
