@@ -44,6 +44,19 @@ def prod(fake: FakeKube, prod_spec: FleetSpec) -> FakeKube:
 
 
 @pytest.fixture
+def eks_spec() -> FleetSpec:
+    return stack_spec("eks-prod")
+
+
+@pytest.fixture
+def eks(fake: FakeKube, eks_spec: FleetSpec) -> FakeKube:
+    """The EKS prod stack's cluster as `pulumi up` leaves it: each live generation's nodes on its driver."""
+    seed(fake, eks_spec)
+    fake.reset_counts()
+    return fake
+
+
+@pytest.fixture
 def kubeconfig(fake: FakeKube, tmp_path: Path) -> Path:
     return fake.write_kubeconfig(tmp_path / "kubeconfig")
 

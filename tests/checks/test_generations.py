@@ -20,7 +20,6 @@ from rollout.cli import app
 from spec import labels
 from spec.load import spec_from_config
 from spec.model import FleetSpec
-from tests.checks.conftest import stack_spec
 from tests.conftest import aks_image_owned, edited
 from tests.fakekube.fixtures import (
     add_generation_nodes,
@@ -36,17 +35,6 @@ from tests.fakekube.server import FakeKube
 HOUR = 3600.0
 runner = CliRunner()
 
-
-@pytest.fixture
-def eks_spec() -> FleetSpec:
-    return stack_spec("eks-prod")
-
-
-@pytest.fixture
-def eks(fake: FakeKube, eks_spec: FleetSpec) -> FakeKube:
-    seed(fake, eks_spec)
-    fake.reset_counts()
-    return fake
 
 
 def retire(pool: str, generation: int) -> FleetSpec:
