@@ -47,6 +47,30 @@ def _shape(pool: facts.Pool) -> capacity.PoolShape | None:
     return capacity.PoolShape(pool.name, pool.nodes, pool.gpus_per_node)
 
 
+def _canary_node_group(group: facts.NodeGroupUpdate) -> Iterator[Finding]:
+    """A canary node group updates one node at a time; a percentage counts too (50% of 4 nodes is two)."""
+    res = group.resource
+    unavailable, percentage = group.setting("maxUnavailable"), group.setting("maxUnavailablePercentage")
+    if group.update_config is not None and not isinstance(group.update_config, Mapping):
+        yield Finding(f"{res.name}: canary node group updateConfig {group.update_config!r} is not a mapping", res)
+        return
+    setting = f"maxUnavailablePercentage={percentage}" if percentage is not None else f"maxUnavailable={unavailable}"
+    desired = group.desired_size
+    if not isinstance(desired, int) or isinstance(desired, bool):
+        # Without the group's size a percentage may mean any number of nodes: never cap it at one.
+        if percentage is not None or (isinstance(unavailable, int) and unavailable > 1):
+            yield Finding(f"{res.name}: canary node group must update one node at a time; {setting} with no "
+                          "visible desired size may take more", res)
+        return
+    try:
+        nodes = capacity.node_group_unavailable(unavailable, percentage, desired)
+    except ValueError as error:
+        yield Finding(f"{res.name}: canary node group updateConfig: {error}", res)
+        return
+    if nodes > 1:
+        yield Finding(f"{res.name}: canary node group must update one node at a time; {setting} takes {nodes}", res)
+
+
 def canary_one_node_at_a_time(resources: Sequence[Resource]) -> Iterator[Finding]:
     """The canary upgrades one node at a time (maxParallelUpgrades: 1; 0 means unlimited)."""
     stage = facts.stage(resources)
@@ -65,19 +89,8 @@ def canary_one_node_at_a_time(resources: Sequence[Resource]) -> Iterator[Finding
                 yield Finding(
                     f"{res.name}: canary upgradePolicy.maxParallelUpgrades must be 1, not {what}{unset}", res
                 )
-        elif stage == "canary" and res.type == facts.EKS_NODE_GROUP:
-            unavailable = facts.prop(res.props, "updateConfig", "maxUnavailable")
-            percentage = facts.prop(res.props, "updateConfig", "maxUnavailablePercentage")
-            desired = facts.prop(res.props, "scalingConfig", "desiredSize")
-            try:
-                # A percentage counts too: 50% of 4 nodes is two at a time.
-                nodes = capacity.node_group_unavailable(unavailable, percentage, desired if isinstance(desired, int) else 1)
-            except ValueError as error:
-                yield Finding(f"{res.name}: canary node group updateConfig: {error}", res)
-                continue
-            if nodes > 1:
-                setting = f"maxUnavailablePercentage={percentage}" if percentage is not None else f"maxUnavailable={unavailable}"
-                yield Finding(f"{res.name}: canary node group must update one node at a time; {setting} takes {nodes}", res)
+        elif stage == "canary" and (group := facts.node_group_update(res)) is not None:
+            yield from _canary_node_group(group)
     if stage == "canary" and _operator_rolls_drivers(resources) and not any(
         _policy_of(r) is not None for r in resources
     ):
@@ -197,7 +210,9 @@ class _Surge:
     malformed: bool = False
 
 
-def _group_surge(group: facts.NodeGroupUpdate) -> _Surge:
+def _group_surge(group: facts.NodeGroupUpdate, generations: bool = False) -> _Surge:
+    """``generations``: the pool moves by new node groups, where updateStrategy governs no replacement;
+    MINIMAL then only says GPU capacity is scarce, so no new generation fits beside the old one."""
     if group.update_config is not None and not isinstance(group.update_config, Mapping):
         return _Surge(False, f"updateConfig must be an object, not {group.update_config!r}", True)
     strategy = group.setting("updateStrategy")
@@ -208,6 +223,9 @@ def _group_surge(group: facts.NodeGroupUpdate) -> _Surge:
         return _Surge(False, str(error), True)
     if group.capacity_type == "CAPACITY_BLOCK":
         return _Surge(False, "capacityType CAPACITY_BLOCK: the reservation is fixed")
+    if generations:
+        return _Surge(False, f"updateStrategy {strategy}: GPU capacity declared scarce, no room for a new "
+                             "generation beside the old one")
     return _Surge(False, f"updateStrategy {strategy}: old nodes terminate first")
 
 
@@ -259,7 +277,7 @@ def _surge(pool: facts.Pool) -> tuple[bool, str]:
     if pool.moves_by_generations:
         blocked: dict[str, list[str]] = {}
         for group in _node_groups(pool):
-            surge = _group_surge(group)
+            surge = _group_surge(group, generations=True)
             if not surge.surges:
                 blocked.setdefault(surge.why, []).append(group.resource.name)
         if not blocked:

@@ -7,7 +7,7 @@ CrossGuard pack (``PolicyResource``) and ``gpu-rollout plan`` (``RegisteredResou
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,37 @@ class Resource:
     name: str
     props: Mapping[str, Any]
     urn: str = ""
+
+
+class EngineProps(Mapping):
+    """Resource properties as the engine hands them to a policy pack, read the way the rules expect.
+
+    The wire format carries every number as a double, so the pack would see ``minAvailable: 1.0`` where
+    `gpu-rollout plan` (and the program) has ``1``. Integral doubles read back as ints. Values convert
+    as they are read, so an unknown value during preview raises only if a rule actually touches it.
+    """
+
+    def __init__(self, raw: Mapping[str, Any]) -> None:
+        self._raw = raw
+
+    def __getitem__(self, key: str) -> Any:
+        return engine_value(self._raw[key])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+
+def engine_value(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        return EngineProps(value)
+    if isinstance(value, list):
+        return [engine_value(item) for item in value]
+    return value
 
 
 def prop(mapping: Any, *path: str, default: Any = None) -> Any:

@@ -16,7 +16,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policy.facts import Resource
+from policy.facts import EngineProps, Resource
 from policy.findings import Finding
 from policy.registry import ADVICE_POLICY_ID, REGISTRY, PolicyDef
 
@@ -47,14 +47,14 @@ def _resource_validator(policy: PolicyDef):
     def validate(args: ResourceValidationArgs, report: ReportViolation) -> None:
         if args.resource_type not in policy.resource_types:
             return
-        resource = Resource(args.resource_type, args.name, args.props, args.urn)
+        resource = Resource(args.resource_type, args.name, EngineProps(args.props), args.urn)
         _report(policy.findings([resource]), report, advice=False)
 
     return validate
 
 
 def _resources(args: StackValidationArgs) -> list[Resource]:
-    return [Resource(r.resource_type, r.name, r.props, r.urn) for r in args.resources]
+    return [Resource(r.resource_type, r.name, EngineProps(r.props), r.urn) for r in args.resources]
 
 
 def _stack_validator(policy: PolicyDef):

@@ -41,7 +41,8 @@ StackFileOption = Annotated[
 ]
 ProjectDirOption = Annotated[
     Path,
-    typer.Option("--project-dir", envvar="GPU_ROLLOUT_PROJECT_DIR", help="The Pulumi project: Pulumi.yaml, __main__.py and Pulumi.<stack>.yaml (default: this folder if it is one)."),
+    typer.Option("--project-dir", envvar="GPU_ROLLOUT_PROJECT_DIR", help="The Pulumi project: Pulumi.yaml, __main__.py and Pulumi.<stack>.yaml "
+        "(default: the current folder if it holds Pulumi.yaml, else the checkout gpu-rollout runs from)."),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 
@@ -151,7 +152,8 @@ def watch(
     once: Annotated[bool, typer.Option("--once", help="Print one snapshot and exit.")] = False,
     interval: Annotated[float, typer.Option("--interval", min=1.0, help="Seconds between polls.")] = 30.0,
     stuck_after: Annotated[
-        float, typer.Option("--stuck-after", min=1.0, help="Minutes in one state before a node counts as stuck.")
+        float, typer.Option("--stuck-after", min=1.0, help="Minutes in one upgrade state before a node counts as stuck "
+                          "(on an image-owned stack: minutes NotReady).")
     ] = 60.0,
     no_auto_pause: Annotated[bool, typer.Option("--no-auto-pause", help="Report triggers but do not pause.")] = False,
     max_failed_polls: Annotated[

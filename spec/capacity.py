@@ -38,6 +38,9 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import get_args
+
+from spec.pools import EksCapacityType, EksUpdateStrategy
 
 IntOrPercent = int | str
 
@@ -133,8 +136,8 @@ def upgrade_slots(
 
 
 # EKS managed node group updates (``updateConfig`` of the node group; reference peers.md section 4).
-EKS_UPDATE_STRATEGIES = ("DEFAULT", "MINIMAL")
-EKS_CAPACITY_TYPES = ("ON_DEMAND", "SPOT", "CAPACITY_BLOCK")
+EKS_UPDATE_STRATEGIES = get_args(EksUpdateStrategy)
+EKS_CAPACITY_TYPES = get_args(EksCapacityType)
 
 
 def _eks_update_limit(value: object, what: str) -> int:

@@ -9,6 +9,10 @@ from pydantic import Field, StrictBool, field_validator, model_validator
 from spec.base import NonNegativeInt, PositiveInt, SpecModel, at, int_or_percent
 from spec.versions import DriverVersion, ImageRelease
 
+# The EKS API's closed sets for a managed node group (spec/capacity.py reasons about the same values).
+EksUpdateStrategy = Literal["DEFAULT", "MINIMAL"]
+EksCapacityType = Literal["ON_DEMAND", "SPOT", "CAPACITY_BLOCK"]
+
 
 class AksPool(SpecModel):
     vmSize: str = Field(pattern=r"^Standard_[A-Za-z0-9_]+$", description="Azure VM size, e.g. Standard_NC40ads_H100_v5.")
@@ -40,10 +44,10 @@ class EksPool(SpecModel):
     amiType: Literal[
         "AL2023_x86_64_NVIDIA", "BOTTLEROCKET_x86_64_NVIDIA", "AL2023_x86_64_STANDARD", "BOTTLEROCKET_x86_64"
     ] | None = Field(None, description="Defaults by driver owner: NVIDIA AMI for image, standard for operator.")
-    maxUnavailable: PositiveInt = Field(1, description="updateConfig.maxUnavailable of the node group.")
-    updateStrategy: Literal["DEFAULT", "MINIMAL"] = "DEFAULT"
+    maxUnavailable: PositiveInt = Field(1, le=100, description="updateConfig.maxUnavailable of the node group (EKS: 1-100).")
+    updateStrategy: EksUpdateStrategy = "DEFAULT"
     diskSize: PositiveInt = 200
-    capacityType: Literal["ON_DEMAND", "CAPACITY_BLOCK", "SPOT"] = "ON_DEMAND"
+    capacityType: EksCapacityType = "ON_DEMAND"
     releaseVersion: ImageRelease | None = Field(None, description="Pinned AMI release (required for operator-owned pools).")
     launchTemplate: LaunchTemplate | None = Field(None, description="Required with capacityType CAPACITY_BLOCK.")
 

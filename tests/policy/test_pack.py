@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import runpy
 
 import pulumi_policy
+from google.protobuf import json_format, struct_pb2
 import pytest
+from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy import (
     EnforcementLevel,
     PolicyResource,
@@ -15,8 +18,9 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policy import pack
-from policy.evaluate import POLICY_DIR, from_registered
+from policy import facts, pack
+from policy.findings import Level
+from policy.evaluate import POLICY_DIR, enforcement, from_registered, load_config
 from policy.registry import POLICY_IDS, REGISTRY, PolicyDef, Severity, register
 from preview.run import run_program
 from tests.conftest import change, stack_config
@@ -155,3 +159,51 @@ def test_pulumi_policy_yaml_uses_the_python_runtime():
     document = yaml.safe_load((POLICY_DIR / "PulumiPolicy.yaml").read_text())
     assert document["runtime"]["name"] == "python"
     assert (POLICY_DIR / document["runtime"]["options"]["virtualenv"]).resolve() == (POLICY_DIR.parent / ".venv")
+
+
+def _as_the_engine_sends(props):
+    """Props as the analyzer receives them: a protobuf Struct, where every number is a double."""
+    wire = struct_pb2.Struct()
+    wire.update(json.loads(json.dumps(props)))
+    return deserialize_properties(json_format.MessageToDict(wire))
+
+
+@pytest.mark.parametrize("stack", ["canary", "prod", "eks-canary", "eks-prod"])
+def test_the_pack_passes_the_examples_on_engine_shaped_props(rendered, stack):
+    run = rendered[stack]
+    engine_resources = [
+        PolicyResource(r.type, _as_the_engine_sends(r.props), r.urn, r.name, None, None, None, [], {})
+        for r in from_registered(run.resources)
+    ]
+    assert any(isinstance(v, float) for r in engine_resources for v in _numbers(r.props))  # the wire did its thing
+    config = load_config(run.outputs["stage"])
+    blocking = []
+    for policy in REGISTRY.values():
+        if enforcement(policy, config) != Level.MANDATORY:
+            continue
+        built = pack.build_policy(policy)
+        report = lambda msg, urn=None, policy_id=policy.id: blocking.append(f"{policy_id}: {msg}")  # noqa: E731
+        if isinstance(built, StackValidationPolicy):
+            built.validate(StackValidationArgs(engine_resources, config), report)
+        else:
+            for res in engine_resources:
+                built.validate(ResourceValidationArgs(res.resource_type, res.props, res.urn, res.name, None, None, config), report)
+    assert blocking == []
+
+
+def test_engine_doubles_read_back_as_ints():
+    props = facts.EngineProps(_as_the_engine_sends({"spec": {"minAvailable": 1, "ratio": 0.5, "items": [{"n": 2}]}}))
+    assert props["spec"]["minAvailable"] == 1 and isinstance(props["spec"]["minAvailable"], int)
+    assert props["spec"]["ratio"] == 0.5
+    assert isinstance(props["spec"]["items"][0]["n"], int)
+
+
+def _numbers(value):
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from _numbers(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _numbers(item)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield value

@@ -299,6 +299,16 @@ def test_canary_node_groups_update_one_node_at_a_time(rendered, update_config, f
         assert flagged in finding.message and not finding.advisory
 
 
+@pytest.mark.parametrize("update_config", [{"maxUnavailable": 3}, {"maxUnavailablePercentage": 10}])
+def test_canary_node_group_without_a_visible_size_is_not_capped_at_one(rendered, update_config):
+    items = [copy.deepcopy(r) for r in resources(rendered["eks-canary"])]
+    group = of_type(items, facts.EKS_NODE_GROUP)[0]
+    group.props["updateConfig"] = update_config
+    del group.props["scalingConfig"]
+    (finding,) = disruption_rules.canary_one_node_at_a_time(items)
+    assert "no visible desired size" in finding.message and not finding.advisory
+
+
 def _without_stage(items: list[Resource]) -> list[Resource]:
     out = []
     for res in items:
@@ -520,7 +530,7 @@ def test_generations_count_as_surge_only_where_the_node_groups_can_surge(rendere
     assert why in block.message
     canary = change(stack_config("eks-canary"), "nodePools", pool("gpu-canary", nodeCount=1))
     (minimal,) = disruption_rules.spare_capacity(resources(run_program(canary, "eks-canary")))
-    assert "gpu-canary-g1, gpu-canary-g2 (updateStrategy MINIMAL: old nodes terminate first)" in minimal.message
+    assert "gpu-canary-g1, gpu-canary-g2 (updateStrategy MINIMAL: GPU capacity declared scarce" in minimal.message
     # On-demand capacity with the DEFAULT strategy launches the new generation beside the old one.
     surging = _eks_prod(pool("gpu-h100", nodeCount=2), eks_pool("gpu-h100", **ON_DEMAND_DEFAULT))
     assert list(disruption_rules.spare_capacity(surging)) == []

@@ -163,7 +163,7 @@ MORE_VARIANTS: dict[str, tuple[str, str, Callable[[], dict[str, str]], str]] = {
         lambda: change(stack_config("eks-prod"), "nodePools", pool("gpu-h100", nodeCount=2)),
         "mandatory",
     ),
-    # ... nor with updateStrategy MINIMAL (old nodes terminate first), even on on-demand capacity.
+    # ... nor with updateStrategy MINIMAL (GPU capacity declared scarce), even on on-demand capacity.
     "minimal-generations-without-spare-node": (
         "spare-capacity", "eks-canary",
         lambda: change(stack_config("eks-canary"), "nodePools", pool("gpu-canary", nodeCount=1)),

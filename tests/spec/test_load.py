@@ -401,3 +401,9 @@ def test_a_scalar_that_looks_like_json_is_a_string() -> None:
     config = stack_config("prod")
     config["gpu-driver-upgrade:changeTicket"] = "[CHG-1] window"
     assert spec_from_config(config).changeTicket == "[CHG-1] window"
+
+
+@pytest.mark.parametrize("value", [0, 101])
+def test_eks_max_unavailable_is_within_what_eks_accepts(value: int) -> None:
+    config = edited("eks-prod", "nodePools", lambda pools: pools[0]["eks"].update(maxUnavailable=value))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[0].eks.maxUnavailable", "")
