@@ -21,10 +21,8 @@ from datetime import date
 from enum import StrEnum
 
 from spec import compat_data as data
-from spec.versions import parse_driver
+from spec.versions import parse_chart, parse_cuda, parse_driver
 
-_CUDA = re.compile(r"^(\d{1,2})\.(\d{1,2})(?:\.(\d{1,3}))?$")
-_CHART = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
 
 
 class Verdict(StrEnum):
@@ -69,14 +67,6 @@ def driver_key(driver: str) -> tuple[int, ...] | None:
     return parse_driver(driver)
 
 
-def _cuda_key(cuda: str) -> tuple[int, int, int] | None:
-    match = _CUDA.match(cuda.strip()) if isinstance(cuda, str) else None
-    if match is None:
-        return None
-    major, minor, update = match.groups()
-    return (int(major), int(minor), int(update or 0))
-
-
 def _at_least(driver: tuple[int, ...], minimum: str) -> bool | None:
     """driver >= minimum. A bare branch (precompiled images) compares by branch number: above or below
     the minimum's branch decides; on the minimum's own branch it is None when the minimum is a release
@@ -106,7 +96,7 @@ def _find_model(product: str, table: dict[str, str]) -> str | None:
 
 
 def min_driver_for_cuda(cuda: str) -> Answer:
-    key = _cuda_key(cuda)
+    key = parse_cuda(cuda)
     if key is None:
         return _unknown(f"'{cuda}' is not a CUDA version")
     if key[:2] in data.CUDA_NEVER_RELEASED:
@@ -164,7 +154,7 @@ def _cuda_text(key: tuple[int, int, int]) -> str:
 
 def forward_compat_supported(cuda: str, driver: str) -> Answer:
     """May a ``cuda-compat`` package run CUDA ``cuda`` on ``driver``'s branch (data-center GPUs only)."""
-    key, have = _cuda_key(cuda), driver_key(driver)
+    key, have = parse_cuda(cuda), driver_key(driver)
     if key is None or have is None:
         return _unknown(f"cannot read CUDA '{cuda}' or driver '{driver}'")
     branch = have[0]
@@ -267,10 +257,10 @@ def operator_drivers(chart_version: str) -> tuple[str, ...] | None:
 
     An exact release row answers first; a release-line row (``OPERATOR_LINE_DRIVERS``) answers for every
     release of its line; a release of a line known only by other patch releases is not in the table."""
-    match = _CHART.match(chart_version.strip()) if isinstance(chart_version, str) else None
-    if match is None:
+    key = parse_chart(chart_version)
+    if key is None:
         return None
-    major, minor, patch = match.groups()
+    major, minor, patch = key
     exact = f"{major}.{minor}.{patch}"
     if exact in data.OPERATOR_DRIVERS:
         return data.OPERATOR_DRIVERS[exact]
@@ -278,10 +268,10 @@ def operator_drivers(chart_version: str) -> tuple[str, ...] | None:
 
 
 def _same_line_releases(chart_version: str) -> list[str]:
-    match = _CHART.match(chart_version.strip()) if isinstance(chart_version, str) else None
-    if match is None:
+    key = parse_chart(chart_version)
+    if key is None:
         return []
-    line = "{}.{}.".format(*match.groups()[:2])
+    line = "{}.{}.".format(*key[:2])
     return sorted((r for r in data.OPERATOR_DRIVERS if r.startswith(line)), key=lambda r: int(r.rsplit(".", 1)[1]))
 
 

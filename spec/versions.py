@@ -17,7 +17,7 @@ DRIVER_RELEASE = re.compile(r"^(?P<branch>[1-9]\d{2})\.(?P<minor>\d{1,3})(?:\.(?
 # A bare branch such as 580 (precompiled driver images are tagged by branch).
 DRIVER_BRANCH = re.compile(r"^(?P<branch>[1-9]\d{2})$")
 _CUDA = re.compile(r"^(?P<major>\d{1,2})\.(?P<minor>\d{1,2})(?:\.(?P<patch>\d{1,3}))?$")
-_CHART = re.compile(r"^v?\d+\.\d+\.\d+$")
+_CHART = re.compile(r"^v?(?P<major>\d+)\.(?P<minor>\d+)\.(?P<patch>\d+)$")
 # EKS AMI releaseVersion "1.33.5-20251120"; AKS node image "202511.07.0" or a full image version.
 _IMAGE_RELEASE = re.compile(r"^[0-9][0-9A-Za-z._-]*$")
 _FLOATING = {"latest", "stable", "current", "default", "newest", "production", "lts", "ltsb"}
@@ -96,16 +96,27 @@ def parse_driver(driver_version: object) -> tuple[int, ...] | None:
     return tuple(int(part) for part in match.groups() if part is not None)
 
 
-def driver_key(driver_version: str) -> tuple[int, ...]:
-    """A sortable key for driver versions; a bare branch sorts before every release in it."""
-    return tuple(int(part) for part in driver_version.split("."))
+def parse_cuda(cuda_version: object) -> tuple[int, int, int] | None:
+    """``12.8`` -> (12, 8, 0), ``13.0.2`` -> (13, 0, 2); None for anything else."""
+    match = _CUDA.match(cuda_version.strip()) if isinstance(cuda_version, str) else None
+    if match is None:
+        return None
+    major, minor, patch = match.groups()
+    return (int(major), int(minor), int(patch or 0))
 
 
-def cuda_key(cuda_version: str) -> tuple[int, int, int]:
-    parts = [int(p) for p in cuda_version.split(".")] + [0, 0]
-    return (parts[0], parts[1], parts[2])
+def parse_chart(chart_version: object) -> tuple[int, int, int] | None:
+    """``v26.7.0`` -> (26, 7, 0); None for anything else."""
+    match = _CHART.match(chart_version.strip()) if isinstance(chart_version, str) else None
+    if match is None:
+        return None
+    major, minor, patch = match.groups()
+    return (int(major), int(minor), int(patch))
 
 
 def chart_key(chart_version: str) -> tuple[int, int, int]:
-    major, minor, patch = (int(p) for p in chart_version.lstrip("v").split("."))
-    return (major, minor, patch)
+    """The sortable key of a validated chart version."""
+    key = parse_chart(chart_version)
+    if key is None:
+        raise ValueError(f"'{chart_version}' is not a GPU Operator release")
+    return key
