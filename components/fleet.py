@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_kubernetes as k8s
 
+from components.cluster import ClusterIdentity, ClusterIdentityArgs, kubernetes_provider
 from components.disruption import ModelBudget, ModelBudgetArgs
 from components.gpu_operator import DriverPolicy, DriverPolicyArgs, PoolDriver, PoolDriverArgs
-from components.node_pools import AksGpuPool, EksGpuPool, GpuPoolArgs
+from components.node_pools import AksGpuPool, EksGpuPool, ExistingGpuPool, GpuPoolArgs
 from spec import manifests
 from spec.model import Cloud, ClusterPolicyMode, DriverOwner, FleetSpec, NodePool
 
@@ -59,12 +59,9 @@ class GpuFleet(pulumi.ComponentResource):
     def __init__(self, name: str, args: GpuFleetArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-driver-upgrade:fleet:GpuFleet", name, None, opts)
         spec = args.spec
-        k8s_opts = pulumi.ResourceOptions(parent=self)
-        if spec.cluster.kubeContext:
-            provider = k8s.Provider(
-                "cluster", context=spec.cluster.kubeContext, opts=pulumi.ResourceOptions(parent=self)
-            )
-            k8s_opts = pulumi.ResourceOptions(parent=self, providers=[provider])
+        # Kubernetes objects go only to the stack's own cluster, never to the shell's current context.
+        k8s_opts = pulumi.ResourceOptions(parent=self, providers=[kubernetes_provider(spec, self)])
+        ClusterIdentity("cluster-identity", ClusterIdentityArgs(spec), opts=k8s_opts)
 
         # PDBs first: nothing may evict a model server before its budget exists.
         budgets = [
@@ -79,6 +76,8 @@ class GpuFleet(pulumi.ComponentResource):
                 pool_components[pool.name] = AksGpuPool(pool.name, pool_args, pool_opts)
             elif spec.cluster.cloud == Cloud.EKS:
                 pool_components[pool.name] = EksGpuPool(pool.name, pool_args, pool_opts)
+            else:
+                pool_components[pool.name] = ExistingGpuPool(pool.name, pool_args, k8s_opts.merge(pool_opts))
 
         # The driver policy waits for the pools: a pool held in the same change must carry its skip
         # label before a new cluster-wide driver version can reach its nodes.

@@ -1,5 +1,6 @@
 """GPU node pools: an AKS agent pool or an EKS managed node group per pool (per generation when the
-node image owns the driver, so a new image runs beside the old one until the old one is retired)."""
+node image owns the driver, so a new image runs beside the old one until the old one is retired), or,
+on a cluster this stack does not create, a record of the pool."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 import pulumi_azure_native as azure_native
+import pulumi_kubernetes as k8s
 
 from components.options import child_options
 from spec import labels, manifests
@@ -101,6 +103,7 @@ class EksGpuPool(pulumi.ComponentResource):
                     cloud_name,
                     cluster_name=cluster.clusterName,
                     node_group_name=cloud_name,
+                    region=cluster.region,
                     node_role_arn=cluster.nodeRoleArn,
                     subnet_ids=cluster.subnetIds,
                     instance_types=pool.eks.instanceTypes,
@@ -132,3 +135,20 @@ class EksGpuPool(pulumi.ComponentResource):
             )
         self.register_outputs({"nodeGroupNames": [g.node_group_name for g in self.node_groups]})
 
+
+
+class ExistingGpuPool(pulumi.ComponentResource):
+    """A pool of a ``cloud: existing`` cluster: its nodes and their cloud pool belong to someone else, so
+    the stack records the pool (declared hardware, selector, held or released) in a ConfigMap, where the
+    policy pack sees the same facts it reads from the labels of AKS and EKS pools."""
+
+    def __init__(self, name: str, args: GpuPoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpu-driver-upgrade:pools:ExistingGpuPool", name, None, opts)
+        spec, pool = args.spec, args.pool
+        self.record = k8s.core.v1.ConfigMap(
+            manifests.pool_record_name(pool),
+            metadata=manifests.pool_record_metadata(spec, pool),
+            data=manifests.pool_record_data(pool),
+            opts=child_options(self, opts),
+        )
+        self.register_outputs({"record": manifests.pool_record_name(pool)})

@@ -7,6 +7,7 @@ CrossGuard pack (``PolicyResource``) and ``gpu-rollout plan`` (``RegisteredResou
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,8 @@ CLUSTER_POLICY_CR = "kubernetes:nvidia.com/v1:ClusterPolicy"
 NVIDIA_DRIVER = "kubernetes:nvidia.com/v1alpha1:NVIDIADriver"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 PDB = "kubernetes:policy/v1:PodDisruptionBudget"
-POOL_TYPES = (AKS_POOL, EKS_NODE_GROUP)
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"  # a pool record on a cluster: existing (labelled record=pool)
+POOL_TYPES = (AKS_POOL, EKS_NODE_GROUP, CONFIG_MAP)
 DRIVER_TYPES = (CLUSTER_POLICY, CLUSTER_POLICY_CR, NVIDIA_DRIVER, HELM_RELEASE)
 
 
@@ -113,8 +115,11 @@ class Pool:
         if not self.resources:
             return None
         last = self.resources[-1]
-        count = last.props.get("count") if last.type == AKS_POOL else prop(last.props, "scalingConfig", "desiredSize")
-        return _int(count)
+        if last.type == AKS_POOL:
+            return _int(last.props.get("count"))
+        if last.type == CONFIG_MAP:
+            return _int(prop(last.props, "data", "nodeCount"))
+        return _int(prop(last.props, "scalingConfig", "desiredSize"))
 
     @property
     def held(self) -> bool:
@@ -141,14 +146,37 @@ class Pool:
 
     @staticmethod
     def _labels_of(res: Resource) -> Mapping[str, str]:
-        return (res.props.get("nodeLabels") if res.type == AKS_POOL else res.props.get("labels")) or {}
+        """The labels the pool's nodes carry, as the stack declares them."""
+        if res.type == AKS_POOL:
+            return res.props.get("nodeLabels") or {}
+        if res.type == CONFIG_MAP:
+            # A pool record: the nodes carry the declared selector (the record's labels state the pool's
+            # facts, which the nodes of a cluster this stack does not own may not carry).
+            record = prop(res.props, "metadata", "labels") or {}
+            return {**record, **_node_selector(res)}
+        return res.props.get("labels") or {}
+
+
+def _node_selector(res: Resource) -> dict[str, str]:
+    note = prop(res.props, "metadata", "annotations", labels.ANNOTATION_NODE_SELECTOR)
+    try:
+        selector = json.loads(note) if isinstance(note, str) else {}
+    except json.JSONDecodeError:
+        return {}
+    return {str(k): str(v) for k, v in selector.items()} if isinstance(selector, dict) else {}
+
+
+def _is_pool(res: Resource) -> bool:
+    if res.type == CONFIG_MAP:
+        return prop(res.props, "metadata", "labels", labels.RECORD) == labels.RECORD_POOL
+    return res.type in POOL_TYPES
 
 
 def pools(resources: Iterable[Resource]) -> dict[str, Pool]:
-    """GPU pools by pool name, from AKS agent pools and EKS node groups carrying the pool label."""
+    """GPU pools by pool name, from AKS agent pools, EKS node groups and pool records carrying the pool label."""
     found: dict[str, Pool] = {}
     for res in resources:
-        if res.type not in POOL_TYPES:
+        if not _is_pool(res):
             continue
         name = Pool._labels_of(res).get(labels.POOL)
         if name:

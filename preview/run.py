@@ -8,6 +8,8 @@ The mock engine echoes every input back as the resource's state; it never invent
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import os
 import runpy
 from concurrent.futures import ThreadPoolExecutor
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
+from pulumi.runtime import rpc as pulumi_rpc
 from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.mocks import MockMonitor
 
@@ -44,20 +47,49 @@ class RegisteredResource:
     custom: bool
     urn: str = ""
     dependencies: tuple[str, ...] = ()  # URNs this resource waits for (depends_on and input dependencies)
+    provider: str = ""  # "<provider URN>::<id>" of an explicit provider; empty for the default provider
 
     def as_json(self) -> dict[str, Any]:
         return {"type": self.type, "name": self.name, "inputs": self.inputs}
 
 
+SECRET = "[secret]"
+
+
 def _plain(value: Any) -> Any:
-    """Engine values as JSON shows them: the wire format carries every number as a double."""
+    """Engine values as JSON shows them: the wire format carries every number as a double, and a secret
+    is shown as the engine's own preview shows it, never in clear."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
+    if isinstance(value, dict) and value.get(pulumi_rpc._special_sig_key) == pulumi_rpc._special_secret_sig:
+        return SECRET
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_plain(v) for v in value]
     return value
+
+
+# The offline preview never reaches a cluster: the provider's credentials point at a reserved, unresolvable
+# name (RFC 2606 .invalid), and the certificate authority is the base64 of a plain-text marker.
+OFFLINE_SERVER = "https://offline-preview.invalid"
+OFFLINE_CA = base64.b64encode(b"offline preview: no certificate authority").decode()
+_OFFLINE_KUBECONFIG = json.dumps(
+    {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "offline-preview", "cluster": {"server": OFFLINE_SERVER}}],
+        "contexts": [{"name": "offline-preview", "context": {"cluster": "offline-preview", "user": "offline-preview"}}],
+        "current-context": "offline-preview",
+        "users": [{"name": "offline-preview", "user": {}}],
+    }
+)
+OFFLINE_INVOKES: dict[str, dict[str, Any]] = {
+    "azure-native:containerservice:listManagedClusterUserCredentials": {
+        "kubeconfigs": [{"name": "clusterUser", "value": base64.b64encode(_OFFLINE_KUBECONFIG.encode()).decode()}]
+    },
+    "aws:eks/getCluster:getCluster": {"endpoint": OFFLINE_SERVER, "certificateAuthorities": [{"data": OFFLINE_CA}]},
+}
 
 
 class RecordingMocks(pulumi.runtime.Mocks):
@@ -70,12 +102,18 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if any(r.type == args.typ and r.name == args.name for r in self.resources):
             # The engine refuses two resources with one URN; so must the offline preview.
             raise ValueError(f"duplicate resource {args.typ} named {args.name!r}")
-        self.resources.append(RegisteredResource(args.typ, args.name, _plain(dict(args.inputs)), bool(args.custom)))
+        self.resources.append(
+            RegisteredResource(args.typ, args.name, _plain(dict(args.inputs)), bool(args.custom), provider=args.provider or "")
+        )
         return f"{args.name}-id", dict(args.inputs)
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
-        # The program makes no invokes; answering one silently would hide a new dependency on the cloud.
-        raise NotImplementedError(f"offline preview does not answer invoke {args.token}")
+        # Only the lookups that build the Kubernetes provider are answered, with values that cannot be
+        # mistaken for a real cluster; any other invoke is a new dependency on the cloud and fails loudly.
+        answer = OFFLINE_INVOKES.get(args.token)
+        if answer is None:
+            raise NotImplementedError(f"offline preview does not answer invoke {args.token}")
+        return answer, []
 
 
 class _DependencyRecordingMonitor(MockMonitor):

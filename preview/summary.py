@@ -98,4 +98,12 @@ def review_fields(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, st
             ("minAvailable", f"{spec.get('minAvailable')} of {replicas} replicas"),
             ("selector", ", ".join(f"{k}={v}" for k, v in selector.items())),
         ]
+    if type_token == "pulumi:providers:kubernetes":
+        kubeconfig = inputs.get("kubeconfig")
+        source = "kubeconfig [secret]" if kubeconfig == "[secret]" else f"kubeconfig {kubeconfig or '$KUBECONFIG'}"
+        return [("cluster", f"{source}, context {inputs.get('context') or '(the kubeconfig current-context)'}")]
+    if type_token == "kubernetes:core/v1:ConfigMap":
+        meta = inputs.get("metadata") or {}
+        data = inputs.get("data") or {}
+        return [("record", f"{meta.get('namespace')}/{meta.get('name')}"), ("data", ", ".join(f"{k}={v}" for k, v in data.items()))]
     return []

@@ -90,7 +90,7 @@ KubeconfigOption = Annotated[
 ]
 ContextOption = Annotated[
     str | None,
-    typer.Option("--context", envvar="GPU_ROLLOUT_CONTEXT", help="kubeconfig context (else cluster.kubeContext)."),
+    typer.Option("--context", envvar="GPU_ROLLOUT_CONTEXT", help="kubeconfig context (else cluster.existing.context, else the current one)."),
 ]
 
 
@@ -107,7 +107,10 @@ def _live(stack: str | None, file: Path | None, project_dir: Path, kubeconfig: s
         fail_invalid(error)
         raise
     try:
-        adapter = kube.connect(kubeconfig, context or spec.cluster.kubeContext)
+        declared = spec.cluster.existing  # an existing cluster names its kubeconfig and context in the stack
+        adapter = kube.connect(
+            kubeconfig or (declared.kubeconfig if declared else None), context or (declared.context if declared else None)
+        )
     except ConfigError as error:
         err.print(f"--kubeconfig/--context: {error}", markup=False, highlight=False)
         raise typer.Exit(EXIT_INVALID) from None

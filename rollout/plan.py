@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from policy.evaluate import Violation, evaluate, from_registered, load_config, mandatory
@@ -66,7 +67,7 @@ def render_violations(violations: list[Violation], console: Console) -> None:
         table.add_column(column)
     for v in sorted(violations, key=lambda v: (v.enforcement.value != "mandatory", v.policy, v.resource)):
         style = "bold red" if v.enforcement.value == "mandatory" else "yellow"
-        table.add_row(v.policy, f"[{style}]{v.enforcement.value}[/]", v.resource, v.message)
+        table.add_row(v.policy, f"[{style}]{v.enforcement.value}[/]", escape(v.resource), escape(v.message))
     console.print(table)
 
 
@@ -77,7 +78,8 @@ def render_table(result: ProgramRun, console: Console) -> None:
     table.add_column("what a reviewer checks")
     for resource in sorted(result.custom_resources, key=lambda r: (r.type, r.name)):
         fields = review_fields(resource.type, resource.inputs)
-        table.add_row(resource.type, resource.name, "\n".join(f"{k}: {v}" for k, v in fields))
+        # Values are text, not markup: "[secret]" or a selector in brackets must print as written.
+        table.add_row(resource.type, resource.name, escape("\n".join(f"{k}: {v}" for k, v in fields)))
     console.print(table)
     outputs = result.outputs
     console.print(

@@ -59,6 +59,15 @@ def int_or_percent(value: object, what: str) -> int | str:
     raise ValueError(f"{what} must be an integer or a percentage such as '25%', got {value!r}")
 
 
+def check_label_map(value: dict[str, str], what: str = "label") -> dict[str, str]:
+    """Keys and values of a Kubernetes label map (matchLabels, nodeSelector), checked as the API server does."""
+    for key, val in value.items():
+        prefix, _, name = key.rpartition("/")
+        if (prefix and not LABEL_PREFIX.fullmatch(prefix)) or not LABEL_NAME.fullmatch(name):
+            raise ValueError(f"'{key}' is not a valid {what} key")
+        if not isinstance(val, str) or (val and not LABEL_NAME.fullmatch(val)):
+            raise ValueError(f"'{val}' is not a valid {what} value for '{key}'")
+    return value
 
 
 def kubernetes_name(name: str) -> str:

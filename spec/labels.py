@@ -16,6 +16,11 @@ GPU_PRODUCT = "nvidia.com/gpu.product"
 DEPLOY_DRIVER = "nvidia.com/gpu.deploy.driver"
 GPU_RESOURCE = "nvidia.com/gpu"
 
+# The clouds' own node labels: a pool's nodes carry them from their first boot, before this stack labels them.
+AKS_AGENT_POOL = "kubernetes.azure.com/agentpool"
+AKS_CLUSTER = "kubernetes.azure.com/cluster"  # the node resource group, MC_<resource group>_<cluster>_<location>
+EKS_NODE_GROUP = "eks.amazonaws.com/nodegroup"
+
 # This project's labels: every GPU node carries its pool, role and rollout wave, so a
 # NVIDIADriver can select one pool and checks can group nodes without cloud-specific labels.
 DOMAIN = "gpu-driver-upgrade.io"
@@ -24,6 +29,14 @@ ROLE = f"{DOMAIN}/role"
 WAVE = f"{DOMAIN}/wave"
 GENERATION = f"{DOMAIN}/generation"
 MODEL = f"{DOMAIN}/model"
+
+# ConfigMaps a stack writes about itself in the cluster (namespace kube-system), told apart by this label:
+# ``cluster-identity`` (which cluster this is, checked by the live verbs) and ``pool`` (a pool of a
+# ``cloud: existing`` cluster, whose cloud resource this stack does not own).
+RECORD = f"{DOMAIN}/record"
+RECORD_CLUSTER_IDENTITY = "cluster-identity"
+RECORD_POOL = "pool"
+ANNOTATION_NODE_SELECTOR = f"{DOMAIN}/node-selector"  # a pool record's declared nodeSelector, as JSON
 
 # Annotations carrying facts the policy pack needs to see on the resource itself.
 ANNOTATION_STAGE = f"{DOMAIN}/stage"

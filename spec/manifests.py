@@ -6,10 +6,11 @@ what is reviewed in a plan is exactly what `pulumi up` sends.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from spec import labels
-from spec.model import Cloud, DriverOwner, FleetSpec, Generation, Model, NodePool, kubernetes_name
+from spec.model import PROJECT, Cloud, DriverOwner, FleetSpec, Generation, Model, NodePool, kubernetes_name
 
 CLUSTER_POLICY_NAME = "cluster-policy"
 OPERATOR_CHART = "gpu-operator"
@@ -152,6 +153,14 @@ def nvidia_driver_name(pool: NodePool) -> str:
     return f"gpu-{kubernetes_name(pool.name)}"
 
 
+def driver_node_selector(pool: NodePool) -> dict[str, str]:
+    """The nodes a pool's NVIDIADriver installs on: the project's pool label, which the cloud pool puts on
+    every node, or on a ``cloud: existing`` cluster (no cloud pool of ours) the pool's declared selector."""
+    if pool.existing is not None:
+        return dict(pool.existing.nodeSelector)
+    return {labels.POOL: pool.name}
+
+
 def nvidia_driver_spec(spec: FleetSpec, pool: NodePool) -> dict[str, Any]:
     """One NVIDIADriver per operator-owned pool, selecting that pool's nodes only."""
     op = spec.gpuOperator
@@ -161,7 +170,7 @@ def nvidia_driver_spec(spec: FleetSpec, pool: NodePool) -> dict[str, Any]:
         "version": spec.pool_driver_version(pool),
         "usePrecompiled": op.usePrecompiled,
         "kernelModuleType": op.kernelModuleType,
-        "nodeSelector": {labels.POOL: pool.name},
+        "nodeSelector": driver_node_selector(pool),
         "tolerations": [
             {"key": labels.GPU_TAINT_KEY, "operator": "Exists", "effect": labels.GPU_TAINT_EFFECT},
         ],
@@ -212,3 +221,82 @@ def pdb_metadata(spec: FleetSpec, model: Model) -> dict[str, Any]:
 
 def pdb_spec(model: Model) -> dict[str, Any]:
     return {"minAvailable": model.minAvailable, "selector": {"matchLabels": dict(model.matchLabels)}}
+
+
+# ---------------------------------------------------------------- records the stack keeps in the cluster
+
+RECORD_NAMESPACE = "kube-system"  # exists in every cluster, before any stack runs
+
+
+def identity_name(spec: FleetSpec) -> str:
+    """One identity record per stage, so a canary and a prod stack on one cluster never share it."""
+    return f"{PROJECT}-{spec.stage.value}"
+
+
+def identity_metadata(spec: FleetSpec) -> dict[str, Any]:
+    return {
+        "name": identity_name(spec),
+        "namespace": RECORD_NAMESPACE,
+        "labels": {labels.RECORD: labels.RECORD_CLUSTER_IDENTITY},
+        "annotations": {labels.ANNOTATION_STAGE: spec.stage.value},
+    }
+
+
+def identity_data(spec: FleetSpec) -> dict[str, str]:
+    """Which cluster this is, as the stack knows it; the live verbs refuse a cluster whose record differs."""
+    data = {"cluster": spec.cluster.name, "cloud": spec.cluster.cloud.value, "stage": spec.stage.value}
+    if spec.cluster.aks is not None:
+        data["aksResourceGroup"] = spec.cluster.aks.resourceGroup
+        data["aksClusterName"] = spec.cluster.aks.clusterName
+    if spec.cluster.eks is not None:
+        data["eksClusterName"] = spec.cluster.eks.clusterName
+        data["eksRegion"] = spec.cluster.eks.region
+    return data
+
+
+def pool_record_name(pool: NodePool) -> str:
+    return f"{PROJECT}-pool-{kubernetes_name(pool.name)}"
+
+
+def pool_record_metadata(spec: FleetSpec, pool: NodePool) -> dict[str, Any]:
+    """A pool of a ``cloud: existing`` cluster: its declared facts and selector, where the policy pack sees them."""
+    assert pool.existing is not None
+    return {
+        "name": pool_record_name(pool),
+        "namespace": RECORD_NAMESPACE,
+        "labels": {labels.RECORD: labels.RECORD_POOL, **pool_labels(spec, pool)},
+        "annotations": {
+            labels.ANNOTATION_STAGE: spec.stage.value,
+            labels.ANNOTATION_NODE_SELECTOR: json.dumps(pool.existing.nodeSelector, sort_keys=True),
+        },
+    }
+
+
+def pool_record_data(pool: NodePool) -> dict[str, str]:
+    return {"nodeCount": str(pool.nodeCount)}
+
+
+def eks_kubeconfig(cluster_name: str, region: str, endpoint: str, certificate_authority: str) -> dict[str, Any]:
+    """A kubeconfig for one EKS cluster that authenticates with `aws eks get-token` (no token is stored)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": cluster_name, "cluster": {"server": endpoint, "certificate-authority-data": certificate_authority}}
+        ],
+        "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": cluster_name}}],
+        "current-context": cluster_name,
+        "users": [
+            {
+                "name": cluster_name,
+                "user": {
+                    "exec": {
+                        "apiVersion": "client.authentication.k8s.io/v1beta1",
+                        "command": "aws",
+                        "args": ["eks", "get-token", "--cluster-name", cluster_name, "--region", region, "--output", "json"],
+                        "interactiveMode": "Never",
+                    }
+                },
+            }
+        ],
+    }

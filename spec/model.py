@@ -16,8 +16,6 @@ from spec.base import (
     AKS_POOL,
     DNS_LABEL,
     EKS_NODEGROUP,
-    LABEL_NAME,
-    LABEL_PREFIX,
     PROJECT,
     Cloud,
     ClusterPolicyMode,
@@ -28,16 +26,17 @@ from spec.base import (
     SpecModel,
     Stage,
     at,
+    check_label_map,
     int_or_percent,
     kubernetes_name,
 )
 from spec.operator import Drain, GpuOperator, PodDeletion, UpgradePolicy, WaitForCompletion
-from spec.pools import AksPool, EksPool, Generation, LaunchTemplate, NodePool, PoolRollout
+from spec.pools import AksPool, EksPool, ExistingPool, Generation, LaunchTemplate, NodePool, PoolRollout
 from spec.versions import CudaVersion, DriverVersion, is_branch_only
 
 __all__ = [
     "PROJECT", "AksCluster", "AksPool", "Cloud", "Cluster", "ClusterPolicyMode", "Drain", "Driver", "DriverOwner",
-    "EksCluster", "EksPool", "FleetSpec", "Generation", "GpuOperator", "LaunchTemplate", "LocatedError", "Model",
+    "EksCluster", "EksPool", "ExistingCluster", "ExistingPool", "FleetSpec", "Generation", "GpuOperator", "LaunchTemplate", "LocatedError", "Model",
     "NodePool", "NonNegativeInt", "PodDeletion", "PoolRollout", "PositiveInt", "Promotion", "Stage",
     "UpgradePolicy", "Validation", "WaitForCompletion", "int_or_percent", "kubernetes_name",
 ]
@@ -57,16 +56,28 @@ class EksCluster(SpecModel):
     kubernetesVersion: str | None = None
 
 
+class ExistingCluster(SpecModel):
+    """A cluster this stack does not create: reached through an explicit kubeconfig context, never the current one."""
+
+    context: str = Field(min_length=1, description="kubeconfig context of the cluster.")
+    kubeconfig: str | None = Field(
+        None, min_length=1, description="Path of the kubeconfig file; default: $KUBECONFIG, else ~/.kube/config."
+    )
+
+
 class Cluster(SpecModel):
     cloud: Cloud
-    name: str = Field(min_length=1, description="Human name of the cluster, used in outputs and attestations.")
-    kubeContext: str | None = Field(None, description="kubeconfig context for Kubernetes resources and checks.")
+    name: str = Field(
+        min_length=1,
+        description="Name of the cluster: recorded in the cluster's identity ConfigMap and checked by live verbs.",
+    )
     aks: AksCluster | None = None
     eks: EksCluster | None = None
+    existing: ExistingCluster | None = None
 
     @model_validator(mode="after")
     def _cloud_fields(self) -> Self:
-        for cloud, block in ((Cloud.AKS, self.aks), (Cloud.EKS, self.eks)):
+        for cloud, block in ((Cloud.AKS, self.aks), (Cloud.EKS, self.eks), (Cloud.EXISTING, self.existing)):
             if self.cloud == cloud and block is None:
                 raise at((cloud.value,), f"cloud is '{cloud}', so cluster.{cloud} must be set")
             if self.cloud != cloud and block is not None:
@@ -115,13 +126,7 @@ class Model(SpecModel):
     @field_validator("matchLabels")
     @classmethod
     def _labels(cls, value: dict[str, str]) -> dict[str, str]:
-        for key, val in value.items():
-            prefix, _, name = key.rpartition("/")
-            if (prefix and not LABEL_PREFIX.fullmatch(prefix)) or not LABEL_NAME.fullmatch(name):
-                raise ValueError(f"'{key}' is not a valid label key")
-            if not isinstance(val, str) or (val and not LABEL_NAME.fullmatch(val)):
-                raise ValueError(f"'{val}' is not a valid label value for '{key}'")
-        return value
+        return check_label_map(value)
 
     @field_validator("image")
     @classmethod
@@ -202,7 +207,7 @@ class FleetSpec(SpecModel):
             if pool.name in seen:
                 raise at((*where, "name"), f"duplicate pool name '{pool.name}'")
             seen.add(pool.name)
-            for block in ("aks", "eks"):
+            for block in ("aks", "eks", "existing"):
                 present = getattr(pool, block) is not None
                 if cloud == block and not present:
                     raise at((*where, block), f"cloud is '{cloud}', so every pool needs its '{block}' block")
@@ -224,6 +229,7 @@ class FleetSpec(SpecModel):
                     raise at((*where, "name"), f"EKS node group name '{name}' is invalid: letters, digits, '-', '_'")
                 if cloud == Cloud.EXISTING and not DNS_LABEL.fullmatch(name):
                     raise at((*where, "name"), f"pool name '{name}' must be a valid label value")
+        self._check_existing_selectors()
         if self.stage == Stage.CANARY and not any(p.role == "canary" for p in self.nodePools):
             raise at(("nodePools",), "the canary stage needs at least one pool with role: canary")
         driver_names: dict[str, str] = {}
@@ -235,6 +241,22 @@ class FleetSpec(SpecModel):
                     f"pools '{other}' and '{pool.name}' map to the same Kubernetes name "
                     f"'{kubernetes_name(pool.name)}' (their NVIDIADrivers would collide); rename one",
                 )
+
+    def _check_existing_selectors(self) -> None:
+        """Two pools whose selectors nest would claim the same nodes (and their NVIDIADrivers would overlap)."""
+        declared = [(i, p) for i, p in enumerate(self.nodePools) if p.existing is not None]
+        for index, pool in declared:
+            assert pool.existing is not None
+            mine = set(pool.existing.nodeSelector.items())
+            for other_index, other in declared:
+                assert other.existing is not None
+                theirs = set(other.existing.nodeSelector.items())
+                if other_index < index and (mine <= theirs or theirs <= mine):
+                    raise at(
+                        ("nodePools", index, "existing", "nodeSelector"),
+                        f"selects every node that pool '{other.name}' selects, or the other way round: "
+                        "each pool's nodeSelector must single out its own nodes",
+                    )
 
     def _check_eks_pool(self, pool: NodePool, where: tuple[object, ...]) -> None:
         if pool.eks is None:

@@ -6,7 +6,7 @@ from typing import Literal, Self
 
 from pydantic import Field, StrictBool, field_validator, model_validator
 
-from spec.base import NonNegativeInt, PositiveInt, SpecModel, at, int_or_percent
+from spec.base import NonNegativeInt, PositiveInt, SpecModel, at, check_label_map, int_or_percent
 from spec.versions import DriverVersion, ImageRelease
 
 # The EKS API's closed sets for a managed node group (spec/capacity.py reasons about the same values).
@@ -62,6 +62,21 @@ class EksPool(SpecModel):
         return self
 
 
+class ExistingPool(SpecModel):
+    """A pool of a cluster this stack does not create (``cluster.cloud: existing``)."""
+
+    nodeSelector: dict[str, str] = Field(
+        min_length=1,
+        description="Labels that every node of the pool already carries, e.g. {node.kubernetes.io/instance-type: "
+        "p5.48xlarge}; the pool's NVIDIADriver and the live checks find its nodes by them.",
+    )
+
+    @field_validator("nodeSelector")
+    @classmethod
+    def _selector(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_label_map(value, "nodeSelector")
+
+
 class Generation(SpecModel):
     """One node-pool generation of an image-owned pool: a pool (or node group) on one node image."""
 
@@ -93,6 +108,7 @@ class NodePool(SpecModel):
     rollout: PoolRollout = PoolRollout()
     aks: AksPool | None = None
     eks: EksPool | None = None
+    existing: ExistingPool | None = None
     generations: list[Generation] | None = Field(None, description="Image-owned pools only: live generations.")
 
     @property

@@ -9,9 +9,10 @@ import os
 import pulumi
 import pytest
 
-from preview.run import ProgramRun, RecordingMocks, run_program
+from preview.run import OFFLINE_SERVER, SECRET, ProgramRun, RecordingMocks, run_program
 from spec import labels
 from spec.load import runtime_config, spec_from_config
+from tests.conftest import EXAMPLE_STACKS as EXAMPLES
 from tests.conftest import aks_image_owned, edited, stack_config
 
 AGENT_POOL = "azure-native:containerservice:AgentPool"
@@ -20,6 +21,8 @@ NVIDIA_DRIVER = "kubernetes:nvidia.com/v1alpha1:NVIDIADriver"
 CLUSTER_POLICY = "kubernetes:nvidia.com/v1:ClusterPolicyPatch"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 PDB = "kubernetes:policy/v1:PodDisruptionBudget"
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+K8S_PROVIDER = "pulumi:providers:kubernetes"
 
 
 def by_name(run: ProgramRun, type_token: str) -> dict[str, dict]:
@@ -41,7 +44,7 @@ def type_counts(run: ProgramRun) -> dict[str, int]:
 
 
 def test_canary_renders_only_what_the_canary_stack_owns(rendered: dict[str, ProgramRun]) -> None:
-    assert type_counts(rendered["canary"]) == {AGENT_POOL: 1, NVIDIA_DRIVER: 1, PDB: 1}
+    assert type_counts(rendered["canary"]) == {AGENT_POOL: 1, NVIDIA_DRIVER: 1, PDB: 1, CONFIG_MAP: 1, K8S_PROVIDER: 1}
 
 
 def test_canary_pool_is_operator_owned_and_released(rendered: dict[str, ProgramRun]) -> None:
@@ -77,7 +80,9 @@ def test_canary_driver_selects_its_pool_one_node_at_a_time(rendered: dict[str, P
 
 
 def test_prod_counts(rendered: dict[str, ProgramRun]) -> None:
-    assert type_counts(rendered["prod"]) == {AGENT_POOL: 3, CLUSTER_POLICY: 1, NVIDIA_DRIVER: 3, PDB: 4}
+    assert type_counts(rendered["prod"]) == {
+        AGENT_POOL: 3, CLUSTER_POLICY: 1, NVIDIA_DRIVER: 3, PDB: 4, CONFIG_MAP: 1, K8S_PROVIDER: 1
+    }
 
 
 def test_prod_pins_one_driver_per_pool_and_holds_unreleased_pools(rendered: dict[str, ProgramRun]) -> None:
@@ -145,6 +150,8 @@ def test_children_are_parented_to_their_components(rendered: dict[str, ProgramRu
         CLUSTER_POLICY: "gpu-driver-upgrade:operator:DriverPolicy",
         NVIDIA_DRIVER: "gpu-driver-upgrade:operator:PoolDriver",
         PDB: "gpu-driver-upgrade:disruption:ModelBudget",
+        CONFIG_MAP: "gpu-driver-upgrade:cluster:ClusterIdentity",
+        K8S_PROVIDER: "gpu-driver-upgrade:fleet:GpuFleet",
     }
     components = {r.type: parent_type(r.urn) for r in rendered["prod"].resources if not r.custom}
     assert components["gpu-driver-upgrade:fleet:GpuFleet"] == "pulumi:pulumi:Stack"
@@ -178,18 +185,66 @@ def test_helm_mode_installs_the_pinned_chart_with_helm_key_names() -> None:
     assert "gpuPodDeletion" in driver["upgradePolicy"] and "podDeletion" not in driver["upgradePolicy"]
 
 
-def test_kube_context_gets_an_explicit_provider() -> None:
-    config = edited("prod", "cluster", lambda c: c.update(kubeContext="aks-inference-weu-1"))
-    run = run_program(config, "prod")
-    (provider,) = run.of_type("pulumi:providers:kubernetes")
-    assert provider.inputs["context"] == "aks-inference-weu-1"
+def kubernetes_objects_use_the_stack_provider(run: ProgramRun) -> str:
+    """Every Kubernetes object names the stack's one explicit provider; returns that provider's URN."""
+    (provider,) = run.of_type(K8S_PROVIDER)
+    objects = [r for r in run.custom_resources if r.type.startswith("kubernetes:")]
+    assert objects
+    assert {r.provider.rsplit("::", 1)[0] for r in objects} == {provider.urn}, [(r.name, r.provider) for r in objects]
+    return provider.urn
+
+
+@pytest.mark.parametrize("stack", EXAMPLES)
+def test_every_kubernetes_object_goes_through_the_stack_provider(rendered: dict[str, ProgramRun], stack: str) -> None:
+    kubernetes_objects_use_the_stack_provider(rendered[stack])
+
+
+def test_aks_provider_uses_the_clusters_own_user_credentials(rendered: dict[str, ProgramRun]) -> None:
+    (provider,) = rendered["prod"].of_type(K8S_PROVIDER)
+    # The credentials are a secret; the offline preview answers the lookup with a marker kubeconfig.
+    assert provider.inputs == {"kubeconfig": SECRET}
+
+
+def test_eks_provider_authenticates_with_aws_eks_get_token_in_the_clusters_region(
+    rendered: dict[str, ProgramRun],
+) -> None:
+    (provider,) = rendered["eks-prod"].of_type(K8S_PROVIDER)
+    kubeconfig = json.loads(provider.inputs["kubeconfig"])
+    (cluster,) = kubeconfig["clusters"]
+    assert cluster["cluster"]["server"] == OFFLINE_SERVER
+    (user,) = kubeconfig["users"]
+    assert user["user"]["exec"]["command"] == "aws"
+    assert user["user"]["exec"]["args"] == [
+        "eks", "get-token", "--cluster-name", "eks-inference-use1-1", "--region", "us-east-1", "--output", "json"
+    ]
+    assert "token" not in user["user"]
+
+
+def test_eks_node_groups_go_to_the_clusters_region(rendered: dict[str, ProgramRun]) -> None:
+    groups = rendered["eks-prod"].of_type(NODE_GROUP)
+    assert groups and {g.inputs["region"] for g in groups} == {"us-east-1"}
+
+
+def test_cluster_identity_record_names_the_cluster(rendered: dict[str, ProgramRun]) -> None:
+    (record,) = rendered["prod"].of_type(CONFIG_MAP)
+    assert record.inputs["metadata"]["namespace"] == "kube-system"
+    assert record.inputs["metadata"]["name"] == "gpu-driver-upgrade-prod"
+    assert record.inputs["metadata"]["labels"] == {labels.RECORD: labels.RECORD_CLUSTER_IDENTITY}
+    assert record.inputs["data"]["cluster"] == "inference-weu-1"
+    assert record.inputs["data"]["aksClusterName"] == "aks-inference-weu-1"
+
+
+def test_offline_preview_refuses_an_invoke_it_does_not_know() -> None:
+    mocks = RecordingMocks()
+    with pytest.raises(NotImplementedError, match="aws:ec2/getAmi:getAmi"):
+        mocks.call(pulumi.runtime.MockCallArgs("aws:ec2/getAmi:getAmi", {}, ""))
 
 
 # ---------------------------------------------------------------- EKS
 
 
 def test_eks_canary_runs_two_generations_side_by_side(rendered: dict[str, ProgramRun]) -> None:
-    assert type_counts(rendered["eks-canary"]) == {NODE_GROUP: 2, PDB: 1}
+    assert type_counts(rendered["eks-canary"]) == {NODE_GROUP: 2, PDB: 1, CONFIG_MAP: 1, K8S_PROVIDER: 1}
     groups = by_name(rendered["eks-canary"], NODE_GROUP)
     assert {n: g["releaseVersion"] for n, g in groups.items()} == {
         "gpu-canary-g1": "1.33.5-20251016",
@@ -211,7 +266,7 @@ def test_eks_prod_drops_retired_generations_and_pins_every_release(rendered: dic
 
 
 def test_eks_prod_installs_the_operator_with_driver_and_toolkit_disabled(rendered: dict[str, ProgramRun]) -> None:
-    assert type_counts(rendered["eks-prod"]) == {NODE_GROUP: 4, HELM_RELEASE: 1, PDB: 4}
+    assert type_counts(rendered["eks-prod"]) == {NODE_GROUP: 4, HELM_RELEASE: 1, PDB: 4, CONFIG_MAP: 1, K8S_PROVIDER: 1}
     (release,) = rendered["eks-prod"].of_type(HELM_RELEASE)
     values = release.inputs["values"]
     assert values["driver"] == {"enabled": False}
