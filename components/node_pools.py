@@ -14,6 +14,7 @@ import pulumi_kubernetes as k8s
 from components.options import child_options
 from spec import labels, manifests
 from spec.model import AksCluster, EksCluster, FleetSpec, NodePool
+from spec.pools import DEFAULT_EKS_DISK_GIB
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ class EksGpuPool(pulumi.ComponentResource):
                     region=cluster.region,
                     node_role_arn=cluster.nodeRoleArn,
                     subnet_ids=cluster.subnetIds,
-                    instance_types=pool.eks.instanceTypes,
+                    instance_types=pool.eks.instanceTypes,  # None where the launch template sets it
                     ami_type=manifests.eks_ami_type(spec, pool),
                     release_version=release,
                     version=cluster.kubernetesVersion,
@@ -117,7 +118,7 @@ class EksGpuPool(pulumi.ComponentResource):
                         else None
                     ),
                     # EKS refuses diskSize beside a launch template: the template's block devices decide.
-                    disk_size=pool.eks.diskSize if pool.eks.launchTemplate is None else None,
+                    disk_size=(pool.eks.diskSize or DEFAULT_EKS_DISK_GIB) if pool.eks.launchTemplate is None else None,
                     scaling_config={
                         "desired_size": pool.nodeCount,
                         "min_size": pool.nodeCount,

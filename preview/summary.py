@@ -58,7 +58,7 @@ def review_fields(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, st
         update = inputs.get("updateConfig") or {}
         scaling = inputs.get("scalingConfig") or {}
         return [
-            ("instances", f"{','.join(inputs.get('instanceTypes') or [])} x{scaling.get('desiredSize')}"),
+            ("instances", f"{','.join(inputs.get('instanceTypes') or ['(launch template)'])} x{scaling.get('desiredSize')}"),
             ("ami", f"{inputs.get('amiType')} releaseVersion={inputs.get('releaseVersion')}"),
             ("rollout", _skip(inputs.get("labels"))),
             ("updateConfig", f"maxUnavailable={update.get('maxUnavailable')}, strategy={update.get('updateStrategy')}"),

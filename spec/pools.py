@@ -39,25 +39,50 @@ class LaunchTemplate(SpecModel):
     version: str = Field(pattern=r"^[1-9][0-9]*$", description="Pinned launch template version (a number, not $Latest).")
 
 
+DEFAULT_EKS_DISK_GIB = 200  # GPU nodes pull large serving images; EKS's own default (20 GiB) is too small
+
+
 class EksPool(SpecModel):
-    instanceTypes: list[str] = Field(min_length=1, description="EC2 instance types, e.g. [p5.48xlarge].")
+    instanceTypes: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="EC2 instance types, e.g. [p5.48xlarge]. Required without a launch template; refused with "
+        "CAPACITY_BLOCK, whose launch template sets the instance type.",
+    )
     amiType: Literal[
         "AL2023_x86_64_NVIDIA", "BOTTLEROCKET_x86_64_NVIDIA", "AL2023_x86_64_STANDARD", "BOTTLEROCKET_x86_64"
     ] | None = Field(None, description="Defaults by driver owner: NVIDIA AMI for image, standard for operator.")
     maxUnavailable: PositiveInt = Field(1, le=100, description="updateConfig.maxUnavailable of the node group (EKS: 1-100).")
     updateStrategy: EksUpdateStrategy = "DEFAULT"
-    diskSize: PositiveInt = 200
+    diskSize: PositiveInt | None = Field(
+        None, description=f"Root volume GiB (default {DEFAULT_EKS_DISK_GIB}); refused beside a launch template."
+    )
     capacityType: EksCapacityType = "ON_DEMAND"
     releaseVersion: ImageRelease | None = Field(None, description="Pinned AMI release (required for operator-owned pools).")
     launchTemplate: LaunchTemplate | None = Field(None, description="Required with capacityType CAPACITY_BLOCK.")
 
     @model_validator(mode="after")
-    def _capacity_block(self) -> Self:
+    def _what_eks_accepts(self) -> Self:
+        """The combinations CreateNodegroup refuses, refused here with the key named."""
         if self.capacityType == "CAPACITY_BLOCK" and self.launchTemplate is None:
             raise at(
                 ("launchTemplate",),
                 "capacityType CAPACITY_BLOCK needs a launch template that names the capacity reservation "
                 "(EKS creates Capacity Block node groups only from a custom launch template)",
+            )
+        if self.capacityType == "CAPACITY_BLOCK" and self.instanceTypes is not None:
+            raise at(
+                ("instanceTypes",),
+                "a Capacity Block's launch template sets the instance type of its reservation, and EKS refuses "
+                "instanceTypes beside a launch template that sets one: remove instanceTypes",
+            )
+        if self.launchTemplate is None and self.instanceTypes is None:
+            raise at(("instanceTypes",), "required without a launch template (which EC2 instance types to run)")
+        if self.launchTemplate is not None and self.diskSize is not None:
+            raise at(
+                ("diskSize",),
+                "EKS refuses diskSize beside a launch template: set the volume size in the launch template's "
+                "block device mappings and remove diskSize",
             )
         return self
 

@@ -12,7 +12,7 @@ from preview.run import SOURCE_DIR, ProgramRun, run_program
 from spec.load import read_stack_file
 
 PROJECT_DIR = SOURCE_DIR  # the checkout under test, whatever the current folder
-EXAMPLE_STACKS = ("canary", "prod", "eks-canary", "eks-prod")
+EXAMPLE_STACKS = ("canary", "prod", "eks-canary", "eks-prod", "existing-canary", "existing-prod")
 SHARED_CRDS = PROJECT_DIR.parent / "shared" / "reference" / "crds"
 
 

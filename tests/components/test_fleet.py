@@ -342,6 +342,15 @@ def test_eks_capacity_block_pool_uses_its_launch_template(rendered: dict[str, Pr
     group = by_name(rendered["eks-prod"], NODE_GROUP)["gpu-h100-g1"]
     assert group["launchTemplate"] == {"id": "lt-0c4f2a9b7d1e35a60", "version": "3"}
     assert "diskSize" not in group  # EKS refuses diskSize beside a launch template
+    assert "instanceTypes" not in group  # the launch template sets the Capacity Block's instance type
+    assert "remoteAccess" not in group  # refused beside a launch template too
+    assert group["capacityType"] == "CAPACITY_BLOCK"
+
+
+def test_eks_node_group_without_launch_template_gets_the_default_disk(rendered: dict[str, ProgramRun]) -> None:
+    group = by_name(rendered["eks-prod"], NODE_GROUP)["gpu-l40s-g2"]
+    assert group["instanceTypes"] == ["g6e.12xlarge"]
+    assert group["diskSize"] == 200
 
 
 # ---------------------------------------------------------------- the engine's config path

@@ -425,7 +425,10 @@ def _policy_findings(rule, items: list[Resource], group: str) -> list:
     return [f for f in rule(items) if f.resource is not None and f.resource.name == group]
 
 
-ON_DEMAND_DEFAULT = {"capacityType": "ON_DEMAND", "updateStrategy": "DEFAULT", "launchTemplate": None}
+# Leaving the Capacity Block: no launch template, so the node group names its instance type itself.
+ON_DEMAND_DEFAULT = {
+    "capacityType": "ON_DEMAND", "updateStrategy": "DEFAULT", "launchTemplate": None, "instanceTypes": ["p5.48xlarge"]
+}
 
 
 def test_node_group_beyond_spare_capacity_names_its_numbers():

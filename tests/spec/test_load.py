@@ -295,6 +295,8 @@ def test_cluster_policy_mode_of_examples() -> None:
         "prod": ClusterPolicyMode.PATCH,
         "eks-canary": ClusterPolicyMode.EXTERNAL,
         "eks-prod": ClusterPolicyMode.HELM,
+        "existing-canary": ClusterPolicyMode.EXTERNAL,
+        "existing-prod": ClusterPolicyMode.PATCH,
     }
 
 
@@ -316,6 +318,21 @@ def test_min_available_with_a_newline_is_refused(bad: str) -> None:
 def test_capacity_block_needs_a_launch_template() -> None:
     config = edited("eks-prod", "nodePools", lambda pools: pools[2]["eks"].pop("launchTemplate"))
     assert_problem(config, "gpu-driver-upgrade:nodePools[2].eks.launchTemplate", "CAPACITY_BLOCK")
+
+
+def test_capacity_block_refuses_instance_types_its_launch_template_sets() -> None:
+    config = edited("eks-prod", "nodePools", lambda pools: pools[2]["eks"].update(instanceTypes=["p5.48xlarge"]))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[2].eks.instanceTypes", "launch template", "remove instanceTypes")
+
+
+def test_disk_size_is_refused_beside_a_launch_template() -> None:
+    config = edited("eks-prod", "nodePools", lambda pools: pools[2]["eks"].update(diskSize=500))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[2].eks.diskSize", "block device mappings")
+
+
+def test_instance_types_are_required_without_a_launch_template() -> None:
+    config = edited("eks-prod", "nodePools", lambda pools: pools[0]["eks"].pop("instanceTypes"))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[0].eks.instanceTypes", "required without a launch template")
 
 
 def test_launch_template_version_is_pinned() -> None:
@@ -407,3 +424,58 @@ def test_a_scalar_that_looks_like_json_is_a_string() -> None:
 def test_eks_max_unavailable_is_within_what_eks_accepts(value: int) -> None:
     config = edited("eks-prod", "nodePools", lambda pools: pools[0]["eks"].update(maxUnavailable=value))
     assert_problem(config, "gpu-driver-upgrade:nodePools[0].eks.maxUnavailable", "")
+
+
+# ---------------------------------------------------------------- existing clusters
+
+
+def test_existing_cluster_needs_its_context() -> None:
+    config = edited("existing-prod", "cluster", lambda c: c["existing"].pop("context"))
+    assert_problem(config, "gpu-driver-upgrade:cluster.existing.context", "required key is missing")
+
+
+def test_existing_cluster_needs_its_existing_block() -> None:
+    config = edited("existing-prod", "cluster", lambda c: c.pop("existing"))
+    assert_problem(config, "gpu-driver-upgrade:cluster.existing", "cluster.existing must be set")
+
+
+def test_existing_block_on_a_cloud_cluster_is_refused() -> None:
+    config = edited("prod", "cluster", lambda c: c.update(existing={"context": "lab"}))
+    assert_problem(config, "gpu-driver-upgrade:cluster.existing", "cloud is 'aks'")
+
+
+def test_kube_context_is_gone_in_favour_of_the_clusters_own_credentials() -> None:
+    config = edited("prod", "cluster", lambda c: c.update(kubeContext="aks-inference-weu-1"))
+    assert_problem(config, "gpu-driver-upgrade:cluster.kubeContext", "unknown key")
+
+
+def test_existing_pools_need_a_node_selector() -> None:
+    config = edited("existing-prod", "nodePools", lambda pools: pools[1].pop("existing"))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[1].existing", "every pool needs its 'existing' block")
+
+
+def test_existing_pool_node_selector_is_not_empty() -> None:
+    config = edited("existing-prod", "nodePools", lambda pools: pools[1]["existing"].update(nodeSelector={}))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[1].existing.nodeSelector", "at least 1 item")
+
+
+@pytest.mark.parametrize(("selector", "fragment"), [({"bad key!": "x"}, "not a valid nodeSelector key"),
+                                                     ({"pool": "a b"}, "not a valid nodeSelector value")])
+def test_existing_pool_node_selector_must_be_labels(selector: dict[str, str], fragment: str) -> None:
+    config = edited("existing-prod", "nodePools", lambda pools: pools[1]["existing"].update(nodeSelector=selector))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[1].existing.nodeSelector", fragment)
+
+
+def test_existing_pools_whose_selectors_nest_are_refused() -> None:
+    def nest(pools: list[dict]) -> None:
+        pools[1]["existing"]["nodeSelector"] = {**pools[0]["existing"]["nodeSelector"], "gpu.example.com/tier": "a"}
+
+    config = edited("existing-prod", "nodePools", nest)
+    assert_problem(
+        config, "gpu-driver-upgrade:nodePools[1].existing.nodeSelector", "pool 'l40s-serving'", "single out its own nodes"
+    )
+
+
+def test_existing_block_on_an_aks_pool_is_refused() -> None:
+    config = edited("prod", "nodePools", lambda pools: pools[0].update(existing={"nodeSelector": {"a": "b"}}))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[0].existing", "'existing' block on a pool of a 'aks' cluster")
