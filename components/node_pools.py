@@ -110,7 +110,8 @@ class EksGpuPool(pulumi.ComponentResource):
                     instance_types=pool.eks.instanceTypes,  # None where the launch template sets it
                     ami_type=manifests.eks_ami_type(spec, pool),
                     release_version=release,
-                    version=cluster.kubernetesVersion,
+                    # A custom AMI (no amiType) carries its own kubelet: EKS refuses a version beside it.
+                    version=cluster.kubernetesVersion if manifests.eks_ami_type(spec, pool) else None,
                     capacity_type=pool.eks.capacityType,
                     launch_template=(
                         {"id": pool.eks.launchTemplate.id, "version": pool.eks.launchTemplate.version}

@@ -13,6 +13,7 @@ from enum import StrEnum
 from policy import compat_rules as compat
 from policy import disruption_rules as disruption
 from policy import facts
+from policy import platform_rules as platform
 from policy.facts import Resource
 from policy.findings import Finding, Level
 
@@ -110,6 +111,13 @@ for _policy in (
         Severity.HIGH, ("compatibility",),
         "Choose a driver from the operator release's component matrix, or upgrade the operator first.",
         M, resource_rule=compat.operator_supports_driver, resource_types=DRIVERS,
+    ),
+    PolicyDef(
+        "operator-supports-os",
+        "Checks that every pool the GPU Operator installs the driver on runs an operating system the operator release ships a driver image for.",
+        Severity.CRITICAL, ("compatibility", "platform"),
+        "Run operator-owned pools on Ubuntu (AKS osSku Ubuntu2204/Ubuntu2404; EKS a custom Ubuntu AMI through a launch template) or let the node image own the driver (driver.owner: image).",
+        M, stack_rule=platform.operator_supports_os,
     ),
     PolicyDef(
         "fabric-manager-matches",

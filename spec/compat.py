@@ -313,3 +313,26 @@ def fabric_manager_matches(fabric_manager: str | None, driver: str) -> Answer:
     if fabric_manager.strip() == driver.strip():
         return _yes(f"Fabric Manager {fabric_manager} matches driver {driver}")
     return _no(f"Fabric Manager {fabric_manager} must equal driver {driver} exactly ({data.FABRIC_MANAGER_SOURCE})")
+
+
+# ---------------------------------------------------------------- operating systems
+
+
+def operator_supports_os(chart_version: str, os_id: str) -> Answer:
+    """Whether the operator release's containerized driver runs on nodes of this operating system."""
+    if os_id in data.NO_DRIVER_CONTAINER_OS:
+        return _no(
+            f"the GPU Operator ships no driver container for {data.NO_DRIVER_CONTAINER_OS[os_id]} in any release "
+            f"({data.OPERATOR_OS_SOURCE})"
+        )
+    key = parse_chart(chart_version)
+    line = f"{key[0]}.{key[1]}" if key is not None else None
+    supported = data.OPERATOR_DRIVER_OS.get(line) if line is not None else None
+    if supported is None:
+        return _unknown(f"GPU Operator {chart_version} is not in the platform-support table ({data.OPERATOR_OS_SOURCE})")
+    if os_id in supported:
+        return _yes(f"GPU Operator {chart_version} supports its driver on {os_id}")
+    return _no(
+        f"GPU Operator {chart_version} supports its driver on {', '.join(sorted(supported))}, not {os_id} "
+        f"({data.OPERATOR_OS_SOURCE})"
+    )

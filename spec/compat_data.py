@@ -158,3 +158,30 @@ FABRIC_MANAGER_SOURCE = (
     "('install the same version of Fabric Manager as the CUDA driver'); gpu-driver-container install.sh "
     "pins nvidia-fabricmanager=${DRIVER_VERSION}"
 )
+
+# ---------------------------------------------------------------- GPU Operator release -> node operating systems
+
+OPERATOR_OS_SOURCE = (
+    "GPU Operator platform support, cloud-native-docs gpu-operator/platform-support.rst, section 'Supported "
+    "Operating Systems and Kubernetes Platforms' at docs tags gpu-operator-v24.9-8, gpu-operator-v25.10, "
+    "gpu-operator-v26.3 and gpu-operator-v26.7-1; NVIDIA/gpu-driver-container ships driver images for "
+    "ubuntu22.04, ubuntu24.04, ubuntu26.04, rhel8, rhel9 and rhel10 only"
+)
+# Release line -> operating systems the operator's containerized driver supports on its nodes. The 26.3 row
+# is the docs as released (2026-03-20; Ubuntu 20.04 was dropped from later 26.3 docs on 2026-05-21).
+OPERATOR_DRIVER_OS: dict[str, frozenset[str]] = {
+    "24.9": frozenset({"ubuntu20.04", "ubuntu22.04", "rhel8"}),
+    "25.10": frozenset({"ubuntu20.04", "ubuntu22.04", "ubuntu24.04", "rhel8", "rhel9"}),
+    "26.3": frozenset({"ubuntu20.04", "ubuntu22.04", "ubuntu24.04", "rhel8", "rhel9", "rhel10", "rocky"}),
+    "26.7": frozenset({"ubuntu22.04", "ubuntu24.04", "ubuntu26.04", "rhel8", "rhel9", "rhel10", "rocky"}),
+}
+# Operating systems for which no operator release ships a driver container (no row of any release lists
+# them, and the driver-container repository has no image for them): NVIDIA/gpu-operator issues #686, #946,
+# #1492 (Amazon Linux, Bottlerocket), NVIDIA/gpu-driver-container #416 and commit 7a164e30 (Azure Linux
+# removed as unsupported, 2026-04-28).
+NO_DRIVER_CONTAINER_OS: dict[str, str] = {
+    "amazonlinux2": "Amazon Linux 2",
+    "amazonlinux2023": "Amazon Linux 2023",
+    "bottlerocket": "Bottlerocket",
+    "azurelinux": "Azure Linux",
+}

@@ -60,6 +60,7 @@ POOL_NVSWITCH = f"{DOMAIN}/nvswitch"
 POOL_FABRIC_MANAGER = f"{DOMAIN}/fabric-manager"  # driver-container | image | host
 POOL_FABRIC_MANAGER_VERSION = f"{DOMAIN}/fabric-manager-version"  # host-installed FM only
 POOL_IMAGE_DRIVER = f"{DOMAIN}/image-driver"  # driver shipped by the node image of a generation
+POOL_OS = f"{DOMAIN}/os"  # declared OS of a custom AMI or an existing pool (AKS osSku, EKS amiType say it)
 
 # Taint that keeps non-GPU pods off GPU pools.
 GPU_TAINT_KEY = "nvidia.com/gpu"
@@ -74,3 +75,12 @@ TAG_DRIVER_OWNER = f"{TAG_PREFIX}driver-owner"
 TAG_CHANGE_TICKET = f"{TAG_PREFIX}change-ticket"
 TAG_NODE_IMAGE = f"{TAG_PREFIX}node-image"
 TAG_IMAGE_DRIVER = f"{TAG_PREFIX}image-driver"
+
+# ---- added for the live checks (issue 7): more of the clouds' and GFD's own node labels.
+AKS_NODE_IMAGE_VERSION = "kubernetes.azure.com/node-image-version"  # e.g. AKSUbuntu-2204gen2containerd-202510.14.0
+TOPOLOGY_REGION = "topology.kubernetes.io/region"  # the cloud region of a node (EKS: the cluster's region)
+GPU_COUNT = "nvidia.com/gpu.count"  # GFD: GPUs on the node
+GPU_REPLICAS = "nvidia.com/gpu.replicas"  # GFD: "1" unless time-slicing/MPS shares each GPU
+GPU_SHARING_STRATEGY = "nvidia.com/gpu.sharing-strategy"  # GFD: none | time-slicing | mps
+MIG_STRATEGY = "nvidia.com/mig.strategy"  # GFD: none | single | mixed (set on every node under a strategy)
+MIG_CONFIG = "nvidia.com/mig.config"  # operator / mig-manager: the MIG layout; default all-disabled

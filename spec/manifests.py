@@ -52,11 +52,23 @@ def pool_fact_labels(spec: FleetSpec, pool: NodePool) -> dict[str, str]:
         labels.POOL_GPUS_PER_NODE: str(pool.gpusPerNode),
         labels.POOL_NVSWITCH: "true" if pool.nvswitch else "false",
     }
+    declared_os = declared_pool_os(pool)
+    if declared_os is not None:
+        facts[labels.POOL_OS] = declared_os
     if pool.nvswitch:
         facts[labels.POOL_FABRIC_MANAGER] = fabric_manager_source(spec, pool)
         if pool.fabricManagerVersion is not None:
             facts[labels.POOL_FABRIC_MANAGER_VERSION] = pool.fabricManagerVersion
     return facts
+
+
+def declared_pool_os(pool: NodePool) -> str | None:
+    """The OS a pool declares where no cloud field says it: a custom AMI's launch template, an existing pool."""
+    if pool.eks is not None and pool.eks.launchTemplate is not None:
+        return pool.eks.launchTemplate.os
+    if pool.existing is not None:
+        return pool.existing.os
+    return None
 
 
 def driver_annotations(spec: FleetSpec, pool: NodePool | None = None) -> dict[str, str]:
@@ -77,12 +89,13 @@ def gpu_taint() -> tuple[str, str, str]:
     return (labels.GPU_TAINT_KEY, labels.GPU_TAINT_VALUE, labels.GPU_TAINT_EFFECT)
 
 
-def eks_ami_type(spec: FleetSpec, pool: NodePool) -> str:
-    """AMI by driver owner: the NVIDIA AMI carries the driver; the operator needs a plain AMI."""
+def eks_ami_type(spec: FleetSpec, pool: NodePool) -> str | None:
+    """AMI by driver owner: the NVIDIA AMI carries the driver; an operator-owned pool runs a custom Ubuntu AMI
+    from its launch template, and EKS refuses an amiType beside a custom AMI (None: not sent)."""
     assert pool.eks is not None
     if pool.eks.amiType is not None:
         return pool.eks.amiType
-    return "AL2023_x86_64_NVIDIA" if spec.driver.owner == DriverOwner.IMAGE else "AL2023_x86_64_STANDARD"
+    return "AL2023_x86_64_NVIDIA" if spec.driver.owner == DriverOwner.IMAGE else None
 
 
 def aks_gpu_driver(spec: FleetSpec) -> str:
@@ -102,7 +115,7 @@ def _operator_ships_toolkit(spec: FleetSpec) -> bool:
     """The EKS NVIDIA AMIs ship the container toolkit; the operator must not install a second one."""
     if spec.driver.owner != DriverOwner.IMAGE or spec.cluster.cloud != Cloud.EKS:
         return True
-    return not all(eks_ami_type(spec, p).endswith("_NVIDIA") for p in spec.nodePools)
+    return not all((eks_ami_type(spec, p) or "").endswith("_NVIDIA") for p in spec.nodePools)
 
 
 def _operator_ships_device_plugin(spec: FleetSpec) -> bool:

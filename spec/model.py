@@ -12,6 +12,7 @@ from typing import Annotated, Self
 
 from pydantic import Field, StrictBool, field_validator, model_validator
 
+from spec import compat
 from spec.base import (
     AKS_POOL,
     DNS_LABEL,
@@ -32,6 +33,7 @@ from spec.base import (
 )
 from spec.operator import Drain, GpuOperator, PodDeletion, UpgradePolicy, WaitForCompletion
 from spec.pools import AksPool, EksPool, ExistingPool, Generation, LaunchTemplate, NodePool, PoolRollout
+from spec.platform import EKS_AMI_OS, aks_os, eks_os
 from spec.versions import CudaVersion, DriverVersion, is_branch_only
 
 __all__ = [
@@ -215,6 +217,7 @@ class FleetSpec(SpecModel):
                     raise at((*where, block), f"'{block}' block on a pool of a '{cloud}' cluster")
             self._check_generations(pool, where)
             self._check_eks_pool(pool, where)
+            self._check_operator_os(pool, where)
             if pool.fabricManagerVersion is not None and is_branch_only(pool.fabricManagerVersion):
                 raise at((*where, "fabricManagerVersion"), "Fabric Manager must match the driver exactly: give a release")
             for gen in [None, *pool.live_generations]:
@@ -261,17 +264,60 @@ class FleetSpec(SpecModel):
     def _check_eks_pool(self, pool: NodePool, where: tuple[object, ...]) -> None:
         if pool.eks is None:
             return
-        if self.driver.owner == DriverOwner.OPERATOR and pool.eks.releaseVersion is None:
-            raise at(
-                (*where, "eks", "releaseVersion"),
-                "required for operator-owned pools: without it the node group follows the newest AMI",
-            )
+        if self.driver.owner == DriverOwner.OPERATOR:
+            self._check_operator_eks_pool(pool.eks, (*where, "eks"))
         if self.driver.owner == DriverOwner.IMAGE and pool.eks.amiType and not pool.eks.amiType.endswith("_NVIDIA"):
             raise at(
                 (*where, "eks", "amiType"),
                 f"driver.owner is image, but {pool.eks.amiType} carries no NVIDIA driver and the operator's "
                 "driver is disabled: no driver would be installed. Use an _NVIDIA AMI",
             )
+
+    def _check_operator_eks_pool(self, eks: EksPool, where: tuple[object, ...]) -> None:
+        """The operator's driver has images for Ubuntu (and RHEL), not for any EKS-optimized AMI: an
+        operator-owned node group runs a custom Ubuntu EKS AMI named by its launch template."""
+        if eks.amiType is not None:
+            why = (
+                "carries its own NVIDIA driver, and the operator would install a second one"
+                if eks.amiType.endswith("_NVIDIA")
+                else compat.operator_supports_os(self.gpuOperator.chartVersion, EKS_AMI_OS[eks.amiType]).reason
+            )
+            raise at(
+                (*where, "amiType"),
+                f"{eks.amiType}: {why}. For an operator-owned driver, run a custom Ubuntu EKS AMI: name it in "
+                "eks.launchTemplate (with its os) and leave amiType unset",
+            )
+        if eks.launchTemplate is None:
+            raise at(
+                (*where, "launchTemplate"),
+                "an operator-owned driver on EKS needs a custom Ubuntu EKS AMI, which a managed node group takes "
+                "only from a launch template (ImageId): set launchTemplate {id, version, os}",
+            )
+        if eks.launchTemplate.os is None:
+            raise at((*where, "launchTemplate", "os"), "required: the operating system of the launch template's AMI")
+        if eks.releaseVersion is not None:
+            raise at(
+                (*where, "releaseVersion"),
+                "a node group on a custom AMI takes no releaseVersion (EKS refuses it): the pinned launch "
+                "template version pins the AMI",
+            )
+
+    def _check_operator_os(self, pool: NodePool, where: tuple[object, ...]) -> None:
+        """Operator-owned pools only on operating systems the operator release ships a driver image for."""
+        if self.driver.owner != DriverOwner.OPERATOR:
+            return
+        if pool.aks is not None:
+            key, systems = ("aks", "osSku"), aks_os(pool.aks.osSku)
+        elif pool.eks is not None and pool.eks.launchTemplate is not None:
+            key, systems = ("eks", "launchTemplate", "os"), eks_os(None, pool.eks.launchTemplate.os)
+        elif pool.existing is not None:
+            key, systems = ("existing", "os"), eks_os(None, pool.existing.os)
+        else:
+            return
+        for os_id in systems:
+            answer = compat.operator_supports_os(self.gpuOperator.chartVersion, os_id)
+            if answer.no:
+                raise at((*where, *key), f"driver.owner is operator, but {answer.reason}")
 
     def _check_generations(self, pool: NodePool, where: tuple[object, ...]) -> None:
         if self.driver.owner == DriverOwner.OPERATOR:

@@ -7,6 +7,7 @@ from typing import Literal, Self
 from pydantic import Field, StrictBool, field_validator, model_validator
 
 from spec.base import NonNegativeInt, PositiveInt, SpecModel, at, check_label_map, int_or_percent
+from spec.platform import OsId
 from spec.versions import DriverVersion, ImageRelease
 
 # The EKS API's closed sets for a managed node group (spec/capacity.py reasons about the same values).
@@ -16,7 +17,7 @@ EksCapacityType = Literal["ON_DEMAND", "SPOT", "CAPACITY_BLOCK"]
 
 class AksPool(SpecModel):
     vmSize: str = Field(pattern=r"^Standard_[A-Za-z0-9_]+$", description="Azure VM size, e.g. Standard_NC40ads_H100_v5.")
-    osSku: Literal["Ubuntu", "Ubuntu2204", "AzureLinux", "AzureLinux3"] = "Ubuntu"
+    osSku: Literal["Ubuntu", "Ubuntu2204", "Ubuntu2404", "AzureLinux", "AzureLinux3"] = "Ubuntu"
     maxSurge: str = Field("1", description="Extra nodes during a node-image upgrade (count or percent).")
     drainTimeoutMinutes: PositiveInt = Field(30, description="How long AKS waits on PDBs per node.")
     nodeSoakMinutes: NonNegativeInt = Field(0, description="Wait after draining a node before reimaging it.")
@@ -37,6 +38,11 @@ class AksPool(SpecModel):
 class LaunchTemplate(SpecModel):
     id: str = Field(pattern=r"^lt-[0-9a-f]{8,17}$", description="Launch template id, e.g. lt-0abc1234def567890.")
     version: str = Field(pattern=r"^[1-9][0-9]*$", description="Pinned launch template version (a number, not $Latest).")
+    os: OsId | None = Field(
+        None,
+        description="Operating system of the custom AMI the launch template names (its ImageId), e.g. ubuntu22.04; "
+        "required for operator-owned drivers, which run on a custom Ubuntu EKS AMI.",
+    )
 
 
 DEFAULT_EKS_DISK_GIB = 200  # GPU nodes pull large serving images; EKS's own default (20 GiB) is too small
@@ -90,6 +96,9 @@ class EksPool(SpecModel):
 class ExistingPool(SpecModel):
     """A pool of a cluster this stack does not create (``cluster.cloud: existing``)."""
 
+    os: OsId | None = Field(
+        None, description="Operating system of the pool's nodes, e.g. ubuntu24.04, so the pack can check it."
+    )
     nodeSelector: dict[str, str] = Field(
         min_length=1,
         description="Labels that every node of the pool already carries, e.g. {node.kubernetes.io/instance-type: "

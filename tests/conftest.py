@@ -54,3 +54,18 @@ def aks_image_owned() -> dict[str, str]:
 
     config = change(config, "nodePools", generations)
     return change(config, "models", lambda models: models.__setitem__(slice(None), models[:1]))
+
+
+def eks_operator_owned() -> dict[str, str]:
+    """The EKS prod stack with an operator-owned driver: every node group on a custom Ubuntu EKS AMI named
+    by its launch template (the only way EKS runs the operator's driver), no generations."""
+    config = edited("eks-prod", "driver", lambda d: d.update(owner="operator", previousVersion="570.195.03"))
+
+    def custom_ubuntu(pools: list[dict]) -> None:
+        for index, pool in enumerate(pools):
+            pool.pop("generations")
+            pool["eks"].pop("amiType", None)
+            template = pool["eks"].get("launchTemplate") or {"id": f"lt-0a1b2c3d4e5f6a7b{index}", "version": "1"}
+            pool["eks"]["launchTemplate"] = {**template, "os": "ubuntu22.04"}
+
+    return change(config, "nodePools", custom_ubuntu)

@@ -13,7 +13,7 @@ from preview.run import OFFLINE_SERVER, SECRET, ProgramRun, RecordingMocks, run_
 from spec import labels
 from spec.load import runtime_config, spec_from_config
 from tests.conftest import EXAMPLE_STACKS as EXAMPLES
-from tests.conftest import aks_image_owned, edited, stack_config
+from tests.conftest import aks_image_owned, edited, eks_operator_owned, stack_config
 
 AGENT_POOL = "azure-native:containerservice:AgentPool"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -345,6 +345,17 @@ def test_eks_capacity_block_pool_uses_its_launch_template(rendered: dict[str, Pr
     assert "instanceTypes" not in group  # the launch template sets the Capacity Block's instance type
     assert "remoteAccess" not in group  # refused beside a launch template too
     assert group["capacityType"] == "CAPACITY_BLOCK"
+
+
+def test_operator_owned_eks_node_groups_run_the_custom_ami_of_their_launch_template() -> None:
+    run = run_program(eks_operator_owned(), "eks-prod")
+    groups = by_name(run, NODE_GROUP)
+    assert groups
+    for group in groups.values():
+        # EKS refuses amiType, releaseVersion and version beside a launch template's custom AMI.
+        assert not {"amiType", "releaseVersion", "version"} & set(group)
+        assert set(group["launchTemplate"]) == {"id", "version"}
+        assert group["labels"][labels.POOL_OS] == "ubuntu22.04"
 
 
 def test_eks_node_group_without_launch_template_gets_the_default_disk(rendered: dict[str, ProgramRun]) -> None:

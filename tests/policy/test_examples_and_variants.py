@@ -28,9 +28,12 @@ def write_stack(tmp_path: Path, stack: str, config: dict[str, str]) -> Path:
 
 def test_every_policy_has_a_bad_variant():
     # The program renders one NVIDIADriver per pool selecting only that pool, so no config makes
-    # selectors overlap, and FleetSpec refuses unpinned drivers and node groups; test_rules.py feeds those
-    # two rules hand-edited resources instead.
-    assert set(VARIANTS) == set(POLICY_IDS) - {"nvidiadriver-selectors-disjoint", "driver-version-pinned"}
+    # selectors overlap, and FleetSpec refuses unpinned drivers and node groups, a node-image driver under
+    # the operator and an operator-owned pool on an OS without a driver image; test_rules.py feeds those
+    # four rules hand-edited resources instead.
+    assert set(VARIANTS) == set(POLICY_IDS) - {
+        "nvidiadriver-selectors-disjoint", "driver-version-pinned", "single-driver-owner", "operator-supports-os"
+    }
 
 
 @pytest.mark.parametrize("stack", EXAMPLE_STACKS)

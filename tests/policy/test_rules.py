@@ -7,14 +7,14 @@ from dataclasses import replace
 
 import pytest
 
-from policy import compat_rules, disruption_rules, facts
+from policy import compat_rules, platform_rules, disruption_rules, facts
 from policy.evaluate import check_config, enforcement, evaluate, from_registered, load_config
 from policy.facts import Resource
 from policy.findings import Level
 from policy.registry import REGISTRY
 from preview.run import run_program
 from spec import labels
-from tests.conftest import stack_config
+from tests.conftest import eks_operator_owned, stack_config
 from tests.policy.variants import change, eks_pool, pool, upgrade_policy
 
 
@@ -45,6 +45,51 @@ def test_an_aks_pool_with_its_own_driver_under_the_operator_is_reported(rendered
     swapped = [installed if r is agent else r for r in items]
     (finding,) = compat_rules.single_driver_owner(swapped)
     assert "gpuProfile.driver 'Install'" in finding.message and finding.resource is installed
+
+
+def test_an_nvidia_ami_node_group_under_the_operator_is_reported():
+    items = resources(run_program(eks_operator_owned(), "eks-prod"))
+    assert list(compat_rules.single_driver_owner(items)) == []
+    group = of_type(items, facts.EKS_NODE_GROUP)[0]
+    nvidia = Resource(group.type, group.name, {**group.props, "amiType": "AL2023_x86_64_NVIDIA"})
+    (finding,) = compat_rules.single_driver_owner([nvidia if r is group else r for r in items])
+    assert "amiType AL2023_x86_64_NVIDIA" in finding.message and finding.resource is nvidia
+
+
+def test_operator_owned_pool_on_an_os_without_a_driver_image_is_reported(rendered):
+    items = resources(rendered["prod"])
+    assert [f for f in platform_rules.operator_supports_os(items) if not f.advisory] == []
+    agent = of_type(items, facts.AKS_POOL)[0]
+    azure_linux = Resource(agent.type, agent.name, {**agent.props, "osSku": "AzureLinux3"})
+    (finding,) = platform_rules.operator_supports_os([azure_linux if r is agent else r for r in items])
+    assert not finding.advisory and finding.resource is azure_linux
+    assert "no driver container for Azure Linux" in finding.message
+
+
+def test_os_support_follows_the_operator_release_and_the_declared_custom_ami():
+    items = resources(run_program(eks_operator_owned(), "eks-prod"))
+    assert list(platform_rules.operator_supports_os(items)) == []
+    group = of_type(items, facts.EKS_NODE_GROUP)[0]
+    labels_26_04 = {**group.props["labels"], "gpu-driver-upgrade.io/os": "ubuntu26.04"}
+    newer = Resource(group.type, group.name, {**group.props, "labels": labels_26_04})
+    swapped = [newer if r is group else r for r in items]
+    assert list(platform_rules.operator_supports_os(swapped)) == []  # 26.7 lists Ubuntu 26.04
+    older = [_with_operator(r, "v25.10.1") for r in swapped]
+    (finding,) = platform_rules.operator_supports_os(older)
+    assert not finding.advisory and "not ubuntu26.04" in finding.message
+    unknown = [_with_operator(r, "v25.3.3") for r in swapped]
+    assert all(f.advisory for f in platform_rules.operator_supports_os(unknown))
+
+
+def _with_operator(res: Resource, chart: str) -> Resource:
+    """A driver object annotated as running under another operator release (others unchanged)."""
+    if res.type == facts.HELM_RELEASE:
+        return Resource(res.type, res.name, {**res.props, "version": chart})
+    if res.type != facts.NVIDIA_DRIVER:
+        return res
+    meta = res.props["metadata"]
+    notes = {**meta["annotations"], "gpu-driver-upgrade.io/operator-version": chart}
+    return Resource(res.type, res.name, {**res.props, "metadata": {**meta, "annotations": notes}})
 
 
 def test_forward_compat_bridges_a_newer_cuda_on_an_ltsb_branch():

@@ -51,18 +51,6 @@ def upgrade_policy(**changes: Any) -> Callable[[dict], None]:
     return edit
 
 
-def _operator_owned_nvidia_ami() -> dict[str, str]:
-    # EKS prod switched to an operator-owned driver but kept the NVIDIA AMI: two drivers on one node.
-    config = change(stack_config("eks-prod"), "driver", lambda d: d.update(owner="operator"))
-
-    def drop_generations(pools: list[dict]) -> None:
-        for p in pools:
-            newest = max(p.pop("generations"), key=lambda g: g["id"])
-            p["eks"]["releaseVersion"] = newest["releaseVersion"]
-
-    return change(config, "nodePools", drop_generations)
-
-
 def _v100_on_r595() -> dict[str, str]:
     def edit(pools: list[dict]) -> None:
         pools[0]["gpuProduct"] = "Tesla-V100-SXM2-16GB"
@@ -78,11 +66,11 @@ def _no_ticket() -> dict[str, str]:
 
 
 # id -> (stack, config builder, enforcement the violation must carry)
-# driver-version-pinned and nvidiadriver-selectors-disjoint have none: FleetSpec refuses every config that
-# would render an unpinned driver or an unpinned operator-owned node group, and the program renders one
-# NVIDIADriver per pool; test_rules.py feeds those rules hand-edited resources instead.
+# driver-version-pinned, nvidiadriver-selectors-disjoint, single-driver-owner and operator-supports-os have
+# none: FleetSpec refuses every config that would render an unpinned driver, an NVIDIA AMI or AKS-installed
+# driver under the operator, or an operator-owned pool on an OS without a driver image, and the program
+# renders one NVIDIADriver per pool; test_rules.py feeds those rules hand-edited resources instead.
 VARIANTS: dict[str, tuple[str, Callable[[], dict[str, str]], str]] = {
-    "single-driver-owner": ("eks-prod", _operator_owned_nvidia_ami, "mandatory"),
     "cuda-driver-compatible": (
         "canary", lambda: change(stack_config("canary"), "models", model("llm-chat-canary", cudaVersion="13.1")),
         "mandatory",

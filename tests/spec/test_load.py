@@ -9,7 +9,7 @@ import pytest
 
 from spec.load import SpecError, config_strings, load_stack_file, read_stack_file, spec_from_config
 from spec.model import ClusterPolicyMode, DriverOwner, Stage
-from tests.conftest import EXAMPLE_STACKS, PROJECT_DIR, aks_image_owned, change, edited, stack_config
+from tests.conftest import EXAMPLE_STACKS, PROJECT_DIR, aks_image_owned, change, edited, eks_operator_owned, stack_config
 
 
 def problems_of(config: dict[str, str]) -> list[str]:
@@ -340,14 +340,61 @@ def test_launch_template_version_is_pinned() -> None:
     assert_problem(config, "gpu-driver-upgrade:nodePools[2].eks.launchTemplate.version", "pattern")
 
 
-def test_operator_owned_eks_pools_pin_their_ami_release() -> None:
-    def operator_owned(pools: list[dict]) -> None:
-        for pool in pools:
-            pool.pop("generations")
-            pool["eks"]["amiType"] = "AL2023_x86_64_STANDARD"
+def test_operator_owned_eks_pools_run_a_custom_ubuntu_ami() -> None:
+    spec = spec_from_config(eks_operator_owned())
+    assert {p.eks.launchTemplate.os for p in spec.nodePools if p.eks and p.eks.launchTemplate} == {"ubuntu22.04"}
 
-    config = change(edited("eks-prod", "driver", lambda d: d.update(owner="operator")), "nodePools", operator_owned)
-    assert_problem(config, "gpu-driver-upgrade:nodePools[0].eks.releaseVersion", "newest AMI")
+
+@pytest.mark.parametrize(
+    ("ami", "fragment"),
+    [
+        ("AL2023_x86_64_STANDARD", "no driver container for Amazon Linux 2023"),
+        ("BOTTLEROCKET_x86_64", "no driver container for Bottlerocket"),
+        ("AL2023_x86_64_NVIDIA", "carries its own NVIDIA driver"),
+    ],
+)
+def test_operator_owned_eks_pools_refuse_eks_optimized_amis(ami: str, fragment: str) -> None:
+    config = change(eks_operator_owned(), "nodePools", lambda pools: pools[0]["eks"].update(amiType=ami))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[0].eks.amiType", fragment, "custom Ubuntu EKS AMI")
+
+
+def test_operator_owned_eks_pools_need_a_launch_template_with_its_os() -> None:
+    config = change(eks_operator_owned(), "nodePools", lambda pools: pools[0]["eks"].pop("launchTemplate"))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[0].eks.launchTemplate", "custom Ubuntu EKS AMI")
+    config = change(eks_operator_owned(), "nodePools", lambda pools: pools[0]["eks"]["launchTemplate"].pop("os"))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[0].eks.launchTemplate.os", "required")
+
+
+def test_custom_ami_node_groups_take_no_release_version() -> None:
+    config = change(eks_operator_owned(), "nodePools", lambda p: p[0]["eks"].update(releaseVersion="1.33.5-20251120"))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[0].eks.releaseVersion", "custom AMI")
+
+
+@pytest.mark.parametrize(("chart", "os_id", "fragment"), [
+    ("v26.7.0", "ubuntu20.04", "not ubuntu20.04"),
+    ("v25.10.1", "ubuntu26.04", "not ubuntu26.04"),
+    ("v26.7.0", "bottlerocket", "no driver container for Bottlerocket"),
+])
+def test_operator_owned_pools_only_on_an_os_the_operator_supports(chart: str, os_id: str, fragment: str) -> None:
+    config = change(eks_operator_owned(), "gpuOperator", lambda o: o.update(chartVersion=chart))
+    config = change(config, "nodePools", lambda pools: pools[1]["eks"]["launchTemplate"].update(os=os_id))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[1].eks.launchTemplate.os", "driver.owner is operator", fragment)
+
+
+@pytest.mark.parametrize("sku", ["AzureLinux", "AzureLinux3"])
+def test_operator_owned_aks_pools_refuse_azure_linux(sku: str) -> None:
+    config = edited("prod", "nodePools", lambda pools: pools[0]["aks"].update(osSku=sku))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[0].aks.osSku", "no driver container for Azure Linux")
+
+
+def test_image_owned_aks_pools_may_run_azure_linux() -> None:
+    config = change(aks_image_owned(), "nodePools", lambda pools: pools[0]["aks"].update(osSku="AzureLinux3"))
+    assert spec_from_config(config).nodePools[0].aks.osSku == "AzureLinux3"
+
+
+def test_existing_pool_declaring_an_unsupported_os_is_refused() -> None:
+    config = edited("existing-prod", "nodePools", lambda pools: pools[0]["existing"].update(os="amazonlinux2023"))
+    assert_problem(config, "gpu-driver-upgrade:nodePools[0].existing.os", "no driver container for Amazon Linux 2023")
 
 
 def test_image_owned_pool_on_a_plain_ami_has_no_driver_at_all() -> None:
