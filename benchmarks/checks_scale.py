@@ -1,8 +1,11 @@
 """How preflight scales: API calls and seconds on 10, 100 and 1,000 GPU nodes (10 pods each).
 
 Runs the real preflight through the real client against the fake API on loopback. Prints figures; it
-asserts nothing about time. LIST queries stay constant as the fleet grows (no per-node calls); only
-continuation pages grow, one per ``page_size`` objects, because large lists are paged on purpose.
+asserts nothing about time. LIST queries stay constant as the fleet grows (no per-node calls): one LIST
+of every node, classified in memory into the stack's pools (project label, cloud pool label or declared
+selector, which no single label selector can express), the stacks' identity records, pods, Deployments,
+PDBs, the operator's DaemonSets, ClusterPolicies and NVIDIADrivers. Only continuation pages grow, one per
+``page_size`` objects, because large lists are paged on purpose.
 
     .venv/bin/python -m benchmarks.checks_scale
 """

@@ -41,3 +41,9 @@ class ConflictError(PermanentError):
 
 class ConfigError(PermanentError):
     """No usable kubeconfig, context or in-cluster service account."""
+
+
+class WrongClusterError(PermanentError):
+    """The cluster reached is not the stack's: its identity record or its nodes name another cluster.
+
+    The CLI exits 2 on it (the input, kubeconfig or context, is wrong), before any write."""

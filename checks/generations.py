@@ -23,7 +23,13 @@ Triggers (no auto-pause: there is nothing to pause; the watch reports them and e
   threshold; since the earlier of the condition's ``lastTransitionTime`` and when this watch first saw
   it not Ready.
 
-One poll is two LISTs (the stack's nodes, Deployments), whatever the fleet's size.
+A pool's nodes are found by :func:`spec.membership.node_membership` (the project's pool label, else the
+cloud's pool label: EKS node group ``<pool>-g<id>``, AKS agent pool ``<pool>g<id>``), and a node's
+generation by the project's generation label, else by the cloud pool it is in; so a pool the stack has
+not labelled yet is followed too.
+
+One poll is a LIST of every node, one of Deployments and one of pods per declared model, whatever the
+fleet's size.
 
 JSON (:meth:`ImageSnapshot.as_json`; ``gpu-rollout watch --json`` adds ``"stack"``)::
 
@@ -48,9 +54,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from checks import kube as k
-from checks.inventory import labels_of, name_of, pool_selector
+from checks.inventory import labels_of, name_of, pool_nodes_of
 from checks.nodestate import node_driver_version, require_nodes
-from checks.progress import StateTracker, Trigger, epoch, model_rows
+from checks.progress import StateTracker, Trigger, epoch, list_model_pods, model_rows
 from spec import labels
 from spec.model import FleetSpec, NodePool
 
@@ -165,15 +171,19 @@ def _ready(node: Obj) -> tuple[bool, str | None]:
 
 
 def take_image_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: float,
-                        stuck_after: float) -> ImageSnapshot:
-    """One poll of an image-owned stack: two LISTs."""
-    selector = pool_selector(spec)
-    listed = require_nodes(kube.list(k.NODES, label_selector=selector), selector, "watch")
+                        stuck_after: float, all_nodes: list[Obj] | None = None) -> ImageSnapshot:
+    """One poll of an image-owned stack: nodes (unless ``all_nodes`` holds every node already), Deployments
+    and each model's pods."""
+    listed = pool_nodes_of(spec, kube.list(k.NODES) if all_nodes is None else all_nodes)
+    require_nodes(listed, spec, "watch")
     deployments = kube.list(k.DEPLOYMENTS)
+    pods = list_model_pods(kube, spec)
     nodes, triggers = [], []
-    for node in sorted(listed, key=name_of):
+    for node, membership in listed:
         node_labels = labels_of(node)
-        name, pool = name_of(node), node_labels.get(labels.POOL, "")
+        name, pool = name_of(node), membership.pool.name
+        generation = (str(membership.generation.id) if membership.generation is not None
+                      else node_labels.get(labels.GENERATION, ""))
         ready, changed = _ready(node)
         seconds = None
         if not ready:
@@ -181,9 +191,9 @@ def take_image_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, no
             seconds = max(0.0, now - min(t for t in seen if t is not None))
             if seconds > stuck_after:
                 triggers.append(Trigger(NOT_READY, name, f"node {name} (pool {pool}, "
-                                        f"{generation_title(node_labels.get(labels.GENERATION, ''))}) has not been "
+                                        f"{generation_title(generation)}) has not been "
                                         f"Ready for {seconds / 60:.0f} min (threshold {stuck_after / 60:.0f} min)"))
-        nodes.append(GenerationNode(name, pool, node_labels.get(labels.GENERATION, ""), node_driver_version(node),
+        nodes.append(GenerationNode(name, pool, generation, node_driver_version(node),
                                     ready, not (node.get("spec") or {}).get("unschedulable", False), seconds))
-    models, model_triggers = model_rows(spec, deployments)
+    models, model_triggers = model_rows(spec, deployments, pods)
     return ImageSnapshot(now, nodes, models, model_triggers + triggers)

@@ -1,8 +1,10 @@
 """One read of the cluster for preflight: a fixed number of LISTs, whatever the fleet's size.
 
-Two node LISTs (the stack's pools by pool label, every GPU node by ``nvidia.com/gpu.present``), one
-LIST each of pods, Deployments and PDBs across namespaces, the operator's DaemonSets, ClusterPolicies
-and NVIDIADrivers. Everything else is derived in memory.
+One LIST of every node, classified in memory (a pool's nodes are found by the project's pool label, the
+cloud's pool label or the declared selector: :func:`spec.membership.node_membership`, which no single
+label selector can express); one LIST each of pods, Deployments and PDBs across namespaces, the
+operator's DaemonSets, ClusterPolicies and NVIDIADrivers, and the stacks' identity records in
+kube-system. Everything else is derived in memory.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checks import kube as k
-from spec import labels
-from spec.model import FleetSpec
+from checks.identity import read_records
+from spec import labels, manifests
+from spec.membership import Membership, describe_selectors, node_membership, pool_node_selectors
+from spec.model import FleetSpec, NodePool
 
 Obj = dict[str, Any]
 
@@ -33,8 +37,26 @@ def labels_of(obj: Obj) -> dict[str, str]:
     return dict(meta(obj).get("labels") or {})
 
 
-def pool_selector(spec: FleetSpec) -> str:
-    return f"{labels.POOL} in ({','.join(sorted(p.name for p in spec.nodePools))})"
+def memberships(spec: FleetSpec, nodes: list[Obj]) -> dict[str, Membership]:
+    """Node name -> the stack pool it belongs to, for the nodes of ``nodes`` that are in one."""
+    found = {}
+    for node in nodes:
+        membership = node_membership(spec, labels_of(node))
+        if membership is not None:
+            found[name_of(node)] = membership
+    return found
+
+
+def pool_nodes_of(spec: FleetSpec, nodes: list[Obj]) -> list[tuple[Obj, Membership]]:
+    """The nodes of the stack's pools among ``nodes``, each with its membership, by name."""
+    found = memberships(spec, nodes)
+    return sorted(((n, found[name_of(n)]) for n in nodes if name_of(n) in found), key=lambda pair: name_of(pair[0]))
+
+
+def pool_selectors_text(spec: FleetSpec, pools: list[NodePool] | None = None) -> str:
+    """How messages name the labels a pool's nodes are found by, pool by pool."""
+    return "; ".join(f"{pool.name}: {describe_selectors(pool_node_selectors(spec, pool))}"
+                     for pool in (spec.nodePools if pools is None else pools))
 
 
 def selector_matches(selector: Mapping[str, Any] | None, obj_labels: Mapping[str, str]) -> bool:
@@ -78,7 +100,8 @@ def template_containers(workload: Obj) -> list[Obj]:
 @dataclass
 class Inventory:
     spec: FleetSpec
-    pool_nodes: list[Obj]
+    nodes: list[Obj]  # every node of the cluster
+    pool_nodes: list[Obj]  # the nodes of the stack's pools (spec.membership)
     gpu_nodes: list[Obj]  # every GPU node: the stack's pools plus any other node with gpu.present=true
     pods: list[Obj]
     deployments: list[Obj]
@@ -86,9 +109,12 @@ class Inventory:
     operator_daemonsets: list[Obj]
     cluster_policies: list[Obj] | None  # None: the CRD is not installed
     nvidia_drivers: list[Obj] | None
+    identity_records: list[Obj] = field(default_factory=list)
+    membership: dict[str, Membership] = field(default_factory=dict, init=False)
     _pods_by_node: dict[str, list[Obj]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
+        self.membership = memberships(self.spec, self.pool_nodes)
         by_node: dict[str, list[Obj]] = defaultdict(list)
         for pod in self.pods:
             node = (pod.get("spec") or {}).get("nodeName")
@@ -98,10 +124,17 @@ class Inventory:
 
     @property
     def cluster_policy(self) -> Obj | None:
-        return (self.cluster_policies or [None])[0]
+        """The ClusterPolicy the stack patches and the chart creates, by name (``cluster-policy``); the
+        operator reconciles only one, and a differently named one is not the stack's (``cluster-policy``
+        check)."""
+        return next((p for p in self.cluster_policies or [] if name_of(p) == manifests.CLUSTER_POLICY_NAME), None)
 
     def pool_of(self, node: Obj) -> str | None:
-        return labels_of(node).get(labels.POOL)
+        membership = self.membership.get(name_of(node))
+        return membership.pool.name if membership else None
+
+    def membership_of(self, node: Obj) -> Membership | None:
+        return self.membership.get(name_of(node))
 
     def nodes_of_pool(self, pool: str) -> list[Obj]:
         return [n for n in self.pool_nodes if self.pool_of(n) == pool]
@@ -142,12 +175,14 @@ class Inventory:
 
 def read_inventory(kube: k.Kube, spec: FleetSpec) -> Inventory:
     """Everything preflight needs, read once. Any failed LIST raises: no partial inventory."""
-    pool_nodes = kube.list(k.NODES, label_selector=pool_selector(spec))
-    present = kube.list(k.NODES, label_selector=f"{labels.GPU_PRESENT}=true")
+    nodes = kube.list(k.NODES)
+    pool_nodes = [node for node, _ in pool_nodes_of(spec, nodes)]
     seen = {name_of(n) for n in pool_nodes}
-    gpu_nodes = pool_nodes + [n for n in present if name_of(n) not in seen]
+    gpu_nodes = pool_nodes + [n for n in nodes if name_of(n) not in seen
+                              and labels_of(n).get(labels.GPU_PRESENT) == "true"]
     return Inventory(
         spec=spec,
+        nodes=nodes,
         pool_nodes=pool_nodes,
         gpu_nodes=gpu_nodes,
         pods=kube.list(k.PODS, field_selector="status.phase!=Succeeded,status.phase!=Failed"),
@@ -156,4 +191,5 @@ def read_inventory(kube: k.Kube, spec: FleetSpec) -> Inventory:
         operator_daemonsets=kube.list(k.DAEMONSETS, namespace=spec.gpuOperator.namespace),
         cluster_policies=kube.list_optional(k.CLUSTER_POLICIES),
         nvidia_drivers=kube.list_optional(k.NVIDIA_DRIVERS),
+        identity_records=read_records(kube),
     )

@@ -89,21 +89,28 @@ DAEMONSETS = Resource("apps", "v1", "daemonsets", True)
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", True)
 CLUSTER_POLICIES = Resource("nvidia.com", "v1", "clusterpolicies", False)
 NVIDIA_DRIVERS = Resource("nvidia.com", "v1alpha1", "nvidiadrivers", False)
+CONFIGMAPS = Resource("", "v1", "configmaps", True)  # only the stack's records in kube-system
 
 MERGE_PATCH = "application/merge-patch+json"
 FIELD_MANAGER = "gpu-rollout"
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None, settings: ClientSettings | None = None) -> Kube:
-    """An adapter from --kubeconfig/--context, else ``KUBECONFIG`` or ~/.kube/config, else in-cluster."""
+    """An adapter from ``kubeconfig`` (else ``KUBECONFIG``, else ~/.kube/config, else in-cluster) and
+    ``context`` (else the kubeconfig's current context). The CLI decides which of its flags and the
+    stack's ``cluster.existing`` fill these; no environment variable is read here but ``KUBECONFIG``."""
     path = kubeconfig or os.environ.get("KUBECONFIG")
     default = Path.home() / ".kube" / "config"
     configuration = k8s_client.Configuration()
+    where = "in-cluster service account"
     try:
         if path or default.exists():
-            k8s_config.load_kube_config(
-                config_file=path or str(default), context=context, client_configuration=configuration
-            )
+            config_file = path or str(default)
+            k8s_config.load_kube_config(config_file=config_file, context=context, client_configuration=configuration)
+            if context is None:
+                _, active = k8s_config.list_kube_config_contexts(config_file=config_file)
+                context = (active or {}).get("name")
+            where = f"context {context} of kubeconfig {config_file}"
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):
             if context:
                 raise ConfigError(f"--context {context} needs a kubeconfig; none was found (in-cluster has none)")
@@ -115,7 +122,9 @@ def connect(kubeconfig: str | None = None, context: str | None = None, settings:
         raise ConfigError(f"cannot use kubeconfig {where}" + (f" context {context}" if context else "") + f": {exc}")
     # Retries are ours (bounded, logged in errors); urllib3's own would multiply the attempts.
     configuration.retries = False
-    return Kube(k8s_client.ApiClient(configuration), settings or ClientSettings())
+    adapter = Kube(k8s_client.ApiClient(configuration), settings or ClientSettings())
+    adapter.where = f"{configuration.host} ({where})"
+    return adapter
 
 
 class Kube:
@@ -130,6 +139,7 @@ class Kube:
     ) -> None:
         self.api = api_client
         self.settings = settings or ClientSettings()
+        self.where = str(getattr(api_client.configuration, "host", "") or "the cluster")  # for messages
         self._sleep = sleep
         self._monotonic = monotonic
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from checks.errors import ClusterError
 from spec import labels
+from spec.membership import describe_selectors, node_membership, pool_node_selectors
 from spec.model import FleetSpec
 
 Obj = dict[str, Any]
@@ -26,7 +27,7 @@ GFD_DRIVER_FULL = "nvidia.com/cuda.driver-version.full"
 
 
 class NoNodesError(ClusterError):
-    """No node carries the stack's pool label: most likely the wrong cluster or kubeconfig context."""
+    """No node of the cluster belongs to a pool of the stack: most likely the wrong cluster or context."""
 
 
 def _labels(node: Obj) -> dict[str, str]:
@@ -51,10 +52,10 @@ def upgrade_state(node: Obj) -> str:
 
 
 def pool_target(spec: FleetSpec, node: Obj) -> str | None:
-    """The driver the node's pool is pinned to now; None for a node of no pool of this stack."""
-    name = _labels(node).get(labels.POOL)
-    pool = next((p for p in spec.nodePools if p.name == name), None)
-    return spec.pool_driver_version(pool) if pool is not None else None
+    """The driver the node's pool is pinned to now; None for a node of no pool of this stack (the pool is
+    found by :func:`spec.membership.node_membership`: project label, cloud pool label or declared selector)."""
+    membership = node_membership(spec, _labels(node))
+    return spec.pool_driver_version(membership.pool) if membership is not None else None
 
 
 def node_done(spec: FleetSpec, node: Obj) -> bool:
@@ -63,9 +64,12 @@ def node_done(spec: FleetSpec, node: Obj) -> bool:
     return target is not None and upgrade_state(node) in ("", DONE) and node_driver_version(node) == target
 
 
-def require_nodes(nodes: list[Obj], selector: str, what: str) -> list[Obj]:
-    """``nodes``, or NoNodesError when there are none (a wrong context must not look like success)."""
+def require_nodes(nodes: list[Obj], spec: FleetSpec, what: str) -> list[Obj]:
+    """``nodes`` (the stack's pool nodes), or NoNodesError when there are none (a wrong context must not
+    look like success)."""
     if not nodes:
-        raise NoNodesError(f"{what}: no node matches {selector}; is --kubeconfig/--context pointing at the "
-                           "stack's cluster, and has `pulumi up` labelled its pools?")
+        looked = "; ".join(f"{pool.name}: {describe_selectors(pool_node_selectors(spec, pool))}"
+                           for pool in spec.nodePools)
+        raise NoNodesError(f"{what}: no node of the stack's pools on this cluster (looked for {looked}); is "
+                           "--kubeconfig/--context pointing at the stack's cluster?")
     return nodes

@@ -14,6 +14,12 @@ Each patched node is reported through ``on_change`` as soon as the patch succeed
 midway raises :class:`ChangeInterrupted` carrying what was changed before it, so the caller can show
 exactly what is on the cluster now.
 
+A pool's nodes are found by :func:`spec.membership.node_membership` (the project's pool label, else the
+cloud's pool label, else the declared ``existing.nodeSelector``), so a fleet the stack has not labelled
+yet is paused on exactly its pools' nodes. Before any patch the cluster's identity is checked
+(:func:`checks.identity.require_stack_cluster`, on the same node LIST): another cluster raises
+:class:`checks.errors.WrongClusterError` and nothing is written.
+
 Only a stack whose GPU Operator owns the driver can be paused. Where the node image owns it
 (``driver.owner: image``) the operator's driver is disabled, so its skip label holds nothing back:
 both verbs raise :class:`ImageOwnedDriver` before any call to the cluster. Such a rollout is held by
@@ -27,7 +33,9 @@ from dataclasses import dataclass, field
 
 from checks import kube as k
 from checks.errors import ClusterError
-from checks.inventory import labels_of, meta, name_of, pool_selector
+from checks.identity import ClusterIdentity, refuse_if_refuted, require_stack_cluster
+from checks.inventory import labels_of, meta, name_of, pool_nodes_of
+from spec.membership import Membership
 from checks.nodestate import node_done, require_nodes
 from spec import labels
 from spec.model import DriverOwner, FleetSpec
@@ -37,6 +45,7 @@ PAUSED_REASON = f"{labels.DOMAIN}/paused-reason"
 
 # on_change(action, node): action is "labelled" (pause), "released" or "unclaimed" (resume, held pool).
 OnChange = Callable[[str, str], None]
+OnIdentity = Callable[[ClusterIdentity], None]
 
 
 @dataclass
@@ -77,9 +86,18 @@ class ChangeInterrupted(ClusterError):
         self.report = report
 
 
-def _nodes(kube: k.Kube, spec: FleetSpec, verb: str) -> list[dict]:
-    selector = pool_selector(spec)
-    return sorted(require_nodes(kube.list(k.NODES, label_selector=selector), selector, verb), key=name_of)
+def _nodes(kube: k.Kube, spec: FleetSpec, verb: str, identity: ClusterIdentity | None,
+           on_identity: OnIdentity) -> list[tuple[dict, Membership]]:
+    """The stack's pool nodes, by name, after the cluster's identity was checked on the same LIST."""
+    nodes = kube.list(k.NODES)
+    if identity is None:
+        identity = require_stack_cluster(kube, spec, nodes)
+    else:
+        refuse_if_refuted(kube, identity)
+    on_identity(identity)
+    found = pool_nodes_of(spec, nodes)
+    require_nodes(found, spec, verb)
+    return found
 
 
 def _patch(kube: k.Kube, verb: str, node: str, body: dict, report: PauseReport) -> None:
@@ -95,10 +113,13 @@ def _patch(kube: k.Kube, verb: str, node: str, body: dict, report: PauseReport) 
 
 
 def pause(kube: k.Kube, spec: FleetSpec, stack: str, reason: str = "paused by gpu-rollout",
-          on_change: OnChange = lambda action, node: None) -> PauseReport:
+          on_change: OnChange = lambda action, node: None, *, identity: ClusterIdentity | None = None,
+          on_identity: OnIdentity = lambda i: None) -> PauseReport:
+    """Skip-label every node of the stack's pools that is not done. ``identity``: a verdict the caller
+    already has for this cluster (watch's auto-pause); else it is checked here, before any patch."""
     refuse_image_owned(spec, "pause")
     report = PauseReport()
-    for node in _nodes(kube, spec, "pause"):
+    for node, _ in _nodes(kube, spec, "pause", identity, on_identity):
         name, node_labels = name_of(node), labels_of(node)
         ours = (meta(node).get("annotations") or {}).get(PAUSED_BY) == stack
         if node_labels.get(labels.SKIP_UPGRADE) == "true":
@@ -117,11 +138,12 @@ def pause(kube: k.Kube, spec: FleetSpec, stack: str, reason: str = "paused by gp
 
 
 def resume(kube: k.Kube, spec: FleetSpec, stack: str,
-           on_change: OnChange = lambda action, node: None) -> PauseReport:
+           on_change: OnChange = lambda action, node: None, *, identity: ClusterIdentity | None = None,
+           on_identity: OnIdentity = lambda i: None) -> PauseReport:
     refuse_image_owned(spec, "resume")
     report = PauseReport()
     held = {p.name for p in spec.nodePools if spec.pool_held(p)}
-    for node in _nodes(kube, spec, "resume"):
+    for node, membership in _nodes(kube, spec, "resume", identity, on_identity):
         name, node_labels = name_of(node), labels_of(node)
         annotations = meta(node).get("annotations") or {}
         if annotations.get(PAUSED_BY) != stack:
@@ -129,7 +151,7 @@ def resume(kube: k.Kube, spec: FleetSpec, stack: str,
                 report.foreign.append(name)
             continue
         drop_claim = {PAUSED_BY: None, PAUSED_REASON: None}
-        if node_labels.get(labels.POOL) in held:
+        if membership.pool.name in held:
             # The stack holds this pool now (pulumi up put the pool-level skip label back): keep the label.
             _patch(kube, "resume", name, {"metadata": {"annotations": drop_claim}}, report)
             report.held.append(name)

@@ -1,6 +1,12 @@
 """What both watches share: triggers, when a node was first seen in a state, timestamps, and the
 declared models against their minAvailable (:mod:`checks.watch` for operator-owned drivers,
-:mod:`checks.generations` for image-owned ones)."""
+:mod:`checks.generations` for image-owned ones).
+
+A model's available replicas are its pods, counted whatever owns them (Deployment, StatefulSet,
+LeaderWorkerSet, KServe, a bare pod): the pods in the model's namespace that match its ``matchLabels``
+and are Ready (condition ``Ready=True``) and not terminating (no ``deletionTimestamp``), as the
+disruption controller counts healthy pods for a PDB. One LIST per model, by label selector.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +14,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from checks import kube as k
 from checks.inventory import meta, name_of
 from spec import capacity
-from spec.model import FleetSpec
+from spec.model import FleetSpec, Model
 
 
 @dataclass(frozen=True)
@@ -47,20 +54,44 @@ def epoch(text: str | None) -> float | None:
         return None
 
 
-def model_rows(spec: FleetSpec, deployments: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Trigger]]:
-    """Each declared model's available replicas against its minAvailable, and a trigger where it is below."""
+def model_key(model: Model) -> str:
+    return f"{model.namespace}/{model.name}"
+
+
+def model_selector(model: Model) -> str:
+    return ",".join(f"{key}={value}" for key, value in sorted(model.matchLabels.items()))
+
+
+def pod_ready(pod: dict[str, Any]) -> bool:
+    """Ready=True and not terminating: a replica that serves."""
+    if meta(pod).get("deletionTimestamp"):
+        return False
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def list_model_pods(kube: k.Kube, spec: FleetSpec) -> dict[str, list[dict[str, Any]]]:
+    """Each declared model's pods (its matchLabels in its namespace), whatever owns them: one LIST per model."""
+    return {model_key(m): kube.list(k.PODS, namespace=m.namespace, label_selector=model_selector(m))
+            for m in spec.models}
+
+
+def model_rows(spec: FleetSpec, deployments: list[dict[str, Any]],
+               pods: dict[str, list[dict[str, Any]]]) -> tuple[list[dict[str, Any]], list[Trigger]]:
+    """Each declared model's available replicas (its Ready pods) against its minAvailable, and a trigger
+    where it is below. ``replicas`` is the same-named Deployment's where there is one, else the stack's."""
     by_key = {f"{meta(d).get('namespace')}/{name_of(d)}": d for d in deployments}
     models, triggers = [], []
     for model in spec.models:
-        key = f"{model.namespace}/{model.name}"
+        key = model_key(model)
         deployment = by_key.get(key)
-        status = (deployment or {}).get("status") or {}
-        available = int(status.get("availableReplicas") or 0)
+        mine = pods.get(key, [])
+        available = sum(pod_ready(p) for p in mine)
         replicas = int(((deployment or {}).get("spec") or {}).get("replicas") or model.replicas)
         minimum = capacity.min_available_replicas(model.minAvailable, replicas)
         models.append({"model": key, "available": available, "minAvailable": minimum, "replicas": replicas})
         if available < minimum:
+            why = "" if mine else f" (no pod matches {model_selector(model)} in namespace {model.namespace})"
             triggers.append(Trigger("below-min-available", key, f"model {key} has {available} available "
-                                    f"replica(s), below its minAvailable {minimum}" +
-                                    ("" if deployment else " (Deployment not found)")))
+                                    f"replica(s), below its minAvailable {minimum}{why}"))
     return models, triggers

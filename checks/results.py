@@ -23,15 +23,21 @@ class CheckResult:
         return {"id": self.id, "status": self.status.value, "subject": self.subject, "message": self.message}
 
 
+CLUSTER = "The stack's cluster"
 OWNERSHIP = "Who owns the driver"
 COMPATIBILITY = "1. Compatibility checks"
 CAPACITY = "2. Capacity and disruption controls"
 
 # Every preflight id, in the runbook's order, with its section.
 SECTIONS: dict[str, str] = {
+    "cluster-identity": CLUSTER,
+    "pool-membership": CLUSTER,
+    "cluster-policy": OWNERSHIP,
     "driver-owner": OWNERSHIP,
+    "per-pool-mode": OWNERSHIP,
     "two-driver-owners": OWNERSHIP,
     "driver-versions": OWNERSHIP,
+    "node-image": OWNERSHIP,
     "gpu-supported-by-driver": COMPATIBILITY,
     "serving-images-cuda": COMPATIBILITY,
     "operator-supports-driver": COMPATIBILITY,

@@ -12,6 +12,12 @@ the trigger, never instead of it. In loop mode a poll that fails after the adapt
 reported and retried at the next interval; ``max_failed_polls`` consecutive failures end the watch.
 Time is injected (``clock``, ``sleep``), so tests never wait.
 
+Before the first poll reads anything further, the watch checks that the cluster is the stack's
+(:func:`checks.identity.require_stack_cluster`): another cluster raises
+:class:`checks.errors.WrongClusterError`, so it never auto-pauses nodes of the wrong cluster. A pool's
+nodes are found by :func:`spec.membership.node_membership` (project label, cloud pool label or the
+declared selector), and a model's available replicas are its Ready pods (:mod:`checks.progress`).
+
 On a stack whose node image owns the driver (``driver.owner: image``) none of that applies: there is
 no upgrade-state label to follow and no operator upgrade to pause. The watch then follows the pools
 by generation instead (:mod:`checks.generations`: its own snapshot, done rule, triggers and JSON
@@ -40,10 +46,11 @@ from typing import Any
 from checks import kube as k
 from checks.errors import ClusterError, GaveUpError, RetryableError
 from checks.generations import ImageSnapshot, take_image_snapshot
-from checks.inventory import labels_of, meta, name_of, pool_selector
+from checks.identity import ClusterIdentity, require_stack_cluster
+from checks.inventory import labels_of, meta, name_of, pool_nodes_of
 from checks.nodestate import node_done, node_driver_version, require_nodes
 from checks.pause import ChangeInterrupted, PauseReport, pause
-from checks.progress import StateTracker, Trigger, epoch, model_rows
+from checks.progress import StateTracker, Trigger, epoch, list_model_pods, model_rows
 from spec import labels
 from spec.model import DriverOwner, FleetSpec
 
@@ -128,19 +135,21 @@ def _label_written_at(node: dict[str, Any], key: str) -> float | None:
 
 
 def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: float,
-                  stuck_after: float) -> Snapshot:
-    """One poll: five LISTs, whatever the fleet's size."""
-    selector = pool_selector(spec)
-    nodes = require_nodes(kube.list(k.NODES, label_selector=selector), selector, "watch")
+                  stuck_after: float, listed: list[dict[str, Any]] | None = None) -> Snapshot:
+    """One poll: nodes (unless ``listed`` holds every node already), Deployments, events, ClusterPolicies,
+    NVIDIADrivers and each model's pods, whatever the fleet's size."""
+    nodes = pool_nodes_of(spec, kube.list(k.NODES) if listed is None else listed)
+    require_nodes(nodes, spec, "watch")
     deployments = kube.list(k.DEPLOYMENTS)
+    pods = list_model_pods(kube, spec)
     events = kube.list(k.EVENTS, field_selector=f"involvedObject.kind=Node,reason={EVENT_REASON}")
     policies = kube.list_optional(k.CLUSTER_POLICIES) or []
     drivers = kube.list_optional(k.NVIDIA_DRIVERS) or []
     entered = _entered_at(events)
     progress, triggers = [], []
-    for node in sorted(nodes, key=name_of):
+    for node, membership in nodes:
         node_labels = labels_of(node)
-        name, pool_name = name_of(node), node_labels.get(labels.POOL, "")
+        name, pool_name = name_of(node), membership.pool.name
         state = node_labels.get(labels.UPGRADE_STATE, "")
         driver = node_driver_version(node)
         done = node_done(spec, node)
@@ -157,7 +166,7 @@ def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: flo
         elif state in IN_PROGRESS and seconds is not None and seconds > stuck_after:
             triggers.append(Trigger("stuck", name, f"node {name} has been in {state} for {seconds / 60:.0f} min "
                                     f"(threshold {stuck_after / 60:.0f} min)"))
-    models, model_triggers = model_rows(spec, deployments)
+    models, model_triggers = model_rows(spec, deployments, pods)
     triggers += model_triggers
     operator = [{"kind": o.get("kind", kind), "name": name_of(o), "state": str((o.get("status") or {}).get("state", "?"))}
                 for kind, objs in (("ClusterPolicy", policies), ("NVIDIADriver", drivers)) for o in objs]
@@ -187,23 +196,31 @@ def watch(kube: k.Kube, spec: FleetSpec, stack: str, *, interval: float = 30.0, 
           auto_pause: bool = True, once: bool = False, max_failed_polls: int = 5,
           clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
           on_snapshot: Callable[[Snapshot | ImageSnapshot], None] = lambda s: None,
-          on_poll_error: Callable[[ClusterError, int], None] = lambda e, n: None) -> WatchOutcome:
+          on_poll_error: Callable[[ClusterError, int], None] = lambda e, n: None,
+          on_identity: Callable[[ClusterIdentity], None] = lambda i: None) -> WatchOutcome:
     """Poll until a trigger fires (pause unless told not to), the rollout completes, or once.
 
     On an image-owned stack the snapshot is :class:`checks.generations.ImageSnapshot` and a trigger
     never pauses (there is no operator upgrade to hold): the outcome carries it with ``paused`` None.
 
-    A failed poll raises at once with ``once`` or when the error is permanent (403, no nodes); otherwise
-    it is reported through ``on_poll_error(error, consecutive_failures)`` and the watch raises only after
-    ``max_failed_polls`` failures in a row.
+    A failed poll raises at once with ``once`` or when the error is permanent (403, no nodes, another
+    cluster); otherwise it is reported through ``on_poll_error(error, consecutive_failures)`` and the watch
+    raises only after ``max_failed_polls`` failures in a row. The cluster's identity is checked as part of
+    the first poll and reported once through ``on_identity``.
     """
     image_owned = spec.driver.owner == DriverOwner.IMAGE
     poll = take_image_snapshot if image_owned else take_snapshot
     tracker = StateTracker()
     failures = 0
+    identity: ClusterIdentity | None = None
     while True:
         try:
-            snapshot = poll(kube, spec, tracker, clock(), stuck_after)
+            listed = None
+            if identity is None:  # the first poll's node LIST serves the identity check too
+                listed = kube.list(k.NODES)
+                identity = require_stack_cluster(kube, spec, listed)
+                on_identity(identity)
+            snapshot = poll(kube, spec, tracker, clock(), stuck_after, listed)
         except ClusterError as error:
             failures += 1
             if once or not _retryable(error):
@@ -220,7 +237,7 @@ def watch(kube: k.Kube, spec: FleetSpec, stack: str, *, interval: float = 30.0, 
                 return WatchOutcome(snapshot, None)
             reason = "; ".join(t.message for t in snapshot.triggers)
             try:
-                return WatchOutcome(snapshot, pause(kube, spec, stack, reason))
+                return WatchOutcome(snapshot, pause(kube, spec, stack, reason, identity=identity))
             except ChangeInterrupted as error:
                 return WatchOutcome(snapshot, error.report, str(error))
             except ClusterError as error:

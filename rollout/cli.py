@@ -85,12 +85,17 @@ def plan(
 
 # ---------------------------------------------------------------- live cluster verbs
 
+# No envvar on these two: an ambient KUBECONFIG or context must never beat what the stack declares
+# (cluster.existing.kubeconfig/context). KUBECONFIG is still read, below the stack's file, by kube.connect.
 KubeconfigOption = Annotated[
-    str | None, typer.Option("--kubeconfig", envvar="KUBECONFIG", help="kubeconfig file (else ~/.kube/config).")
+    str | None,
+    typer.Option("--kubeconfig", help="kubeconfig file (else the stack's cluster.existing.kubeconfig, else "
+                 "$KUBECONFIG, else ~/.kube/config)."),
 ]
 ContextOption = Annotated[
     str | None,
-    typer.Option("--context", envvar="GPU_ROLLOUT_CONTEXT", help="kubeconfig context (else cluster.existing.context, else the current one)."),
+    typer.Option("--context", help="kubeconfig context (else the stack's cluster.existing.context, else the "
+                 "kubeconfig's current context)."),
 ]
 
 
@@ -107,6 +112,8 @@ def _live(stack: str | None, file: Path | None, project_dir: Path, kubeconfig: s
         fail_invalid(error)
         raise
     try:
+        # Precedence: --kubeconfig > cluster.existing.kubeconfig > $KUBECONFIG > ~/.kube/config, and
+        # --context > cluster.existing.context > the kubeconfig's current context.
         declared = spec.cluster.existing  # an existing cluster names its kubeconfig and context in the stack
         adapter = kube.connect(
             kubeconfig or (declared.kubeconfig if declared else None), context or (declared.context if declared else None)
@@ -118,11 +125,15 @@ def _live(stack: str | None, file: Path | None, project_dir: Path, kubeconfig: s
 
 
 def _run_live(call) -> None:
-    """Run one library call; a cluster error is a failed check (exit 1) with its message, never a partial report."""
-    from checks.errors import ClusterError
+    """Run one library call; a cluster error is a failed check (exit 1) with its message, never a partial report;
+    a cluster that is not the stack's is wrong input (exit 2), refused before anything was written."""
+    from checks.errors import ClusterError, WrongClusterError
 
     try:
         code = call()
+    except WrongClusterError as error:
+        err.print(f"wrong cluster: {error}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_INVALID) from None
     except ClusterError as error:
         err.print(f"cluster error: {error}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_FAILED) from None

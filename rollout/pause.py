@@ -13,6 +13,7 @@ from rich.console import Console
 
 from checks import kube as k
 from checks.pause import ChangeInterrupted, ImageOwnedDriver, PauseReport, pause, resume
+from rollout.live import note_identity
 from spec import labels
 from spec.model import FleetSpec
 
@@ -45,9 +46,9 @@ def execute(verb: str, stack: str, spec: FleetSpec, kube: k.Kube, as_json: bool,
 
     try:
         if verb == "pause":
-            report = pause(kube, spec, stack, reason, on_change=changed)
+            report = pause(kube, spec, stack, reason, on_change=changed, on_identity=note_identity)
         else:
-            report = resume(kube, spec, stack, on_change=changed)
+            report = resume(kube, spec, stack, on_change=changed, on_identity=note_identity)
     except ImageOwnedDriver as error:
         if as_json:
             sys.stdout.write(json.dumps({"stack": stack, "verb": verb, **PauseReport().as_json(),

@@ -17,6 +17,7 @@ from checks import kube as k
 from checks.errors import ClusterError
 from checks.generations import ImageSnapshot, generation_title
 from checks.watch import Snapshot, watch
+from rollout.live import note_identity
 from spec.model import FleetSpec
 
 
@@ -96,7 +97,8 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, once: bool, interval: 
         live.start()
     try:
         outcome = watch(kube, spec, stack, interval=interval, stuck_after=stuck_after, auto_pause=auto_pause,
-                        once=once, max_failed_polls=max_failed_polls, on_snapshot=show, on_poll_error=poll_failed)
+                        once=once, max_failed_polls=max_failed_polls, on_snapshot=show, on_poll_error=poll_failed,
+                        on_identity=note_identity)
     finally:
         if live is not None:
             live.stop()

@@ -105,7 +105,10 @@ def test_no_node_of_the_stack_exits_1(fake: FakeKube, kubeconfig: Path, verb: st
     args = [verb, "--stack", "prod", "--kubeconfig", str(kubeconfig)] + (["--once"] if verb == "watch" else [])
     result = invoke(*args)
     assert result.exit_code == 1
-    assert "no node matches gpu-driver-upgrade.io/pool in" in result.output and "--context" in result.output
+    assert ("no node of the stack's pools on this cluster (looked for gput4: gpu-driver-upgrade.io/pool=gput4 or "
+            "kubernetes.azure.com/agentpool=gput4;") in result.output and "--context" in result.output
+    # Nothing confirms or refutes the cluster (no record, no node): the verb proceeds and says so.
+    assert "note: cannot confirm that this is the stack's cluster 'inference-weu-1'" in result.output
     assert "changed" not in result.stdout and "complete" not in result.stdout
 
 

@@ -99,9 +99,12 @@ def test_both_generations_live_is_in_progress(eks: FakeKube, kube: k.Kube, eks_s
     assert l40s["waiting"][0].startswith("g1 (570.195.03) is still live in the spec with 4 node(s)")
     assert rows["gpu-a10g"]["done"] and [g["generation"] for g in rows["gpu-a10g"]["generations"]] == ["4"]
     assert rows["gpu-h100"]["held"] and rows["gpu-h100"]["target"] == "570.195.03"
-    assert eks.writes == 0  # one LIST of nodes (two pages of 7) and one of Deployments, nothing per node
-    assert {key: n for key, n in eks.counts_by_resource.items()} == {("list", "nodes"): 2,
-                                                                     ("list", "deployments"): 1}
+    # One LIST of every node (two pages of 7; it serves the identity check too), the identity records, the
+    # Deployments and each declared model's pods: nothing per node.
+    assert eks.writes == 0
+    assert {key: n for key, n in eks.counts_by_resource.items()} == {
+        ("list", "nodes"): 2, ("list", "configmaps"): 1, ("list", "deployments"): 1,
+        ("list", "pods"): len(eks_spec.models)}
 
 
 @pytest.mark.parametrize("how", ["old nodes gone", "old generation retired in the spec"])

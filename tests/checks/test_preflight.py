@@ -76,8 +76,9 @@ BREAKS: dict[str, tuple[Callable[[FakeKube], None], Status]] = {
     # NVIDIADriver mode: each CR's own usePrecompiled decides for the pools it selects.
     "kernel-precompiled": (lambda f: f.update("nvidiadrivers", "gpu-gpua100", {"spec": {"usePrecompiled": True}}),
                            Status.FAIL),
-    "mig-timeslicing": (lambda f: f.update("nodes", A100, {"metadata": {"labels": {"nvidia.com/mig.strategy":
-                                                                                     "single"}}}), Status.WARN),
+    # A MIG layout in use (mig-manager applied one); the strategy label alone is on every node anyway.
+    "mig-timeslicing": (lambda f: f.update("nodes", A100, {"metadata": {"labels": {"nvidia.com/mig.config":
+                                                                                     "all-1g.10gb"}}}), Status.WARN),
     "spare-capacity": (_extra_gpu_pod, Status.FAIL),
     "model-replicas": (lambda f: f.update("deployments", "code-tgi", {"spec": {"replicas": 1}}, "inference"),
                        Status.FAIL),
@@ -141,7 +142,8 @@ def test_deprecated_driver_labels_are_read(prod: FakeKube, kube: k.Kube, prod_sp
 
 @pytest.mark.parametrize("page_size", [10_000, 7])
 def test_api_calls_do_not_grow_with_nodes(page_size: int) -> None:
-    """LIST queries stay at 8 whatever the fleet; with small pages only continuation pages grow."""
+    """LIST queries stay at 8 whatever the fleet (one of every node, classified in memory, and one of the
+    identity records, where there used to be two node LISTs); with small pages only continuation pages grow."""
     counts, pages = [], []
     for nodes in (2, 6):
         spec = _config_change("nodePools", lambda pools, n=nodes: [p.update(nodeCount=n) for p in pools])
@@ -288,7 +290,8 @@ def test_fabric_manager_on_the_host_must_match_the_driver(fake: FakeKube, kube: 
 
 def test_fabric_manager_reads_nvswitch_from_the_nodes(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
     assert [r.subject for r in run_preflight(kube, prod_spec) if r.id == "fabric-manager"] == ["gpuh100"]
-    prod.update("nodes", A100, {"metadata": {"labels": {labels.GPU_PRODUCT: "NVIDIA-A100-SXM4-80GB"}}})
+    prod.update("nodes", A100, {"metadata": {"labels": {labels.GPU_PRODUCT: "NVIDIA-A100-SXM4-80GB",
+                                                        "nvidia.com/gpu.count": "8"}}})
     assert _result(run_preflight(kube, prod_spec), "fabric-manager", "gpua100").status == Status.WARN
     prod.update("nodes", A100, {"metadata": {"labels": {labels.POOL_NVSWITCH: "true"}}})
     assert _result(run_preflight(kube, prod_spec), "fabric-manager", "gpua100").status == Status.FAIL

@@ -27,6 +27,9 @@ from tests.fakekube.server import FakeKube
 Obj = dict[str, Any]
 
 KERNEL = {Cloud.AKS: "5.15.0-1079-azure", Cloud.EKS: "6.1.148-173.267.amzn2023.x86_64"}
+AKS_LOCATION = "westeurope"  # the example AKS stacks' azure-native:location
+AKS_IMAGE = "AKSUbuntu-2204gen2containerd-"  # node-image-version prefix of the Ubuntu 22.04 gen2 image
+AKS_DEFAULT_IMAGE_VERSION = "202510.14.0"
 FAMILY = {"H100": "hopper", "H200": "hopper", "A100": "ampere", "A10": "ampere", "T4": "turing", "L40S": "ada",
           "L4": "ada", "B200": "blackwell"}
 
@@ -72,11 +75,14 @@ def gpu_node(spec: FleetSpec, pool: NodePool, index: int, generation: Generation
     name = node_name(spec, pool, index, generation)
     driver = generation.driverVersion if generation is not None else current_driver(spec)
     kernel = KERNEL.get(spec.cluster.cloud, "6.8.0-1020-generic")
+    # On an existing cluster this project never labels nodes: they carry the selector the stack declares.
+    own_labels = (dict(pool.existing.nodeSelector) if spec.cluster.cloud == Cloud.EXISTING and pool.existing
+                  else manifests.pool_labels(spec, pool, generation))
     node_labels = {
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64",
-        **manifests.pool_labels(spec, pool, generation),
+        **own_labels,
         "feature.node.kubernetes.io/pci-10de.present": "true",
         "feature.node.kubernetes.io/kernel-version.full": kernel,
         labels.GPU_PRESENT: "true",
@@ -86,6 +92,10 @@ def gpu_node(spec: FleetSpec, pool: NodePool, index: int, generation: Generation
         "nvidia.com/gpu.replicas": "1",
         "nvidia.com/gpu.sharing-strategy": "none",
         "nvidia.com/mig.capable": "true" if _family(pool.gpuProduct) in ("ampere", "hopper") else "false",
+        # GFD labels the strategy on every node under the operator's default (single), MIG or not; the
+        # operator's default layout on MIG-capable GPUs is all-disabled.
+        "nvidia.com/mig.strategy": "single",
+        **({"nvidia.com/mig.config": "all-disabled"} if _family(pool.gpuProduct) in ("ampere", "hopper") else {}),
         "nvidia.com/gpu.deploy.device-plugin": "true",
         "nvidia.com/gpu.deploy.gpu-feature-discovery": "true",
         "nvidia.com/gpu.deploy.operator-validator": "true",
@@ -93,12 +103,29 @@ def gpu_node(spec: FleetSpec, pool: NodePool, index: int, generation: Generation
         **driver_labels(driver),
     }
     annotations: dict[str, str] = {}
+    node_spec: Obj = {"taints": [{"key": labels.GPU_TAINT_KEY, "value": labels.GPU_TAINT_VALUE,
+                                  "effect": labels.GPU_TAINT_EFFECT}]}
     if spec.cluster.cloud == Cloud.AKS:
-        node_labels["kubernetes.azure.com/agentpool"] = pool.name
+        assert spec.cluster.aks is not None
+        node_labels["kubernetes.azure.com/agentpool"] = pool.cloud_name(generation)
+        node_labels["kubernetes.azure.com/cluster"] = (f"MC_{spec.cluster.aks.resourceGroup}_"
+                                                       f"{spec.cluster.aks.clusterName}_{AKS_LOCATION}")
+        image = generation.nodeImageVersion if generation is not None and generation.nodeImageVersion else None
+        node_labels["kubernetes.azure.com/node-image-version"] = AKS_IMAGE + (image or AKS_DEFAULT_IMAGE_VERSION)
+        node_labels["topology.kubernetes.io/region"] = AKS_LOCATION
         node_labels["node.kubernetes.io/instance-type"] = pool.aks.vmSize if pool.aks else "unknown"
+        node_spec["providerID"] = (f"azure:///subscriptions/0000/resourceGroups/mc/providers/Microsoft.Compute/"
+                                   f"virtualMachineScaleSets/aks-{pool.cloud_name(generation)}-12345678-vmss/"
+                                   f"virtualMachines/{index}")
     elif spec.cluster.cloud == Cloud.EKS:
+        assert spec.cluster.eks is not None
+        region = spec.cluster.eks.region
+        zone = f"{region}{'abc'[index % 3]}"
         node_labels["eks.amazonaws.com/nodegroup"] = pool.cloud_name(generation)
-        node_labels["node.kubernetes.io/instance-type"] = pool.eks.instanceTypes[0] if pool.eks else "unknown"
+        node_labels["topology.kubernetes.io/region"] = region
+        node_labels["topology.kubernetes.io/zone"] = zone
+        node_spec["providerID"] = f"aws:///{zone}/i-0{_short_hash(name)}{index:011x}"
+        node_labels["node.kubernetes.io/instance-type"] = (pool.eks.instanceTypes or ["p5.48xlarge"])[0] if pool.eks else "unknown"
     if operator_owned:
         node_labels[labels.UPGRADE_STATE] = "upgrade-done"
         annotations["nvidia.com/gpu-driver-upgrade-enabled"] = "true"
@@ -108,8 +135,7 @@ def gpu_node(spec: FleetSpec, pool: NodePool, index: int, generation: Generation
     return {
         "kind": "Node",
         "metadata": {"name": name, "labels": node_labels, "annotations": annotations},
-        "spec": {"taints": [{"key": labels.GPU_TAINT_KEY, "value": labels.GPU_TAINT_VALUE,
-                             "effect": labels.GPU_TAINT_EFFECT}]},
+        "spec": node_spec,
         "status": {
             "capacity": {"cpu": "40", "memory": "330000000Ki", labels.GPU_RESOURCE: gpus, "pods": "110"},
             "allocatable": {"cpu": "39", "memory": "320000000Ki", labels.GPU_RESOURCE: gpus, "pods": "110"},
@@ -184,6 +210,7 @@ def seed(fake: FakeKube, spec: FleetSpec, *, filler_pods_per_node: int = 0) -> d
         for generation in generations:
             nodes[pool.name] += add_generation_nodes(fake, spec, pool, generation)
 
+    fake.add(identity_record(spec))
     fake.add({"kind": "Deployment", "metadata": {"name": "gpu-operator", "namespace": op.namespace,
                                                  "labels": {"app": "gpu-operator"}},
               "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "gpu-operator"}},
@@ -240,6 +267,20 @@ def seed(fake: FakeKube, spec: FleetSpec, *, filler_pods_per_node: int = 0) -> d
             fake.add(pod(f"{model.name}-7d9f8c-{replica:03d}", model.namespace, node, dict(model.matchLabels),
                          [model_container(model)], model_volumes(model), owner=("ReplicaSet", f"{model.name}-7d9f8c")))
     return nodes
+
+
+def identity_record(spec: FleetSpec, cluster: str | None = None) -> Obj:
+    """The cluster-identity ConfigMap the stack's `pulumi up` writes, spelled out here (not by the
+    builder under test); ``cluster`` names another cluster in it."""
+    data = {"cluster": cluster or spec.cluster.name, "cloud": spec.cluster.cloud.value, "stage": spec.stage.value}
+    if spec.cluster.aks is not None:
+        data.update(aksResourceGroup=spec.cluster.aks.resourceGroup, aksClusterName=spec.cluster.aks.clusterName)
+    if spec.cluster.eks is not None:
+        data.update(eksClusterName=spec.cluster.eks.clusterName, eksRegion=spec.cluster.eks.region)
+    return {"kind": "ConfigMap",
+            "metadata": {"name": f"gpu-driver-upgrade-{spec.stage.value}", "namespace": "kube-system",
+                         "labels": {"gpu-driver-upgrade.io/record": "cluster-identity"}},
+            "data": data}
 
 
 def _place(spec: FleetSpec, model: Model, nodes: dict[str, list[str]]) -> list[str]:

@@ -16,6 +16,7 @@ Where the real API server has rules our code could trip over, the fake keeps the
   unready pod may go when its budget is healthy (or ``unhealthyPodEvictionPolicy: AlwaysAllow``),
   otherwise ``disruptionsAllowed`` (from healthy pods) must be above 0 (429), and a pod under more
   than one PDB cannot be evicted (500);
+- Deployment and StatefulSet status (replicas, ready, available) come from the pods their selector matches;
 - writes record ``metadata.managedFields`` for labels and annotations (manager from ``fieldManager``
   or the User-Agent, ``time`` of the manager's last change), the only fields the checks read there.
 """
@@ -45,7 +46,9 @@ KINDS: dict[str, tuple[str, str, bool, str]] = {
     "nodes": ("", "v1", False, "Node"),
     "pods": ("", "v1", True, "Pod"),
     "events": ("", "v1", True, "Event"),
+    "configmaps": ("", "v1", True, "ConfigMap"),
     "deployments": ("apps", "v1", True, "Deployment"),
+    "statefulsets": ("apps", "v1", True, "StatefulSet"),
     "daemonsets": ("apps", "v1", True, "DaemonSet"),
     "poddisruptionbudgets": ("policy", "v1", True, "PodDisruptionBudget"),
     "clusterpolicies": ("nvidia.com", "v1", False, "ClusterPolicy"),
@@ -64,7 +67,9 @@ FIELD_SELECTORS: dict[str, set[str]] = {
     "events": _COMMON | {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
                          "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
                          "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"},
+    "configmaps": set(_COMMON),
     "deployments": set(_COMMON),
+    "statefulsets": set(_COMMON),
     "daemonsets": set(_COMMON),
     "poddisruptionbudgets": set(_COMMON),
     "clusterpolicies": {"metadata.name"},
@@ -400,7 +405,7 @@ class FakeKube:
     def _computed(self, plural: str, obj: Obj) -> Obj:
         """Status the controllers keep: Deployment replicas and PDB disruptions, from the pods now."""
         namespace = obj["metadata"].get("namespace", "")
-        if plural == "deployments":
+        if plural in ("deployments", "statefulsets"):
             pods = self._matching_pods(namespace, obj["spec"].get("selector"))
             ready = sum(pod_ready(p) for p in pods)
             obj["status"] = {"replicas": len(pods), "readyReplicas": ready, "availableReplicas": ready,
