@@ -10,13 +10,16 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_azure_native as azure_native
 import pulumi_kubernetes as k8s
 
-from spec import manifests
+from components import previous
+from components.previous import PreviousDeployment
+from spec import labels, manifests
 from spec.model import Cloud, FleetSpec
 
 
@@ -61,6 +64,7 @@ def kubernetes_provider(spec: FleetSpec, parent: pulumi.Resource) -> k8s.Provide
 @dataclass(frozen=True)
 class ClusterIdentityArgs:
     spec: FleetSpec
+    previous: PreviousDeployment | None = None
 
 
 class ClusterIdentity(pulumi.ComponentResource):
@@ -69,10 +73,24 @@ class ClusterIdentity(pulumi.ComponentResource):
     def __init__(self, name: str, args: ClusterIdentityArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-driver-upgrade:cluster:ClusterIdentity", name, None, opts)
         spec = args.spec
+        metadata: dict[str, Any] = manifests.identity_metadata(spec)
+        data = manifests.identity_data(spec)
+        if args.previous is not None:
+            # The last deployment's operator release and driver mode, beside this one's in data, so the
+            # pack sees a transition (per-pool mode switched on together with an operator upgrade).
+            metadata["annotations"] = {
+                **metadata["annotations"],
+                labels.ANNOTATION_PREVIOUS_OPERATOR_VERSION: args.previous.output(
+                    previous.OPERATOR_VERSION, data["operatorVersion"]
+                ),
+                labels.ANNOTATION_PREVIOUS_PER_POOL_DRIVERS: args.previous.output(
+                    previous.PER_POOL_DRIVERS, data["perPoolDrivers"]
+                ),
+            }
         self.record = k8s.core.v1.ConfigMap(
             manifests.identity_name(spec),
-            metadata=manifests.identity_metadata(spec),
-            data=manifests.identity_data(spec),
+            metadata=metadata,
+            data=data,
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.register_outputs({"cluster": spec.cluster.name})

@@ -9,7 +9,9 @@ import pulumi
 from components.cluster import ClusterIdentity, ClusterIdentityArgs, kubernetes_provider
 from components.disruption import ModelBudget, ModelBudgetArgs
 from components.gpu_operator import DriverPolicy, DriverPolicyArgs, PoolDriver, PoolDriverArgs
+from components import previous
 from components.node_pools import AksGpuPool, EksGpuPool, ExistingGpuPool, GpuPoolArgs
+from components.previous import PreviousDeployment
 from spec import manifests
 from spec.model import Cloud, ClusterPolicyMode, DriverOwner, FleetSpec, NodePool
 
@@ -51,17 +53,22 @@ def pool_summary(spec: FleetSpec, pool: NodePool) -> dict[str, object]:
 
 class GpuFleet(pulumi.ComponentResource):
     stage: str
+    cluster: str
     driver_version: str
     pools: dict[str, dict[str, object]]
     released_pools: list[str]
     held_pools: list[str]
+    cloud_pools: dict[str, str]  # cloud pool -> replace-only fields it is deployed with (spec.replacement)
+    operator_version: str
+    per_pool_drivers: str
 
     def __init__(self, name: str, args: GpuFleetArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-driver-upgrade:fleet:GpuFleet", name, None, opts)
         spec = args.spec
         # Kubernetes objects go only to the stack's own cluster, never to the shell's current context.
         k8s_opts = pulumi.ResourceOptions(parent=self, providers=[kubernetes_provider(spec, self)])
-        ClusterIdentity("cluster-identity", ClusterIdentityArgs(spec), opts=k8s_opts)
+        last = PreviousDeployment(self)
+        ClusterIdentity("cluster-identity", ClusterIdentityArgs(spec, last), opts=k8s_opts)
 
         # PDBs first: nothing may evict a model server before its budget exists.
         budgets = [
@@ -71,7 +78,7 @@ class GpuFleet(pulumi.ComponentResource):
         pool_opts = pulumi.ResourceOptions(parent=self, depends_on=budgets)
         pool_components: dict[str, pulumi.Resource] = {}
         for pool in spec.nodePools:
-            pool_args = GpuPoolArgs(spec, pool)
+            pool_args = GpuPoolArgs(spec, pool, last)
             if spec.cluster.cloud == Cloud.AKS:
                 pool_components[pool.name] = AksGpuPool(pool.name, pool_args, pool_opts)
             elif spec.cluster.cloud == Cloud.EKS:
@@ -102,7 +109,15 @@ class GpuFleet(pulumi.ComponentResource):
                     opts=k8s_opts.merge(pulumi.ResourceOptions(depends_on=depends)),
                 )
 
+        self.cloud_pools = {
+            name: record
+            for component in pool_components.values()
+            for name, record in getattr(component, "records", {}).items()
+        }
+        self.operator_version = spec.gpuOperator.chartVersion
+        self.per_pool_drivers = manifests.per_pool_drivers(spec)
         self.stage = spec.stage.value
+        self.cluster = spec.cluster.name
         self.driver_version = spec.driver.version
         self.pools = {pool.name: pool_summary(spec, pool) for pool in spec.nodePools}
         ordered = sorted(spec.nodePools, key=lambda p: (p.rollout.wave, p.name))
@@ -111,9 +126,13 @@ class GpuFleet(pulumi.ComponentResource):
         self.register_outputs(
             {
                 "stage": self.stage,
+                "cluster": self.cluster,
                 "driverVersion": self.driver_version,
                 "pools": self.pools,
                 "releasedPools": self.released_pools,
                 "heldPools": self.held_pools,
+                previous.CLOUD_POOLS: self.cloud_pools,
+                previous.OPERATOR_VERSION: self.operator_version,
+                previous.PER_POOL_DRIVERS: self.per_pool_drivers,
             }
         )

@@ -12,7 +12,8 @@ import pulumi_azure_native as azure_native
 import pulumi_kubernetes as k8s
 
 from components.options import child_options
-from spec import labels, manifests
+from components.previous import PreviousDeployment
+from spec import labels, manifests, replacement
 from spec.model import AksCluster, EksCluster, FleetSpec, NodePool
 from spec.pools import DEFAULT_EKS_DISK_GIB
 
@@ -21,11 +22,18 @@ from spec.pools import DEFAULT_EKS_DISK_GIB
 class GpuPoolArgs:
     spec: FleetSpec
     pool: NodePool
+    previous: PreviousDeployment | None = None  # the last deployment (cloud pools compare against it)
 
 
-def _cloud_tags(spec: FleetSpec, pool: NodePool) -> dict[str, str]:
+def _deployed_with(args: GpuPoolArgs, cloud_name: str, planned: dict[str, str]) -> pulumi.Input[str]:
+    """The tag the pack compares against: the record of the last deployment, else what this one sends."""
+    record = replacement.encode(planned)
+    return args.previous.cloud_pool_record(cloud_name, record) if args.previous is not None else record
+
+
+def _cloud_tags(spec: FleetSpec, pool: NodePool) -> dict[str, pulumi.Input[str]]:
     """Tags on every cloud pool, so a cloud console shows which stack and change own it."""
-    tags = {
+    tags: dict[str, pulumi.Input[str]] = {
         labels.TAG_POOL: pool.name,
         labels.TAG_STAGE: spec.stage.value,
         labels.TAG_DRIVER_OWNER: spec.driver.owner.value,
@@ -47,13 +55,20 @@ class AksGpuPool(pulumi.ComponentResource):
         assert cluster is not None and pool.aks is not None  # FleetSpec guarantees both for AKS
         key, value, effect = manifests.gpu_taint()
         self.agent_pools = []
+        self.records: dict[str, str] = {}
+        gpu_profile = {"driver": manifests.aks_gpu_driver(spec)}
         for generation in manifests.pool_generations(pool):
-            tags = _cloud_tags(spec, pool)
+            cloud_name = pool.cloud_name(generation)
+            planned = replacement.aks_agent_pool_fields({"vmSize": pool.aks.vmSize, "gpuProfile": gpu_profile})
+            self.records[cloud_name] = replacement.encode(planned)
+            tags: dict[str, pulumi.Input[str]] = {
+                **_cloud_tags(spec, pool),
+                labels.TAG_DEPLOYED_WITH: _deployed_with(args, cloud_name, planned),
+            }
             if generation is not None and generation.nodeImageVersion:
                 # AKS takes no node image as input; the version is recorded and checked live.
                 tags[labels.TAG_NODE_IMAGE] = generation.nodeImageVersion
                 tags[labels.TAG_IMAGE_DRIVER] = generation.driverVersion
-            cloud_name = pool.cloud_name(generation)
             self.agent_pools.append(
                 azure_native.containerservice.AgentPool(
                     cloud_name,
@@ -69,7 +84,7 @@ class AksGpuPool(pulumi.ComponentResource):
                     availability_zones=pool.aks.availabilityZones,
                     node_labels=manifests.pool_labels(spec, pool, generation),
                     node_taints=[f"{key}={value}:{effect}"],
-                    gpu_profile={"driver": manifests.aks_gpu_driver(spec)},
+                    gpu_profile=gpu_profile,
                     upgrade_settings={
                         "max_surge": pool.aks.maxSurge,
                         "drain_timeout_in_minutes": pool.aks.drainTimeoutMinutes,
@@ -81,7 +96,7 @@ class AksGpuPool(pulumi.ComponentResource):
                     opts=child_options(self, opts),
                 )
             )
-        self.register_outputs({"agentPoolNames": [p.name for p in self.agent_pools]})
+        self.register_outputs({"agentPoolNames": [p.name for p in self.agent_pools], "records": self.records})
 
 
 class EksGpuPool(pulumi.ComponentResource):
@@ -96,9 +111,21 @@ class EksGpuPool(pulumi.ComponentResource):
         assert cluster is not None and pool.eks is not None  # FleetSpec guarantees both for EKS
         key, value, _ = manifests.gpu_taint()
         self.node_groups = []
+        self.records: dict[str, str] = {}
+        ami_type = manifests.eks_ami_type(spec, pool)
+        template = pool.eks.launchTemplate
+        launch_template = {"id": template.id, "version": template.version} if template is not None else None
+        # EKS refuses diskSize beside a launch template: the template's block devices decide.
+        disk_size = (pool.eks.diskSize or DEFAULT_EKS_DISK_GIB) if template is None else None
+        planned = replacement.eks_node_group_fields({
+            "amiType": ami_type, "capacityType": pool.eks.capacityType, "diskSize": disk_size,
+            "instanceTypes": pool.eks.instanceTypes, "launchTemplate": launch_template,
+            "nodeRoleArn": cluster.nodeRoleArn, "subnetIds": cluster.subnetIds,
+        })
         for generation in manifests.pool_generations(pool):
             cloud_name = pool.cloud_name(generation)
             release = generation.releaseVersion if generation is not None else pool.eks.releaseVersion
+            self.records[cloud_name] = replacement.encode(planned)
             self.node_groups.append(
                 aws.eks.NodeGroup(
                     cloud_name,
@@ -108,18 +135,13 @@ class EksGpuPool(pulumi.ComponentResource):
                     node_role_arn=cluster.nodeRoleArn,
                     subnet_ids=cluster.subnetIds,
                     instance_types=pool.eks.instanceTypes,  # None where the launch template sets it
-                    ami_type=manifests.eks_ami_type(spec, pool),
+                    ami_type=ami_type,
                     release_version=release,
                     # A custom AMI (no amiType) carries its own kubelet: EKS refuses a version beside it.
-                    version=cluster.kubernetesVersion if manifests.eks_ami_type(spec, pool) else None,
+                    version=cluster.kubernetesVersion if ami_type else None,
                     capacity_type=pool.eks.capacityType,
-                    launch_template=(
-                        {"id": pool.eks.launchTemplate.id, "version": pool.eks.launchTemplate.version}
-                        if pool.eks.launchTemplate is not None
-                        else None
-                    ),
-                    # EKS refuses diskSize beside a launch template: the template's block devices decide.
-                    disk_size=(pool.eks.diskSize or DEFAULT_EKS_DISK_GIB) if pool.eks.launchTemplate is None else None,
+                    launch_template=launch_template,
+                    disk_size=disk_size,
                     scaling_config={
                         "desired_size": pool.nodeCount,
                         "min_size": pool.nodeCount,
@@ -131,11 +153,11 @@ class EksGpuPool(pulumi.ComponentResource):
                     },
                     labels=manifests.pool_labels(spec, pool, generation),
                     taints=[{"key": key, "value": value, "effect": "NO_SCHEDULE"}],
-                    tags=_cloud_tags(spec, pool),
+                    tags={**_cloud_tags(spec, pool), labels.TAG_DEPLOYED_WITH: _deployed_with(args, cloud_name, planned)},
                     opts=child_options(self, opts),
                 )
             )
-        self.register_outputs({"nodeGroupNames": [g.node_group_name for g in self.node_groups]})
+        self.register_outputs({"nodeGroupNames": [g.node_group_name for g in self.node_groups], "records": self.records})
 
 
 

@@ -14,6 +14,7 @@ from policy import compat_rules as compat
 from policy import disruption_rules as disruption
 from policy import facts
 from policy import platform_rules as platform
+from policy import transition_rules as transition
 from policy.facts import Resource
 from policy.findings import Finding, Level
 
@@ -125,6 +126,20 @@ for _policy in (
         Severity.CRITICAL, ("compatibility", "nvswitch"),
         "Set nodePools[].fabricManagerVersion to the pool's driver version, or let the driver container bring Fabric Manager.",
         M, stack_rule=compat.fabric_manager_matches,
+    ),
+    PolicyDef(
+        "cloud-pool-not-replaced",
+        "Checks that no change alters a field the cloud cannot change in place on a node pool (EKS amiType, capacityType, instanceTypes, subnets, diskSize, launch template; AKS vmSize, GPU driver setting).",
+        Severity.CRITICAL, ("disruption", "lifecycle"),
+        "Keep the pool's replace-only fields as deployed; add a new generation (or pool) with the new settings beside it, move the workloads, then retire the old one.",
+        M, resource_rule=transition.cloud_pool_not_replaced, resource_types=(facts.AKS_POOL, facts.EKS_NODE_GROUP),
+    ),
+    PolicyDef(
+        "per-pool-mode-own-change",
+        "Checks that per-pool NVIDIADriver mode is switched on in a change of its own, not together with an operator upgrade.",
+        Severity.CRITICAL, ("disruption", "migration"),
+        "Upgrade the GPU Operator in one change; once it runs clean, set gpuOperator.useNvidiaDriverCrd: true in the next.",
+        M, stack_rule=transition.per_pool_mode_own_change,
     ),
     PolicyDef(
         "canary-one-node-at-a-time",

@@ -92,11 +92,19 @@ OFFLINE_INVOKES: dict[str, dict[str, Any]] = {
 }
 
 
-class RecordingMocks(pulumi.runtime.Mocks):
-    """Records each registration in order; a resource's state is its inputs plus a fake id."""
+STACK_REFERENCE = "pulumi:pulumi:StackReference"
 
-    def __init__(self) -> None:
+
+class RecordingMocks(pulumi.runtime.Mocks):
+    """Records each registration in order; a resource's state is its inputs plus a fake id.
+
+    A stack reference (the program reads its own last deployment through one) answers with
+    ``previous_outputs``: the outputs `pulumi stack output --json` shows, or none before a first deployment.
+    """
+
+    def __init__(self, previous_outputs: dict[str, Any] | None = None) -> None:
         self.resources: list[RegisteredResource] = []
+        self.previous_outputs = dict(previous_outputs or {})
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         if any(r.type == args.typ and r.name == args.name for r in self.resources):
@@ -105,6 +113,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.resources.append(
             RegisteredResource(args.typ, args.name, _plain(dict(args.inputs)), bool(args.custom), provider=args.provider or "")
         )
+        if args.typ == STACK_REFERENCE:
+            return f"{args.name}-id", {**args.inputs, "outputs": self.previous_outputs, "secretOutputNames": []}
         return f"{args.name}-id", dict(args.inputs)
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
@@ -150,9 +160,15 @@ class ProgramRun:
         }
 
 
-def run_program(config: dict[str, str], stack: str, program: Path = SOURCE_DIR / PROGRAM_FILE) -> ProgramRun:
+def run_program(
+    config: dict[str, str],
+    stack: str,
+    program: Path = SOURCE_DIR / PROGRAM_FILE,
+    previous_outputs: dict[str, Any] | None = None,
+) -> ProgramRun:
     """Run ``program`` under mocks with ``config`` (engine-style strings) and return what it registered.
 
+    ``previous_outputs`` are the stack's last deployment as its outputs (none: a first deployment).
     Exceptions the program raises (a SpecError for bad config) propagate unchanged.
     """
     # The mock runtime needs a current event loop (Python 3.12+ no longer makes one implicitly).
@@ -168,7 +184,7 @@ def run_program(config: dict[str, str], stack: str, program: Path = SOURCE_DIR /
         asyncio.set_event_loop(worker_loops[-1])
 
     loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="mock-monitor", initializer=_give_worker_a_loop))
-    mocks = RecordingMocks()
+    mocks = RecordingMocks(previous_outputs)
     outputs: dict[str, Any] = {}
     # Only the given config may reach the program: an ambient PULUMI_CONFIG (say, from a Pulumi hook)
     # would otherwise leak into the preview through the runtime's environment fallback.

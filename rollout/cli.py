@@ -64,19 +64,31 @@ def fail_invalid(error: SpecError) -> None:
     raise typer.Exit(EXIT_INVALID)
 
 
+PreviousOutputsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--previous-outputs",
+        help="The stack's last deployment, as `pulumi stack output --json` prints it (default: none, a first "
+        "deployment); changes the cloud cannot make in place are checked against it.",
+    ),
+]
+
+
 @app.command()
 def plan(
     stack: StackOption = None,
     stack_file_path: StackFileOption = None,
     project_dir: ProjectDirOption = PROJECT_DIR,
     as_json: JsonOption = False,
+    previous_outputs: PreviousOutputsOption = None,
 ) -> None:
     """Offline preview of a stack: what `pulumi up` would send, with no cloud and no Pulumi CLI."""
     from rollout import plan as plan_verb
 
     name, path = resolve_stack(stack, stack_file_path, project_dir)
     try:
-        code = plan_verb.execute(name, path, as_json=as_json, project_dir=project_dir)
+        previous = plan_verb.read_previous_outputs(previous_outputs) if previous_outputs is not None else None
+        code = plan_verb.execute(name, path, as_json=as_json, project_dir=project_dir, previous_outputs=previous)
     except SpecError as error:
         fail_invalid(error)
         return

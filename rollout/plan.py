@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -18,7 +19,20 @@ from spec.model import PROJECT
 from spec.ownership import shared_objects
 
 
-def run(stack: str, path: Path, project_dir: Path) -> ProgramRun:
+def read_previous_outputs(path: Path) -> dict[str, Any]:
+    """The stack's outputs as `pulumi stack output --json` prints them; anything else is invalid input."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SpecError([SpecProblem("--previous-outputs", f"cannot read {path}: {exc.strerror}")]) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SpecError([SpecProblem("--previous-outputs", f"{path} is not JSON: {exc}")]) from None
+    if not isinstance(document, dict):
+        raise SpecError([SpecProblem("--previous-outputs", f"{path} must hold a JSON object of stack outputs")])
+    return document
+
+
+def run(stack: str, path: Path, project_dir: Path, previous_outputs: dict[str, Any] | None = None) -> ProgramRun:
     """Render ``stack`` from its stack file with the project's program; SpecError means exit 2."""
     program = project_dir / PROGRAM_FILE
     if not program.is_file():
@@ -26,7 +40,7 @@ def run(stack: str, path: Path, project_dir: Path) -> ProgramRun:
                                      "folder (the one with Pulumi.yaml) or pass --project-dir")])
     config = read_stack_file(path)
     check_ownership(config, path)
-    return run_program(config, stack, program)
+    return run_program(config, stack, program, previous_outputs)
 
 
 def check_ownership(config: dict[str, str], path: Path) -> None:
@@ -89,9 +103,11 @@ def render_table(result: ProgramRun, console: Console) -> None:
     )
 
 
-def execute(stack: str, stack_file: Path, as_json: bool, project_dir: Path) -> int:
+def execute(
+    stack: str, stack_file: Path, as_json: bool, project_dir: Path, previous_outputs: dict[str, Any] | None = None
+) -> int:
     """Render, run the policies, print (table or one JSON document); 1 on a mandatory violation."""
-    result = run(stack, stack_file, project_dir)
+    result = run(stack, stack_file, project_dir, previous_outputs)
     violations = policy_report(result)
     if as_json:
         sys.stdout.write(render_json(result, violations) + "\n")

@@ -155,8 +155,10 @@ def helm_values(spec: FleetSpec) -> dict[str, Any]:
     if driver.get("enabled"):
         driver["nvidiaDriverCRD"] = {
             "enabled": driver.pop("useNvidiaDriverCRD"),
-            # The chart's default CR would select every GPU node and overlap the per-pool drivers.
-            "deployDefaultCR": False,
+            # From v26.7.0 the chart's default NVIDIADriver (spec.default: true) owns every GPU node no
+            # per-pool NVIDIADriver selects, so no GPU node is left without a driver owner (NVIDIA's
+            # migration guide). Before, it was an ordinary CR that overlapped the per-pool drivers.
+            "deployDefaultCR": spec.gpuOperator.default_driver_is_fallback,
         }
         driver["upgradePolicy"] = spec.gpuOperator.upgradePolicy.as_helm_values()
     return {"driver": driver, "toolkit": crd["toolkit"], "devicePlugin": crd["devicePlugin"]}
@@ -241,6 +243,11 @@ def pdb_spec(model: Model) -> dict[str, Any]:
 RECORD_NAMESPACE = "kube-system"  # exists in every cluster, before any stack runs
 
 
+def per_pool_drivers(spec: FleetSpec) -> str:
+    """"true" when the operator's driver is owned per pool by NVIDIADrivers (useNvidiaDriverCRD)."""
+    return "true" if spec.driver.owner == DriverOwner.OPERATOR and spec.gpuOperator.useNvidiaDriverCrd else "false"
+
+
 def identity_name(spec: FleetSpec) -> str:
     """One identity record per stage, so a canary and a prod stack on one cluster never share it."""
     return f"{PROJECT}-{spec.stage.value}"
@@ -257,7 +264,14 @@ def identity_metadata(spec: FleetSpec) -> dict[str, Any]:
 
 def identity_data(spec: FleetSpec) -> dict[str, str]:
     """Which cluster this is, as the stack knows it; the live verbs refuse a cluster whose record differs."""
-    data = {"cluster": spec.cluster.name, "cloud": spec.cluster.cloud.value, "stage": spec.stage.value}
+    data = {
+        "cluster": spec.cluster.name,
+        "cloud": spec.cluster.cloud.value,
+        "stage": spec.stage.value,
+        # What this deployment runs, read back next time as the previous deployment (transition rules).
+        "operatorVersion": spec.gpuOperator.chartVersion,
+        "perPoolDrivers": per_pool_drivers(spec),
+    }
     if spec.cluster.aks is not None:
         data["aksResourceGroup"] = spec.cluster.aks.resourceGroup
         data["aksClusterName"] = spec.cluster.aks.clusterName

@@ -73,6 +73,12 @@ class GpuOperator(SpecModel):
     )
 
     @property
+    def default_driver_is_fallback(self) -> bool:
+        """From v26.7.0 the chart's `default` NVIDIADriver (spec.default: true) only takes GPU nodes no other
+        NVIDIADriver selects; before, it was an ordinary CR that overlapped every per-pool one."""
+        return chart_key(self.chartVersion) >= (26, 7, 0)
+
+    @property
     def per_driver_upgrade_policy(self) -> bool:
         """NVIDIADriver carries its own upgradePolicy (and `default`) from operator v26.7.0 on."""
         return chart_key(self.chartVersion) >= (26, 7, 0)

@@ -181,7 +181,12 @@ def test_helm_mode_installs_the_pinned_chart_with_helm_key_names() -> None:
     assert release.inputs["version"] == "v26.7.0"
     assert release.inputs["chart"] == "gpu-operator"
     driver = release.inputs["values"]["driver"]
-    assert driver["nvidiaDriverCRD"] == {"enabled": True, "deployDefaultCR": False}
+    # The chart's default NVIDIADriver stays the fallback owner of GPU nodes outside the stacks' pools.
+    assert driver["nvidiaDriverCRD"] == {"enabled": True, "deployDefaultCR": True}
+    older = run_program(edited("prod", "gpuOperator", lambda o: o.update(clusterPolicy="helm", chartVersion="v26.3.3")), "prod")
+    (release,) = older.of_type(HELM_RELEASE)
+    # Before v26.7.0 the chart's "default" CR is an ordinary one that would overlap every pool's driver.
+    assert release.inputs["values"]["driver"]["nvidiaDriverCRD"]["deployDefaultCR"] is False
     assert "gpuPodDeletion" in driver["upgradePolicy"] and "podDeletion" not in driver["upgradePolicy"]
 
 
@@ -291,9 +296,27 @@ def test_eks_outputs_show_per_pool_images(rendered: dict[str, ProgramRun]) -> No
     assert rendered["eks-prod"].outputs["heldPools"] == ["gpu-h100"]
 
 
-@pytest.mark.parametrize("stack", ["canary", "prod", "eks-canary", "eks-prod"])
+@pytest.mark.parametrize("stack", EXAMPLES)
 def test_every_stack_exports_the_contract_outputs(rendered: dict[str, ProgramRun], stack: str) -> None:
-    assert set(rendered[stack].outputs) == {"stage", "driverVersion", "pools", "releasedPools", "heldPools"}
+    assert set(rendered[stack].outputs) == {
+        "stage", "cluster", "driverVersion", "pools", "releasedPools", "heldPools",
+        # read back by the next deployment (components/previous.py)
+        "cloudPools", "operatorVersion", "perPoolDrivers",
+    }
+    assert rendered[stack].outputs["cluster"] == stack_spec(stack).cluster.name
+
+
+def stack_spec(stack: str):
+    return spec_from_config(stack_config(stack))
+
+
+def test_a_cloud_pool_keeps_the_record_of_its_last_deployment() -> None:
+    previous = {"cloudPools": {"gpua100": "gpuInstanceProfile=- gpuProfile.driver=None vmSize=Standard_NC8ads_A100_v4"}}
+    run = run_program(stack_config("prod"), "prod", previous_outputs=previous)
+    pools = by_name(run, AGENT_POOL)
+    assert pools["gpua100"]["tags"][labels.TAG_DEPLOYED_WITH] == previous["cloudPools"]["gpua100"]
+    # A pool the last deployment did not have records what this one sends.
+    assert pools["gput4"]["tags"][labels.TAG_DEPLOYED_WITH] == run.outputs["cloudPools"]["gput4"]
 
 
 # ---------------------------------------------------------------- ordering: what waits for what

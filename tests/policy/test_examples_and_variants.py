@@ -13,7 +13,8 @@ from policy.evaluate import evaluate, from_registered, load_config, mandatory
 from policy.registry import POLICY_IDS
 from rollout.cli import app
 from tests.conftest import EXAMPLE_STACKS
-from tests.policy.variants import MORE_VARIANTS, VARIANTS
+from preview.run import run_program
+from tests.policy.variants import MORE_VARIANTS, TRANSITION_VARIANTS, VARIANTS
 
 runner = CliRunner()
 
@@ -31,7 +32,8 @@ def test_every_policy_has_a_bad_variant():
     # selectors overlap, and FleetSpec refuses unpinned drivers and node groups, a node-image driver under
     # the operator and an operator-owned pool on an OS without a driver image; test_rules.py feeds those
     # four rules hand-edited resources instead.
-    assert set(VARIANTS) == set(POLICY_IDS) - {
+    # Changes the cloud or the operator cannot take in one step have variants against a last deployment.
+    assert set(VARIANTS) | {v[0] for v in TRANSITION_VARIANTS.values()} == set(POLICY_IDS) - {
         "nvidiadriver-selectors-disjoint", "driver-version-pinned", "single-driver-owner", "operator-supports-os"
     }
 
@@ -68,6 +70,39 @@ def test_bad_variant_names_the_policy(tmp_path, name):
     hits = [v for v in document["violations"] if v["policy"] == policy_id]
     assert any(v["enforcement"] == level for v in hits), document["violations"]
     assert result.exit_code == (1 if level == "mandatory" else 0)
+
+
+@pytest.mark.parametrize("name", sorted(TRANSITION_VARIANTS))
+def test_bad_change_against_the_last_deployment_names_the_policy(tmp_path, name):
+    policy_id, stack, deployed, changed, level = TRANSITION_VARIANTS[name]
+    previous = tmp_path / "outputs.json"
+    previous.write_text(json.dumps(run_program(deployed(), stack).outputs))
+    path = write_stack(tmp_path, stack, changed())
+    result = runner.invoke(app, ["plan", "--stack-file", str(path), "--json", "--previous-outputs", str(previous)])
+    document = json.loads(result.stdout)
+    hits = [v for v in document["violations"] if v["policy"] == policy_id]
+    assert any(v["enforcement"] == level for v in hits), document["violations"]
+    assert result.exit_code == 1
+    # The same change as a first deployment (no previous outputs) has nothing to compare against.
+    first = runner.invoke(app, ["plan", "--stack-file", str(path), "--json"])
+    assert [v for v in json.loads(first.stdout)["violations"] if v["policy"] == policy_id] == []
+
+
+def test_unchanged_redeployment_passes_against_its_own_outputs(tmp_path, rendered):
+    for stack in ("prod", "eks-prod"):
+        previous = tmp_path / f"{stack}.json"
+        previous.write_text(json.dumps(rendered[stack].outputs))
+        result = runner.invoke(app, ["plan", "--stack", stack, "--json", "--previous-outputs", str(previous)])
+        assert result.exit_code == 0, result.stdout
+
+
+@pytest.mark.parametrize("content", ["[1]", "not json", ""])
+def test_previous_outputs_that_are_not_an_object_are_invalid_input(tmp_path, content):
+    previous = tmp_path / "outputs.json"
+    previous.write_text(content)
+    result = runner.invoke(app, ["plan", "--stack", "prod", "--previous-outputs", str(previous)])
+    assert result.exit_code == 2
+    assert "--previous-outputs" in result.output
 
 
 def test_plan_table_lists_violations(tmp_path):

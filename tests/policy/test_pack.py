@@ -32,11 +32,12 @@ ISSUE_IDS = {
     "parallelism-within-spare-capacity", "spare-capacity", "eviction-respects-pdb", "pdb-allows-drain",
     "model-redundancy", "change-ticket", "upgrade-controller-enabled", "wait-for-batch-jobs",
     "operator-supports-os",  # issue 7: operator-owned drivers only on an OS the operator supports
+    "cloud-pool-not-replaced", "per-pool-mode-own-change",  # issue 7: changes the cloud/operator cannot take
 }
 STACK_RULES = {
     "single-driver-owner", "nvidiadriver-selectors-disjoint", "cuda-driver-compatible", "gpu-supported-by-driver",
     "fabric-manager-matches", "canary-one-node-at-a-time", "parallelism-within-spare-capacity", "spare-capacity",
-    "change-ticket", "wait-for-batch-jobs", "operator-supports-os",
+    "change-ticket", "wait-for-batch-jobs", "operator-supports-os", "per-pool-mode-own-change",
 }
 
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from policy import compat_rules, platform_rules, disruption_rules, facts
+from policy import compat_rules, disruption_rules, facts, platform_rules, transition_rules
 from policy.evaluate import check_config, enforcement, evaluate, from_registered, load_config
 from policy.facts import Resource
 from policy.findings import Level
@@ -586,3 +586,68 @@ def test_generations_count_as_surge_only_where_the_node_groups_can_surge(rendere
     items = _edit_group(surging, "gpu-h100-g1", updateConfig={"maxUnavailable": 1, "updateStrategy": "FAST"})
     (odd,) = disruption_rules.spare_capacity(items)
     assert "gpu-h100-g1 (updateStrategy must be one of DEFAULT, MINIMAL, got 'FAST')" in odd.message
+
+
+# ---------------------------------------------------------------- changes against the last deployment
+
+
+@pytest.mark.parametrize("stack", ["prod", "eks-prod", "eks-canary", "canary"])
+def test_each_cloud_pool_records_exactly_what_it_sends(rendered, stack):
+    # The tag the program writes must be what the rule computes from the same inputs, or every first
+    # deployment would be reported as a replacement.
+    pools = [r for r in resources(rendered[stack]) if r.type in (facts.AKS_POOL, facts.EKS_NODE_GROUP)]
+    assert pools
+    for res in pools:
+        assert list(transition_rules.cloud_pool_not_replaced(res)) == []
+    assert set(rendered[stack].outputs["cloudPools"]) == {r.name for r in pools}
+
+
+def test_a_pool_without_its_record_is_advice(rendered):
+    agent = of_type(resources(rendered["prod"]), facts.AKS_POOL)[0]
+    bare = Resource(agent.type, agent.name, {**agent.props, "tags": {}})
+    (finding,) = transition_rules.cloud_pool_not_replaced(bare)
+    assert finding.advisory and "deployed-with" in finding.message
+
+
+def test_every_changed_replace_only_field_is_named(rendered):
+    group = of_type(resources(rendered["eks-prod"]), facts.EKS_NODE_GROUP)[0]
+    moved = Resource(group.type, group.name, {
+        **group.props, "capacityType": "SPOT", "subnetIds": ["subnet-0ffffffffffffffff"], "diskSize": 500,
+    })
+    (finding,) = transition_rules.cloud_pool_not_replaced(moved)
+    assert not finding.advisory
+    for text in ("capacityType ON_DEMAND -> SPOT", "diskSize 200 -> 500", "subnetIds ", "add a new generation"):
+        assert text in finding.message
+
+
+def _identity(items, **annotations):
+    (record,) = [r for r in items if r.type == facts.CONFIG_MAP and r.props["metadata"]["labels"].get("gpu-driver-upgrade.io/record") == "cluster-identity"]
+    meta = record.props["metadata"]
+    edited = Resource(record.type, record.name, {**record.props, "metadata": {**meta, "annotations": {**meta["annotations"], **annotations}}})
+    return [edited if r is record else r for r in items]
+
+
+def test_per_pool_mode_alone_or_an_upgrade_alone_passes(rendered):
+    items = resources(rendered["prod"])  # patch mode, already per-pool
+    assert list(transition_rules.per_pool_mode_own_change(items)) == []
+    upgrade_only = _identity(items, **{"gpu-driver-upgrade.io/previous-operator-version": "v26.3.3"})
+    assert list(transition_rules.per_pool_mode_own_change(upgrade_only)) == []
+    mode_only = _identity(items, **{"gpu-driver-upgrade.io/previous-per-pool-drivers": "false"})
+    assert list(transition_rules.per_pool_mode_own_change(mode_only)) == []
+
+
+def test_per_pool_mode_with_a_declared_upgrade_in_patch_mode_is_advice(rendered):
+    both = _identity(resources(rendered["prod"]), **{
+        "gpu-driver-upgrade.io/previous-operator-version": "v26.3.3",
+        "gpu-driver-upgrade.io/previous-per-pool-drivers": "false",
+    })
+    (finding,) = transition_rules.per_pool_mode_own_change(both)
+    assert finding.advisory and "v26.3.3 to v26.7.0" in finding.message
+
+
+def test_a_stack_that_does_not_own_the_driver_mode_is_not_checked(rendered):
+    both = _identity(resources(rendered["canary"]), **{
+        "gpu-driver-upgrade.io/previous-operator-version": "v26.3.3",
+        "gpu-driver-upgrade.io/previous-per-pool-drivers": "false",
+    })
+    assert list(transition_rules.per_pool_mode_own_change(both)) == []

@@ -161,3 +161,33 @@ MORE_VARIANTS: dict[str, tuple[str, str, Callable[[], dict[str, str]], str]] = {
         "wait-for-batch-jobs", "prod", lambda: _helm_without_nvidiadrivers(["workload-class=finetune"]), "advisory",
     ),
 }
+
+
+def _helm_prod(chart: str, per_pool: bool) -> dict[str, str]:
+    return change(
+        stack_config("prod"), "gpuOperator",
+        lambda op: op.update(clusterPolicy="helm", chartVersion=chart, useNvidiaDriverCrd=per_pool),
+    )
+
+
+# Bad changes, checked against the stack's last deployment (`plan --previous-outputs`): name -> (policy id,
+# stack, builder of the deployed config, builder of the change, enforcement).
+TRANSITION_VARIANTS: dict[str, tuple[str, str, Callable[[], dict[str, str]], Callable[[], dict[str, str]], str]] = {
+    # instanceTypes is replace-only on an EKS node group: a same-name replacement fails at create.
+    "cloud-pool-not-replaced": (
+        "cloud-pool-not-replaced", "eks-prod", lambda: stack_config("eks-prod"),
+        lambda: change(stack_config("eks-prod"), "nodePools", eks_pool("gpu-l40s", instanceTypes=["g6e.24xlarge"])),
+        "mandatory",
+    ),
+    # AKS fixes vmSize at creation.
+    "aks-vm-size-changed": (
+        "cloud-pool-not-replaced", "prod", lambda: stack_config("prod"),
+        lambda: change(stack_config("prod"), "nodePools", lambda pools: pools[1]["aks"].update(vmSize="Standard_NC48ads_A100_v4")),
+        "mandatory",
+    ),
+    # The operator chart goes from 26.3.3 to 26.7.0 and per-pool mode comes on in the same Helm upgrade.
+    "per-pool-mode-own-change": (
+        "per-pool-mode-own-change", "prod", lambda: _helm_prod("v26.3.3", False), lambda: _helm_prod("v26.7.0", True),
+        "mandatory",
+    ),
+}
