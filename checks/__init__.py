@@ -7,7 +7,10 @@ project itself, and its kubeconfig handling (exec plugins for ``az``/``aws`` log
 in-cluster service accounts) is the reference implementation that AKS and EKS document.
 
 Modules: ``errors`` (our error hierarchy, retryable vs permanent), ``kube`` (the adapter: bounded,
-retried, paginated calls), ``inventory`` (one read of everything a check family needs), one module per
-check family (``owner``, ``compatibility``, ``disruption``), ``nodestate`` (per-node facts shared by
-watch and pause: driver version, done), ``preflight`` (runs them), ``pause`` and ``watch``.
+retried, paginated calls), ``identity`` (is the cluster reached the stack's? every live verb asks it
+first), ``inventory`` (one read of everything a check family needs; a pool's nodes by
+``spec.membership``), one module per check family (``owner``, ``compatibility``, ``disruption``),
+``nodestate`` (per-node facts shared by watch and pause: driver version, done), ``progress`` (what both
+watches share, models counted from their pods), ``preflight`` (runs them), ``pause``, ``watch`` and
+``generations`` (the image-owned watch).
 """

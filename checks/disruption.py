@@ -3,7 +3,17 @@ readiness-probe, spare-capacity, weights-cache, and change-ticket."""
 
 from __future__ import annotations
 
-from checks.inventory import Inventory, Obj, gpu_request, meta, name_of, pod_containers, template_containers
+from checks.inventory import (
+    Inventory,
+    Obj,
+    gpu_request,
+    labels_of,
+    meta,
+    name_of,
+    pod_containers,
+    selector_matches,
+    template_containers,
+)
 from checks.results import CheckResult, failed, passed, warned
 from spec import capacity, labels
 from spec.model import Stage
@@ -49,7 +59,7 @@ def check_model_replicas(inv: Inventory) -> list[CheckResult]:
         declared.add(key)
         deployment = by_key.get(key)
         if deployment is None:
-            results.append(failed("model-replicas", key, "declared in the stack but no such Deployment"))
+            results.append(_replicas_from_pods(inv, model, key))
         elif _replicas(deployment) < 2:
             results.append(failed("model-replicas", key, f"{_replicas(deployment)} replica: gone the moment its node "
                                   "drains; run at least 2"))
@@ -62,6 +72,22 @@ def check_model_replicas(inv: Inventory) -> list[CheckResult]:
             results.append(failed("model-replicas", key, f"GPU Deployment not in the stack with "
                                   f"{_replicas(deployment)} replica"))
     return results
+
+
+def _replicas_from_pods(inv: Inventory, model, key: str) -> CheckResult:
+    """A model that is no Deployment named after itself (StatefulSet, LeaderWorkerSet, KServe, bare pods):
+    its replicas are the pods matching its matchLabels in its namespace, whatever owns them."""
+    pods = [p for p in inv.pods if meta(p).get("namespace") == model.namespace
+            and selector_matches({"matchLabels": model.matchLabels}, labels_of(p))]
+    if not pods:
+        return failed("model-replicas", key, "declared in the stack but neither a Deployment of that name nor a pod "
+                      "matching its matchLabels in its namespace")
+    owners = sorted({f"{ref.get('kind')} {ref.get('name')}" for p in pods
+                     for ref in meta(p).get("ownerReferences") or [] if ref.get("controller")}) or ["no controller"]
+    if len(pods) < 2:
+        return failed("model-replicas", key, f"1 pod ({', '.join(owners)}): gone the moment its node drains; run "
+                      "at least 2")
+    return passed("model-replicas", key, f"{len(pods)} pods ({', '.join(owners)}; stack declares {model.replicas})")
 
 
 def check_model_pdb(inv: Inventory) -> list[CheckResult]:

@@ -83,3 +83,17 @@ def test_bare_pods_and_no_pods_at_all(prod: FakeKube, kube: k.Kube, prod_spec: F
                      [{"name": "server", "image": "lmsysorg/sglang:v0.4.6.post5-cu126",
                        "resources": {"requests": {"nvidia.com/gpu": "1"}}}]))
     assert watch(kube, prod_spec, "prod", once=True, auto_pause=False).snapshot.triggers == []
+
+
+def test_preflight_counts_a_statefulset_models_replicas_from_its_pods(prod: FakeKube, kube: k.Kube,
+                                                                      prod_spec: FleetSpec) -> None:
+    from checks.preflight import run_preflight
+    from checks.results import Status
+
+    as_statefulset(prod)
+    [found] = [r for r in run_preflight(kube, prod_spec) if r.id == "model-replicas" and r.subject == "inference/llm-chat"]
+    assert found.status == Status.PASS and found.message == "3 pods (StatefulSet llm-chat; stack declares 3)"
+    prod.remove("pods", "llm-chat-1", "inference")
+    prod.remove("pods", "llm-chat-2", "inference")
+    [found] = [r for r in run_preflight(kube, prod_spec) if r.id == "model-replicas" and r.subject == "inference/llm-chat"]
+    assert found.status == Status.FAIL and found.message.startswith("1 pod (StatefulSet llm-chat)")
