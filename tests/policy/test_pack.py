@@ -209,3 +209,10 @@ def _numbers(value):
             yield from _numbers(item)
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         yield value
+
+
+def test_every_policy_has_its_section_in_the_docs():
+    text = (POLICY_DIR.parent / "docs" / "policies.md").read_text()
+    sections = {line.removeprefix("## ").split(" (")[0] for line in text.splitlines() if line.startswith("## ")}
+    assert set(POLICY_IDS) <= sections, set(POLICY_IDS) - sections
+    assert f"the {len(POLICY_IDS)} policies report only their" in text.replace("\n", " ")
