@@ -8,7 +8,7 @@ CrossGuard pack (``PolicyResource``) and ``gpu-rollout plan`` (``RegisteredResou
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,8 +40,11 @@ class EngineProps(Mapping):
     """Resource properties as the engine hands them to a policy pack, read the way the rules expect.
 
     The wire format carries every number as a double, so the pack would see ``minAvailable: 1.0`` where
-    `gpu-rollout plan` (and the program) has ``1``. Integral doubles read back as ints. Values convert
-    as they are read, so an unknown value during preview raises only if a rule actually touches it.
+    `gpu-rollout plan` (and the program) has ``1``. Integral doubles read back as ints, at any depth.
+    ``pulumi_policy`` hands maps and lists as its unknown-checking proxies (``_DictProxy`` is a Mapping,
+    ``_ListProxy`` a Sequence, neither a dict nor a list): maps read as ``EngineProps``, lists as lists.
+    Map values convert as they are read, so an unknown value during preview raises only if a rule
+    actually touches it (a list converts when it is read, touching each of its items).
     """
 
     def __init__(self, raw: Mapping[str, Any]) -> None:
@@ -62,7 +65,7 @@ def engine_value(value: Any) -> Any:
         return int(value)
     if isinstance(value, Mapping):
         return EngineProps(value)
-    if isinstance(value, list):
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
         return [engine_value(item) for item in value]
     return value
 
@@ -210,7 +213,35 @@ def node_group_update(res: Resource) -> NodeGroupUpdate | None:
     if res.type != EKS_NODE_GROUP:
         return None
     desired = prop(res.props, "scalingConfig", "desiredSize")
-    return NodeGroupUpdate(res, res.props.get("updateConfig"), desired, res.props.get("capacityType"))
+    return NodeGroupUpdate(res, _update_config(res.props.get("updateConfig")), desired, res.props.get("capacityType"))
+
+
+_EKS_LIMITS = ("maxUnavailable", "maxUnavailablePercentage")
+
+
+def _update_config(value: Any) -> Any:
+    """``updateConfig`` as EKS means it, from inputs or from the outputs the engine hands stack policies.
+
+    EKS keeps exactly one of ``maxUnavailable`` and ``maxUnavailablePercentage`` (each 1-100; the API
+    returns ``maxUnavailable: 1`` when none was sent). The AWS bridge's outputs are the terraform
+    ``aws_eks_node_group`` state: ``flattenNodeGroupUpdateConfig`` sets only the limit EKS returned and the
+    SDKv2 state holds the other as its zero value, so outputs read e.g. ``{maxUnavailable: 1,
+    maxUnavailablePercentage: 0}``. A 0 beside a set limit is therefore the unset one and is dropped; a 0
+    alone, or both set, stays for the rules to report. An empty ``updateStrategy`` (a string the API did
+    not return, in the same state) is unset too: EKS then applies DEFAULT."""
+    if not isinstance(value, Mapping):
+        return value
+    config = dict(value)
+    for key, other in (_EKS_LIMITS, _EKS_LIMITS[::-1]):
+        if _is_zero(config.get(key)) and config.get(other) is not None and not _is_zero(config.get(other)):
+            del config[key]
+    if config.get("updateStrategy") == "":
+        del config["updateStrategy"]
+    return config
+
+
+def _is_zero(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value == 0
 
 
 # ---------------------------------------------------------------- operator driver objects
