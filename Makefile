@@ -25,6 +25,14 @@ test: venv
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n auto -q
 
+# The policy pack as `pulumi policy publish` takes it: a self-contained folder with its own requirements
+# (policy/bundle.py; docs/policies.md, "Publishing the pack and setting enforcement per stack"). Publish from
+# a folder no .gitignore above ignores: `make policy-pack POLICY_PACK_DIR=$HOME/gpu-driver-upgrade-pack`.
+POLICY_PACK_DIR ?= build/policy-pack
+.PHONY: policy-pack
+policy-pack: venv
+	$(BIN)/python -m policy.bundle $(POLICY_PACK_DIR)
+
 # How preflight scales with the fleet: API calls and seconds at 10, 100 and 1,000 nodes.
 bench: venv
 	$(BIN)/python -m benchmarks.checks_scale
