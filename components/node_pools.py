@@ -79,7 +79,7 @@ class AksGpuPool(pulumi.ComponentResource):
                     os_type="Linux",
                     os_sku=pool.aks.osSku,
                     vm_size=pool.aks.vmSize,
-                    count=pool.nodeCount,
+                    count=pool.generation_nodes(generation),
                     orchestrator_version=cluster.kubernetesVersion,
                     availability_zones=pool.aks.availabilityZones,
                     node_labels=manifests.pool_labels(spec, pool, generation),
@@ -117,14 +117,14 @@ class EksGpuPool(pulumi.ComponentResource):
         launch_template = {"id": template.id, "version": template.version} if template is not None else None
         # EKS refuses diskSize beside a launch template: the template's block devices decide.
         disk_size = (pool.eks.diskSize or DEFAULT_EKS_DISK_GIB) if template is None else None
-        planned = replacement.eks_node_group_fields({
-            "amiType": ami_type, "capacityType": pool.eks.capacityType, "diskSize": disk_size,
-            "instanceTypes": pool.eks.instanceTypes, "launchTemplate": launch_template,
-            "nodeRoleArn": cluster.nodeRoleArn, "subnetIds": cluster.subnetIds,
-        })
         for generation in manifests.pool_generations(pool):
             cloud_name = pool.cloud_name(generation)
             release = generation.releaseVersion if generation is not None else pool.eks.releaseVersion
+            planned = replacement.eks_node_group_fields({
+                "amiType": ami_type, "capacityType": pool.eks.capacityType, "diskSize": disk_size,
+                "instanceTypes": pool.eks.instanceTypes, "launchTemplate": launch_template,
+                "nodeRoleArn": cluster.nodeRoleArn, "subnetIds": cluster.subnetIds, "releaseVersion": release,
+            })
             self.records[cloud_name] = replacement.encode(planned)
             self.node_groups.append(
                 aws.eks.NodeGroup(
@@ -143,9 +143,9 @@ class EksGpuPool(pulumi.ComponentResource):
                     launch_template=launch_template,
                     disk_size=disk_size,
                     scaling_config={
-                        "desired_size": pool.nodeCount,
-                        "min_size": pool.nodeCount,
-                        "max_size": pool.nodeCount + pool.eks.maxUnavailable,
+                        "desired_size": pool.generation_nodes(generation),
+                        "min_size": pool.generation_nodes(generation),
+                        "max_size": pool.generation_nodes(generation) + pool.eks.maxUnavailable,
                     },
                     update_config={
                         "max_unavailable": pool.eks.maxUnavailable,

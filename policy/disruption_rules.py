@@ -256,7 +256,9 @@ def _node_group_parallelism(
             except ValueError as error:
                 yield Finding(f"{res.name}: updateConfig: {error}", res)
                 continue
-            shape = capacity.PoolShape(pool.name, desired, pool.gpus_per_node)
+            # The pool's models run on all of its nodes: on a Capacity Block those of every generation
+            # sharing the reservation (facts.Pool.nodes), elsewhere the group's own.
+            shape = capacity.PoolShape(pool.name, max(desired, pool.nodes or 0), pool.gpus_per_node)
             outcome = capacity.take_nodes_out(shape, workloads.get(pool.name, []), nodes_out)
             if outcome.safe:
                 continue

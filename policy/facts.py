@@ -114,15 +114,22 @@ class Pool:
 
     @property
     def nodes(self) -> int | None:
-        """Nodes of the newest cloud pool (every generation is a full pool of the same size)."""
+        """Nodes of the newest cloud pool (every generation is a full pool of the same size), except on a
+        Capacity Block, whose live generations share one reservation: then all of them together."""
         if not self.resources:
             return None
-        last = self.resources[-1]
-        if last.type == AKS_POOL:
-            return _int(last.props.get("count"))
-        if last.type == CONFIG_MAP:
-            return _int(prop(last.props, "data", "nodeCount"))
-        return _int(prop(last.props, "scalingConfig", "desiredSize"))
+        if any(prop(r.props, "capacityType") == "CAPACITY_BLOCK" for r in self.resources):
+            counts = [_int(prop(r.props, "scalingConfig", "desiredSize")) for r in self.resources]
+            return None if None in counts else sum(c for c in counts if c is not None)
+        return self._node_count(self.resources[-1])
+
+    @staticmethod
+    def _node_count(res: Resource) -> int | None:
+        if res.type == AKS_POOL:
+            return _int(res.props.get("count"))
+        if res.type == CONFIG_MAP:
+            return _int(prop(res.props, "data", "nodeCount"))
+        return _int(prop(res.props, "scalingConfig", "desiredSize"))
 
     @property
     def held(self) -> bool:

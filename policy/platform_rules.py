@@ -15,9 +15,13 @@ def _pool_os(res: Resource, node_labels: dict[str, str] | object) -> tuple[str, 
     """The operating systems a cloud pool (or pool record) may run, from the field that decides it."""
     declared = facts.prop(node_labels, labels.POOL_OS)
     if res.type == facts.AKS_POOL:
-        return aks_os(str(res.props.get("osSku") or "Ubuntu"))  # AKS's default osSku is Ubuntu
+        # The wire name is osSKU (azure-native); AKS's default is Ubuntu.
+        return aks_os(str(res.props.get("osSKU") or "Ubuntu"))
     if res.type == facts.EKS_NODE_GROUP:
-        return eks_os(res.props.get("amiType") or None, declared)
+        # EKS reports a node group on a launch template's custom AMI as amiType CUSTOM (API Nodegroup.amiType):
+        # its OS is the one declared with the template.
+        ami_type = res.props.get("amiType")
+        return eks_os(None if ami_type in (None, "", "CUSTOM") else ami_type, declared)
     return eks_os(None, declared)
 
 

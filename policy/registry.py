@@ -135,6 +135,13 @@ for _policy in (
         M, resource_rule=transition.cloud_pool_not_replaced, resource_types=(facts.AKS_POOL, facts.EKS_NODE_GROUP),
     ),
     PolicyDef(
+        "capacity-block-updated-empty",
+        "Checks that a Capacity Block node group changes its AMI release or launch template version only at desired size 0, as AWS documents.",
+        Severity.HIGH, ("disruption", "lifecycle", "capacity-block"),
+        "Move the reservation's nodes to a new generation one at a time (generations[].nodeCount), or set the generation's nodeCount to 0 before changing its version.",
+        M, resource_rule=transition.capacity_block_updated_empty, resource_types=(facts.EKS_NODE_GROUP,),
+    ),
+    PolicyDef(
         "per-pool-mode-own-change",
         "Checks that per-pool NVIDIADriver mode is switched on in a change of its own, not together with an operator upgrade.",
         Severity.CRITICAL, ("disruption", "migration"),

@@ -15,21 +15,49 @@ def cloud_pool_not_replaced(res: Resource) -> Iterator[Finding]:
     """A cloud pool's replace-only fields keep the values it was deployed with."""
     if res.type == facts.EKS_NODE_GROUP:
         planned, cloud, kind = replacement.eks_node_group_fields(res.props), "EKS", "node group"
+        keys = replacement.EKS_REPLACE_ONLY
     elif res.type == facts.AKS_POOL:
         planned, cloud, kind = replacement.aks_agent_pool_fields(res.props), "AKS", "agent pool"
+        keys = replacement.AKS_REPLACE_ONLY
     else:
         return
-    record = facts.prop(res.props, "tags", labels.TAG_DEPLOYED_WITH)
-    if not isinstance(record, str):
+    deployed = _deployed(res)
+    if deployed is None:
         yield advice(f"{res.name}: no {labels.TAG_DEPLOYED_WITH} tag, so a replace-only change cannot be seen", res)
         return
-    changes = replacement.changed_fields(replacement.decode(record), planned)
+    changes = replacement.changed_fields(deployed, planned, keys)
     if changes:
         what = "; ".join(f"{field} {old} -> {new}" for field, old, new in changes)
         yield Finding(
             f"{res.name}: {what}. {cloud} cannot change this {kind} in place, and a replacement under the same "
             f"name fails or takes every node of it down at once: add a new generation (or pool) beside it with "
             "the new settings, move the workloads, then retire the old one",
+            res,
+        )
+
+
+def _deployed(res: Resource) -> dict[str, str] | None:
+    record = facts.prop(res.props, "tags", labels.TAG_DEPLOYED_WITH)
+    return replacement.decode(record) if isinstance(record, str) else None
+
+
+def capacity_block_updated_empty(res: Resource) -> Iterator[Finding]:
+    """A Capacity Block node group moves to another AMI or launch template version only at desired size 0."""
+    group = facts.node_group_update(res)
+    if group is None or group.capacity_type != "CAPACITY_BLOCK":
+        return
+    deployed = _deployed(res)
+    if deployed is None:
+        return  # cloud-pool-not-replaced already advises that the record is missing
+    changes = replacement.changed_fields(deployed, replacement.eks_node_group_fields(res.props), replacement.EKS_VERSION_FIELDS)
+    if changes and group.desired_size != 0:
+        what = "; ".join(f"{field} {old} -> {new}" for field, old, new in changes)
+        yield Finding(
+            f"{res.name}: {what} on a Capacity Block node group with desired size {group.desired_size}. AWS updates "
+            "such a group only at desired size 0, and lowering the desired size does not respect "
+            "PodDisruptionBudgets: move the reservation's nodes to a new generation one at a time instead "
+            "(drain a node of the old generation, lower its generations[].nodeCount by one and raise the "
+            "new generation's by one), or set this generation's nodeCount to 0 first",
             res,
         )
 

@@ -353,6 +353,15 @@ class FleetSpec(SpecModel):
                 f"pool '{pool.name}' is held (rollout.released: false) but already has a live generation on "
                 f"the target driver {self.driver.version}: release the pool or remove that generation",
             )
+        if pool.eks is not None and pool.eks.capacityType == "CAPACITY_BLOCK":
+            reserved = sum(pool.generation_nodes(g) for g in pool.live_generations)
+            if reserved > pool.nodeCount:
+                raise at(
+                    (*where, "generations"),
+                    f"a Capacity Block reserves nodeCount ({pool.nodeCount}) instances, but the live generations "
+                    f"ask for {reserved}: give each its share (generations[].nodeCount) and move nodes from the "
+                    "old generation to the new one a node at a time",
+                )
 
     def _check_models(self) -> None:
         pools = {p.name for p in self.nodePools}

@@ -119,6 +119,11 @@ class Generation(SpecModel):
     releaseVersion: ImageRelease | None = Field(None, description="EKS AMI releaseVersion.")
     nodeImageVersion: ImageRelease | None = Field(None, description="AKS node image version (recorded).")
     retired: StrictBool = Field(False, description="True once the next generation ran clean for the soak time.")
+    nodeCount: NonNegativeInt | None = Field(
+        None,
+        description="Nodes of this generation (default: the pool's nodeCount). On a Capacity Block the live "
+        "generations share the reservation, so a move shifts nodes from the old generation to the new one.",
+    )
 
 
 class PoolRollout(SpecModel):
@@ -148,6 +153,12 @@ class NodePool(SpecModel):
     @property
     def live_generations(self) -> list[Generation]:
         return [g for g in self.generations or [] if not g.retired]
+
+    def generation_nodes(self, generation: Generation | None) -> int:
+        """Nodes of one cloud pool of this pool: the generation's own count, else the pool's."""
+        if generation is not None and generation.nodeCount is not None:
+            return generation.nodeCount
+        return self.nodeCount
 
     @property
     def newest_generation(self) -> Generation | None:

@@ -47,10 +47,20 @@ def _get(props: Mapping[str, Any], *path: str) -> Any:
     return value
 
 
+EKS_REPLACE_ONLY = ("amiType", "capacityType", "diskSize", "instanceTypes", "launchTemplate", "nodeRoleArn", "subnetIds")
+AKS_REPLACE_ONLY = ("vmSize", "gpuProfile.driver", "gpuInstanceProfile")
+# Updated in place, by rolling the node group's nodes; a Capacity Block node group only at desired size 0
+# (EKS user guide, "Create a managed node group with Capacity Blocks": "When upgrading managed node groups
+# with Capacity Blocks, make sure that the desired size of the node group is set to 0").
+EKS_VERSION_FIELDS = ("releaseVersion", "launchTemplateVersion")
+
+
 def eks_node_group_fields(props: Mapping[str, Any]) -> dict[str, str]:
-    """The replace-only fields of an EKS node group, from its properties as the engine sees them."""
+    """The replace-only and version fields of an EKS node group, from its properties as the engine sees them."""
     instance_types = props.get("instanceTypes")
     return {
+        "releaseVersion": _text(props.get("releaseVersion")),
+        "launchTemplateVersion": _text(_get(props, "launchTemplate", "version")),
         "amiType": _text(props.get("amiType")),
         "capacityType": _text(props.get("capacityType")),
         "diskSize": _text(props.get("diskSize")),
@@ -83,6 +93,13 @@ def decode(record: str) -> dict[str, str]:
     return fields
 
 
-def changed_fields(deployed: Mapping[str, str], planned: Mapping[str, str]) -> list[tuple[str, str, str]]:
-    """(field, deployed value, planned value) for each replace-only field the change would alter."""
-    return [(key, deployed[key], planned.get(key, _NONE)) for key in sorted(deployed) if deployed[key] != planned.get(key, _NONE)]
+def changed_fields(
+    deployed: Mapping[str, str], planned: Mapping[str, str], keys: tuple[str, ...]
+) -> list[tuple[str, str, str]]:
+    """(field, deployed value, planned value) for each of ``keys`` the change would alter. A key the
+    deployed record lacks (written by an older release) is not compared."""
+    return [
+        (key, deployed[key], planned.get(key, _NONE))
+        for key in keys
+        if key in deployed and deployed[key] != planned.get(key, _NONE)
+    ]

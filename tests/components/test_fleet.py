@@ -412,3 +412,20 @@ def test_the_preview_refuses_two_resources_with_one_name() -> None:
     mocks.new_resource(args)
     with pytest.raises(ValueError, match="duplicate resource"):
         mocks.new_resource(args)
+
+
+def test_capacity_block_generations_split_the_reservation_between_their_node_groups() -> None:
+    def move_one_node(pools: list[dict]) -> None:
+        pools[2]["generations"] = [
+            {"id": 1, "driverVersion": "570.195.03", "releaseVersion": "1.33.5-20251016", "nodeCount": 2},
+            {"id": 2, "driverVersion": "570.195.03", "releaseVersion": "1.33.5-20251120", "nodeCount": 1},
+        ]
+
+    run = run_program(edited("eks-prod", "nodePools", move_one_node), "eks-prod")
+    groups = by_name(run, NODE_GROUP)
+    assert groups["gpu-h100-g1"]["scalingConfig"]["desiredSize"] == 2
+    assert groups["gpu-h100-g2"]["scalingConfig"]["desiredSize"] == 1
+    # The pack counts both generations on the one reservation: no false shortage of spare capacity.
+    from policy.evaluate import evaluate, from_registered, load_config, mandatory
+
+    assert mandatory(evaluate(from_registered(run.resources), load_config("prod"))) == []

@@ -32,7 +32,8 @@ ISSUE_IDS = {
     "parallelism-within-spare-capacity", "spare-capacity", "eviction-respects-pdb", "pdb-allows-drain",
     "model-redundancy", "change-ticket", "upgrade-controller-enabled", "wait-for-batch-jobs",
     "operator-supports-os",  # issue 7: operator-owned drivers only on an OS the operator supports
-    "cloud-pool-not-replaced", "per-pool-mode-own-change",  # issue 7: changes the cloud/operator cannot take
+    "cloud-pool-not-replaced", "per-pool-mode-own-change", "capacity-block-updated-empty",  # issue 7: changes
+    # the cloud or the operator cannot take in one step
 }
 STACK_RULES = {
     "single-driver-owner", "nvidiadriver-selectors-disjoint", "cuda-driver-compatible", "gpu-supported-by-driver",

@@ -60,7 +60,7 @@ def test_operator_owned_pool_on_an_os_without_a_driver_image_is_reported(rendere
     items = resources(rendered["prod"])
     assert [f for f in platform_rules.operator_supports_os(items) if not f.advisory] == []
     agent = of_type(items, facts.AKS_POOL)[0]
-    azure_linux = Resource(agent.type, agent.name, {**agent.props, "osSku": "AzureLinux3"})
+    azure_linux = Resource(agent.type, agent.name, {**agent.props, "osSKU": "AzureLinux3"})
     (finding,) = platform_rules.operator_supports_os([azure_linux if r is agent else r for r in items])
     assert not finding.advisory and finding.resource is azure_linux
     assert "no driver container for Azure Linux" in finding.message
@@ -651,3 +651,18 @@ def test_a_stack_that_does_not_own_the_driver_mode_is_not_checked(rendered):
         "gpu-driver-upgrade.io/previous-per-pool-drivers": "false",
     })
     assert list(transition_rules.per_pool_mode_own_change(both)) == []
+
+
+def test_a_capacity_block_generation_at_zero_may_change_its_release(rendered):
+    groups = {g.name: g for g in of_type(resources(rendered["eks-prod"]), facts.EKS_NODE_GROUP)}
+    block = groups["gpu-h100-g1"]
+    newer = {**block.props, "releaseVersion": "1.33.5-20251120"}
+    (finding,) = transition_rules.capacity_block_updated_empty(Resource(block.type, block.name, newer))
+    assert "desired size 3" in finding.message and "one at a time" in finding.message
+    emptied = {**newer, "scalingConfig": {**block.props["scalingConfig"], "desiredSize": 0}}
+    assert list(transition_rules.capacity_block_updated_empty(Resource(block.type, block.name, emptied))) == []
+    # On-demand node groups roll their nodes with surge: an in-place release change is theirs to make.
+    on_demand = groups["gpu-l40s-g2"]
+    moved = Resource(on_demand.type, on_demand.name, {**on_demand.props, "releaseVersion": "1.33.5-20251201"})
+    assert list(transition_rules.capacity_block_updated_empty(moved)) == []
+    assert list(transition_rules.cloud_pool_not_replaced(moved)) == []

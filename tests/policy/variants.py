@@ -185,6 +185,15 @@ TRANSITION_VARIANTS: dict[str, tuple[str, str, Callable[[], dict[str, str]], Cal
         lambda: change(stack_config("prod"), "nodePools", lambda pools: pools[1]["aks"].update(vmSize="Standard_NC48ads_A100_v4")),
         "mandatory",
     ),
+    # The Capacity Block generation's AMI release edited in place while it runs its 3 nodes.
+    "capacity-block-updated-empty": (
+        "capacity-block-updated-empty", "eks-prod", lambda: stack_config("eks-prod"),
+        lambda: change(
+            stack_config("eks-prod"), "nodePools",
+            lambda pools: pools[2]["generations"][0].update(releaseVersion="1.33.5-20251120"),
+        ),
+        "mandatory",
+    ),
     # The operator chart goes from 26.3.3 to 26.7.0 and per-pool mode comes on in the same Helm upgrade.
     "per-pool-mode-own-change": (
         "per-pool-mode-own-change", "prod", lambda: _helm_prod("v26.3.3", False), lambda: _helm_prod("v26.7.0", True),

@@ -526,3 +526,20 @@ def test_existing_pools_whose_selectors_nest_are_refused() -> None:
 def test_existing_block_on_an_aks_pool_is_refused() -> None:
     config = edited("prod", "nodePools", lambda pools: pools[0].update(existing={"nodeSelector": {"a": "b"}}))
     assert_problem(config, "gpu-driver-upgrade:nodePools[0].existing", "'existing' block on a pool of a 'aks' cluster")
+
+
+def test_capacity_block_generations_share_the_reservation() -> None:
+    def two(pools: list[dict]) -> None:
+        pools[2]["generations"].append({"id": 2, "driverVersion": "570.195.03", "releaseVersion": "1.33.5-20251120"})
+
+    config = edited("eks-prod", "nodePools", two)
+    assert_problem(config, "gpu-driver-upgrade:nodePools[2].generations", "reserves nodeCount (3)", "ask for 6")
+
+    def shared(pools: list[dict]) -> None:
+        two(pools)
+        pools[2]["generations"][0]["nodeCount"] = 2
+        pools[2]["generations"][1]["nodeCount"] = 1
+
+    spec = spec_from_config(edited("eks-prod", "nodePools", shared))
+    pool = spec.nodePools[2]
+    assert [pool.generation_nodes(g) for g in pool.live_generations] == [2, 1]
