@@ -97,16 +97,6 @@ def runs(rendered) -> dict[str, ProgramRun]:
             "eks-operator-owned": run_program(eks_operator_owned(), "eks-prod")}
 
 
-# Known misreadings of engine outputs outside this helper's files, reported to their owner: strict xfails
-# that fail (XPASS) once fixed, so the marks go with the fix.
-CUSTOM_AMI = pytest.mark.xfail(strict=True, reason=(
-    "policy/platform_rules.py reads the OS from amiType, which EKS returns as CUSTOM for a custom AMI "
-    "(API Nodegroup.amiType), so the launch template's declared OS is never read on outputs"))
-OS_SKU = pytest.mark.xfail(strict=True, reason=(
-    "policy/platform_rules.py reads props['osSku']; the AgentPool property is osSKU on the wire (azure-native "
-    "getter name='osSKU', in inputs and outputs alike), so every AKS pool reads as the default Ubuntu"))
-
-
 def _stage(run: ProgramRun) -> str:
     return run.outputs["stage"]
 
@@ -228,7 +218,7 @@ def test_examples_have_no_mandatory_violation_on_engine_outputs(runs, stack):
     assert {r.type for r in outputs} >= {r.type for r in run.resources}
 
 
-@pytest.mark.parametrize("stack", [*EXAMPLES[:-1], pytest.param("eks-operator-owned", marks=CUSTOM_AMI)])
+@pytest.mark.parametrize("stack", EXAMPLES)
 def test_outputs_give_the_findings_the_inputs_give(runs, stack):
     # What the provider fills in never changes a finding on the examples: the stack policies (advice
     # included) report the same on the outputs as on the inputs `gpu-rollout plan` reads.
@@ -400,10 +390,7 @@ def _changed(props: dict, change) -> dict:
     return props
 
 
-KNOWN_MISSES = {"agent-pool-on-azure-linux": OS_SKU, "custom-ami-group-on-amazon-linux": CUSTOM_AMI}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=KNOWN_MISSES.get(n, ())) for n in sorted(OUTPUT_VARIANTS)])
+@pytest.mark.parametrize("name", sorted(OUTPUT_VARIANTS))
 def test_bad_output_variant_is_found(runs, name):
     stack, changes, policy_id, fragment = OUTPUT_VARIANTS[name]
     run = runs[stack]
