@@ -1,0 +1,93 @@
+"""Stack files are read as Pulumi reads them, and a hostile one is refused at once (issue 12, points 1-3),
+through the real `gpu-rollout plan`: exit 2, the file and the reason named, nothing rendered."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rollout.cli import app
+from spec.load import MAX_EXPANDED_NODES, SpecError, read_stack_file
+from tests.conftest import PROJECT_DIR
+
+runner = CliRunner()
+
+
+def plan(path: Path):
+    return runner.invoke(app, ["plan", "--stack-file", str(path), "--json"])
+
+
+def test_a_stack_file_that_is_not_utf8_names_the_byte(tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.prod.yaml"
+    good = (PROJECT_DIR / "Pulumi.prod.yaml").read_bytes()
+    offset = good.index(b"westeurope")
+    path.write_bytes(good[:offset] + b"west\xe9urope" + good[offset + len(b"westeurope"):])
+    result = plan(path)
+    assert result.exit_code == 2, result.output
+    assert str(path) in result.output
+    assert f"byte 0xe9 at byte offset {offset + 4}" in result.output
+    assert result.stdout == ""  # nothing rendered
+
+
+def test_a_key_given_twice_is_refused_with_both_lines(tmp_path: Path) -> None:
+    # A second stage key turned a prod stack into a canary one before: Pulumi's reader refuses it.
+    text = (PROJECT_DIR / "Pulumi.prod.yaml").read_text()
+    lines = text.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.strip().startswith("gpu-driver-upgrade:stage:"))
+    lines.insert(first + 2, "  gpu-driver-upgrade:stage: canary")
+    path = tmp_path / "Pulumi.prod.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    result = plan(path)
+    assert result.exit_code == 2, result.output
+    assert f"key 'gpu-driver-upgrade:stage' is given twice, on lines {first + 1} and {first + 3}" in result.output
+
+
+def test_duplicate_keys_are_refused_at_any_depth(tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.x.yaml"
+    path.write_text("config:\n  gpu-driver-upgrade:driver:\n    owner: operator\n    owner: image\n")
+    with pytest.raises(SpecError, match="'owner' is given twice, on lines 3 and 4"):
+        read_stack_file(path)
+
+
+def _alias_bomb(levels: int) -> str:
+    """A billion-laughs document: each level is ten aliases of the one before."""
+    lines = ["a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    for level in range(1, levels):
+        lines.append(f"a{level}: &a{level} [" + ", ".join([f"*a{level - 1}"] * 10) + "]")
+    lines.append(f"config: {{gpu-driver-upgrade:stage: *a{levels - 1}}}")
+    return "\n".join(lines) + "\n"
+
+
+def test_excessive_aliasing_is_refused_before_anything_expands(tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.bomb.yaml"
+    path.write_text(_alias_bomb(9))  # 10**9 nodes expanded; under 1 KB written
+    assert path.stat().st_size < 1024
+    result = plan(path)
+    assert result.exit_code == 2, result.output
+    assert "excessive aliasing" in result.output and str(MAX_EXPANDED_NODES) in result.output
+
+
+def test_modest_aliasing_still_reads(tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.ok.yaml"
+    path.write_text(_alias_bomb(3).replace("config: {gpu-driver-upgrade:stage: *a2}", "config: {x: *a2}"))
+    assert json.loads(read_stack_file(path)["x"]) == [[["lol"] * 10] * 10] * 10
+
+
+def test_a_document_nested_too_deeply_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.deep.yaml"
+    path.write_text("config: " + "[" * 50_000 + "]" * 50_000 + "\n")
+    result = plan(path)
+    assert result.exit_code == 2, result.output
+    assert "nested too deeply" in result.output
+
+
+def test_an_oversized_stack_file_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.big.yaml"
+    with path.open("wb") as handle:
+        handle.truncate(5 * 1024 * 1024)  # sparse: the size alone must refuse it
+    result = plan(path)
+    assert result.exit_code == 2, result.output
+    assert "larger than 4 MiB" in result.output
