@@ -86,6 +86,8 @@ class ClusterIdentity(pulumi.ComponentResource):
                 labels.ANNOTATION_PREVIOUS_PER_POOL_DRIVERS: args.previous.output(
                     previous.PER_POOL_DRIVERS, data["perPoolDrivers"]
                 ),
+                # A rollback goes back to a driver the fleet ran: rules it already broke give advice.
+                labels.ANNOTATION_DRIVERS_RAN: args.previous.drivers_ran(),
             }
         self.record = k8s.core.v1.ConfigMap(
             manifests.identity_name(spec),

@@ -61,6 +61,7 @@ class GpuFleet(pulumi.ComponentResource):
     cloud_pools: dict[str, str]  # cloud pool -> replace-only fields it is deployed with (spec.replacement)
     operator_version: str
     per_pool_drivers: str
+    previous_driver_version: str
 
     def __init__(self, name: str, args: GpuFleetArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-driver-upgrade:fleet:GpuFleet", name, None, opts)
@@ -116,6 +117,7 @@ class GpuFleet(pulumi.ComponentResource):
         }
         self.operator_version = spec.gpuOperator.chartVersion
         self.per_pool_drivers = manifests.per_pool_drivers(spec)
+        self.previous_driver_version = spec.driver.previousVersion or ""
         self.stage = spec.stage.value
         self.cluster = spec.cluster.name
         self.driver_version = spec.driver.version
@@ -134,5 +136,6 @@ class GpuFleet(pulumi.ComponentResource):
                 previous.CLOUD_POOLS: self.cloud_pools,
                 previous.OPERATOR_VERSION: self.operator_version,
                 previous.PER_POOL_DRIVERS: self.per_pool_drivers,
+                previous.PREVIOUS_DRIVER_VERSION: self.previous_driver_version,
             }
         )

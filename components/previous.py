@@ -17,6 +17,9 @@ import pulumi
 CLOUD_POOLS = "cloudPools"  # cloud pool name -> replace-only fields it was deployed with (spec.replacement)
 OPERATOR_VERSION = "operatorVersion"
 PER_POOL_DRIVERS = "perPoolDrivers"
+DRIVER_VERSION = "driverVersion"  # the target of the last deployment
+PREVIOUS_DRIVER_VERSION = "previousDriverVersion"  # what its held pools stayed on
+POOLS = "pools"  # pool -> {"driverVersion": ...} as the last deployment pinned it
 
 
 class PreviousDeployment:
@@ -36,3 +39,21 @@ class PreviousDeployment:
         return self.output(CLOUD_POOLS, {}).apply(
             lambda pools: str(pools.get(cloud_name, planned)) if isinstance(pools, dict) else planned
         )
+
+    def drivers_ran(self) -> pulumi.Output[str]:
+        """Driver versions the fleet ran as of the last deployment (its target, what held pools stayed on,
+        each pool's pin), comma-separated: a rollback goes back to one of them."""
+
+        def collect(args: list[Any]) -> str:
+            target, previous_target, pools = args
+            found = {v for v in (target, previous_target) if isinstance(v, str) and v}
+            if isinstance(pools, dict):
+                found |= {
+                    p["driverVersion"] for p in pools.values()
+                    if isinstance(p, dict) and isinstance(p.get("driverVersion"), str)
+                }
+            return ",".join(sorted(found))
+
+        return pulumi.Output.all(
+            self.output(DRIVER_VERSION, None), self.output(PREVIOUS_DRIVER_VERSION, None), self.output(POOLS, None)
+        ).apply(collect)

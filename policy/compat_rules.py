@@ -82,9 +82,24 @@ def _pool_versions(resources: Sequence[Resource]) -> tuple[dict[str, facts.Pool]
     return facts.pools(resources), facts.operator_drivers(resources)
 
 
+def _unless_ran(findings: Iterator[Finding], version: str, ran: frozenset[str]) -> Iterator[Finding]:
+    """A driver the fleet already ran (a rollback target) is not blocked by a rule it broke all along:
+    its violations become advice that says so; on any other driver they stay what they are."""
+    for finding in findings:
+        if finding.advisory or version not in ran:
+            yield finding
+        else:
+            yield advice(
+                f"{finding.message} (the fleet ran {version} as of its last deployment, so going back to it is a "
+                "rollback and is not blocked)",
+                finding.resource,
+            )
+
+
 def cuda_driver_compatible(resources: Sequence[Resource]) -> Iterator[Finding]:
     """Each model's CUDA runs on the driver of every pool it runs on, or forward compat covers it."""
     pools, drivers = _pool_versions(resources)
+    ran = facts.drivers_ran(resources)
     for model in facts.model_budgets(resources):
         res = model.resource
         if not model.cuda:
@@ -96,7 +111,7 @@ def cuda_driver_compatible(resources: Sequence[Resource]) -> Iterator[Finding]:
             if not versions:
                 yield advice(f"model {model.name}: no driver version is visible for pool {pool_name}", res)
             for version, _source in versions:
-                yield from _cuda_on_driver(model, pool_name, version)
+                yield from _unless_ran(_cuda_on_driver(model, pool_name, version), version, ran)
 
 
 def _cuda_on_driver(model: facts.ModelBudget, pool_name: str, version: str) -> Iterator[Finding]:
@@ -136,6 +151,7 @@ def _cuda_on_driver(model: facts.ModelBudget, pool_name: str, version: str) -> I
 def gpu_supported_by_driver(resources: Sequence[Resource]) -> Iterator[Finding]:
     """The driver branch of every pool supports the pool's GPU."""
     pools, drivers = _pool_versions(resources)
+    ran = facts.drivers_ran(resources)
     for pool in pools.values():
         res = pool.resources[0]
         if not pool.product:
@@ -147,15 +163,24 @@ def gpu_supported_by_driver(resources: Sequence[Resource]) -> Iterator[Finding]:
         for version, source in versions:
             answer = compat.supports(version, pool.product)
             if answer.no:
-                yield Finding(f"pool {pool.name} (driver {version} from {source.name}): {answer.reason}", res)
+                found = Finding(f"pool {pool.name} (driver {version} from {source.name}): {answer.reason}", res)
+                yield from _unless_ran(iter([found]), version, ran)
             elif answer.unknown:
                 yield advice(f"pool {pool.name}: {answer.reason}", res)
 
 
-def operator_supports_driver(res: Resource) -> Iterator[Finding]:
-    """The GPU Operator release lists the driver: advice when only the branch is listed."""
-    driver = facts.operator_driver(res)
-    if driver is None or not driver.enabled or not driver.version:
+def operator_supports_driver(resources: Sequence[Resource]) -> Iterator[Finding]:
+    """The GPU Operator release lists every driver it installs: advice when only the branch is listed, and
+    for a rollback to a driver the fleet ran."""
+    ran = facts.drivers_ran(resources)
+    for driver in facts.operator_drivers(resources):
+        if driver.version:
+            yield from _unless_ran(_operator_lists(driver), driver.version, ran)
+
+
+def _operator_lists(driver: facts.OperatorDriver) -> Iterator[Finding]:
+    res = driver.resource
+    if not driver.enabled or not driver.version:
         return
     if not driver.operator_version:
         yield advice(f"{res.name}: the GPU Operator release is not visible; cannot check driver {driver.version}", res)

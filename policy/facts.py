@@ -433,3 +433,16 @@ def batch_selectors(resources: Iterable[Resource]) -> list[str]:
 def change_ticket(resources: Iterable[Resource]) -> str | None:
     values = _stack_values(resources, labels.ANNOTATION_CHANGE_TICKET, labels.TAG_CHANGE_TICKET)
     return sorted(values)[0] if values else None
+
+
+def drivers_ran(resources: Iterable[Resource]) -> frozenset[str]:
+    """Driver versions the fleet ran as of the stack's last deployment (the cluster-identity record's
+    annotation): going back to one of them is a rollback, which rules the fleet already broke must not block."""
+    found: set[str] = set()
+    for res in resources:
+        if prop(res.props, "metadata", "labels", labels.RECORD) != labels.RECORD_CLUSTER_IDENTITY:
+            continue
+        note = prop(res.props, "metadata", "annotations", labels.ANNOTATION_DRIVERS_RAN)
+        if isinstance(note, str):
+            found.update(v.strip() for v in note.split(",") if v.strip())
+    return frozenset(found)

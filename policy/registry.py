@@ -111,7 +111,7 @@ for _policy in (
         "Checks that the GPU Operator release lists the driver (advice when only its branch is listed).",
         Severity.HIGH, ("compatibility",),
         "Choose a driver from the operator release's component matrix, or upgrade the operator first.",
-        M, resource_rule=compat.operator_supports_driver, resource_types=DRIVERS,
+        M, stack_rule=compat.operator_supports_driver,
     ),
     PolicyDef(
         "operator-supports-os",

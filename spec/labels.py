@@ -80,6 +80,7 @@ TAG_DEPLOYED_WITH = f"{TAG_PREFIX}deployed-with"  # replace-only fields as last 
 # The stack's last deployment, as the cluster-identity record states it for the pack (transition rules).
 ANNOTATION_PREVIOUS_OPERATOR_VERSION = f"{DOMAIN}/previous-operator-version"
 ANNOTATION_PREVIOUS_PER_POOL_DRIVERS = f"{DOMAIN}/previous-per-pool-drivers"
+ANNOTATION_DRIVERS_RAN = f"{DOMAIN}/drivers-ran"  # driver versions the fleet ran as of the last deployment
 
 # ---- added for the live checks (issue 7): more of the clouds' and GFD's own node labels.
 AKS_NODE_IMAGE_VERSION = "kubernetes.azure.com/node-image-version"  # e.g. AKSUbuntu-2204gen2containerd-202510.14.0
@@ -89,3 +90,25 @@ GPU_REPLICAS = "nvidia.com/gpu.replicas"  # GFD: "1" unless time-slicing/MPS sha
 GPU_SHARING_STRATEGY = "nvidia.com/gpu.sharing-strategy"  # GFD: none | time-slicing | mps
 MIG_STRATEGY = "nvidia.com/mig.strategy"  # GFD: none | single | mixed (set on every node under a strategy)
 MIG_CONFIG = "nvidia.com/mig.config"  # operator / mig-manager: the MIG layout; default all-disabled
+
+# ---- added for the live checks and the command line (issue 8): every key checks/ and rollout/ read or write.
+# GFD's driver version of a node; the major/minor/rev labels are its deprecated form, read as a fallback.
+GFD_DRIVER_VERSION = "nvidia.com/cuda.driver-version.full"
+GFD_DRIVER_MAJOR = "nvidia.com/cuda.driver.major"
+GFD_DRIVER_MINOR = "nvidia.com/cuda.driver.minor"
+GFD_DRIVER_REV = "nvidia.com/cuda.driver.rev"
+KERNEL_VERSION = "feature.node.kubernetes.io/kernel-version.full"  # NFD: the node's kernel
+PRECOMPILED = "nvidia.com/precompiled"  # "true" on the operator's precompiled driver DaemonSets
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"  # extended resources of MIG devices (nvidia.com/mig-1g.10gb ...)
+# The operator's driver pods, by chart release: (label key, value) pairs, any one of which marks one.
+DRIVER_POD_LABELS = (("app.kubernetes.io/component", "nvidia-driver"), ("app", "nvidia-driver-daemonset"))
+# The upgrade controller's states (values of UPGRADE_STATE) that the live verbs act on.
+UPGRADE_DONE = "upgrade-done"
+UPGRADE_FAILED = "upgrade-failed"
+UPGRADE_IN_PROGRESS = ("cordon-required", "wait-for-jobs-required", "pod-deletion-required", "drain-required",
+                       "pod-restart-required", "validation-required", "uncordon-required")
+# gpu-rollout pause: the stack that set a node's skip label, and why (resume removes only its own).
+ANNOTATION_PAUSED_BY = f"{DOMAIN}/paused-by"
+ANNOTATION_PAUSED_REASON = f"{DOMAIN}/paused-reason"
+# A model's pod template annotated so declares its weights baked into (and pre-pulled with) the image.
+ANNOTATION_WEIGHTS_IN_IMAGE = f"{DOMAIN}/weights-in-image"

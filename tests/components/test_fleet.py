@@ -301,7 +301,7 @@ def test_every_stack_exports_the_contract_outputs(rendered: dict[str, ProgramRun
     assert set(rendered[stack].outputs) == {
         "stage", "cluster", "driverVersion", "pools", "releasedPools", "heldPools",
         # read back by the next deployment (components/previous.py)
-        "cloudPools", "operatorVersion", "perPoolDrivers",
+        "cloudPools", "operatorVersion", "perPoolDrivers", "previousDriverVersion",
     }
     assert rendered[stack].outputs["cluster"] == stack_spec(stack).cluster.name
 

@@ -300,6 +300,10 @@ OUTPUT_VARIANTS: dict[str, tuple[str, list[tuple[str, str | None, Callable[[dict
         "eks-prod", [(facts.EKS_NODE_GROUP, "gpu-h100-g1", _set("scalingConfig.desiredSize", 2))],
         "spare-capacity", "pool gpu-h100",
     ),
+    "nvidiadriver-on-a-driver-the-operator-does-not-list": (
+        "prod", [(facts.NVIDIA_DRIVER, "gpu-gput4", _set("spec.version", "590.48.01"))],
+        "operator-supports-driver", "lists no R590 driver",
+    ),
     "agent-pool-installs-its-driver": (
         "prod", [(facts.AKS_POOL, "gpuh100", _set("gpuProfile.driver", "Install"))],
         "single-driver-owner", "gpuProfile.driver 'Install'",

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from policy.evaluate import evaluate, from_registered, load_config, mandatory
 from policy.registry import POLICY_IDS
 from rollout.cli import app
-from tests.conftest import EXAMPLE_STACKS
+from tests.conftest import EXAMPLE_STACKS, change, stack_config
 from preview.run import run_program
 from tests.policy.variants import MORE_VARIANTS, TRANSITION_VARIANTS, VARIANTS
 
@@ -113,3 +113,20 @@ def test_plan_table_lists_violations(tmp_path):
     assert "policy violations" in result.stdout
     assert "parallelism-within-spare-capacity" in result.stdout
     assert "2 GPUs out but only 1 spare" in result.stdout
+
+
+def test_a_rollback_plan_passes_against_the_deployment_it_rolls_back(tmp_path, rendered):
+    # Issue 12: prod goes back to 570.195.03 (version and previousVersion swapped). Operator v26.7.0 lists
+    # no R570 driver, but the fleet ran it: the gate must not block the way back in an incident.
+    rolled_back = change(
+        stack_config("prod"), "driver", lambda d: d.update(version="570.195.03", previousVersion="580.173.02")
+    )
+    path = write_stack(tmp_path, "prod", rolled_back)
+    previous = tmp_path / "outputs.json"
+    previous.write_text(json.dumps(rendered["prod"].outputs))
+    informed = runner.invoke(app, ["plan", "--stack-file", str(path), "--json", "--previous-outputs", str(previous)])
+    assert informed.exit_code == 0, informed.stdout
+    advice = [v for v in json.loads(informed.stdout)["violations"] if v["policy"] == "operator-supports-driver"]
+    assert advice and all(v["enforcement"] == "advisory" and "rollback" in v["message"] for v in advice)
+    blind = runner.invoke(app, ["plan", "--stack-file", str(path), "--json"])
+    assert blind.exit_code == 1

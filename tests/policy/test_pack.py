@@ -39,6 +39,7 @@ STACK_RULES = {
     "single-driver-owner", "nvidiadriver-selectors-disjoint", "cuda-driver-compatible", "gpu-supported-by-driver",
     "fabric-manager-matches", "canary-one-node-at-a-time", "parallelism-within-spare-capacity", "spare-capacity",
     "change-ticket", "wait-for-batch-jobs", "operator-supports-os", "per-pool-mode-own-change",
+    "operator-supports-driver",  # a stack rule since it reads what the fleet ran (a rollback is not blocked)
 }
 
 
@@ -126,7 +127,7 @@ def test_resource_policy_reports_through_crossguard():
 def test_advice_reaches_crossguard_through_the_advice_policy_only():
     # 580.105.08 is an R580 release that operator v26.7.0 does not list: advice, not a violation.
     unlisted = run_program(change(stack_config("canary"), "driver", lambda d: d.update(version="580.105.08")), "canary")
-    assert _run_resource_policy("operator-supports-driver", unlisted) == []
+    assert _run_stack_policy("operator-supports-driver", unlisted) == []
     reported = _validate_stack(pack.build_advice_policy(), unlisted)
     (branch_only,) = [m for m in reported if m.startswith("[operator-supports-driver] ")]
     assert "580.105.08" in branch_only and "580.173.02" in branch_only

@@ -116,9 +116,9 @@ def unlisted_release_canary() -> list:
 
 def test_branch_only_operator_support_is_advice(rendered):
     (listed,) = of_type(resources(rendered["canary"]), facts.NVIDIA_DRIVER)
-    assert list(compat_rules.operator_supports_driver(listed)) == []
+    assert list(compat_rules.operator_supports_driver([listed])) == []
     (driver,) = of_type(unlisted_release_canary(), facts.NVIDIA_DRIVER)
-    (finding,) = compat_rules.operator_supports_driver(driver)
+    (finding,) = compat_rules.operator_supports_driver([driver])
     assert finding.advisory and "580.105.08" in finding.message and "580.173.02" in finding.message
 
 
@@ -666,3 +666,43 @@ def test_a_capacity_block_generation_at_zero_may_change_its_release(rendered):
     moved = Resource(on_demand.type, on_demand.name, {**on_demand.props, "releaseVersion": "1.33.5-20251201"})
     assert list(transition_rules.capacity_block_updated_empty(moved)) == []
     assert list(transition_rules.cloud_pool_not_replaced(moved)) == []
+
+
+# ---------------------------------------------------------------- a rollback is never blocked by what the fleet ran
+
+
+def _rolled_back_prod() -> dict[str, str]:
+    """Prod going back to 570.195.03 (version and previousVersion swapped, as a rollback sets them)."""
+    return change(stack_config("prod"), "driver", lambda d: d.update(version="570.195.03", previousVersion="580.173.02"))
+
+
+def test_a_rollback_to_a_driver_the_fleet_ran_gives_advice_not_a_violation(rendered):
+    rollback = _rolled_back_prod()
+    # Without the last deployment the gate does not know the fleet ran 570.195.03: mandatory.
+    blind = resources(run_program(rollback, "prod"))
+    assert [f for f in compat_rules.operator_supports_driver(blind) if not f.advisory]
+    # With it (the engine reads it through the stack's own outputs), the same change is advice that says so.
+    informed = resources(run_program(rollback, "prod", previous_outputs=rendered["prod"].outputs))
+    findings = list(compat_rules.operator_supports_driver(informed))
+    assert findings and all(f.advisory for f in findings)
+    assert any("570.195.03" in f.message and "rollback" in f.message for f in findings)
+
+
+def test_a_new_driver_the_fleet_never_ran_is_still_refused(rendered):
+    ahead = change(stack_config("prod"), "driver", lambda d: d.update(version="590.48.01"))
+    items = resources(run_program(ahead, "prod", previous_outputs=rendered["prod"].outputs))
+    assert [f for f in compat_rules.operator_supports_driver(items) if not f.advisory]
+
+
+def test_gpu_support_and_cuda_rules_also_let_a_rollback_through(rendered):
+    # A CUDA 12.9 model on the released T4 pool runs on 580 but not on 570.195.03: going back is still not
+    # blocked by what ran.
+    def newer_cuda(models: list[dict]) -> None:
+        next(m for m in models if m["nodePools"] == ["gput4"])["cudaVersion"] = "12.9"
+
+    rollback = change(_rolled_back_prod(), "models", newer_cuda)
+    informed = resources(run_program(rollback, "prod", previous_outputs=rendered["prod"].outputs))
+    cuda = list(compat_rules.cuda_driver_compatible(informed))
+    assert cuda and all(f.advisory for f in cuda), cuda
+    blind = resources(run_program(rollback, "prod"))
+    assert [f for f in compat_rules.cuda_driver_compatible(blind) if not f.advisory]
