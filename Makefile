@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STACK ?= canary
 
-.PHONY: plan test bench constraints venv clean
+.PHONY: plan test bench constraints venv clean e2e e2e-tools
 
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
@@ -24,6 +24,15 @@ plan: venv
 test: venv
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n auto -q
+
+# The e2e tier (docs/e2e.md): builds whatever is missing of the Pulumi CLI, the Kubernetes provider, etcd,
+# kube-apiserver, kube-controller-manager, kube-scheduler and kwok from the pinned Go modules in e2e/tools
+# into e2e/bin (needs Go and the Go module proxy), then runs tests/e2e against a control plane on loopback.
+e2e: venv e2e-tools
+	$(BIN)/python -m pytest -q tests/e2e
+
+e2e-tools:
+	e2e/build.sh
 
 # The policy pack as `pulumi policy publish` takes it: a self-contained folder with its own requirements
 # (policy/bundle.py; docs/policies.md, "Publishing the pack and setting enforcement per stack"). Publish from
