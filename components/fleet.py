@@ -71,15 +71,22 @@ class GpuFleet(pulumi.ComponentResource):
         last = PreviousDeployment(self)
         ClusterIdentity("cluster-identity", ClusterIdentityArgs(spec, last), opts=k8s_opts)
 
-        # PDBs first: nothing may evict a model server before its budget exists.
-        budgets = [
-            ModelBudget(f"{m.namespace}-{m.name}", ModelBudgetArgs(spec, m), opts=k8s_opts) for m in spec.models
-        ]
-        # Pools wait for the budgets too: a pool update (node image, Kubernetes version) drains nodes.
-        pool_opts = pulumi.ResourceOptions(parent=self, depends_on=budgets)
+        # PDBs first: nothing may evict a model server before its budget exists. Each pool and pool driver
+        # waits for the budgets of the models that run on it (not every budget: the plan stays linear in
+        # the fleet's size, and an unrelated model's PDB never holds up a pool).
+        budgets: dict[str, list[pulumi.Resource]] = {pool.name: [] for pool in spec.nodePools}
+        all_budgets: list[pulumi.Resource] = []
+        for model in spec.models:
+            budget = ModelBudget(f"{model.namespace}-{model.name}", ModelBudgetArgs(spec, model), opts=k8s_opts)
+            all_budgets.append(budget)
+            for pool_name in model.nodePools:
+                budgets[pool_name].append(budget)
+
+        # A pool update (node image, Kubernetes version) drains nodes: it waits for its models' budgets.
         pool_components: dict[str, pulumi.Resource] = {}
         for pool in spec.nodePools:
             pool_args = GpuPoolArgs(spec, pool, last)
+            pool_opts = pulumi.ResourceOptions(parent=self, depends_on=budgets[pool.name])
             if spec.cluster.cloud == Cloud.AKS:
                 pool_components[pool.name] = AksGpuPool(pool.name, pool_args, pool_opts)
             elif spec.cluster.cloud == Cloud.EKS:
@@ -87,23 +94,23 @@ class GpuFleet(pulumi.ComponentResource):
             else:
                 pool_components[pool.name] = ExistingGpuPool(pool.name, pool_args, k8s_opts.merge(pool_opts))
 
-        # The driver policy waits for the pools: a pool held in the same change must carry its skip
-        # label before a new cluster-wide driver version can reach its nodes.
+        # The driver policy reaches every pool: it waits for every budget and every pool, so a pool held in
+        # the same change carries its skip label before a new cluster-wide driver version can reach it.
         policy: DriverPolicy | None = None
         if spec.gpuOperator.clusterPolicy != ClusterPolicyMode.EXTERNAL:
             policy = DriverPolicy(
                 "driver-policy",
                 DriverPolicyArgs(spec),
-                opts=k8s_opts.merge(pulumi.ResourceOptions(depends_on=[*budgets, *pool_components.values()])),
+                opts=k8s_opts.merge(pulumi.ResourceOptions(depends_on=[*all_budgets, *pool_components.values()])),
             )
 
+        # A pool's driver waits for its models' budgets, the driver policy (per-pool mode must be on) and its
+        # pool (labels, the skip label of a held pool).
         if spec.driver.owner == DriverOwner.OPERATOR and spec.gpuOperator.useNvidiaDriverCrd:
             for pool in spec.nodePools:
-                depends: list[pulumi.Resource] = [*budgets]
+                depends: list[pulumi.Resource] = [*budgets[pool.name], pool_components[pool.name]]
                 if policy is not None:
                     depends.append(policy)
-                if pool.name in pool_components:
-                    depends.append(pool_components[pool.name])
                 PoolDriver(
                     manifests.nvidia_driver_name(pool),
                     PoolDriverArgs(spec, pool),

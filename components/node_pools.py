@@ -4,6 +4,8 @@ on a cluster this stack does not create, a record of the pool."""
 
 from __future__ import annotations
 
+import copy
+import re
 from dataclasses import dataclass
 
 import pulumi
@@ -41,6 +43,26 @@ def _cloud_tags(spec: FleetSpec, pool: NodePool) -> dict[str, pulumi.Input[str]]
     if spec.changeTicket:
         tags[labels.TAG_CHANGE_TICKET] = spec.changeTicket
     return tags
+
+
+_AKS_API_VERSION_TYPE = re.compile(r"^azure-native:containerservice/v[0-9a-z]+:AgentPool$")
+
+
+def _without_api_version_aliases(args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult:
+    """Drop the aliases azure-native gives every AgentPool to its ~110 API-version types.
+
+    They let state written by a versioned resource (``containerservice/v20240101:AgentPool``) move to the
+    unversioned one. This program only ever registers the unversioned type, so they match nothing in its
+    stacks, while resolving them (alias URNs computed in the SDK) was four fifths of the cost of planning
+    a large AKS fleet (benchmarks/plan_scale.py). Any alias not of that shape is kept.
+    """
+    kept = [
+        alias for alias in args.opts.aliases or []
+        if not (isinstance(alias, pulumi.Alias) and isinstance(alias.type_, str) and _AKS_API_VERSION_TYPE.match(alias.type_))
+    ]
+    opts = copy.copy(args.opts)
+    opts.aliases = kept
+    return pulumi.ResourceTransformationResult(args.props, opts)
 
 
 class AksGpuPool(pulumi.ComponentResource):
@@ -93,7 +115,9 @@ class AksGpuPool(pulumi.ComponentResource):
                         "undrainable_node_behavior": "Cordon",
                     },
                     tags=tags,
-                    opts=child_options(self, opts),
+                    opts=pulumi.ResourceOptions.merge(
+                        child_options(self, opts), pulumi.ResourceOptions(transformations=[_without_api_version_aliases])
+                    ),
                 )
             )
         self.register_outputs({"agentPoolNames": [p.name for p in self.agent_pools], "records": self.records})

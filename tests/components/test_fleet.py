@@ -327,20 +327,69 @@ def _waits_for(run: ProgramRun, type_token: str, name: str) -> set[str]:
     return {urn.split("::")[-1] for urn in resource.dependencies}
 
 
-def test_nothing_touches_nodes_before_every_pdb_exists(rendered: dict[str, ProgramRun]) -> None:
-    run = rendered["prod"]
-    pdbs = {r.name for r in run.of_type(PDB)}
-    for type_token in (AGENT_POOL, CLUSTER_POLICY, NVIDIA_DRIVER):
-        for resource in run.of_type(type_token):
-            assert pdbs <= _waits_for(run, type_token, resource.name), resource.name
+POOL_TYPES = (AGENT_POOL, NODE_GROUP)
 
 
-def test_driver_policy_waits_for_the_pools_and_each_pool_driver_for_its_pool(rendered: dict[str, ProgramRun]) -> None:
-    run = rendered["prod"]
+def _pool_resources(run: ProgramRun, spec, pool_name: str) -> list:
+    """The cloud pools (or the pool record, on an existing cluster) one pool renders to."""
+    pool = spec.pool(pool_name)
+    names = {pool.cloud_name(g) for g in (pool.live_generations or [None])}
+    found = [r for r in run.resources if r.type in POOL_TYPES and r.name in names]
+    return found or [r for r in run.of_type(CONFIG_MAP) if r.name == f"gpu-driver-upgrade-pool-{pool_name}"]
+
+
+def _model_pdbs(spec, pool_name: str) -> set[str]:
+    return {f"{m.namespace}-{m.name}-pdb" for m in spec.models if pool_name in m.nodePools}
+
+
+@pytest.mark.parametrize("stack", EXAMPLES)
+def test_each_pool_waits_for_the_pdbs_of_its_models(rendered: dict[str, ProgramRun], stack: str) -> None:
+    # Nothing may evict a model server before its budget exists: a pool update (node image, Kubernetes
+    # version, generation) drains nodes, so every cloud pool waits for the PDBs of the models on it.
+    run, spec = rendered[stack], stack_spec(stack)
+    checked = 0
+    for pool in spec.nodePools:
+        for resource in _pool_resources(run, spec, pool.name):
+            assert _model_pdbs(spec, pool.name) <= _waits_for(run, resource.type, resource.name), resource.name
+            checked += 1
+    assert checked >= len(spec.nodePools)
+
+
+@pytest.mark.parametrize("stack", EXAMPLES)
+def test_the_driver_policy_waits_for_every_pdb_and_every_pool(rendered: dict[str, ProgramRun], stack: str) -> None:
     # A pool held in the same change must carry its skip label before a new driver version lands.
-    assert {"gput4", "gpua100", "gpuh100"} <= _waits_for(run, CLUSTER_POLICY, "cluster-policy")
-    waits = _waits_for(run, NVIDIA_DRIVER, "gpu-gpua100")
-    assert {"gpua100", "cluster-policy"} <= waits and "gpuh100" not in waits
+    run, spec = rendered[stack], stack_spec(stack)
+    policies = [*run.of_type(CLUSTER_POLICY), *run.of_type(HELM_RELEASE)]
+    if spec.gpuOperator.clusterPolicy.value == "external":
+        assert policies == []
+        return
+    (policy,) = policies
+    waits = _waits_for(run, policy.type, policy.name)
+    assert {f"{m.namespace}-{m.name}-pdb" for m in spec.models} <= waits
+    for pool in spec.nodePools:
+        assert {r.name for r in _pool_resources(run, spec, pool.name)} <= waits
+
+
+@pytest.mark.parametrize("stack", EXAMPLES)
+def test_each_pool_driver_waits_for_its_pool_its_pdbs_and_the_driver_policy(
+    rendered: dict[str, ProgramRun], stack: str
+) -> None:
+    run, spec = rendered[stack], stack_spec(stack)
+    drivers = {r.name: r for r in run.of_type(NVIDIA_DRIVER)}
+    for pool in spec.nodePools if drivers else []:
+        waits = _waits_for(run, NVIDIA_DRIVER, f"gpu-{pool.name}")
+        assert {r.name for r in _pool_resources(run, spec, pool.name)} <= waits
+        assert _model_pdbs(spec, pool.name) <= waits
+        if spec.gpuOperator.clusterPolicy.value != "external":
+            assert "cluster-policy" in waits
+        others = {r.name for p in spec.nodePools if p.name != pool.name for r in _pool_resources(run, spec, p.name)}
+        assert not others & waits  # only its own pool: the plan stays linear in the fleet
+
+
+def test_a_pool_does_not_wait_for_models_on_other_pools(rendered: dict[str, ProgramRun]) -> None:
+    run = rendered["prod"]
+    waits = _waits_for(run, AGENT_POOL, "gput4")
+    assert "inference-rerank-sglang-pdb" in waits and "inference-llm-chat-pdb" not in waits
 
 
 # ---------------------------------------------------------------- AKS image-owned generations
@@ -429,3 +478,17 @@ def test_capacity_block_generations_split_the_reservation_between_their_node_gro
     from policy.evaluate import evaluate, from_registered, load_config, mandatory
 
     assert mandatory(evaluate(from_registered(run.resources), load_config("prod"))) == []
+
+
+def test_agent_pools_shed_only_the_sdks_api_version_aliases() -> None:
+    from components.node_pools import _without_api_version_aliases
+
+    ours = pulumi.Alias(name="gpua100-old")
+    versioned = [pulumi.Alias(type_=f"azure-native:containerservice/v{v}:AgentPool") for v in ("20240101", "20250702preview")]
+    opts = pulumi.ResourceOptions(aliases=[ours, *versioned], protect=True)
+    result = _without_api_version_aliases(
+        pulumi.ResourceTransformationArgs(None, "azure-native:containerservice:AgentPool", "gpua100", {"count": 8}, opts)
+    )
+    assert result.opts.aliases == [ours]
+    assert result.opts.protect is True and result.props == {"count": 8}
+    assert len(opts.aliases) == 3  # the caller's options are not changed
