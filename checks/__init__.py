@@ -7,10 +7,13 @@ project itself, and its kubeconfig handling (exec plugins for ``az``/``aws`` log
 in-cluster service accounts) is the reference implementation that AKS and EKS document.
 
 Modules: ``errors`` (our error hierarchy, retryable vs permanent), ``kube`` (the adapter: bounded,
-retried, paginated calls), ``identity`` (is the cluster reached the stack's? every live verb asks it
-first), ``inventory`` (one read of everything a check family needs; a pool's nodes by
-``spec.membership``), one module per check family (``owner``, ``compatibility``, ``disruption``),
-``nodestate`` (per-node facts shared by watch and pause: driver version, done), ``progress`` (what both
-watches share, models counted from their pods), ``preflight`` (runs them), ``pause``, ``watch`` and
-``generations`` (the image-owned watch).
+retried, paginated calls), ``objects`` (reading Kubernetes objects: metadata, labels, selectors,
+containers), ``identity`` (is the cluster reached the stack's? every live verb asks it first),
+``inventory`` (one read of everything preflight needs; a pool's nodes by ``spec.membership``),
+``registry`` (the catalogue: each check's id, runbook section and function, declared once), one module
+per runbook section (``cluster``, ``owner``, ``compatibility``, ``disruption``), ``results`` (what a check
+returns), ``preflight`` (runs the catalogue), ``nodestate`` (per-node facts shared by watch and pause:
+driver version, done), ``progress`` (what both watches share, models counted from their pods),
+``pause``, ``watch`` and ``generations`` (the image-owned watch). Every label and annotation key they
+read or write is in :mod:`spec.labels`.
 """

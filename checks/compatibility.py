@@ -1,13 +1,30 @@
-"""Compatibility against the live cluster (runbook section 1), answered by ``spec.compat``:
-serving-images-cuda, operator-supports-driver, gpu-supported-by-driver."""
+"""Compatibility against the live cluster (runbook section 1): gpu-supported-by-driver, serving-images-cuda,
+operator-supports-driver, kernel-precompiled, fabric-manager, mig-timeslicing, change-ticket.
+
+The answers come from :mod:`spec.compat` (driver, CUDA, operator and Fabric Manager tables, each with its
+source); this module finds what the cluster runs: GPU products, serving images, the operator's release,
+kernels, NVSwitch systems, MIG and GPU sharing.
+"""
 
 from __future__ import annotations
 
 import re
 
-from checks.inventory import Inventory, Obj, labels_of, name_of, pod_containers, template_containers
-from checks.results import CheckResult, failed, passed, warned
-from spec import compat, labels
+from checks.inventory import Inventory
+from checks.objects import (
+    Obj,
+    labels_of,
+    name_of,
+    node_selector_matches,
+    pod_containers,
+    spec_of,
+    status_of,
+    template_containers,
+)
+from checks.registry import COMPATIBILITY, check
+from checks.results import Finding, failed, few, passed, warned
+from spec import compat, gpu_products, labels, manifests
+from spec.model import DriverOwner, NodePool, Stage
 
 # A model server's image: one path segment of the repository names the server, alone or with a
 # suffix/prefix split by '-', '_' or '.' (vllm/vllm-openai, nvcr.io/nvidia/tritonserver,
@@ -50,9 +67,7 @@ def image_cuda(image: str, declared: dict[str, str]) -> str | None:
 def _images(inv: Inventory) -> set[str]:
     declared = {m.image for m in inv.spec.models}
     found = set()
-    for obj, containers in [(p, pod_containers(p)) for p in inv.pods] + [
-        (d, template_containers(d)) for d in inv.deployments
-    ]:
+    for containers in [pod_containers(p) for p in inv.pods] + [template_containers(d) for d in inv.deployments]:
         for container in containers:
             image = container.get("image", "")
             if image in declared or is_model_server(image):
@@ -60,60 +75,8 @@ def _images(inv: Inventory) -> set[str]:
     return found | declared
 
 
-def check_serving_images_cuda(inv: Inventory) -> list[CheckResult]:
-    spec = inv.spec
-    target = spec.driver.version
-    declared = {m.image: m.cudaVersion for m in spec.models}
-    forward = {m.image for m in spec.models if m.cudaForwardCompat}
-    results = []
-    for image in sorted(_images(inv)):
-        cuda = image_cuda(image, declared)
-        if cuda is None:
-            results.append(warned("serving-images-cuda", image, "CUDA version unknown (not declared in the stack, "
-                                  "not in the tag): check it before the upgrade"))
-            continue
-        answer = compat.cuda_runs_on(cuda, target)
-        if answer.yes:
-            results.append(passed("serving-images-cuda", image, f"CUDA {cuda}: {answer.reason}"))
-        elif answer.no and image in forward:
-            bridge = compat.forward_compat_supported(cuda, target)
-            status = passed if bridge.yes else failed
-            results.append(status("serving-images-cuda", image, f"CUDA {cuda} through cuda-compat: {bridge.reason}"))
-        elif answer.no:
-            results.append(failed("serving-images-cuda", image, f"CUDA {cuda}: {answer.reason}"))
-        else:
-            results.append(warned("serving-images-cuda", image, f"CUDA {cuda}: {answer.reason}"))
-    return results
-
-
-def live_operator_version(inv: Inventory) -> str | None:
-    """The GPU Operator release running now: the tag of the gpu-operator Deployment's image."""
-    for deployment in inv.deployments:
-        for container in template_containers(deployment):
-            repo, _, tag = container.get("image", "").rpartition(":")
-            if repo.endswith("/gpu-operator") and tag:
-                return tag
-    return None
-
-
-def check_operator_supports_driver(inv: Inventory) -> list[CheckResult]:
-    spec = inv.spec
-    live = live_operator_version(inv)
-    version = live or spec.gpuOperator.chartVersion
-    where = f"running {live}" if live else f"operator Deployment not found; using the stack's {version}"
-    if live and live.lstrip("v") != spec.gpuOperator.chartVersion.lstrip("v"):
-        where += f" (the stack declares {spec.gpuOperator.chartVersion})"
-    answer = compat.operator_lists(version, spec.driver.version)
-    status = {
-        compat.OperatorSupport.LISTED: passed,
-        compat.OperatorSupport.BRANCH_ONLY: warned,
-        compat.OperatorSupport.UNSUPPORTED: failed,
-        compat.OperatorSupport.UNKNOWN: warned,
-    }[answer.support]
-    return [status("operator-supports-driver", f"gpu-operator {version}", f"{answer.reason}; {where}")]
-
-
-def check_gpu_supported_by_driver(inv: Inventory) -> list[CheckResult]:
+@check("gpu-supported-by-driver", COMPATIBILITY)
+def check_gpu_supported_by_driver(inv: Inventory) -> list[Finding]:
     spec = inv.spec
     by_product: dict[tuple[str, str], list[Obj]] = {}
     unlabelled = []
@@ -128,8 +91,212 @@ def check_gpu_supported_by_driver(inv: Inventory) -> list[CheckResult]:
     for (product, driver), nodes in sorted(by_product.items()):
         answer = compat.supports(driver, product)
         status = passed if answer.yes else failed if answer.no else warned
-        results.append(status("gpu-supported-by-driver", product, f"{answer.reason} ({len(nodes)} node(s))"))
+        results.append(status(product, f"{answer.reason} ({len(nodes)} node(s))"))
     if unlabelled:
-        results.append(warned("gpu-supported-by-driver", "unlabelled nodes", f"{len(unlabelled)} node(s) without "
+        results.append(warned("unlabelled nodes", f"{len(unlabelled)} node(s) without "
                               f"{labels.GPU_PRODUCT}: {', '.join(sorted(unlabelled)[:5])}"))
     return results
+
+
+@check("serving-images-cuda", COMPATIBILITY)
+def check_serving_images_cuda(inv: Inventory) -> list[Finding]:
+    spec = inv.spec
+    target = spec.driver.version
+    declared = {m.image: m.cudaVersion for m in spec.models}
+    forward = {m.image for m in spec.models if m.cudaForwardCompat}
+    results = []
+    for image in sorted(_images(inv)):
+        cuda = image_cuda(image, declared)
+        if cuda is None:
+            results.append(warned(image, "CUDA version unknown (not declared in the stack, "
+                                  "not in the tag): check it before the upgrade"))
+            continue
+        answer = compat.cuda_runs_on(cuda, target)
+        if answer.yes:
+            results.append(passed(image, f"CUDA {cuda}: {answer.reason}"))
+        elif answer.no and image in forward:
+            bridge = compat.forward_compat_supported(cuda, target)
+            status = passed if bridge.yes else failed
+            results.append(status(image, f"CUDA {cuda} through cuda-compat: {bridge.reason}"))
+        elif answer.no:
+            results.append(failed(image, f"CUDA {cuda}: {answer.reason}"))
+        else:
+            results.append(warned(image, f"CUDA {cuda}: {answer.reason}"))
+    return results
+
+
+@check("operator-supports-driver", COMPATIBILITY)
+def check_operator_supports_driver(inv: Inventory) -> list[Finding]:
+    spec = inv.spec
+    live = inv.operator_version
+    version = live or spec.gpuOperator.chartVersion
+    where = f"running {live}" if live else f"operator Deployment not found; using the stack's {version}"
+    if live and live.lstrip("v") != spec.gpuOperator.chartVersion.lstrip("v"):
+        where += f" (the stack declares {spec.gpuOperator.chartVersion})"
+    answer = compat.operator_lists(version, spec.driver.version)
+    status = {
+        compat.OperatorSupport.LISTED: passed,
+        compat.OperatorSupport.BRANCH_ONLY: warned,
+        compat.OperatorSupport.UNSUPPORTED: failed,
+        compat.OperatorSupport.UNKNOWN: warned,
+    }[answer.support]
+    return [status(f"gpu-operator {version}", f"{answer.reason}; {where}")]
+
+
+def _precompiled_for(inv: Inventory, nodes: list[Obj]) -> bool:
+    """Whether the operator builds the driver for ``nodes`` from precompiled packages.
+
+    With ``useNvidiaDriverCRD`` every NVIDIADriver carries its own ``spec.usePrecompiled`` (the
+    ClusterPolicy's driver section is not rendered then); otherwise the ClusterPolicy's applies.
+    """
+    driver = spec_of(inv.cluster_policy or {}).get("driver") or {}
+    if not driver.get("useNvidiaDriverCRD"):
+        return bool(driver.get("usePrecompiled"))
+    for nvd in inv.nvidia_drivers or []:
+        nvd_spec = spec_of(nvd)
+        selector = nvd_spec.get("nodeSelector") or {labels.GPU_PRESENT: "true"}
+        if nvd_spec.get("usePrecompiled") and any(node_selector_matches(selector, labels_of(n)) for n in nodes):
+            return True
+    return False
+
+
+@check("kernel-precompiled", COMPATIBILITY)
+def check_kernel_precompiled(inv: Inventory) -> list[Finding]:
+    spec = inv.spec
+    precompiled_ds = [ds for ds in inv.operator_daemonsets if labels_of(ds).get(labels.PRECOMPILED) == "true"]
+    covered = set()
+    for ds in precompiled_ds:
+        selector = spec_of(spec_of(ds).get("template") or {}).get("nodeSelector") or {}
+        if labels.KERNEL_VERSION in selector:
+            covered.add(selector[labels.KERNEL_VERSION])
+    results = []
+    for pool in spec.nodePools:
+        nodes = inv.nodes_of_pool(pool.name)
+        in_use = spec.gpuOperator.usePrecompiled or bool(precompiled_ds) or _precompiled_for(inv, nodes)
+        kernels = sorted({(status_of(n).get("nodeInfo") or {}).get("kernelVersion", "?") for n in nodes})
+        text = ", ".join(kernels) or "no nodes"
+        if spec.driver.owner == DriverOwner.IMAGE:
+            results.append(passed(pool.name, f"kernel {text}; the node image carries the driver"))
+        elif not in_use:
+            results.append(passed(pool.name, f"kernel {text}; the driver container compiles against it (needs "
+                                  "kernel headers on the node image)"))
+        else:
+            missing = [kv for kv in kernels if kv not in covered]
+            if missing:
+                results.append(failed(pool.name, f"precompiled drivers in use but no precompiled driver DaemonSet "
+                                      f"for kernel {', '.join(missing)}"))
+            else:
+                results.append(passed(pool.name, f"kernel {text}; precompiled driver present"))
+    return results
+
+
+def _gpu_count(node: Obj) -> int | None:
+    value = labels_of(node).get(labels.GPU_COUNT, "")
+    return int(value) if value.isdigit() else None
+
+
+def _nvswitch_nodes(inv: Inventory, pool: NodePool) -> tuple[list[str], list[str]]:
+    """Nodes of the pool that say they are NVSwitch systems: by our pool label, by GFD's product name and
+    GPU count (:mod:`spec.gpu_products`: the product names of HGX/DGX and GB200 systems, with sources)."""
+    by_label, by_product = [], []
+    for node in inv.nodes_of_pool(pool.name):
+        node_labels = labels_of(node)
+        if node_labels.get(labels.POOL_NVSWITCH) == "true":
+            by_label.append(name_of(node))
+        elif gpu_products.is_nvswitch_system(node_labels.get(labels.GPU_PRODUCT, ""), _gpu_count(node)):
+            by_product.append(name_of(node))
+    return by_label, by_product
+
+
+@check("fabric-manager", COMPATIBILITY)
+def check_fabric_manager(inv: Inventory) -> list[Finding]:
+    spec = inv.spec
+    results = []
+    for pool in spec.nodePools:
+        by_label, by_product = _nvswitch_nodes(inv, pool)
+        if not pool.nvswitch:
+            if by_label:
+                results.append(failed(pool.name, f"nodes carry {labels.POOL_NVSWITCH}=true "
+                                      f"({few(by_label)}) but the stack says nvswitch: false; declare "
+                                      "nvswitch and where Fabric Manager comes from"))
+            elif by_product:
+                results.append(warned(pool.name, f"GPU product of {few(by_product)} is one "
+                                      "of an NVSwitch system (HGX/DGX board or GB200) but the stack says "
+                                      "nvswitch: false; if it has NVSwitches, Fabric Manager must move with the "
+                                      "driver"))
+            continue
+        source = manifests.fabric_manager_source(spec, pool)
+        target = spec.pool_driver_version(pool)
+        nodes = len(inv.nodes_of_pool(pool.name))
+        if spec.driver.owner == DriverOwner.OPERATOR and source != "driver-container":
+            results.append(failed(pool.name, f"Fabric Manager from '{source}' with an "
+                                  "operator-owned driver: FM must match the driver exactly; use the driver "
+                                  "container's FM"))
+        elif spec.driver.owner == DriverOwner.IMAGE and source == "driver-container":
+            results.append(failed(pool.name, "driver from the node image but Fabric Manager "
+                                  "from the driver container, which does not run there"))
+        elif source == "host":
+            answer = compat.fabric_manager_matches(pool.fabricManagerVersion, target)
+            status = passed if answer.yes else failed
+            results.append(status(pool.name, f"{nodes} NVSwitch node(s); host-installed Fabric "
+                                  f"Manager: {answer.reason}"))
+        else:
+            results.append(passed(pool.name, f"{nodes} NVSwitch node(s); Fabric Manager comes "
+                                  f"with the {'driver container' if source == 'driver-container' else source} "
+                                  "and moves with the driver"))
+    if not results:
+        results.append(passed("cluster", "no NVSwitch pools in the stack or on its nodes"))
+    return results
+
+
+def _sharing(node: Obj) -> str | None:
+    """How the node's GPUs are split or shared, or None when they are whole GPUs, one pod each.
+
+    GFD labels ``nvidia.com/mig.strategy`` on every node under the operator's default ``single``
+    strategy, MIG or not, so the strategy alone says nothing; MIG is in use where a layout other than
+    ``all-disabled`` is configured, MIG devices are advertised (``nvidia.com/mig-*`` resources, the
+    ``mixed`` strategy) or GFD names a MIG slice as the product (``single``: ``...-MIG-1g.5gb``).
+    Time-slicing or MPS shows as ``nvidia.com/gpu.replicas`` above 1 or a sharing strategy."""
+    node_labels = labels_of(node)
+    config = node_labels.get(labels.MIG_CONFIG)
+    if config and config != "all-disabled":
+        return f"MIG layout {labels.MIG_CONFIG}={config}"
+    status = status_of(node)
+    mig_resources = sorted({key for section in ("allocatable", "capacity") for key in (status.get(section) or {})
+                            if key.startswith(labels.MIG_RESOURCE_PREFIX)})
+    if mig_resources:
+        return f"MIG devices advertised ({', '.join(mig_resources[:2])})"
+    strategy = node_labels.get(labels.MIG_STRATEGY)
+    if strategy == "mixed":
+        return f"{labels.MIG_STRATEGY}=mixed"
+    product = node_labels.get(labels.GPU_PRODUCT, "")
+    if strategy == "single" and "-MIG-" in product:
+        return f"MIG single: {labels.GPU_PRODUCT}={product}"
+    replicas = node_labels.get(labels.GPU_REPLICAS, "")
+    if replicas.isdigit() and int(replicas) > 1:
+        return f"{labels.GPU_REPLICAS}={replicas}"
+    sharing = node_labels.get(labels.GPU_SHARING_STRATEGY)
+    if sharing and sharing != "none":
+        return f"{labels.GPU_SHARING_STRATEGY}={sharing}"
+    return None
+
+
+@check("mig-timeslicing", COMPATIBILITY)
+def check_mig_timeslicing(inv: Inventory) -> list[Finding]:
+    found = [f"{name_of(node)} {how}" for node in inv.pool_nodes if (how := _sharing(node)) is not None]
+    if found:
+        return [warned("cluster", f"re-check MIG layouts / time-slicing on the new branch "
+                       f"(release notes): {few(found, 3)}")]
+    return [passed("cluster", "whole GPUs on the stack's nodes: no MIG layout in use, no "
+                   "time-slicing or MPS")]
+
+
+@check("change-ticket", COMPATIBILITY)
+def check_change_ticket(inv: Inventory) -> list[Finding]:
+    spec = inv.spec
+    if spec.changeTicket:
+        return [passed("stack", f"change ticket {spec.changeTicket}")]
+    if spec.stage == Stage.PROD:
+        return [failed("stack", "prod needs changeTicket set (and model owners told)")]
+    return [warned("stack", "no changeTicket; raise one and tell the model owners")]
+

@@ -54,13 +54,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from checks import kube as k
-from checks.inventory import labels_of, name_of, pool_nodes_of
+from checks.inventory import pool_nodes_of
 from checks.nodestate import node_driver_version, require_nodes
+from checks.objects import Obj, labels_of, name_of, spec_of, status_of
 from checks.progress import StateTracker, Trigger, epoch, list_model_pods, model_rows
 from spec import labels
 from spec.model import FleetSpec, NodePool
-
-Obj = dict[str, Any]
 
 NOT_READY = "not-ready"
 UNKNOWN_DRIVER = "unknown"
@@ -164,7 +163,7 @@ class ImageSnapshot:
 
 def _ready(node: Obj) -> tuple[bool, str | None]:
     """Whether the node's Ready condition is True, and when that condition last changed."""
-    for condition in (node.get("status") or {}).get("conditions") or []:
+    for condition in status_of(node).get("conditions") or []:
         if condition.get("type") == "Ready":
             return condition.get("status") == "True", condition.get("lastTransitionTime")
     return False, None
@@ -194,6 +193,6 @@ def take_image_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, no
                                         f"{generation_title(generation)}) has not been "
                                         f"Ready for {seconds / 60:.0f} min (threshold {stuck_after / 60:.0f} min)"))
         nodes.append(GenerationNode(name, pool, generation, node_driver_version(node),
-                                    ready, not (node.get("spec") or {}).get("unschedulable", False), seconds))
+                                    ready, not spec_of(node).get("unschedulable", False), seconds))
     models, model_triggers = model_rows(spec, deployments, pods)
     return ImageSnapshot(now, nodes, models, model_triggers + triggers)

@@ -32,10 +32,9 @@ from typing import Any
 
 from checks import kube as k
 from checks.errors import WrongClusterError
+from checks.objects import Obj, labels_of, meta, name_of, spec_of
 from spec import labels, manifests
 from spec.model import Cloud, FleetSpec
-
-Obj = dict[str, Any]
 
 RECORD_SELECTOR = f"{labels.RECORD}={labels.RECORD_CLUSTER_IDENTITY}"
 _PROVIDER_ID = re.compile(r"^aws:///(?P<zone>[a-z0-9-]+)/(?P<instance>[^/]+)$")
@@ -86,8 +85,7 @@ def expected_cluster(spec: FleetSpec) -> str:
 
 
 def _record_name(record: Obj) -> str:
-    meta = record.get("metadata") or {}
-    return f"{meta.get('namespace', manifests.RECORD_NAMESPACE)}/{meta.get('name', '?')}"
+    return f"{meta(record).get('namespace', manifests.RECORD_NAMESPACE)}/{meta(record).get('name', '?')}"
 
 
 def _judge_record(spec: FleetSpec, record: Obj) -> tuple[list[str], list[str]]:
@@ -117,10 +115,10 @@ def _judge_record(spec: FleetSpec, record: Obj) -> tuple[list[str], list[str]]:
 
 def _node_region(node: Obj, region: str) -> tuple[str | None, str]:
     """(the region the node is in, where that was read), from its region label, else its provider ID."""
-    node_labels = (node.get("metadata") or {}).get("labels") or {}
+    node_labels = labels_of(node)
     if labels.TOPOLOGY_REGION in node_labels:
         return node_labels[labels.TOPOLOGY_REGION], labels.TOPOLOGY_REGION
-    match = _PROVIDER_ID.match(str((node.get("spec") or {}).get("providerID") or ""))
+    match = _PROVIDER_ID.match(str(spec_of(node).get("providerID") or ""))
     if match is None:
         return None, ""
     zone = match.group("zone")
@@ -142,8 +140,7 @@ def _judge_eks(spec: FleetSpec, nodes: Iterable[Obj]) -> tuple[list[str], list[s
         if found == region:
             inside += 1
         else:
-            name = str((node.get("metadata") or {}).get("name", "?"))
-            outside.setdefault((found, source), []).append(name)
+            outside.setdefault((found, source), []).append(name_of(node) or "?")
     refutes = [f"node(s) {', '.join(sorted(names)[:3])} are in {found} ({source}), not {region}"
                for (found, source), names in sorted(outside.items())]
     weak = [f"{inside} node(s) in {region}"] if inside and not refutes else []
@@ -156,7 +153,7 @@ def _judge_aks(spec: FleetSpec, nodes: Iterable[Obj]) -> tuple[list[str], list[s
     confirms: dict[str, int] = {}
     others: dict[str, int] = {}
     for node in nodes:
-        value = ((node.get("metadata") or {}).get("labels") or {}).get(labels.AKS_CLUSTER)
+        value = labels_of(node).get(labels.AKS_CLUSTER)
         if not value:
             continue
         if value.lower().startswith(prefix.lower()):

@@ -10,31 +10,24 @@ kube-system. Everything else is derived in memory.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from checks import kube as k
 from checks.identity import read_records
+from checks.objects import (
+    Obj,
+    gpu_request,
+    labels_of,
+    name_of,
+    namespace_of,
+    selector_matches,
+    spec_of,
+    template_containers,
+    template_labels,
+)
 from spec import labels, manifests
 from spec.membership import Membership, describe_selectors, node_membership, pool_node_selectors
 from spec.model import FleetSpec, NodePool
-
-Obj = dict[str, Any]
-
-DRIVER_POD_LABELS = (("app.kubernetes.io/component", "nvidia-driver"), ("app", "nvidia-driver-daemonset"))
-
-
-def meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
-
-
-def name_of(obj: Obj) -> str:
-    return str(meta(obj).get("name", ""))
-
-
-def labels_of(obj: Obj) -> dict[str, str]:
-    return dict(meta(obj).get("labels") or {})
 
 
 def memberships(spec: FleetSpec, nodes: list[Obj]) -> dict[str, Membership]:
@@ -59,44 +52,6 @@ def pool_selectors_text(spec: FleetSpec, pools: list[NodePool] | None = None) ->
                      for pool in (spec.nodePools if pools is None else pools))
 
 
-def selector_matches(selector: Mapping[str, Any] | None, obj_labels: Mapping[str, str]) -> bool:
-    """A metav1.LabelSelector against a label map (empty selector matches everything)."""
-    selector = selector or {}
-    if any(obj_labels.get(key) != value for key, value in (selector.get("matchLabels") or {}).items()):
-        return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), set(expr.get("values") or [])
-        if op == "In" and obj_labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in obj_labels and obj_labels[key] in values:
-            return False
-        if op == "Exists" and key not in obj_labels:
-            return False
-        if op == "DoesNotExist" and key in obj_labels:
-            return False
-    return True
-
-
-def gpu_request(containers: list[Obj]) -> int:
-    """``nvidia.com/gpu`` a pod (or a pod template) asks for: requests, else limits."""
-    total = 0
-    for container in containers:
-        resources = container.get("resources") or {}
-        value = (resources.get("requests") or {}).get(labels.GPU_RESOURCE) or (resources.get("limits") or {}).get(
-            labels.GPU_RESOURCE
-        )
-        total += int(value or 0)
-    return total
-
-
-def pod_containers(pod: Obj) -> list[Obj]:
-    return list((pod.get("spec") or {}).get("containers") or [])
-
-
-def template_containers(workload: Obj) -> list[Obj]:
-    return list((((workload.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or [])
-
-
 @dataclass
 class Inventory:
     spec: FleetSpec
@@ -117,7 +72,7 @@ class Inventory:
         self.membership = memberships(self.spec, self.pool_nodes)
         by_node: dict[str, list[Obj]] = defaultdict(list)
         for pod in self.pods:
-            node = (pod.get("spec") or {}).get("nodeName")
+            node = spec_of(pod).get("nodeName")
             if node:
                 by_node[node].append(pod)
         self._pods_by_node = dict(by_node)
@@ -146,31 +101,39 @@ class Inventory:
         namespace = self.spec.gpuOperator.namespace
         return [
             p for p in self.pods_on(node)
-            if meta(p).get("namespace") == namespace
-            and any(labels_of(p).get(key) == value for key, value in DRIVER_POD_LABELS)
+            if namespace_of(p) == namespace
+            and any(labels_of(p).get(key) == value for key, value in labels.DRIVER_POD_LABELS)
         ]
+
+    @property
+    def operator_version(self) -> str | None:
+        """The GPU Operator release running now: the tag of the gpu-operator Deployment's image."""
+        for deployment in self.deployments:
+            for container in template_containers(deployment):
+                repo, _, tag = container.get("image", "").rpartition(":")
+                if repo.endswith("/gpu-operator") and tag:
+                    return tag
+        return None
 
     def gpu_deployments(self) -> list[Obj]:
         """Deployments whose pods ask for GPUs: the model servers, declared or not."""
         return [d for d in self.deployments if gpu_request(template_containers(d)) > 0]
 
     def pdbs_for(self, workload: Obj) -> list[Obj]:
-        namespace = meta(workload).get("namespace")
-        template_labels = (((workload.get("spec") or {}).get("template") or {}).get("metadata") or {}).get(
-            "labels"
-        ) or {}
+        namespace = namespace_of(workload)
+        pod_labels = template_labels(workload)
         # policy/v1: a null selector selects no pod, an empty one ({}) every pod of the namespace.
         return [
             pdb for pdb in self.pdbs
-            if meta(pdb).get("namespace") == namespace
-            and (pdb.get("spec") or {}).get("selector") is not None
-            and selector_matches((pdb.get("spec") or {}).get("selector"), template_labels)
+            if namespace_of(pdb) == namespace
+            and spec_of(pdb).get("selector") is not None
+            and selector_matches(spec_of(pdb).get("selector"), pod_labels)
         ]
 
     def pods_of(self, workload: Obj) -> list[Obj]:
-        namespace = meta(workload).get("namespace")
-        selector = (workload.get("spec") or {}).get("selector")
-        return [p for p in self.pods if meta(p).get("namespace") == namespace and selector_matches(selector, labels_of(p))]
+        namespace = namespace_of(workload)
+        selector = spec_of(workload).get("selector")
+        return [p for p in self.pods if namespace_of(p) == namespace and selector_matches(selector, labels_of(p))]
 
 
 def read_inventory(kube: k.Kube, spec: FleetSpec) -> Inventory:

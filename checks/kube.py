@@ -40,8 +40,7 @@ from checks.errors import (
     PermanentError,
     RetryableError,
 )
-
-Obj = dict[str, Any]
+from checks.objects import Obj
 
 
 @dataclass(frozen=True)

@@ -13,34 +13,24 @@ it reads GFD labels, so it lives with the live checks.
 
 from __future__ import annotations
 
-from typing import Any
-
 from checks.errors import ClusterError
+from checks.objects import Obj, labels_of
 from spec import labels
 from spec.membership import describe_selectors, node_membership, pool_node_selectors
 from spec.model import FleetSpec
-
-Obj = dict[str, Any]
-
-DONE = "upgrade-done"
-GFD_DRIVER_FULL = "nvidia.com/cuda.driver-version.full"
 
 
 class NoNodesError(ClusterError):
     """No node of the cluster belongs to a pool of the stack: most likely the wrong cluster or context."""
 
 
-def _labels(node: Obj) -> dict[str, str]:
-    return dict((node.get("metadata") or {}).get("labels") or {})
-
-
 def node_driver_version(node: Obj) -> str | None:
     """GFD's driver version; falls back to the deprecated cuda.driver.major/minor/rev labels."""
-    node_labels = _labels(node)
-    full = node_labels.get(GFD_DRIVER_FULL)
+    node_labels = labels_of(node)
+    full = node_labels.get(labels.GFD_DRIVER_VERSION)
     if full:
         return full
-    parts = [node_labels.get(f"nvidia.com/cuda.driver.{p}") for p in ("major", "minor", "rev")]
+    parts = [node_labels.get(key) for key in (labels.GFD_DRIVER_MAJOR, labels.GFD_DRIVER_MINOR, labels.GFD_DRIVER_REV)]
     if parts[0] and parts[1]:
         return ".".join(p for p in parts if p)
     return None
@@ -48,20 +38,21 @@ def node_driver_version(node: Obj) -> str | None:
 
 def upgrade_state(node: Obj) -> str:
     """The operator's upgrade-state label, "" when the node has none."""
-    return _labels(node).get(labels.UPGRADE_STATE, "")
+    return labels_of(node).get(labels.UPGRADE_STATE, "")
 
 
 def pool_target(spec: FleetSpec, node: Obj) -> str | None:
     """The driver the node's pool is pinned to now; None for a node of no pool of this stack (the pool is
     found by :func:`spec.membership.node_membership`: project label, cloud pool label or declared selector)."""
-    membership = node_membership(spec, _labels(node))
+    membership = node_membership(spec, labels_of(node))
     return spec.pool_driver_version(membership.pool) if membership is not None else None
 
 
 def node_done(spec: FleetSpec, node: Obj) -> bool:
     """``upgrade-done`` (or no state label) and running its pool's target driver per GFD."""
     target = pool_target(spec, node)
-    return target is not None and upgrade_state(node) in ("", DONE) and node_driver_version(node) == target
+    return (target is not None and upgrade_state(node) in ("", labels.UPGRADE_DONE)
+            and node_driver_version(node) == target)
 
 
 def require_nodes(nodes: list[Obj], spec: FleetSpec, what: str) -> list[Obj]:

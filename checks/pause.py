@@ -34,14 +34,12 @@ from dataclasses import dataclass, field
 from checks import kube as k
 from checks.errors import ClusterError
 from checks.identity import ClusterIdentity, refuse_if_refuted, require_stack_cluster
-from checks.inventory import labels_of, meta, name_of, pool_nodes_of
-from spec.membership import Membership
+from checks.inventory import pool_nodes_of
 from checks.nodestate import node_done, require_nodes
+from checks.objects import Obj, annotations_of, labels_of, name_of
 from spec import labels
+from spec.membership import Membership
 from spec.model import DriverOwner, FleetSpec
-
-PAUSED_BY = f"{labels.DOMAIN}/paused-by"
-PAUSED_REASON = f"{labels.DOMAIN}/paused-reason"
 
 # on_change(action, node): action is "labelled" (pause), "released" or "unclaimed" (resume, held pool).
 OnChange = Callable[[str, str], None]
@@ -87,7 +85,7 @@ class ChangeInterrupted(ClusterError):
 
 
 def _nodes(kube: k.Kube, spec: FleetSpec, verb: str, identity: ClusterIdentity | None,
-           on_identity: OnIdentity) -> list[tuple[dict, Membership]]:
+           on_identity: OnIdentity) -> list[tuple[Obj, Membership]]:
     """The stack's pool nodes, by name, after the cluster's identity was checked on the same LIST."""
     nodes = kube.list(k.NODES)
     if identity is None:
@@ -100,7 +98,7 @@ def _nodes(kube: k.Kube, spec: FleetSpec, verb: str, identity: ClusterIdentity |
     return found
 
 
-def _patch(kube: k.Kube, verb: str, node: str, body: dict, report: PauseReport) -> None:
+def _patch(kube: k.Kube, verb: str, node: str, body: Obj, report: PauseReport) -> None:
     try:
         kube.patch(k.NODES, node, body)
     except ClusterError as exc:
@@ -121,7 +119,7 @@ def pause(kube: k.Kube, spec: FleetSpec, stack: str, reason: str = "paused by gp
     report = PauseReport()
     for node, _ in _nodes(kube, spec, "pause", identity, on_identity):
         name, node_labels = name_of(node), labels_of(node)
-        ours = (meta(node).get("annotations") or {}).get(PAUSED_BY) == stack
+        ours = annotations_of(node).get(labels.ANNOTATION_PAUSED_BY) == stack
         if node_labels.get(labels.SKIP_UPGRADE) == "true":
             (report.unchanged if ours else report.foreign).append(name)
             continue
@@ -129,8 +127,8 @@ def pause(kube: k.Kube, spec: FleetSpec, stack: str, reason: str = "paused by gp
             report.done.append(name)
             continue
         # One merge patch: the label and our claim on it land together or not at all.
-        _patch(kube, "pause", name, {"metadata": {"labels": {labels.SKIP_UPGRADE: "true"},
-                                                  "annotations": {PAUSED_BY: stack, PAUSED_REASON: reason[:500]}}},
+        claim = {labels.ANNOTATION_PAUSED_BY: stack, labels.ANNOTATION_PAUSED_REASON: reason[:500]}
+        _patch(kube, "pause", name, {"metadata": {"labels": {labels.SKIP_UPGRADE: "true"}, "annotations": claim}},
                report)
         report.changed.append(name)
         on_change("labelled", name)
@@ -145,12 +143,11 @@ def resume(kube: k.Kube, spec: FleetSpec, stack: str,
     held = {p.name for p in spec.nodePools if spec.pool_held(p)}
     for node, membership in _nodes(kube, spec, "resume", identity, on_identity):
         name, node_labels = name_of(node), labels_of(node)
-        annotations = meta(node).get("annotations") or {}
-        if annotations.get(PAUSED_BY) != stack:
+        if annotations_of(node).get(labels.ANNOTATION_PAUSED_BY) != stack:
             if node_labels.get(labels.SKIP_UPGRADE) == "true":
                 report.foreign.append(name)
             continue
-        drop_claim = {PAUSED_BY: None, PAUSED_REASON: None}
+        drop_claim = {labels.ANNOTATION_PAUSED_BY: None, labels.ANNOTATION_PAUSED_REASON: None}
         if membership.pool.name in held:
             # The stack holds this pool now (pulumi up put the pool-level skip label back): keep the label.
             _patch(kube, "resume", name, {"metadata": {"annotations": drop_claim}}, report)

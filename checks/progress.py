@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from checks import kube as k
-from checks.inventory import meta, name_of
+from checks.objects import Obj, meta, namespaced_name, status_of
 from spec import capacity
 from spec.model import FleetSpec, Model
 
@@ -62,25 +62,25 @@ def model_selector(model: Model) -> str:
     return ",".join(f"{key}={value}" for key, value in sorted(model.matchLabels.items()))
 
 
-def pod_ready(pod: dict[str, Any]) -> bool:
+def pod_ready(pod: Obj) -> bool:
     """Ready=True and not terminating: a replica that serves."""
     if meta(pod).get("deletionTimestamp"):
         return False
-    conditions = (pod.get("status") or {}).get("conditions") or []
+    conditions = status_of(pod).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def list_model_pods(kube: k.Kube, spec: FleetSpec) -> dict[str, list[dict[str, Any]]]:
+def list_model_pods(kube: k.Kube, spec: FleetSpec) -> dict[str, list[Obj]]:
     """Each declared model's pods (its matchLabels in its namespace), whatever owns them: one LIST per model."""
     return {model_key(m): kube.list(k.PODS, namespace=m.namespace, label_selector=model_selector(m))
             for m in spec.models}
 
 
-def model_rows(spec: FleetSpec, deployments: list[dict[str, Any]],
-               pods: dict[str, list[dict[str, Any]]]) -> tuple[list[dict[str, Any]], list[Trigger]]:
+def model_rows(spec: FleetSpec, deployments: list[Obj],
+               pods: dict[str, list[Obj]]) -> tuple[list[dict[str, Any]], list[Trigger]]:
     """Each declared model's available replicas (its Ready pods) against its minAvailable, and a trigger
     where it is below. ``replicas`` is the same-named Deployment's where there is one, else the stack's."""
-    by_key = {f"{meta(d).get('namespace')}/{name_of(d)}": d for d in deployments}
+    by_key = {namespaced_name(d): d for d in deployments}
     models, triggers = [], []
     for model in spec.models:
         key = model_key(model)

@@ -1,4 +1,10 @@
-"""Typed results of the live checks, and the runbook section each check belongs to."""
+"""Typed results of the live checks.
+
+A check function returns :class:`Finding`\\ s (status, subject, message) built with :func:`passed`,
+:func:`warned` and :func:`failed`; the runner (:mod:`checks.registry`) stamps each with the id the
+check was registered under, which makes it a :class:`CheckResult`. So an id is written once, where the
+check is declared.
+"""
 
 from __future__ import annotations
 
@@ -13,58 +19,42 @@ class Status(StrEnum):
 
 
 @dataclass(frozen=True)
+class Finding:
+    """What a check found about one subject, before the runner names the check."""
+
+    status: Status
+    subject: str  # what was checked: a pool, a node, a model, "cluster"
+    message: str
+
+
+@dataclass(frozen=True)
 class CheckResult:
     id: str  # stable kebab-case id, the same in docs and JSON output
     status: Status
-    subject: str  # what was checked: a pool, a node, a model, "cluster"
+    subject: str
     message: str
 
     def as_json(self) -> dict[str, str]:
         return {"id": self.id, "status": self.status.value, "subject": self.subject, "message": self.message}
 
 
-CLUSTER = "The stack's cluster"
-OWNERSHIP = "Who owns the driver"
-COMPATIBILITY = "1. Compatibility checks"
-CAPACITY = "2. Capacity and disruption controls"
-
-# Every preflight id, in the runbook's order, with its section.
-SECTIONS: dict[str, str] = {
-    "cluster-identity": CLUSTER,
-    "pool-membership": CLUSTER,
-    "cluster-policy": OWNERSHIP,
-    "driver-owner": OWNERSHIP,
-    "per-pool-mode": OWNERSHIP,
-    "two-driver-owners": OWNERSHIP,
-    "driver-versions": OWNERSHIP,
-    "node-image": OWNERSHIP,
-    "gpu-supported-by-driver": COMPATIBILITY,
-    "serving-images-cuda": COMPATIBILITY,
-    "operator-supports-driver": COMPATIBILITY,
-    "kernel-precompiled": COMPATIBILITY,
-    "fabric-manager": COMPATIBILITY,
-    "mig-timeslicing": COMPATIBILITY,
-    "change-ticket": COMPATIBILITY,
-    "spare-capacity": CAPACITY,
-    "model-replicas": CAPACITY,
-    "model-pdb": CAPACITY,
-    "pdb-blocks-drain": CAPACITY,
-    "readiness-probe": CAPACITY,
-    "weights-cache": CAPACITY,
-}
+def passed(subject: str, message: str) -> Finding:
+    return Finding(Status.PASS, subject, message)
 
 
-def passed(check_id: str, subject: str, message: str) -> CheckResult:
-    return CheckResult(check_id, Status.PASS, subject, message)
+def warned(subject: str, message: str) -> Finding:
+    return Finding(Status.WARN, subject, message)
 
 
-def warned(check_id: str, subject: str, message: str) -> CheckResult:
-    return CheckResult(check_id, Status.WARN, subject, message)
-
-
-def failed(check_id: str, subject: str, message: str) -> CheckResult:
-    return CheckResult(check_id, Status.FAIL, subject, message)
+def failed(subject: str, message: str) -> Finding:
+    return Finding(Status.FAIL, subject, message)
 
 
 def any_failed(results: list[CheckResult]) -> bool:
     return any(r.status == Status.FAIL for r in results)
+
+
+def few(names: list[str], limit: int = 5) -> str:
+    """Up to ``limit`` of ``names`` (sorted), then how many more: how messages list nodes or objects."""
+    shown = ", ".join(sorted(names)[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")

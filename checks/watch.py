@@ -47,16 +47,14 @@ from checks import kube as k
 from checks.errors import ClusterError, GaveUpError, RetryableError
 from checks.generations import ImageSnapshot, take_image_snapshot
 from checks.identity import ClusterIdentity, require_stack_cluster
-from checks.inventory import labels_of, meta, name_of, pool_nodes_of
+from checks.inventory import pool_nodes_of
 from checks.nodestate import node_done, node_driver_version, require_nodes
+from checks.objects import Obj, labels_of, meta, name_of, status_of
 from checks.pause import ChangeInterrupted, PauseReport, pause
 from checks.progress import StateTracker, Trigger, epoch, list_model_pods, model_rows
 from spec import labels
 from spec.model import DriverOwner, FleetSpec
 
-FAILED = "upgrade-failed"
-IN_PROGRESS = ("cordon-required", "wait-for-jobs-required", "pod-deletion-required", "drain-required",
-               "pod-restart-required", "validation-required", "uncordon-required")
 EVENT_REASON = "GPUDriverUpgrade"
 
 
@@ -109,7 +107,7 @@ class Snapshot:
 _STATE_MESSAGE = re.compile(r"label to \[?([a-z-]+)\]?$")
 
 
-def _entered_at(events: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
+def _entered_at(events: list[Obj]) -> dict[tuple[str, str], float]:
     """(node, state) -> when the operator last reported moving the node into that state (Normal events)."""
     out: dict[tuple[str, str], float] = {}
     for event in events:
@@ -124,7 +122,7 @@ def _entered_at(events: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
     return out
 
 
-def _label_written_at(node: dict[str, Any], key: str) -> float | None:
+def _label_written_at(node: Obj, key: str) -> float | None:
     """``time`` of the managedFields entry that owns label ``key``: the label is at least this old."""
     field_key = f"f:{key}"
     for entry in meta(node).get("managedFields") or []:
@@ -135,7 +133,7 @@ def _label_written_at(node: dict[str, Any], key: str) -> float | None:
 
 
 def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: float,
-                  stuck_after: float, listed: list[dict[str, Any]] | None = None) -> Snapshot:
+                  stuck_after: float, listed: list[Obj] | None = None) -> Snapshot:
     """One poll: nodes (unless ``listed`` holds every node already), Deployments, events, ClusterPolicies,
     NVIDIADrivers and each model's pods, whatever the fleet's size."""
     nodes = pool_nodes_of(spec, kube.list(k.NODES) if listed is None else listed)
@@ -161,14 +159,15 @@ def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: flo
         seconds = None if since is None else max(0.0, now - since)
         progress.append(NodeProgress(name, pool_name, state, driver, done, seconds,
                                      node_labels.get(labels.SKIP_UPGRADE) == "true"))
-        if state == FAILED:
-            triggers.append(Trigger(FAILED, name, f"node {name} (pool {pool_name}) is in upgrade-failed"))
-        elif state in IN_PROGRESS and seconds is not None and seconds > stuck_after:
+        if state == labels.UPGRADE_FAILED:
+            triggers.append(Trigger(labels.UPGRADE_FAILED, name,
+                                    f"node {name} (pool {pool_name}) is in {labels.UPGRADE_FAILED}"))
+        elif state in labels.UPGRADE_IN_PROGRESS and seconds is not None and seconds > stuck_after:
             triggers.append(Trigger("stuck", name, f"node {name} has been in {state} for {seconds / 60:.0f} min "
                                     f"(threshold {stuck_after / 60:.0f} min)"))
     models, model_triggers = model_rows(spec, deployments, pods)
     triggers += model_triggers
-    operator = [{"kind": o.get("kind", kind), "name": name_of(o), "state": str((o.get("status") or {}).get("state", "?"))}
+    operator = [{"kind": o.get("kind", kind), "name": name_of(o), "state": str(status_of(o).get("state", "?"))}
                 for kind, objs in (("ClusterPolicy", policies), ("NVIDIADriver", drivers)) for o in objs]
     recent = sorted(events, key=lambda e: epoch(e.get("lastTimestamp") or meta(e).get("creationTimestamp")) or 0)
     event_rows = [{"node": (e.get("involvedObject") or {}).get("name", ""), "message": e.get("message", "")}

@@ -9,20 +9,20 @@ from rich.console import Console
 from rich.table import Table
 
 from checks import kube as k
-from checks.preflight import run_preflight
-from checks.results import SECTIONS, CheckResult, Status, any_failed
+from checks import preflight
+from checks.results import CheckResult, Status, any_failed
 from spec.model import FleetSpec
 
 _STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red"}
 
 
 def render_table(stack: str, results: list[CheckResult], console: Console) -> None:
-    for section in dict.fromkeys(SECTIONS.values()):
-        table = Table(title=f"{section} (stack {stack})", title_justify="left", show_lines=False)
+    for section in preflight.sections():
+        table = Table(title=f"{section.title} (stack {stack})", title_justify="left", show_lines=False)
         for column in ("status", "check", "subject", "finding"):
             table.add_column(column, overflow="fold")
         for result in results:
-            if SECTIONS[result.id] == section:
+            if preflight.section_of(result) == section:
                 table.add_row(f"[{_STYLE[result.status]}]{result.status.value}[/]", result.id, result.subject,
                               result.message)
         console.print(table)
@@ -31,7 +31,7 @@ def render_table(stack: str, results: list[CheckResult], console: Console) -> No
 
 
 def execute(stack: str, spec: FleetSpec, kube: k.Kube, as_json: bool) -> int:
-    results = run_preflight(kube, spec)
+    results = preflight.run_preflight(kube, spec)
     if as_json:
         sys.stdout.write(json.dumps({"stack": stack, "checks": [r.as_json() for r in results]}, indent=2) + "\n")
     else:

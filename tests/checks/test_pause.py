@@ -6,7 +6,7 @@ import pytest
 
 from checks import kube as k
 from checks.nodestate import NoNodesError
-from checks.pause import PAUSED_BY, ChangeInterrupted, pause, resume
+from checks.pause import ChangeInterrupted, pause, resume
 from spec import labels
 from spec.load import spec_from_config
 from spec.model import FleetSpec
@@ -67,7 +67,8 @@ def test_pause_labels_nodes_not_done_and_resume_removes_exactly_those(prod: Fake
     released = resume(kube, prod_spec, "prod")
     assert released.changed == t4[:2] and released.held == []
     assert skipped(prod) == before
-    assert all(PAUSED_BY not in (n["metadata"].get("annotations") or {}) for n in prod.objects("nodes"))
+    assert all(labels.ANNOTATION_PAUSED_BY not in (n["metadata"].get("annotations") or {})
+               for n in prod.objects("nodes"))
     assert resume(kube, prod_spec, "prod").changed == []
 
 
@@ -84,7 +85,7 @@ def test_resume_keeps_the_skip_label_on_a_pool_the_stack_holds_now(prod: FakeKub
     for node in t4:
         meta = prod.obj("nodes", node)["metadata"]
         assert meta["labels"][SKIP] == "true"  # the stack wants it: kept
-        assert PAUSED_BY not in (meta.get("annotations") or {})  # but it is no longer ours
+        assert labels.ANNOTATION_PAUSED_BY not in (meta.get("annotations") or {})  # but it is no longer ours
     # Released again later: our resume has nothing to remove; the label is the stack's to drop now.
     assert resume(kube, prod_spec, "prod").changed == []
 

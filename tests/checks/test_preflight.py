@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from checks import disruption, owner
+from checks import compatibility, disruption, preflight
 from checks import kube as k
 from checks.inventory import read_inventory
 from checks.preflight import run_preflight
-from checks.results import SECTIONS, Status
+from checks.results import Status
 from spec import labels
 from spec.load import spec_from_config
 from spec.model import DriverOwner, FleetSpec
@@ -23,6 +23,31 @@ from tests.fakekube.server import FakeKube
 
 A100 = "aks-gpua100-12345678-vmss000000"
 
+# Every preflight id, in the order preflight reports them, with its runbook section (the table it is in).
+PREFLIGHT = {
+    "cluster-identity": "The stack's cluster",
+    "pool-membership": "The stack's cluster",
+    "cluster-policy": "Who owns the driver",
+    "driver-owner": "Who owns the driver",
+    "per-pool-mode": "Who owns the driver",
+    "two-driver-owners": "Who owns the driver",
+    "driver-versions": "Who owns the driver",
+    "node-image": "Who owns the driver",
+    "gpu-supported-by-driver": "1. Compatibility checks",
+    "serving-images-cuda": "1. Compatibility checks",
+    "operator-supports-driver": "1. Compatibility checks",
+    "kernel-precompiled": "1. Compatibility checks",
+    "fabric-manager": "1. Compatibility checks",
+    "mig-timeslicing": "1. Compatibility checks",
+    "change-ticket": "1. Compatibility checks",
+    "spare-capacity": "2. Capacity and disruption controls",
+    "model-replicas": "2. Capacity and disruption controls",
+    "model-pdb": "2. Capacity and disruption controls",
+    "pdb-blocks-drain": "2. Capacity and disruption controls",
+    "readiness-probe": "2. Capacity and disruption controls",
+    "weights-cache": "2. Capacity and disruption controls",
+}
+
 
 def by_id(results: list, check_id: str) -> set[Status]:
     return {r.status for r in results if r.id == check_id}
@@ -30,10 +55,16 @@ def by_id(results: list, check_id: str) -> set[Status]:
 
 def test_steady_state_passes_every_id_and_never_writes(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
     results = run_preflight(kube, prod_spec)
-    assert {r.id for r in results} == set(SECTIONS)
+    assert {r.id for r in results} == set(PREFLIGHT)
     bad = [r for r in results if r.status != Status.PASS]
     assert bad == []
     assert prod.writes == 0 and prod.counts["get"] == 0  # LISTs only, no per-node GETs
+
+
+def test_results_come_in_the_runbook_order(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
+    results = run_preflight(kube, prod_spec)
+    assert list(dict.fromkeys(r.id for r in results)) == list(PREFLIGHT)
+    assert {r.id: preflight.section_of(r).title for r in results} == PREFLIGHT
 
 
 def _drop_a100_driver(fake: FakeKube) -> None:
@@ -284,7 +315,7 @@ def test_fabric_manager_on_the_host_must_match_the_driver(fake: FakeKube, kube: 
         pool = image_owned.pool("gpuh100").model_copy(update={"fabricManagerVersion": version})
         pools = [pool if p.name == "gpuh100" else p for p in image_owned.nodePools]
         variant = image_owned.model_copy(update={"nodePools": pools})
-        [result] = [r for r in owner.check_fabric_manager(read_inventory(kube, variant)) if r.subject == "gpuh100"]
+        [result] = [r for r in compatibility.check_fabric_manager(read_inventory(kube, variant)) if r.subject == "gpuh100"]
         assert result.status == expected, (version, result)
 
 
