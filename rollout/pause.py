@@ -13,6 +13,8 @@ from rich.console import Console
 
 from checks import kube as k
 from checks.pause import ChangeInterrupted, ImageOwnedDriver, PauseReport, pause, resume
+from rollout import console as consoles
+from rollout.exits import Exit
 from rollout.live import note_identity
 from spec import labels
 from spec.model import FleetSpec
@@ -37,8 +39,8 @@ _ACTIONS = {
 }
 
 
-def execute(verb: str, stack: str, spec: FleetSpec, kube: k.Kube, as_json: bool, reason: str) -> int:
-    console = Console(width=None if sys.stdout.isatty() else 160, highlight=False)
+def execute(verb: str, stack: str, spec: FleetSpec, kube: k.Kube, as_json: bool, reason: str) -> Exit:
+    console = consoles.stdout(highlight=False)
 
     def changed(action: str, node: str) -> None:
         if not as_json:
@@ -53,17 +55,17 @@ def execute(verb: str, stack: str, spec: FleetSpec, kube: k.Kube, as_json: bool,
         if as_json:
             sys.stdout.write(json.dumps({"stack": stack, "verb": verb, **PauseReport().as_json(),
                                          "error": str(error)}, indent=2) + "\n")
-        Console(stderr=True).print(str(error), markup=False, highlight=False, soft_wrap=True)
-        return 1
+        consoles.say(str(error))
+        return Exit.FAILED
     except ChangeInterrupted as error:
         if as_json:
             sys.stdout.write(json.dumps({"stack": stack, "verb": verb, **error.report.as_json(),
                                          "error": str(error)}, indent=2) + "\n")
-        Console(stderr=True).print(f"cluster error: {error}", markup=False, highlight=False, soft_wrap=True)
-        return 1
+        consoles.say(f"cluster error: {error}")
+        return Exit.FAILED
     if as_json:
         sys.stdout.write(json.dumps({"stack": stack, "verb": verb, **report.as_json(), "error": None},
                                     indent=2) + "\n")
     else:
         render_summary(verb, report, console)
-    return 0
+    return Exit.OK

@@ -14,6 +14,8 @@ from rich.table import Table
 from policy.evaluate import Violation, evaluate, from_registered, load_config, mandatory
 from preview.run import PROGRAM_FILE, ProgramRun, run_program
 from preview.summary import review_fields
+from rollout import console as consoles
+from rollout.exits import Exit
 from spec.load import SpecError, SpecProblem, load_stack_file, read_stack_file, spec_from_config, stack_file
 from spec.model import PROJECT
 from spec.ownership import shared_objects
@@ -105,14 +107,14 @@ def render_table(result: ProgramRun, console: Console) -> None:
 
 def execute(
     stack: str, stack_file: Path, as_json: bool, project_dir: Path, previous_outputs: dict[str, Any] | None = None
-) -> int:
+) -> Exit:
     """Render, run the policies, print (table or one JSON document); 1 on a mandatory violation."""
     result = run(stack, stack_file, project_dir, previous_outputs)
     violations = policy_report(result)
     if as_json:
         sys.stdout.write(render_json(result, violations) + "\n")
     else:
-        console = Console(width=None if sys.stdout.isatty() else 160)
+        console = consoles.stdout()
         render_table(result, console)
         render_violations(violations, console)
-    return 1 if mandatory(violations) else 0
+    return Exit.failed_if(bool(mandatory(violations)))

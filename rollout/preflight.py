@@ -11,6 +11,8 @@ from rich.table import Table
 from checks import kube as k
 from checks import preflight
 from checks.results import CheckResult, Status, any_failed
+from rollout import console as consoles
+from rollout.exits import Exit
 from spec.model import FleetSpec
 
 _STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red"}
@@ -30,10 +32,10 @@ def render_table(stack: str, results: list[CheckResult], console: Console) -> No
     console.print(f"{counts[Status.PASS]} pass, {counts[Status.WARN]} warn, {counts[Status.FAIL]} fail")
 
 
-def execute(stack: str, spec: FleetSpec, kube: k.Kube, as_json: bool) -> int:
+def execute(stack: str, spec: FleetSpec, kube: k.Kube, as_json: bool) -> Exit:
     results = preflight.run_preflight(kube, spec)
     if as_json:
         sys.stdout.write(json.dumps({"stack": stack, "checks": [r.as_json() for r in results]}, indent=2) + "\n")
     else:
-        render_table(stack, results, Console(width=None if sys.stdout.isatty() else 160))
-    return 1 if any_failed(results) else 0
+        render_table(stack, results, consoles.stdout())
+    return Exit.failed_if(any_failed(results))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
-from rich.console import Console, Group
+from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 
@@ -17,6 +17,8 @@ from checks import kube as k
 from checks.errors import ClusterError
 from checks.generations import ImageSnapshot, generation_title
 from checks.watch import Snapshot, watch
+from rollout import console as consoles
+from rollout.exits import Exit
 from rollout.live import note_identity
 from spec.model import FleetSpec
 
@@ -75,9 +77,8 @@ def image_view(spec: FleetSpec, snapshot: ImageSnapshot) -> Group:
 
 
 def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, once: bool, interval: float, stuck_after: float,
-            auto_pause: bool, as_json: bool, max_failed_polls: int = 5) -> int:
-    console = Console(width=None if sys.stdout.isatty() else 160)
-    errors = Console(stderr=True)
+            auto_pause: bool, as_json: bool, max_failed_polls: int = 5) -> Exit:
+    console = consoles.stdout()
     live = Live(console=console, auto_refresh=False) if sys.stdout.isatty() and not as_json else None
 
     def show(snapshot: Snapshot | ImageSnapshot) -> None:
@@ -90,8 +91,7 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, once: bool, interval: 
             console.print(view)
 
     def poll_failed(error: ClusterError, failures: int) -> None:
-        errors.print(f"poll failed ({failures}/{max_failed_polls} in a row), retrying in {interval:.0f} s: {error}",
-                     markup=False, highlight=False, soft_wrap=True)
+        consoles.say(f"poll failed ({failures}/{max_failed_polls} in a row), retrying in {interval:.0f} s: {error}")
 
     if live is not None:
         live.start()
@@ -121,8 +121,8 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, once: bool, interval: 
             what = f"paused {len(paused.changed)} node(s) with the skip label"
         else:
             what = "not paused (--no-auto-pause)"
-        errors.print(f"rollout stopped: {reason}; {what}", markup=False, highlight=False, soft_wrap=True)
+        consoles.say(f"rollout stopped: {reason}; {what}")
     elif not as_json and outcome.snapshot.complete(spec):
         console.print("rollout complete: every node of every released pool runs its target driver"
                       + (" (old generations gone or retired in the spec)" if image_owned else ""))
-    return 1 if outcome.triggered else 0
+    return Exit.failed_if(outcome.triggered)

@@ -122,3 +122,38 @@ def test_watch_reports_trigger_and_failed_pause(prod: FakeKube, kubeconfig: Path
     assert [t["kind"] for t in doc["triggers"]] == ["upgrade-failed"]
     assert "forbidden (403)" in doc["pauseError"] and doc["paused"]["changed"] == []
     assert "AUTO-PAUSE FAILED" in result.output and f"node {node} (pool gput4) is in upgrade-failed" in result.output
+
+
+# ---------------------------------------------------------------- image-owned stacks (driver.owner: image)
+
+
+@pytest.mark.parametrize("verb", ["pause", "resume"])
+def test_cli_pause_resume_exit_1_with_the_message_and_write_nothing(eks: FakeKube, kubeconfig: Path,
+                                                                  verb: str) -> None:
+    before = {n["metadata"]["name"]: n["metadata"]["labels"].get(labels.SKIP_UPGRADE) for n in eks.objects("nodes")}
+    result = invoke(verb, "--stack", "eks-prod", "--kubeconfig", str(kubeconfig))
+    assert result.exit_code == 1
+    assert f"there is no operator upgrade to {verb}" in result.output
+    assert "node(s) changed" not in result.output and "cluster error" not in result.output
+    as_json = invoke(verb, "--stack", "eks-prod", "--kubeconfig", str(kubeconfig), "--json")
+    doc = json.loads(as_json.stdout)
+    assert as_json.exit_code == 1 and doc["changed"] == [] and "node image owns the driver" in doc["error"]
+    assert eks.writes == 0
+    assert {n["metadata"]["name"]: n["metadata"]["labels"].get(labels.SKIP_UPGRADE)
+            for n in eks.objects("nodes")} == before
+
+
+def test_cli_watch_once_json_shape(eks: FakeKube, kubeconfig: Path) -> None:
+    result = invoke("watch", "--stack", "eks-prod", "--kubeconfig", str(kubeconfig), "--once", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["stack"] == "eks-prod" and doc["owner"] == "image" and doc["complete"] is False
+    assert set(doc) == {"stack", "owner", "at", "complete", "pools", "nodes", "models", "triggers"}
+    [l40s] = [p for p in doc["pools"] if p["pool"] == "gpu-l40s"]
+    assert set(l40s) == {"pool", "target", "held", "nodeCount", "done", "waiting", "generations"}
+    assert "(none)" not in result.stdout and "states" not in l40s
+    assert {n["generation"] for n in doc["nodes"] if n["pool"] == "gpu-l40s"} == {"1", "2"}
+    table = invoke("watch", "--stack", "eks-prod", "--kubeconfig", str(kubeconfig), "--once")
+    assert table.exit_code == 0 and "pools by generation" in table.stdout and "(none)" not in table.stdout
+    assert "g1 (570.195.03) is still live in the spec" in table.stdout
+    assert eks.writes == 0
