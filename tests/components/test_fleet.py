@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import contextvars
 import json
-import os
 
 import pulumi
 import pytest
 
-from preview.run import OFFLINE_SERVER, SECRET, ProgramRun, RecordingMocks, run_program
+from preview.run import OFFLINE_SERVER, SECRET, ProgramRun, run_program
 from spec import labels
 from spec.load import runtime_config, spec_from_config
 from tests.conftest import EXAMPLE_STACKS as EXAMPLES
@@ -239,12 +238,6 @@ def test_cluster_identity_record_names_the_cluster(rendered: dict[str, ProgramRu
     assert record.inputs["data"]["aksClusterName"] == "aks-inference-weu-1"
 
 
-def test_offline_preview_refuses_an_invoke_it_does_not_know() -> None:
-    mocks = RecordingMocks()
-    with pytest.raises(NotImplementedError, match="aws:ec2/getAmi:getAmi"):
-        mocks.call(pulumi.runtime.MockCallArgs("aws:ec2/getAmi:getAmi", {}, ""))
-
-
 # ---------------------------------------------------------------- EKS
 
 
@@ -445,22 +438,6 @@ def test_program_reads_config_the_way_the_engine_passes_it(monkeypatch: pytest.M
     # A fresh context: no config set by an earlier run_program, only what the engine's variable carries.
     seen = contextvars.Context().run(runtime_config)
     assert spec_from_config(seen) == spec_from_config(stack_config("prod"))
-
-
-def test_offline_preview_ignores_an_ambient_engine_config(monkeypatch: pytest.MonkeyPatch) -> None:
-    ambient = edited("prod", "driver", lambda d: d.update(version="595.91.07"))
-    monkeypatch.setenv("PULUMI_CONFIG", json.dumps(ambient))
-    run = run_program(stack_config("prod"), "prod")
-    assert by_name(run, NVIDIA_DRIVER)["gpu-gput4"]["spec"]["version"] == "580.173.02"
-    assert json.loads(os.environ["PULUMI_CONFIG"]) == ambient  # restored afterwards
-
-
-def test_the_preview_refuses_two_resources_with_one_name() -> None:
-    mocks = RecordingMocks()
-    args = pulumi.runtime.MockResourceArgs("kubernetes:policy/v1:PodDisruptionBudget", "x", {}, custom=True)
-    mocks.new_resource(args)
-    with pytest.raises(ValueError, match="duplicate resource"):
-        mocks.new_resource(args)
 
 
 def test_capacity_block_generations_split_the_reservation_between_their_node_groups() -> None:
