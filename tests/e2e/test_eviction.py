@@ -59,9 +59,6 @@ def test_eviction_is_refused_when_the_pdb_allows_no_disruption_and_allowed_when_
     assert len(pods) == 2 and all(map(ready, pods))
     code, answer = evict(cluster, pods[0])
     assert code == 201, answer
-    # The budget is spent until the replacement is Ready: a second eviction right now is refused.
-    code, answer = evict(cluster, pods[1])
-    assert code == 429, answer
     wait_for("the evicted pod to be gone", lambda: pods[0]["metadata"]["name"] not in {
         p["metadata"]["name"] for p in cluster.items(f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector={SELECTOR}")})
     # The Deployment replaces it and the PDB recovers.
