@@ -47,6 +47,13 @@ class ClusterPolicyMode(StrEnum):
     EXTERNAL = "external"  # another stack owns the ClusterPolicy; this one never touches it
 
 
+def percent_of(value: str) -> int | None:
+    """The number of a percentage such as ``"25%"`` (0-100, no sign, no spaces), else None: the one grammar
+    for every int-or-percent field, read by the spec and by the capacity arithmetic alike."""
+    match = PERCENT.fullmatch(value)
+    return int(match.group(1)) if match else None
+
+
 def int_or_percent(value: object, what: str) -> int | str:
     if isinstance(value, bool):
         raise ValueError(f"{what} must be an integer or a percentage such as '25%', got {value!r}")
@@ -54,7 +61,7 @@ def int_or_percent(value: object, what: str) -> int | str:
         if value < 0:
             raise ValueError(f"{what} must not be negative, got {value}")
         return value
-    if isinstance(value, str) and PERCENT.fullmatch(value):
+    if isinstance(value, str) and percent_of(value) is not None:
         return value
     raise ValueError(f"{what} must be an integer or a percentage such as '25%', got {value!r}")
 

@@ -35,17 +35,14 @@ assumes an evicted replica fits wherever enough GPUs are free on one node of the
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import get_args
 
+from spec.base import percent_of
 from spec.pools import EksCapacityType, EksUpdateStrategy
 
 IntOrPercent = int | str
-
-_PERCENT = re.compile(r"^(\d+)%$")
-
 
 def scaled_value(value: IntOrPercent, total: int, *, round_up: bool) -> int:
     """An int-or-percent against ``total``: ``"25%"`` of 6 is 2 rounded up, 1 rounded down."""
@@ -57,10 +54,10 @@ def scaled_value(value: IntOrPercent, total: int, *, round_up: bool) -> int:
         if value < 0:
             raise ValueError(f"expected a non-negative integer, got {value}")
         return value
-    match = _PERCENT.match(value.strip()) if isinstance(value, str) else None
-    if match is None:
-        raise ValueError(f"expected an integer or a percentage such as '25%', got {value!r}")
-    scaled = int(match.group(1)) * total / 100
+    percent = percent_of(value) if isinstance(value, str) else None
+    if percent is None:
+        raise ValueError(f"expected an integer or a percentage from 0% to 100% such as '25%', got {value!r}")
+    scaled = percent * total / 100
     return math.ceil(scaled) if round_up else math.floor(scaled)
 
 

@@ -267,3 +267,14 @@ def test_node_group_without_surge_uses_the_same_disruption_arithmetic():
     assert take_nodes_out(pool, chat, node_group_unavailable(1, None, 3)).safe
     two = take_nodes_out(pool, chat, node_group_unavailable(2, None, 3))
     assert (two.gpus_out, two.spare_gpus, two.below_min) == (16, 8, ("llm-chat",))
+
+
+@pytest.mark.parametrize("value", ["101%", "150%", "-5%", " 25%", "25 %", "025%"])
+def test_capacity_reads_int_or_percent_with_the_specs_one_grammar(value: str) -> None:
+    # One grammar: what the spec refuses (maxUnavailable, minAvailable, maxSurge), the arithmetic refuses too.
+    from spec.base import int_or_percent
+
+    with pytest.raises(ValueError, match="percentage"):
+        int_or_percent(value, "maxUnavailable")
+    with pytest.raises(ValueError, match="0% to 100%"):
+        scaled_value(value, 10, round_up=True)
