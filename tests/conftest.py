@@ -13,7 +13,9 @@ from spec.load import read_stack_file
 
 PROJECT_DIR = SOURCE_DIR  # the checkout under test, whatever the current folder
 EXAMPLE_STACKS = ("canary", "prod", "eks-canary", "eks-prod", "existing-canary", "existing-prod")
-SHARED_CRDS = PROJECT_DIR.parent / "shared" / "reference" / "crds"
+# The GPU Operator's CRDs travel with the tests (provenance and licence in the folder's PROVENANCE.md).
+OPERATOR_CRDS = PROJECT_DIR / "tests" / "data" / "crds"
+SHARED_CRDS = OPERATOR_CRDS / "v26.7.0"  # the release the examples pin
 
 
 def stack_config(stack: str) -> dict[str, str]:

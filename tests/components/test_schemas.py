@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import copy
 from pathlib import Path
 from typing import Any
@@ -12,17 +14,15 @@ import pytest
 import yaml
 
 from preview.run import ProgramRun, run_program
-from tests.conftest import EXAMPLE_STACKS, SHARED_CRDS, edited
+from tests.conftest import EXAMPLE_STACKS, OPERATOR_CRDS, edited
 
 KUBERNETES_VERSION = "1.33.0"
-# Operator release -> folder of its CRD copies (see shared/reference/crds/PROVENANCE.md).
-CRD_DIRS = {"v26.7.0": "", "v26.3.3": "v26.3.3", "v25.10.1": "v25.10.1"}
-
-needs_crds = pytest.mark.skipif(not SHARED_CRDS.is_dir(), reason="shared/reference/crds is not beside this checkout")
+# Operator releases whose CRDs travel with the tests (tests/data/crds/PROVENANCE.md).
+CRD_RELEASES = ("v26.7.0", "v26.3.3", "v25.10.1")
 
 
 def _crd_schema(operator: str, plural: str) -> dict[str, Any]:
-    path = SHARED_CRDS / CRD_DIRS[operator] / f"nvidia.com_{plural}.yaml"
+    path = OPERATOR_CRDS / operator / f"nvidia.com_{plural}.yaml"
     document = yaml.safe_load(Path(path).read_text())
     (version,) = [v for v in document["spec"]["versions"] if v.get("storage")]
     return version["schema"]["openAPIV3Schema"]
@@ -60,8 +60,7 @@ def _nvidia_drivers(run: ProgramRun) -> list[dict[str, Any]]:
     ]
 
 
-@needs_crds
-@pytest.mark.parametrize("operator", sorted(CRD_DIRS))
+@pytest.mark.parametrize("operator", sorted(CRD_RELEASES))
 def test_nvidia_drivers_validate_against_the_operator_crd(operator: str) -> None:
     run = run_program(edited("prod", "gpuOperator", lambda o: o.update(chartVersion=operator)), "prod")
     drivers = _nvidia_drivers(run)
@@ -76,7 +75,6 @@ def test_nvidia_drivers_validate_against_the_operator_crd(operator: str) -> None
             assert set(driver["spec"]["upgradePolicy"]) <= set(known["upgradePolicy"]["properties"])
 
 
-@needs_crds
 def test_crd_schema_knows_pod_deletion_and_rejects_bad_values(rendered: dict[str, ProgramRun]) -> None:
     (driver, *_) = _nvidia_drivers(rendered["prod"])
     policy = driver["spec"]["upgradePolicy"]
@@ -90,7 +88,6 @@ def test_crd_schema_knows_pod_deletion_and_rejects_bad_values(rendered: dict[str
         _validate(driver, schema)
 
 
-@needs_crds
 def test_cluster_policy_patch_validates_against_the_crd(rendered: dict[str, ProgramRun]) -> None:
     (patch,) = rendered["prod"].of_type("kubernetes:nvidia.com/v1:ClusterPolicyPatch")
     spec_schema = _crd_schema("v26.7.0", "clusterpolicies")["properties"]["spec"]["properties"]
@@ -100,3 +97,14 @@ def test_cluster_policy_patch_validates_against_the_crd(rendered: dict[str, Prog
         assert set(value) <= set(spec_schema[section]["properties"]), section
     upgrade = patch.inputs["spec"]["driver"]["upgradePolicy"]
     assert set(upgrade) <= set(spec_schema["driver"]["properties"]["upgradePolicy"]["properties"])
+
+
+def test_the_crd_copies_are_the_ones_their_provenance_names() -> None:
+    import hashlib
+
+    notes = (OPERATOR_CRDS / "PROVENANCE.md").read_text()
+    listed = dict(re.findall(r"^\| (v[\d.]+/nvidia\.com_\w+\.yaml) \| ([0-9a-f]{64}) \|$", notes, re.MULTILINE))
+    files = {str(p.relative_to(OPERATOR_CRDS)): p for p in OPERATOR_CRDS.glob("*/*.yaml")}
+    assert set(listed) == set(files) and len(files) == 2 * len(CRD_RELEASES)
+    for name, path in files.items():
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == listed[name], name

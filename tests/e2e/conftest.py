@@ -19,7 +19,7 @@ from tests.e2e.controlplane import ControlPlane, Rest, kubeconfig_document, miss
 from tests.e2e.pulumi_cli import Pulumi, make_policy_launcher, make_project
 from tests.e2e.pulumi_cli import missing_tools as missing_pulumi_tools
 
-CRD_DIR = Path(__file__).parent / "crds"
+CRD_DIR = Path(__file__).parent.parent / "data" / "crds" / "v26.7.0"  # provenance: tests/data/crds
 CONTEXT = "kwok-lab"  # the test cluster's context: not the one the example stacks declare
 STACKS = ("existing-canary", "existing-prod")
 
