@@ -181,7 +181,8 @@ def config_strings(stack_yaml: Mapping[str, Any]) -> dict[str, str]:
         if isinstance(value, str):
             out[str(key)] = value
         elif isinstance(value, (Mapping, list)):
-            out[str(key)] = json.dumps(value)
+            # As the Pulumi CLI writes structured config for a program: Go's json.Marshal (compact, keys sorted).
+            out[str(key)] = json.dumps(value, separators=(",", ":"), sort_keys=True)
         elif isinstance(value, bool):
             out[str(key)] = "true" if value else "false"
         else:

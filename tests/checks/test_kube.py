@@ -59,7 +59,7 @@ def test_forbidden_names_the_missing_permission(prod: FakeKube, kube: k.Kube) ->
 def test_missing_crd_is_reported_as_absent(prod: FakeKube, kube: k.Kube) -> None:
     prod.served.discard("nvidiadrivers")
     assert kube.list_optional(k.NVIDIA_DRIVERS) is None
-    assert kube.list_optional(k.CLUSTER_POLICIES) is not None
+    assert [p["metadata"]["name"] for p in kube.list_optional(k.CLUSTER_POLICIES) or []] == ["cluster-policy"]
 
 
 def test_bad_kubeconfig_and_context_are_config_errors(tmp_path: Path, kubeconfig: Path) -> None:

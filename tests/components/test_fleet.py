@@ -257,7 +257,10 @@ def test_eks_canary_runs_two_generations_side_by_side(rendered: dict[str, Progra
 def test_eks_prod_drops_retired_generations_and_pins_every_release(rendered: dict[str, ProgramRun]) -> None:
     groups = by_name(rendered["eks-prod"], NODE_GROUP)
     assert sorted(groups) == ["gpu-a10g-g4", "gpu-h100-g1", "gpu-l40s-g1", "gpu-l40s-g2"]
-    assert all(g["releaseVersion"] for g in groups.values())
+    assert {n: g["releaseVersion"] for n, g in groups.items()} == {
+        "gpu-a10g-g4": "1.33.5-20251120", "gpu-h100-g1": "1.33.5-20251016",
+        "gpu-l40s-g1": "1.33.5-20251016", "gpu-l40s-g2": "1.33.5-20251120",
+    }
     assert groups["gpu-h100-g1"]["labels"][labels.SKIP_UPGRADE] == "true"
     assert groups["gpu-h100-g1"]["capacityType"] == "CAPACITY_BLOCK"
     assert groups["gpu-a10g-g4"]["labels"][labels.GENERATION] == "4"

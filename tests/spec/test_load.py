@@ -202,7 +202,7 @@ def test_cluster_needs_fields_of_its_cloud() -> None:
 
 def test_image_owned_pools_need_generations() -> None:
     config = edited("eks-prod", "nodePools", lambda pools: pools[0].pop("generations"))
-    assert_problem(config, "gpu-driver-upgrade:nodePools[0].generations", "generations")
+    assert_problem(config, "gpu-driver-upgrade:nodePools[0].generations", "image-owned pools move by generations")
 
 
 def test_newest_generation_cannot_be_retired() -> None:
@@ -241,10 +241,15 @@ def test_model_counts_must_be_positive(field: str, value: int) -> None:
     assert_problem(config, f"gpu-driver-upgrade:models[0].{field}", "greater than 0")
 
 
-@pytest.mark.parametrize("bad", ["half", "150%", 1.5, -1, "", True, "-10%"])
-def test_min_available_is_an_int_or_a_percentage(bad: object) -> None:
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [("half", "an integer or a percentage"), ("150%", "an integer or a percentage"), (1.5, "an integer or a percentage"),
+     (-1, "must not be negative"), ("", "an integer or a percentage"), (True, "an integer or a percentage"),
+     ("-10%", "an integer or a percentage")],
+)
+def test_min_available_is_an_int_or_a_percentage(bad: object, reason: str) -> None:
     config = edited("prod", "models", lambda models: models[0].update(minAvailable=bad))
-    assert_problem(config, "gpu-driver-upgrade:models[0].minAvailable", "minAvailable")
+    assert_problem(config, "gpu-driver-upgrade:models[0].minAvailable", reason, repr(bad) if reason != "must not be negative" else "-1")
 
 
 @pytest.mark.parametrize("zero", [0, "0%"])
@@ -273,10 +278,13 @@ def test_model_labels_must_be_valid() -> None:
 
 
 def test_stack_file_conversion_matches_the_pulumi_cli() -> None:
+    # The Pulumi CLI hands a program structured config as Go's encoding/json writes it: compact, map keys
+    # sorted (json.Marshal of the map); scalars as their YAML text. Written out here, not produced by json.dumps.
     strings = config_strings(
-        {"config": {"p:s": "canary", "p:n": 3, "p:b": True, "p:o": {"a": [1]}, "p:x": {"secure": "AAAB"}}}
+        {"config": {"p:s": "canary", "p:n": 3, "p:b": True, "p:o": {"z": [1, "x"], "a": {"y": 2, "b": None}},
+                    "p:x": {"secure": "AAAB"}}}
     )
-    assert strings == {"p:s": "canary", "p:n": "3", "p:b": "true", "p:o": '{"a": [1]}'}
+    assert strings == {"p:s": "canary", "p:n": "3", "p:b": "true", "p:o": '{"a":{"b":null,"y":2},"z":[1,"x"]}'}
 
 
 def test_unreadable_stack_file(tmp_path: Path) -> None:
@@ -312,7 +320,7 @@ def test_names_with_newlines_are_refused(bad: str) -> None:
 @pytest.mark.parametrize("bad", ["25%\n", "1\n"])
 def test_min_available_with_a_newline_is_refused(bad: str) -> None:
     config = edited("prod", "models", lambda models: models[0].update(minAvailable=bad))
-    assert_problem(config, "gpu-driver-upgrade:models[0].minAvailable", "minAvailable")
+    assert_problem(config, "gpu-driver-upgrade:models[0].minAvailable", "an integer or a percentage", repr(bad))
 
 
 def test_capacity_block_needs_a_launch_template() -> None:
