@@ -1,7 +1,7 @@
 """Capacity arithmetic for a driver rollout: how many nodes may go down at once, and what that costs.
 
 Pure functions over plain numbers, shared by the policy pack (planned capacity from the config), the
-live preflight check (measured capacity from the nodes) and the simulator. No Pulumi, no Kubernetes.
+live preflight check (measured capacity from the nodes) and watch. No Pulumi, no Kubernetes.
 
 Resolving settings
   ``scaled_value(value, total, round_up=)``     int-or-percent -> int, as Kubernetes' intstr does
