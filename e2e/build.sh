@@ -4,7 +4,7 @@
 # caches ($(go env GOMODCACHE), $(go env GOCACHE)) keep the rest. Nothing but the Go module proxy is used.
 #
 #   e2e/build.sh            build whatever is missing
-#   e2e/build.sh kube pulumi build (or refresh) only these groups: kube kwok pulumi provider
+#   e2e/build.sh kube pulumi build (or refresh) only these groups: kube kwok pulumi provider actionlint
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -28,6 +28,7 @@ PULUMI_VERSION=v3.274.1
 PROVIDER_VERSION=v4.25.0                                   # the release whose commit this pseudo-version is:
 PROVIDER_MODULE_VERSION=v4.0.0-20260115033456-f47bc2d6f199
 KWOK_VERSION=v0.8.0
+ACTIONLINT_VERSION=v1.7.12
 
 mod_version() { # module dir, module path -> the version go.mod requires
     (cd "$tools/$1" && go list -m -f '{{.Version}}' "$2")
@@ -116,14 +117,24 @@ build_provider() {
         -o "$bin/pulumi-resource-kubernetes" .)
 }
 
+build_actionlint() {
+    check_pin actionlint github.com/rhysd/actionlint "$ACTIONLINT_VERSION"
+    fresh actionlint actionlint && return 0
+    step "actionlint $ACTIONLINT_VERSION"
+    (cd "$tools/actionlint" && "${GOBUILD[@]}" \
+        -ldflags "-s -w -X github.com/rhysd/actionlint.version=$ACTIONLINT_VERSION" \
+        -o "$bin/actionlint" github.com/rhysd/actionlint/cmd/actionlint)
+}
+
 groups=("$@")
-[ ${#groups[@]} -gt 0 ] || groups=(kube kwok pulumi provider)
+[ ${#groups[@]} -gt 0 ] || groups=(kube kwok pulumi provider actionlint)
 for g in "${groups[@]}"; do
     case "$g" in
         kube) build_kube ;;
         kwok) build_kwok ;;
         pulumi) build_pulumi ;;
         provider) build_provider ;;
-        *) echo "e2e/build.sh: unknown group $g (kube kwok pulumi provider)" >&2; exit 2 ;;
+        actionlint) build_actionlint ;;
+        *) echo "e2e/build.sh: unknown group $g (kube kwok pulumi provider actionlint)" >&2; exit 2 ;;
     esac
 done
