@@ -8,9 +8,10 @@ unknown keys, so a typo fails the load instead of being ignored. The parts live 
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Self
 
-from pydantic import Field, StrictBool, field_validator, model_validator
+from pydantic import Field, StrictBool, StrictInt, field_validator, model_validator
 
 from spec import compat
 from spec.base import (
@@ -30,6 +31,7 @@ from spec.base import (
     check_label_map,
     int_or_percent,
     kubernetes_name,
+    percent_of,
 )
 from spec.operator import Drain, GpuOperator, PodDeletion, UpgradePolicy, WaitForCompletion
 from spec.pools import AksPool, EksPool, ExistingPool, Generation, LaunchTemplate, NodePool, PoolRollout
@@ -40,7 +42,8 @@ __all__ = [
     "PROJECT", "AksCluster", "AksPool", "Cloud", "Cluster", "ClusterPolicyMode", "Drain", "Driver", "DriverOwner",
     "EksCluster", "EksPool", "ExistingCluster", "ExistingPool", "FleetSpec", "Generation", "GpuOperator", "LaunchTemplate", "LocatedError", "Model",
     "NodePool", "NonNegativeInt", "PodDeletion", "PoolRollout", "PositiveInt", "Promotion", "Stage",
-    "UpgradePolicy", "Validation", "WaitForCompletion", "int_or_percent", "kubernetes_name",
+    "UpgradePolicy", "Validation", "ValidationBaseline", "ValidationCache", "ValidationTolerance",
+    "WaitForCompletion", "int_or_percent", "kubernetes_name",
 ]
 
 
@@ -139,13 +142,138 @@ class Model(SpecModel):
         return value
 
 
-class Validation(SpecModel):
-    """Settings of the post-upgrade validation job (consumed by `gpu-rollout verify`)."""
+# ---------------------------------------------------------------- validation (issue 10; docs/validation.md)
 
-    image: str = Field(min_length=1)
-    model: str = Field(min_length=1, description="Small model the job loads.")
-    prompt: str = "Say hello."
-    minTokensPerSecond: Annotated[float, Field(gt=0)] = 20.0
+PositiveNumber = Annotated[float, Field(gt=0)]
+SHA256_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def _absolute_path(value: str, what: str) -> str:
+    parts = value.split("/")
+    if not value.startswith("/") or ".." in parts or "" in parts[1:]:
+        raise ValueError(f"{what} '{value}' must be an absolute path without '..' or empty parts, e.g. /models/qwen")
+    return value
+
+
+class ValidationCache(SpecModel):
+    """A volume that already holds the validation model's weights: nothing is downloaded at validation time."""
+
+    claimName: str | None = Field(
+        None,
+        description="PersistentVolumeClaim in the validation namespace (gpu-validation-<stage>), mounted read-only; "
+        "ReadOnlyMany or ReadWriteMany, since every node of the pool mounts it.",
+    )
+    hostPath: str | None = Field(None, description="Node-local cache directory, mounted read-only.")
+    mountPath: str = Field("/models", description="Where the volume appears in the validation pod.")
+
+    @field_validator("claimName")
+    @classmethod
+    def _claim(cls, value: str | None) -> str | None:
+        if value is not None and not DNS_LABEL.fullmatch(value):
+            raise ValueError(f"'{value}' is not a valid PersistentVolumeClaim name (lowercase letters, digits, '-')")
+        return value
+
+    @field_validator("hostPath", "mountPath")
+    @classmethod
+    def _paths(cls, value: str | None) -> str | None:
+        return None if value is None else _absolute_path(value, "path")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        if (self.claimName is None) == (self.hostPath is None):
+            raise at(("claimName",), "give exactly one of claimName (a PersistentVolumeClaim) or hostPath")
+        return self
+
+
+class ValidationBaseline(SpecModel):
+    """What a pool measured on a driver it ran clean on: the job's own result, copied from a passing run."""
+
+    timeToFirstTokenSeconds: PositiveNumber = Field(description="Median time to first token, seconds.")
+    tokensPerSecond: PositiveNumber = Field(description="Median decode tokens per second of one request.")
+    tokenDigest: str | None = Field(
+        None, description="sha256:<hex> of the greedy completion of the fixed prompt; checked when set."
+    )
+    recordedOn: DriverVersion | None = Field(None, description="Driver the baseline was measured on (a record).")
+
+    @field_validator("tokenDigest")
+    @classmethod
+    def _digest(cls, value: str | None) -> str | None:
+        if value is not None and not SHA256_DIGEST.fullmatch(value):
+            raise ValueError(f"'{value}' is not a digest: write sha256: and 64 lowercase hex digits, as a result shows it")
+        return value
+
+
+class ValidationTolerance(SpecModel):
+    timeToFirstToken: str = Field("50%", description="How much slower than the baseline the first token may be.")
+    tokensPerSecond: str = Field("10%", description="How much below the baseline tokens per second may fall.")
+
+    @field_validator("timeToFirstToken", "tokensPerSecond", mode="before")
+    @classmethod
+    def _percent(cls, value: object) -> str:
+        if not isinstance(value, str) or percent_of(value) is None:
+            raise ValueError(f"must be a percentage from 0% to 100%, such as '10%', got {value!r}")
+        return value
+
+
+class Validation(SpecModel):
+    """The post-upgrade validation job (components/validation.py, workload/): every node of a released pool, once
+    per driver version, right after its upgrade. Results are read by `gpu-rollout verify`."""
+
+    image: str = Field(min_length=1, description="Serving image (vLLM) with an explicit tag or digest.")
+    model: str = Field(min_length=1, description="Name the server serves the model under (--served-model-name).")
+    modelPath: str = Field(description="Absolute path of the weights in the pod: in the image or the cache volume.")
+    cacheVolume: ValidationCache | None = Field(None, description="Volume holding the weights; none: in the image.")
+    prompt: str = Field("Say hello.", min_length=1, description="Fixed prompt, decoded greedily.")
+    maxTokens: Annotated[StrictInt, Field(gt=0, le=4096)] = Field(64, description="Tokens per request.")
+    requests: Annotated[StrictInt, Field(gt=0, le=20)] = Field(3, description="Timed requests after one warm-up.")
+    minTokensPerSecond: PositiveNumber = Field(20.0, description="Floor for tokens per second, with or without a baseline.")
+    baselines: dict[str, ValidationBaseline] = Field(default_factory=dict, description="Per pool name.")
+    tolerance: ValidationTolerance = ValidationTolerance()
+    serverArgs: list[str] = Field(default_factory=list, description="Extra arguments to `vllm serve`.")
+    startupTimeoutSeconds: Annotated[StrictInt, Field(gt=0, le=3600)] = Field(
+        900, description="How long the server may take to load the model."
+    )
+    textfileDirectory: str | None = Field(
+        None, description="Host directory of node-exporter's textfile collector; the job writes its metrics there."
+    )
+
+    @field_validator("image")
+    @classmethod
+    def _pinned_image(cls, value: str) -> str:
+        last = value.rsplit("/", 1)[-1]
+        if "@sha256:" not in value and (":" not in last or last.endswith(":latest")):
+            raise ValueError(f"image '{value}' must carry an explicit tag or digest, not latest")
+        return value
+
+    @field_validator("modelPath")
+    @classmethod
+    def _model_path(cls, value: str) -> str:
+        return _absolute_path(value, "modelPath")
+
+    @field_validator("textfileDirectory")
+    @classmethod
+    def _textfile(cls, value: str | None) -> str | None:
+        return None if value is None else _absolute_path(value, "textfileDirectory")
+
+    @field_validator("serverArgs")
+    @classmethod
+    def _server_args(cls, value: list[str]) -> list[str]:
+        owned = {"--host", "--port", "--served-model-name", "--model"}
+        for arg in value:
+            if arg.split("=", 1)[0] in owned:
+                raise ValueError(f"'{arg}' is set by the job itself (it serves modelPath as model on loopback)")
+        return value
+
+    @model_validator(mode="after")
+    def _weights_in_the_cache(self) -> Self:
+        cache = self.cacheVolume
+        if cache is not None and not self.modelPath.startswith(cache.mountPath.rstrip("/") + "/"):
+            raise at(
+                ("modelPath",),
+                f"'{self.modelPath}' is not under cacheVolume.mountPath '{cache.mountPath}': the weights would not "
+                "come from the cache volume",
+            )
+        return self
 
 
 class Promotion(SpecModel):
@@ -169,7 +297,16 @@ class FleetSpec(SpecModel):
         self._check_driver_versions()
         self._check_pools()
         self._check_models()
+        self._check_validation()
         return self
+
+    def _check_validation(self) -> None:
+        if self.validation is None:
+            return
+        pools = {pool.name for pool in self.nodePools}
+        for name in self.validation.baselines:
+            if name not in pools:
+                raise at(("validation", "baselines", name), f"names no pool of this stack ({', '.join(sorted(pools))})")
 
     def _check_driver_versions(self) -> None:
         if is_branch_only(self.driver.version) and not (

@@ -1,0 +1,71 @@
+"""The `validation` block: what the job needs is required, each bad value is refused at its own key."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from spec.load import SpecError, spec_from_config
+from tests.conftest import edited
+
+KEY = "gpu-driver-upgrade:validation"
+
+
+def _problems(edit: Callable[[dict], object]) -> dict[str, str]:
+    with pytest.raises(SpecError) as caught:
+        spec_from_config(edited("existing-canary", "validation", edit))
+    return {p.path: p.message for p in caught.value.problems}
+
+
+def test_the_example_block_loads_with_its_defaults() -> None:
+    spec = spec_from_config(edited("existing-canary", "validation", lambda v: None))
+    validation = spec.validation
+    assert validation is not None
+    assert validation.modelPath == "/models/Qwen2.5-0.5B-Instruct"
+    assert validation.cacheVolume is not None and validation.cacheVolume.claimName == "validation-models"
+    assert (validation.maxTokens, validation.requests, validation.startupTimeoutSeconds) == (64, 3, 900)
+    assert (validation.tolerance.timeToFirstToken, validation.tolerance.tokensPerSecond) == ("50%", "10%")
+    assert validation.baselines == {}
+
+
+def test_a_baseline_per_pool_loads() -> None:
+    digest = "sha256:" + "ab" * 32
+    spec = spec_from_config(edited("existing-canary", "validation", lambda v: v.update(baselines={
+        "l40s-canary": {"timeToFirstTokenSeconds": 0.05, "tokensPerSecond": 180, "tokenDigest": digest,
+                        "recordedOn": "570.195.03"}})))
+    assert spec.validation is not None
+    baseline = spec.validation.baselines["l40s-canary"]
+    assert (baseline.tokensPerSecond, baseline.tokenDigest, baseline.recordedOn) == (180, digest, "570.195.03")
+
+
+@pytest.mark.parametrize(("edit", "key", "reason"), [
+    (lambda v: v.pop("modelPath"), "modelPath", "required key is missing"),
+    (lambda v: v.update(image="vllm/vllm-openai"), "image", "explicit tag or digest"),
+    (lambda v: v.update(image="vllm/vllm-openai:latest"), "image", "not latest"),
+    (lambda v: v.update(modelPath="Qwen/Qwen2.5-0.5B-Instruct"), "modelPath", "absolute path"),
+    (lambda v: v.update(modelPath="/models/../etc"), "modelPath", "absolute path"),
+    (lambda v: v.update(modelPath="/opt/qwen"), "modelPath", "not under cacheVolume.mountPath '/models'"),
+    (lambda v: v.update(cacheVolume={"claimName": "a", "hostPath": "/var/lib/models"}), "cacheVolume.claimName",
+     "exactly one of claimName"),
+    (lambda v: v.update(cacheVolume={}), "cacheVolume.claimName", "exactly one of claimName"),
+    (lambda v: v.update(cacheVolume={"claimName": "Models_1"}), "cacheVolume.claimName", "not a valid"),
+    (lambda v: v.update(tolerance={"tokensPerSecond": 0.1}), "tolerance.tokensPerSecond", "a percentage"),
+    (lambda v: v.update(tolerance={"timeToFirstToken": "150%"}), "tolerance.timeToFirstToken", "a percentage"),
+    (lambda v: v.update(maxTokens=0), "maxTokens", "greater than 0"),
+    (lambda v: v.update(requests="3"), "requests", "valid integer"),
+    (lambda v: v.update(serverArgs=["--port=9000"]), "serverArgs", "set by the job itself"),
+    (lambda v: v.update(textfileDirectory="textfile"), "textfileDirectory", "absolute path"),
+    (lambda v: v.update(baselines={"gpu-l40s": {"timeToFirstTokenSeconds": 0.05, "tokensPerSecond": 180}}),
+     "baselines.gpu-l40s", "names no pool of this stack (l40s-canary)"),
+    (lambda v: v.update(baselines={"l40s-canary": {"timeToFirstTokenSeconds": 0.05, "tokensPerSecond": 180,
+                                                   "tokenDigest": "abc"}}),
+     "baselines.l40s-canary.tokenDigest", "not a digest"),
+    (lambda v: v.update(baselines={"l40s-canary": {"timeToFirstTokenSeconds": 0, "tokensPerSecond": 180}}),
+     "baselines.l40s-canary.timeToFirstTokenSeconds", "greater than 0"),
+    (lambda v: v.update(minTokensPerSecnd=40), "minTokensPerSecnd", "unknown key"),
+])
+def test_a_bad_value_is_refused_at_its_key(edit: Callable[[dict], object], key: str, reason: str) -> None:
+    problems = _problems(edit)
+    assert f"{KEY}.{key}" in problems, problems
+    assert reason in problems[f"{KEY}.{key}"]
