@@ -5,13 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from spec import labels
+from spec import resource_facts as rf
 from spec.versions import is_branch_only
 
 
 def _upgrade_policy(policy: dict[str, Any] | None) -> str:
+    """An upgradePolicy in the CRD's spelling (chart values go through ``rf.crd_upgrade_policy`` first)."""
     if not policy:
         return "-"
-    deletion = policy.get("podDeletion") or policy.get("gpuPodDeletion") or {}
+    deletion = policy.get("podDeletion") or {}
     drain = policy.get("drain") or {}
     wait = policy.get("waitForCompletion") or {}
     parts = [
@@ -42,7 +44,7 @@ def _skip(node_labels: dict[str, str] | None) -> str:
 
 def review_fields(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, str]]:
     """(field, value) pairs for the plan table; unknown types show nothing beyond their name."""
-    if type_token == "azure-native:containerservice:AgentPool":
+    if type_token == rf.AKS_POOL:
         settings = inputs.get("upgradeSettings") or {}
         return [
             ("vm", f"{inputs.get('vmSize')} x{inputs.get('count')}"),
@@ -54,7 +56,7 @@ def review_fields(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, st
                 f"soak={settings.get('nodeSoakDurationInMinutes')}m",
             ),
         ]
-    if type_token == "aws:eks/nodeGroup:NodeGroup":
+    if type_token == rf.EKS_NODE_GROUP:
         update = inputs.get("updateConfig") or {}
         scaling = inputs.get("scalingConfig") or {}
         return [
@@ -63,14 +65,14 @@ def review_fields(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, st
             ("rollout", _skip(inputs.get("labels"))),
             ("updateConfig", f"maxUnavailable={update.get('maxUnavailable')}, strategy={update.get('updateStrategy')}"),
         ]
-    if type_token == "kubernetes:nvidia.com/v1alpha1:NVIDIADriver":
+    if type_token == rf.NVIDIA_DRIVER:
         spec = inputs.get("spec") or {}
         return [
             ("driver", _driver(spec.get("image"), spec.get("version"), spec.get("usePrecompiled"))),
             ("nodeSelector", ", ".join(f"{k}={v}" for k, v in (spec.get("nodeSelector") or {}).items())),
             ("upgradePolicy", _upgrade_policy(spec.get("upgradePolicy"))),
         ]
-    if type_token == "kubernetes:nvidia.com/v1:ClusterPolicyPatch":
+    if type_token == rf.CLUSTER_POLICY_PATCH:
         spec = inputs.get("spec") or {}
         driver = spec.get("driver") or {}
         return [
@@ -79,16 +81,16 @@ def review_fields(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, st
             ("upgradePolicy", _upgrade_policy(driver.get("upgradePolicy"))),
             ("toolkit/devicePlugin", f"{(spec.get('toolkit') or {}).get('enabled')}/{(spec.get('devicePlugin') or {}).get('enabled')}"),
         ]
-    if type_token == "kubernetes:helm.sh/v3:Release":
+    if type_token == rf.HELM_RELEASE:
         values = inputs.get("values") or {}
         driver = values.get("driver") or {}
         return [
             ("chart", f"{inputs.get('chart')} {inputs.get('version')} in {inputs.get('namespace')}"),
             ("driver", f"enabled={driver.get('enabled')} " + _driver(None, driver.get("version", "-"), driver.get("usePrecompiled"))),
-            ("upgradePolicy", _upgrade_policy(driver.get("upgradePolicy"))),
+            ("upgradePolicy", _upgrade_policy(rf.crd_upgrade_policy(driver.get("upgradePolicy")))),
             ("toolkit/devicePlugin", f"{(values.get('toolkit') or {}).get('enabled')}/{(values.get('devicePlugin') or {}).get('enabled')}"),
         ]
-    if type_token == "kubernetes:policy/v1:PodDisruptionBudget":
+    if type_token == rf.PDB:
         meta = inputs.get("metadata") or {}
         spec = inputs.get("spec") or {}
         selector = (spec.get("selector") or {}).get("matchLabels") or {}
@@ -98,11 +100,11 @@ def review_fields(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, st
             ("minAvailable", f"{spec.get('minAvailable')} of {replicas} replicas"),
             ("selector", ", ".join(f"{k}={v}" for k, v in selector.items())),
         ]
-    if type_token == "pulumi:providers:kubernetes":
+    if type_token == rf.KUBERNETES_PROVIDER:
         kubeconfig = inputs.get("kubeconfig")
         source = "kubeconfig [secret]" if kubeconfig == "[secret]" else f"kubeconfig {kubeconfig or '$KUBECONFIG'}"
         return [("cluster", f"{source}, context {inputs.get('context') or '(the kubeconfig current-context)'}")]
-    if type_token == "kubernetes:core/v1:ConfigMap":
+    if type_token == rf.CONFIG_MAP:
         meta = inputs.get("metadata") or {}
         data = inputs.get("data") or {}
         return [("record", f"{meta.get('namespace')}/{meta.get('name')}"), ("data", ", ".join(f"{k}={v}" for k, v in data.items()))]

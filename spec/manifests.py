@@ -1,15 +1,17 @@
 """Pure builders: the Kubernetes objects, labels and values the components send, from a FleetSpec.
 
 No Pulumi here. Components wrap these in resources; policy rules and tests read the same shapes, so
-what is reviewed in a plan is exactly what `pulumi up` sends.
+what is reviewed in a plan is exactly what `pulumi up` sends. The facts the policy pack reads back (pool
+labels, driver and PDB annotations, records, cloud pool tags) are derived from the spec here and written
+through ``spec.resource_facts``, which owns their encoding and decoding.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from spec import labels
+from spec import resource_facts as rf
 from spec.model import PROJECT, Cloud, DriverOwner, FleetSpec, Generation, Model, NodePool, kubernetes_name
 
 CLUSTER_POLICY_NAME = "cluster-policy"
@@ -22,20 +24,27 @@ CLUSTER_POLICY_API = "nvidia.com/v1"
 # ---------------------------------------------------------------- node pools
 
 
+def pool_facts(spec: FleetSpec, pool: NodePool, generation: Generation | None = None) -> rf.PoolFacts:
+    """What every node of the pool (of one generation of it) carries: its rollout and declared hardware."""
+    return rf.PoolFacts(
+        pool=pool.name,
+        role=pool.role,
+        wave=pool.rollout.wave,
+        held=spec.pool_held(pool),
+        gpu_product=pool.gpuProduct,
+        gpus_per_node=pool.gpusPerNode,
+        nvswitch=pool.nvswitch,
+        os=declared_pool_os(pool),
+        fabric_manager=fabric_manager_source(spec, pool) if pool.nvswitch else None,
+        fabric_manager_version=pool.fabricManagerVersion if pool.nvswitch else None,
+        generation=generation.id if generation is not None else None,
+        image_driver=generation.driverVersion if generation is not None else None,
+    )
+
+
 def pool_labels(spec: FleetSpec, pool: NodePool, generation: Generation | None = None) -> dict[str, str]:
     """Node labels every node of the pool carries; a held pool also carries the operator's skip label."""
-    node_labels = {
-        labels.POOL: pool.name,
-        labels.ROLE: pool.role,
-        labels.WAVE: str(pool.rollout.wave),
-    }
-    if generation is not None:
-        node_labels[labels.GENERATION] = str(generation.id)
-        node_labels[labels.POOL_IMAGE_DRIVER] = generation.driverVersion
-    if spec.pool_held(pool):
-        node_labels[labels.SKIP_UPGRADE] = "true"
-    node_labels.update(pool_fact_labels(spec, pool))
-    return node_labels
+    return rf.pool_labels(pool_facts(spec, pool, generation))
 
 
 def fabric_manager_source(spec: FleetSpec, pool: NodePool) -> str:
@@ -43,23 +52,6 @@ def fabric_manager_source(spec: FleetSpec, pool: NodePool) -> str:
     if pool.fabricManager is not None:
         return pool.fabricManager
     return "driver-container" if spec.driver.owner == DriverOwner.OPERATOR else "image"
-
-
-def pool_fact_labels(spec: FleetSpec, pool: NodePool) -> dict[str, str]:
-    """The pool's declared hardware as node labels: what the policy pack checks compatibility against."""
-    facts = {
-        labels.POOL_GPU_PRODUCT: pool.gpuProduct,
-        labels.POOL_GPUS_PER_NODE: str(pool.gpusPerNode),
-        labels.POOL_NVSWITCH: "true" if pool.nvswitch else "false",
-    }
-    declared_os = declared_pool_os(pool)
-    if declared_os is not None:
-        facts[labels.POOL_OS] = declared_os
-    if pool.nvswitch:
-        facts[labels.POOL_FABRIC_MANAGER] = fabric_manager_source(spec, pool)
-        if pool.fabricManagerVersion is not None:
-            facts[labels.POOL_FABRIC_MANAGER_VERSION] = pool.fabricManagerVersion
-    return facts
 
 
 def declared_pool_os(pool: NodePool) -> str | None:
@@ -71,18 +63,19 @@ def declared_pool_os(pool: NodePool) -> str | None:
     return None
 
 
+def driver_notes(spec: FleetSpec, pool: NodePool | None = None) -> rf.DriverNotes:
+    """Facts the policy pack needs on the operator's driver objects (ClusterPolicy; NVIDIADriver: ``pool``)."""
+    return rf.DriverNotes(
+        stage=spec.stage,
+        operator_version=spec.gpuOperator.chartVersion,
+        target_driver=spec.driver.version,
+        held=spec.pool_held(pool) if pool is not None else None,
+        batch_selectors=tuple(spec.gpuOperator.batchJobSelectors),
+    )
+
+
 def driver_annotations(spec: FleetSpec, pool: NodePool | None = None) -> dict[str, str]:
-    """Facts the policy pack needs on the operator's driver objects (ClusterPolicy, NVIDIADriver)."""
-    notes = {
-        labels.ANNOTATION_STAGE: spec.stage.value,
-        labels.ANNOTATION_OPERATOR_VERSION: spec.gpuOperator.chartVersion,
-        labels.ANNOTATION_TARGET_DRIVER: spec.driver.version,
-    }
-    if pool is not None:
-        notes[labels.ANNOTATION_HELD] = "true" if spec.pool_held(pool) else "false"
-    if spec.gpuOperator.batchJobSelectors:
-        notes[labels.ANNOTATION_BATCH_SELECTORS] = "\n".join(spec.gpuOperator.batchJobSelectors)
-    return notes
+    return rf.driver_annotations(driver_notes(spec, pool))
 
 
 def gpu_taint() -> tuple[str, str, str]:
@@ -95,12 +88,29 @@ def eks_ami_type(spec: FleetSpec, pool: NodePool) -> str | None:
     assert pool.eks is not None
     if pool.eks.amiType is not None:
         return pool.eks.amiType
-    return "AL2023_x86_64_NVIDIA" if spec.driver.owner == DriverOwner.IMAGE else None
+    return rf.EKS_NVIDIA_AMI if spec.driver.owner == DriverOwner.IMAGE else None
 
 
 def aks_gpu_driver(spec: FleetSpec) -> str:
     """AKS gpuProfile.driver: "None" whenever the operator owns the driver (two drivers never mix)."""
-    return "None" if spec.driver.owner == DriverOwner.OPERATOR else "Install"
+    return rf.aks_gpu_driver(spec.driver.owner == DriverOwner.OPERATOR)
+
+
+def cloud_pool_tags(
+    spec: FleetSpec, pool: NodePool, deployed_with: Any, generation: Generation | None = None
+) -> dict[str, Any]:
+    """Tags on a cloud pool: its pool, stage, driver owner and change, the record of its replace-only fields
+    as last deployed (``deployed_with``), and an AKS generation's node image with the driver it ships."""
+    node_image = generation.nodeImageVersion if generation is not None else None
+    return rf.pool_tags(rf.PoolTags(
+        pool=pool.name,
+        stage=spec.stage,
+        driver_owner=spec.driver.owner.value,
+        change_ticket=spec.changeTicket,
+        deployed_with=deployed_with,
+        node_image=node_image,
+        image_driver=generation.driverVersion if generation is not None and node_image else None,
+    ))
 
 
 def pool_generations(pool: NodePool) -> list[Generation | None]:
@@ -115,14 +125,14 @@ def _operator_ships_toolkit(spec: FleetSpec) -> bool:
     """The EKS NVIDIA AMIs ship the container toolkit; the operator must not install a second one."""
     if spec.driver.owner != DriverOwner.IMAGE or spec.cluster.cloud != Cloud.EKS:
         return True
-    return not all((eks_ami_type(spec, p) or "").endswith("_NVIDIA") for p in spec.nodePools)
+    return not all(rf.is_nvidia_ami(eks_ami_type(spec, p)) for p in spec.nodePools)
 
 
 def _operator_ships_device_plugin(spec: FleetSpec) -> bool:
     """Bottlerocket's NVIDIA variant also ships the device plugin."""
     if spec.driver.owner != DriverOwner.IMAGE or spec.cluster.cloud != Cloud.EKS:
         return True
-    return not all(eks_ami_type(spec, p) == "BOTTLEROCKET_x86_64_NVIDIA" for p in spec.nodePools)
+    return not all(eks_ami_type(spec, p) == rf.EKS_BOTTLEROCKET_NVIDIA_AMI for p in spec.nodePools)
 
 
 def cluster_policy_spec(spec: FleetSpec) -> dict[str, Any]:
@@ -151,16 +161,10 @@ def cluster_policy_spec(spec: FleetSpec) -> dict[str, Any]:
 def helm_values(spec: FleetSpec) -> dict[str, Any]:
     """The same settings as chart values: the chart renames a few keys (gpuPodDeletion, nvidiaDriverCRD)."""
     crd = cluster_policy_spec(spec)
-    driver = dict(crd["driver"])
-    if driver.get("enabled"):
-        driver["nvidiaDriverCRD"] = {
-            "enabled": driver.pop("useNvidiaDriverCRD"),
-            # From v26.7.0 the chart's default NVIDIADriver (spec.default: true) owns every GPU node no
-            # per-pool NVIDIADriver selects, so no GPU node is left without a driver owner (NVIDIA's
-            # migration guide). Before, it was an ordinary CR that overlapped the per-pool drivers.
-            "deployDefaultCR": spec.gpuOperator.default_driver_is_fallback,
-        }
-        driver["upgradePolicy"] = spec.gpuOperator.upgradePolicy.as_helm_values()
+    # From v26.7.0 the chart's default NVIDIADriver (spec.default: true) owns every GPU node no per-pool
+    # NVIDIADriver selects, so no GPU node is left without a driver owner (NVIDIA's migration guide).
+    # Before, it was an ordinary CR that overlapped the per-pool drivers.
+    driver = rf.helm_driver_values(crd["driver"], deploy_default_cr=spec.gpuOperator.default_driver_is_fallback)
     return {"driver": driver, "toolkit": crd["toolkit"], "devicePlugin": crd["devicePlugin"]}
 
 
@@ -199,7 +203,7 @@ def nvidia_driver_spec(spec: FleetSpec, pool: NodePool) -> dict[str, Any]:
 
 
 def nvidia_driver_labels(spec: FleetSpec, pool: NodePool) -> dict[str, str]:
-    return {labels.POOL: pool.name, labels.ROLE: pool.role, labels.WAVE: str(pool.rollout.wave)}
+    return rf.pool_driver_labels(pool_facts(spec, pool))
 
 
 # ---------------------------------------------------------------- disruption budgets
@@ -209,28 +213,31 @@ def pdb_name(model: Model) -> str:
     return f"{model.name}-pdb"
 
 
+def model_facts(spec: FleetSpec, model: Model) -> rf.ModelFacts:
+    """A model's declared facts, and the stack-wide ones its PDB carries (stage, change, batch selectors)."""
+    return rf.ModelFacts(
+        name=model.name,
+        stage=spec.stage,
+        replicas=model.replicas,
+        gpus_per_replica=model.gpusPerReplica,
+        cuda=model.cudaVersion,
+        image=model.image,
+        pools=tuple(model.nodePools),
+        forward_compat=model.cudaForwardCompat,
+        min_available=model.minAvailable,
+        change_ticket=spec.changeTicket,
+        batch_selectors=tuple(spec.gpuOperator.batchJobSelectors),
+    )
+
+
 def pdb_metadata(spec: FleetSpec, model: Model) -> dict[str, Any]:
     """PDB metadata: the model's declared facts ride along as annotations so the policy pack sees them."""
+    facts = model_facts(spec, model)
     return {
         "name": pdb_name(model),
         "namespace": model.namespace,
-        "labels": {labels.MODEL: model.name},
-        "annotations": {
-            labels.ANNOTATION_STAGE: spec.stage.value,
-            labels.ANNOTATION_REPLICAS: str(model.replicas),
-            labels.ANNOTATION_GPUS_PER_REPLICA: str(model.gpusPerReplica),
-            labels.ANNOTATION_CUDA: model.cudaVersion,
-            labels.ANNOTATION_IMAGE: model.image,
-            labels.ANNOTATION_POOLS: ",".join(model.nodePools),
-            labels.ANNOTATION_FORWARD_COMPAT: "true" if model.cudaForwardCompat else "false",
-            **({labels.ANNOTATION_CHANGE_TICKET: spec.changeTicket} if spec.changeTicket else {}),
-            # Stack-wide, so the policy pack sees the selectors in Helm mode too (a Release has no metadata).
-            **(
-                {labels.ANNOTATION_BATCH_SELECTORS: "\n".join(spec.gpuOperator.batchJobSelectors)}
-                if spec.gpuOperator.batchJobSelectors
-                else {}
-            ),
-        },
+        "labels": rf.model_labels(facts),
+        "annotations": rf.model_annotations(facts),
     }
 
 
@@ -243,9 +250,14 @@ def pdb_spec(model: Model) -> dict[str, Any]:
 RECORD_NAMESPACE = "kube-system"  # exists in every cluster, before any stack runs
 
 
+def owned_per_pool(spec: FleetSpec) -> bool:
+    """The operator's driver is owned per pool by NVIDIADrivers (useNvidiaDriverCRD)."""
+    return spec.driver.owner == DriverOwner.OPERATOR and spec.gpuOperator.useNvidiaDriverCrd
+
+
 def per_pool_drivers(spec: FleetSpec) -> str:
-    """"true" when the operator's driver is owned per pool by NVIDIADrivers (useNvidiaDriverCRD)."""
-    return "true" if spec.driver.owner == DriverOwner.OPERATOR and spec.gpuOperator.useNvidiaDriverCrd else "false"
+    """"true" when the operator's driver is owned per pool by NVIDIADrivers (the stack output's spelling)."""
+    return "true" if owned_per_pool(spec) else "false"
 
 
 def identity_name(spec: FleetSpec) -> str:
@@ -257,28 +269,31 @@ def identity_metadata(spec: FleetSpec) -> dict[str, Any]:
     return {
         "name": identity_name(spec),
         "namespace": RECORD_NAMESPACE,
-        "labels": {labels.RECORD: labels.RECORD_CLUSTER_IDENTITY},
-        "annotations": {labels.ANNOTATION_STAGE: spec.stage.value},
+        "labels": rf.identity_labels(),
+        "annotations": rf.identity_annotations(spec.stage),
     }
+
+
+def identity_facts(spec: FleetSpec) -> rf.IdentityFacts:
+    """Which cluster this is, as the stack knows it, and what this deployment runs (read back next time as
+    the previous deployment, by the transition rules). The last deployment's facts come from its outputs."""
+    aks, eks = spec.cluster.aks, spec.cluster.eks
+    return rf.IdentityFacts(
+        cluster=spec.cluster.name,
+        cloud=spec.cluster.cloud.value,
+        stage=spec.stage,
+        operator_version=spec.gpuOperator.chartVersion,
+        per_pool_drivers=owned_per_pool(spec),
+        aks_resource_group=aks.resourceGroup if aks is not None else None,
+        aks_cluster_name=aks.clusterName if aks is not None else None,
+        eks_cluster_name=eks.clusterName if eks is not None else None,
+        eks_region=eks.region if eks is not None else None,
+    )
 
 
 def identity_data(spec: FleetSpec) -> dict[str, str]:
     """Which cluster this is, as the stack knows it; the live verbs refuse a cluster whose record differs."""
-    data = {
-        "cluster": spec.cluster.name,
-        "cloud": spec.cluster.cloud.value,
-        "stage": spec.stage.value,
-        # What this deployment runs, read back next time as the previous deployment (transition rules).
-        "operatorVersion": spec.gpuOperator.chartVersion,
-        "perPoolDrivers": per_pool_drivers(spec),
-    }
-    if spec.cluster.aks is not None:
-        data["aksResourceGroup"] = spec.cluster.aks.resourceGroup
-        data["aksClusterName"] = spec.cluster.aks.clusterName
-    if spec.cluster.eks is not None:
-        data["eksClusterName"] = spec.cluster.eks.clusterName
-        data["eksRegion"] = spec.cluster.eks.region
-    return data
+    return rf.identity_data(identity_facts(spec))
 
 
 def pool_record_name(pool: NodePool) -> str:
@@ -291,16 +306,13 @@ def pool_record_metadata(spec: FleetSpec, pool: NodePool) -> dict[str, Any]:
     return {
         "name": pool_record_name(pool),
         "namespace": RECORD_NAMESPACE,
-        "labels": {labels.RECORD: labels.RECORD_POOL, **pool_labels(spec, pool)},
-        "annotations": {
-            labels.ANNOTATION_STAGE: spec.stage.value,
-            labels.ANNOTATION_NODE_SELECTOR: json.dumps(pool.existing.nodeSelector, sort_keys=True),
-        },
+        "labels": rf.pool_record_labels(pool_facts(spec, pool)),
+        "annotations": rf.pool_record_annotations(spec.stage, pool.existing.nodeSelector),
     }
 
 
 def pool_record_data(pool: NodePool) -> dict[str, str]:
-    return {"nodeCount": str(pool.nodeCount)}
+    return rf.pool_record_data(pool.nodeCount)
 
 
 def eks_kubeconfig(cluster_name: str, region: str, endpoint: str, certificate_authority: str) -> dict[str, Any]:

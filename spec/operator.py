@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StrictBool, field_validator
 
+from spec import resource_facts
 from spec.base import ClusterPolicyMode, NonNegativeInt, SpecModel, int_or_percent
 from spec.versions import ChartVersion, chart_key
 
@@ -50,9 +51,7 @@ class UpgradePolicy(SpecModel):
 
     def as_helm_values(self) -> dict[str, object]:
         """The same policy under the chart's value names (``gpuPodDeletion`` for ``podDeletion``)."""
-        values = self.model_dump(mode="json")
-        values["gpuPodDeletion"] = values.pop("podDeletion")
-        return values
+        return resource_facts.helm_upgrade_policy(self.as_crd())
 
 
 class GpuOperator(SpecModel):

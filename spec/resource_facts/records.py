@@ -1,0 +1,112 @@
+"""The cluster-identity record (a ConfigMap): which cluster this is, what this deployment runs and what the
+last one ran; and the stack-wide facts any resource may state (stage, change ticket, batch selectors)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from spec import labels
+from spec.base import Stage
+from spec.resource_facts.drivers import read_batch_selectors
+from spec.resource_facts.values import flag, flag_text, prop, read_stage
+
+
+@dataclass(frozen=True)
+class IdentityFacts:
+    """Which cluster this is and what this deployment runs (data), and what the last one ran (annotations)."""
+
+    cluster: str | None
+    cloud: str | None
+    stage: Stage | None
+    operator_version: str | None
+    per_pool_drivers: bool | None  # the operator's driver owned per pool by NVIDIADrivers
+    aks_resource_group: str | None = None
+    aks_cluster_name: str | None = None
+    eks_cluster_name: str | None = None
+    eks_region: str | None = None
+    previous_operator_version: str | None = None
+    previous_per_pool_drivers: bool | None = None
+    drivers_ran: frozenset[str] = frozenset()  # driver versions the fleet ran as of the last deployment
+
+
+_IDENTITY_DATA = (
+    ("cluster", "cluster"), ("cloud", "cloud"), ("stage", "stage"), ("operatorVersion", "operator_version"),
+    ("perPoolDrivers", "per_pool_drivers"), ("aksResourceGroup", "aks_resource_group"),
+    ("aksClusterName", "aks_cluster_name"), ("eksClusterName", "eks_cluster_name"), ("eksRegion", "eks_region"),
+)
+
+
+def identity_labels() -> dict[str, str]:
+    return {labels.RECORD: labels.RECORD_CLUSTER_IDENTITY}
+
+
+def identity_annotations(stage: Stage) -> dict[str, str]:
+    return {labels.ANNOTATION_STAGE: stage.value}
+
+
+def identity_data(facts: IdentityFacts) -> dict[str, str]:
+    """The record's data, in a fixed order; a cloud's names only on that cloud."""
+    out = {}
+    for key, field in _IDENTITY_DATA:
+        value = getattr(facts, field)
+        if isinstance(value, bool):
+            out[key] = flag_text(value)
+        elif value is not None:
+            out[key] = str(value)
+    return out
+
+
+def previous_deployment_annotations(operator_version: Any, per_pool_drivers: Any, drivers_ran: Any) -> dict[str, Any]:
+    """The last deployment as the identity record states it (values may be the program's outputs): its
+    operator release, its driver mode ("true"/"false") and the drivers it ran (``drivers_ran_text``)."""
+    return {
+        labels.ANNOTATION_PREVIOUS_OPERATOR_VERSION: operator_version,
+        labels.ANNOTATION_PREVIOUS_PER_POOL_DRIVERS: per_pool_drivers,
+        labels.ANNOTATION_DRIVERS_RAN: drivers_ran,
+    }
+
+
+def drivers_ran_text(versions: Iterable[str]) -> str:
+    return ",".join(sorted(set(versions)))
+
+
+def read_drivers_ran(note: Any) -> frozenset[str]:
+    return frozenset(v.strip() for v in note.split(",") if v.strip()) if isinstance(note, str) else frozenset()
+
+
+def read_identity(props: Mapping[str, Any]) -> IdentityFacts:
+    data = props.get("data") or {}
+    notes = prop(props, "metadata", "annotations") or {}
+    values = {field: data.get(key) for key, field in _IDENTITY_DATA}
+    return IdentityFacts(**{
+        **values,
+        "stage": read_stage(values["stage"]),
+        "per_pool_drivers": flag(values["per_pool_drivers"]),
+        "previous_operator_version": notes.get(labels.ANNOTATION_PREVIOUS_OPERATOR_VERSION),
+        "previous_per_pool_drivers": flag(notes.get(labels.ANNOTATION_PREVIOUS_PER_POOL_DRIVERS)),
+        "drivers_ran": read_drivers_ran(notes.get(labels.ANNOTATION_DRIVERS_RAN)),
+    })
+
+
+# ---------------------------------------------------------------- stack-wide statements
+
+def stated_values(props: Mapping[str, Any], annotation: str, tag: str) -> set[str]:
+    """A stack-wide fact as one resource states it: as an annotation (Kubernetes objects) or a tag (cloud pools)."""
+    note = prop(props, "metadata", "annotations", annotation)
+    tagged = prop(props, "tags", tag)
+    return {v for v in (note, tagged) if isinstance(v, str) and v}
+
+
+def stated_stages(props: Mapping[str, Any]) -> set[str]:
+    return stated_values(props, labels.ANNOTATION_STAGE, labels.TAG_STAGE)
+
+
+def stated_change_tickets(props: Mapping[str, Any]) -> set[str]:
+    return stated_values(props, labels.ANNOTATION_CHANGE_TICKET, labels.TAG_CHANGE_TICKET)
+
+
+def stated_batch_selectors(props: Mapping[str, Any]) -> tuple[str, ...]:
+    """The batch selectors a Kubernetes object states (PDBs, the ClusterPolicy patch, NVIDIADrivers)."""
+    return read_batch_selectors(prop(props, "metadata", "annotations"))
