@@ -19,7 +19,7 @@ import pulumi_kubernetes as k8s
 
 from components import previous
 from components.previous import PreviousDeployment
-from spec import labels, manifests
+from spec import manifests, resource_facts
 from spec.model import Cloud, FleetSpec
 
 
@@ -80,14 +80,12 @@ class ClusterIdentity(pulumi.ComponentResource):
             # pack sees a transition (per-pool mode switched on together with an operator upgrade).
             metadata["annotations"] = {
                 **metadata["annotations"],
-                labels.ANNOTATION_PREVIOUS_OPERATOR_VERSION: args.previous.output(
-                    previous.OPERATOR_VERSION, data["operatorVersion"]
+                **resource_facts.previous_deployment_annotations(
+                    operator_version=args.previous.output(previous.OPERATOR_VERSION, data["operatorVersion"]),
+                    per_pool_drivers=args.previous.output(previous.PER_POOL_DRIVERS, data["perPoolDrivers"]),
+                    # A rollback goes back to a driver the fleet ran: rules it already broke give advice.
+                    drivers_ran=args.previous.drivers_ran(),
                 ),
-                labels.ANNOTATION_PREVIOUS_PER_POOL_DRIVERS: args.previous.output(
-                    previous.PER_POOL_DRIVERS, data["perPoolDrivers"]
-                ),
-                # A rollback goes back to a driver the fleet ran: rules it already broke give advice.
-                labels.ANNOTATION_DRIVERS_RAN: args.previous.drivers_ran(),
             }
         self.record = k8s.core.v1.ConfigMap(
             manifests.identity_name(spec),

@@ -15,7 +15,7 @@ import pulumi_kubernetes as k8s
 
 from components.options import child_options
 from components.previous import PreviousDeployment
-from spec import labels, manifests, replacement
+from spec import manifests, replacement
 from spec.model import AksCluster, EksCluster, FleetSpec, NodePool
 from spec.pools import DEFAULT_EKS_DISK_GIB
 
@@ -31,18 +31,6 @@ def _deployed_with(args: GpuPoolArgs, cloud_name: str, planned: dict[str, str]) 
     """The tag the pack compares against: the record of the last deployment, else what this one sends."""
     record = replacement.encode(planned)
     return args.previous.cloud_pool_record(cloud_name, record) if args.previous is not None else record
-
-
-def _cloud_tags(spec: FleetSpec, pool: NodePool) -> dict[str, pulumi.Input[str]]:
-    """Tags on every cloud pool, so a cloud console shows which stack and change own it."""
-    tags: dict[str, pulumi.Input[str]] = {
-        labels.TAG_POOL: pool.name,
-        labels.TAG_STAGE: spec.stage.value,
-        labels.TAG_DRIVER_OWNER: spec.driver.owner.value,
-    }
-    if spec.changeTicket:
-        tags[labels.TAG_CHANGE_TICKET] = spec.changeTicket
-    return tags
 
 
 _AKS_API_VERSION_TYPE = re.compile(r"^azure-native:containerservice/v[0-9a-z]+:AgentPool$")
@@ -83,14 +71,8 @@ class AksGpuPool(pulumi.ComponentResource):
             cloud_name = pool.cloud_name(generation)
             planned = replacement.aks_agent_pool_fields({"vmSize": pool.aks.vmSize, "gpuProfile": gpu_profile})
             self.records[cloud_name] = replacement.encode(planned)
-            tags: dict[str, pulumi.Input[str]] = {
-                **_cloud_tags(spec, pool),
-                labels.TAG_DEPLOYED_WITH: _deployed_with(args, cloud_name, planned),
-            }
-            if generation is not None and generation.nodeImageVersion:
-                # AKS takes no node image as input; the version is recorded and checked live.
-                tags[labels.TAG_NODE_IMAGE] = generation.nodeImageVersion
-                tags[labels.TAG_IMAGE_DRIVER] = generation.driverVersion
+            # AKS takes no node image as input: a generation's version is recorded as a tag and checked live.
+            tags = manifests.cloud_pool_tags(spec, pool, _deployed_with(args, cloud_name, planned), generation)
             self.agent_pools.append(
                 azure_native.containerservice.AgentPool(
                     cloud_name,
@@ -177,7 +159,7 @@ class EksGpuPool(pulumi.ComponentResource):
                     },
                     labels=manifests.pool_labels(spec, pool, generation),
                     taints=[{"key": key, "value": value, "effect": "NO_SCHEDULE"}],
-                    tags={**_cloud_tags(spec, pool), labels.TAG_DEPLOYED_WITH: _deployed_with(args, cloud_name, planned)},
+                    tags=manifests.cloud_pool_tags(spec, pool, _deployed_with(args, cloud_name, planned)),
                     opts=child_options(self, opts),
                 )
             )

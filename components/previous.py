@@ -13,6 +13,8 @@ from typing import Any
 
 import pulumi
 
+from spec import resource_facts
+
 # Stack outputs this module reads back; __main__ exports them under the same names.
 CLOUD_POOLS = "cloudPools"  # cloud pool name -> replace-only fields it was deployed with (spec.replacement)
 OPERATOR_VERSION = "operatorVersion"
@@ -52,7 +54,7 @@ class PreviousDeployment:
                     p["driverVersion"] for p in pools.values()
                     if isinstance(p, dict) and isinstance(p.get("driverVersion"), str)
                 }
-            return ",".join(sorted(found))
+            return resource_facts.drivers_ran_text(found)
 
         return pulumi.Output.all(
             self.output(DRIVER_VERSION, None), self.output(PREVIOUS_DRIVER_VERSION, None), self.output(POOLS, None)
