@@ -1,26 +1,35 @@
 """Rules for runbook section 1 (compatibility) and driver ownership: plain functions over resources.
 
-Resource rules take one ``Resource``; stack rules take every resource of the stack. Each yields
+Resource rules take one ``Resource``; stack rules take the stack's facts (``StackFacts``). Each yields
 ``Finding``s; an UNKNOWN compatibility answer is reported as advice, never passed silently.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from itertools import combinations
 
 from policy import facts
-from policy.facts import Resource
+from policy.facts import Resource, StackFacts
 from policy.findings import Finding, advice
+from policy.metadata import Severity, resource_policy, stack_policy
 from spec import compat, labels
+from spec import resource_facts as rf
 from spec.versions import is_branch_only, is_exact_release
 
 
+@resource_policy(
+    "driver-version-pinned",
+    "Checks that the driver version is an exact release wherever it is set, and that NVIDIA AMI node groups pin releaseVersion.",
+    resource_types=(*rf.DRIVER_TYPES, rf.EKS_NODE_GROUP),
+    severity=Severity.HIGH, topics=("compatibility", "drift"),
+    remediation="Set driver.version to an exact release (e.g. 580.173.02); for image-owned EKS pools set releaseVersion on every generation.",
+)
 def driver_version_pinned(res: Resource) -> Iterator[Finding]:
     """Exact driver version wherever the operator's driver is set; NVIDIA AMI node groups pin releaseVersion."""
     driver = facts.operator_driver(res)
     if driver is not None and driver.enabled:
-        where = "NVIDIADriver spec.version" if res.type == facts.NVIDIA_DRIVER else "driver.version"
+        where = "NVIDIADriver spec.version" if res.type == rf.NVIDIA_DRIVER else "driver.version"
         if not driver.version:
             yield Finding(f"{res.name}: {where} must be set; without it the operator follows its chart default", res)
         elif driver.precompiled and isinstance(driver.version, str) and is_branch_only(driver.version.strip()):
@@ -32,25 +41,30 @@ def driver_version_pinned(res: Resource) -> Iterator[Finding]:
                 "(a bare branch follows whatever precompiled build is newest)",
                 res,
             )
-    if res.type == facts.EKS_NODE_GROUP and facts.node_image_owns_driver(res) and not res.props.get("releaseVersion"):
+    if res.type == rf.EKS_NODE_GROUP and facts.node_image_owns_driver(res) and not res.props.get("releaseVersion"):
         yield Finding(
             f"{res.name}: an NVIDIA AMI node group must pin releaseVersion; otherwise its driver follows the latest AMI",
             res,
         )
 
 
-def single_driver_owner(resources: Sequence[Resource]) -> Iterator[Finding]:
+@stack_policy(
+    "single-driver-owner",
+    "Checks that no pool gets a driver from both its node image and the GPU Operator.",
+    severity=Severity.CRITICAL, topics=("ownership",),
+    remediation="Either let the operator own the driver (AKS gpuProfile.driver: None, a standard EKS AMI) or disable the operator's driver.",
+)
+def single_driver_owner(stack: StackFacts) -> Iterator[Finding]:
     """No pool where both the node image and the operator install a driver."""
-    drivers = facts.operator_drivers(resources)
-    for pool in facts.pools(resources).values():
-        owners = facts.drivers_for_pool(pool, drivers)
+    for pool in stack.pools.values():
+        owners = facts.drivers_for_pool(pool, stack.drivers)
         if not owners:
             continue
         for res in pool.resources:
             if facts.node_image_owns_driver(res):
                 image = (
                     f"gpuProfile.driver '{(res.props.get('gpuProfile') or {}).get('driver')}'"
-                    if res.type == facts.AKS_POOL
+                    if res.type == rf.AKS_POOL
                     else f"amiType {res.props.get('amiType')}"
                 )
                 yield Finding(
@@ -66,9 +80,15 @@ def _may_overlap(a: dict[str, str], b: dict[str, str]) -> bool:
     return all(a[key] == b[key] for key in a.keys() & b.keys())
 
 
-def nvidiadriver_selectors_disjoint(resources: Sequence[Resource]) -> Iterator[Finding]:
+@stack_policy(
+    "nvidiadriver-selectors-disjoint",
+    "Checks that no node pool is selected by two NVIDIADriver resources.",
+    severity=Severity.HIGH, topics=("ownership",),
+    remediation="Give each NVIDIADriver a nodeSelector on its own pool label; never leave one without a nodeSelector.",
+)
+def nvidiadriver_selectors_disjoint(stack: StackFacts) -> Iterator[Finding]:
     """No node is selected by two NVIDIADrivers (the operator then refuses both)."""
-    drivers = [d for d in facts.operator_drivers(resources) if d.resource.type == facts.NVIDIA_DRIVER and not d.default]
+    drivers = [d for d in stack.drivers if d.resource.type == rf.NVIDIA_DRIVER and not d.default]
     for first, second in combinations(drivers, 2):
         if _may_overlap(dict(first.selector or {}), dict(second.selector or {})):
             yield Finding(
@@ -76,10 +96,6 @@ def nvidiadriver_selectors_disjoint(resources: Sequence[Resource]) -> Iterator[F
                 f"{second.resource.name} ({second.selector or 'all GPU nodes'}) can select the same node",
                 second.resource,
             )
-
-
-def _pool_versions(resources: Sequence[Resource]) -> tuple[dict[str, facts.Pool], list[facts.OperatorDriver]]:
-    return facts.pools(resources), facts.operator_drivers(resources)
 
 
 def _unless_ran(findings: Iterator[Finding], version: str, ran: frozenset[str]) -> Iterator[Finding]:
@@ -96,22 +112,25 @@ def _unless_ran(findings: Iterator[Finding], version: str, ran: frozenset[str]) 
             )
 
 
-def cuda_driver_compatible(resources: Sequence[Resource]) -> Iterator[Finding]:
+@stack_policy(
+    "cuda-driver-compatible",
+    "Checks that every model's CUDA version runs on the driver of every pool it runs on.",
+    severity=Severity.CRITICAL, topics=("compatibility",),
+    remediation="Pick a driver at or above the CUDA minimum, or ship cuda-compat in the image (cudaForwardCompat) on a supported branch.",
+)
+def cuda_driver_compatible(stack: StackFacts) -> Iterator[Finding]:
     """Each model's CUDA runs on the driver of every pool it runs on, or forward compat covers it."""
-    pools, drivers = _pool_versions(resources)
-    ran = facts.drivers_ran(resources)
-    for model in facts.model_budgets(resources):
+    for model in stack.models:
         res = model.resource
         if not model.cuda:
             yield advice(f"model {model.name}: its CUDA version is not visible; cannot check it", res)
             continue
         for pool_name in model.pools:
-            pool = pools.get(pool_name, facts.Pool(pool_name))
-            versions = facts.pool_driver_versions(pool, drivers)
+            versions = facts.pool_driver_versions(stack.pool(pool_name), stack.drivers)
             if not versions:
                 yield advice(f"model {model.name}: no driver version is visible for pool {pool_name}", res)
             for version, _source in versions:
-                yield from _unless_ran(_cuda_on_driver(model, pool_name, version), version, ran)
+                yield from _unless_ran(_cuda_on_driver(model, pool_name, version), version, stack.drivers_ran)
 
 
 def _cuda_on_driver(model: facts.ModelBudget, pool_name: str, version: str) -> Iterator[Finding]:
@@ -148,34 +167,43 @@ def _cuda_on_driver(model: facts.ModelBudget, pool_name: str, version: str) -> I
         yield Finding(f"{where}: {answer.reason}", res)
 
 
-def gpu_supported_by_driver(resources: Sequence[Resource]) -> Iterator[Finding]:
+@stack_policy(
+    "gpu-supported-by-driver",
+    "Checks that the driver branch supports the GPU of every pool.",
+    severity=Severity.CRITICAL, topics=("compatibility",),
+    remediation="Stay on a branch that supports the GPU (Volta, Pascal and Maxwell end at R580); move old GPUs to their own pool.",
+)
+def gpu_supported_by_driver(stack: StackFacts) -> Iterator[Finding]:
     """The driver branch of every pool supports the pool's GPU."""
-    pools, drivers = _pool_versions(resources)
-    ran = facts.drivers_ran(resources)
-    for pool in pools.values():
+    for pool in stack.pools.values():
         res = pool.resources[0]
         if not pool.product:
             yield advice(f"pool {pool.name}: its GPU product is not visible (label {labels.POOL_GPU_PRODUCT})", res)
             continue
-        versions = facts.pool_driver_versions(pool, drivers)
+        versions = facts.pool_driver_versions(pool, stack.drivers)
         if not versions:
             yield advice(f"pool {pool.name}: no driver version is visible; cannot check GPU {pool.product}", res)
         for version, source in versions:
             answer = compat.supports(version, pool.product)
             if answer.no:
                 found = Finding(f"pool {pool.name} (driver {version} from {source.name}): {answer.reason}", res)
-                yield from _unless_ran(iter([found]), version, ran)
+                yield from _unless_ran(iter([found]), version, stack.drivers_ran)
             elif answer.unknown:
                 yield advice(f"pool {pool.name}: {answer.reason}", res)
 
 
-def operator_supports_driver(resources: Sequence[Resource]) -> Iterator[Finding]:
+@stack_policy(
+    "operator-supports-driver",
+    "Checks that the GPU Operator release lists the driver (advice when only its branch is listed).",
+    severity=Severity.HIGH, topics=("compatibility",),
+    remediation="Choose a driver from the operator release's component matrix, or upgrade the operator first.",
+)
+def operator_supports_driver(stack: StackFacts) -> Iterator[Finding]:
     """The GPU Operator release lists every driver it installs: advice when only the branch is listed, and
     for a rollback to a driver the fleet ran."""
-    ran = facts.drivers_ran(resources)
-    for driver in facts.operator_drivers(resources):
+    for driver in stack.drivers:
         if driver.version:
-            yield from _unless_ran(_operator_lists(driver), driver.version, ran)
+            yield from _unless_ran(_operator_lists(driver), driver.version, stack.drivers_ran)
 
 
 def _operator_lists(driver: facts.OperatorDriver) -> Iterator[Finding]:
@@ -195,27 +223,3 @@ def _operator_lists(driver: facts.OperatorDriver) -> Iterator[Finding]:
         yield advice(f"{res.name}: held pool stays on a driver its operator does not support: {answer.reason}", res)
     else:
         yield advice(f"{res.name}: {answer.reason}", res)
-
-
-def fabric_manager_matches(resources: Sequence[Resource]) -> Iterator[Finding]:
-    """NVSwitch pools with a host-installed Fabric Manager pin it to exactly the driver version."""
-    pools, drivers = _pool_versions(resources)
-    for pool in pools.values():
-        if pool.label(labels.POOL_NVSWITCH) != "true" or pool.label(labels.POOL_FABRIC_MANAGER) != "host":
-            continue
-        res = pool.resources[0]
-        pinned = pool.label(labels.POOL_FABRIC_MANAGER_VERSION)
-        if not pinned:
-            yield Finding(
-                f"pool {pool.name}: NVSwitch pool with a host-installed Fabric Manager must pin its version "
-                "(nodePools[].fabricManagerVersion) to the driver version",
-                res,
-            )
-            continue
-        versions = facts.pool_driver_versions(pool, drivers)
-        if not versions:
-            yield advice(f"pool {pool.name}: no driver version is visible to compare Fabric Manager {pinned} with", res)
-        for version, _source in versions:
-            answer = compat.fabric_manager_matches(pinned, version)
-            if not answer.yes:
-                yield Finding(f"pool {pool.name}: {answer.reason}", res)

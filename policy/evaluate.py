@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from policy.facts import Resource
+from policy.facts import Resource, StackFacts
 from policy.findings import Level
 from policy.registry import ADVICE_POLICY_ID, REGISTRY, PolicyDef
 
@@ -98,14 +98,16 @@ def load_config(stage: str | None) -> dict[str, Any]:
 
 def evaluate(resources: Sequence[Resource], config: Mapping[str, Any]) -> list[Violation]:
     """Every finding of every enabled policy: violations at the policy's level, advice (which the pack
-    reports through its advice policy) as advisory under the rule's own id."""
+    reports through its advice policy) as advisory under the rule's own id. The stack's facts are read
+    once and handed to every rule."""
     violations = []
     show_advice = advice_enforcement(config) != Level.DISABLED
+    stack = StackFacts(resources)
     for policy in REGISTRY.values():
         level = enforcement(policy, config)
         if level == Level.DISABLED:
             continue
-        for finding in policy.findings(resources):
+        for finding in policy.findings(stack):
             if finding.advisory and not show_advice:
                 continue
             effective = Level.ADVISORY if finding.advisory else level

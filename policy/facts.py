@@ -1,29 +1,26 @@
-"""Read the facts policy rules need from resource properties, as the engine shows them (camelCase).
+"""The policy-side views of what the program registered, read through ``spec.resource_facts``.
 
-Rules never see the stack config: everything here comes from what the program registered (pool node
-labels and tags, driver objects and their annotations, PDB annotations). The same functions serve the
-CrossGuard pack (``PolicyResource``) and ``gpu-rollout plan`` (``RegisteredResource``).
+Rules never see the stack config: every fact comes from resource properties, as the engine shows them
+(camelCase). ``spec.resource_facts`` owns how each fact is written and read back; this module adds what
+only the pack needs: the engine's property shapes (``EngineProps``, EKS ``updateConfig`` as outputs carry
+it), the operator's per-kind defaults, and views that keep each fact beside the resource it was read
+from, so a finding can name it. ``StackFacts`` holds every fact of a stack, decoded once per evaluation
+and handed to every stack rule. The same code serves the CrossGuard pack (``PolicyResource``) and
+``gpu-rollout plan`` (``RegisteredResource``).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from spec import labels
+from spec import resource_facts as rf
+from spec.base import Stage
 
-AKS_POOL = "azure-native:containerservice:AgentPool"
-EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
-CLUSTER_POLICY = "kubernetes:nvidia.com/v1:ClusterPolicyPatch"
-CLUSTER_POLICY_CR = "kubernetes:nvidia.com/v1:ClusterPolicy"
-NVIDIA_DRIVER = "kubernetes:nvidia.com/v1alpha1:NVIDIADriver"
-HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
-PDB = "kubernetes:policy/v1:PodDisruptionBudget"
-CONFIG_MAP = "kubernetes:core/v1:ConfigMap"  # a pool record on a cluster: existing (labelled record=pool)
-POOL_TYPES = (AKS_POOL, EKS_NODE_GROUP, CONFIG_MAP)
-DRIVER_TYPES = (CLUSTER_POLICY, CLUSTER_POLICY_CR, NVIDIA_DRIVER, HELM_RELEASE)
+prop = rf.prop
 
 
 @dataclass(frozen=True)
@@ -70,22 +67,12 @@ def engine_value(value: Any) -> Any:
     return value
 
 
-def prop(mapping: Any, *path: str, default: Any = None) -> Any:
-    for key in path:
-        if not isinstance(mapping, Mapping) or key not in mapping:
-            return default
-        mapping = mapping[key]
-    return mapping
-
-
-def _int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
 # ---------------------------------------------------------------- pools
+
+
+def node_labels(res: Resource) -> Mapping[str, Any]:
+    """The labels a pool resource's nodes carry, as the stack declares them (``rf.pool_node_labels``)."""
+    return rf.pool_node_labels(res.type, res.props)
 
 
 @dataclass
@@ -96,21 +83,22 @@ class Pool:
     resources: list[Resource] = field(default_factory=list)
 
     @property
-    def labels(self) -> Mapping[str, str]:
+    def labels(self) -> Mapping[str, Any]:
         if not self.resources:  # a pool named by a model but not rendered (cloud: existing)
             return {labels.POOL: self.name}
-        return self._labels_of(self.resources[0])
+        return node_labels(self.resources[0])
 
-    def label(self, key: str) -> str | None:
-        return self.labels.get(key)
+    @property
+    def facts(self) -> rf.PoolFacts:
+        return rf.read_pool_labels(self.labels)
 
     @property
     def product(self) -> str | None:
-        return self.label(labels.POOL_GPU_PRODUCT)
+        return self.facts.gpu_product
 
     @property
     def gpus_per_node(self) -> int | None:
-        return _int(self.label(labels.POOL_GPUS_PER_NODE))
+        return self.facts.gpus_per_node
 
     @property
     def nodes(self) -> int | None:
@@ -119,76 +107,42 @@ class Pool:
         if not self.resources:
             return None
         if any(prop(r.props, "capacityType") == "CAPACITY_BLOCK" for r in self.resources):
-            counts = [_int(prop(r.props, "scalingConfig", "desiredSize")) for r in self.resources]
+            counts = [rf.node_count(r.type, r.props) for r in self.resources]
             return None if None in counts else sum(c for c in counts if c is not None)
-        return self._node_count(self.resources[-1])
-
-    @staticmethod
-    def _node_count(res: Resource) -> int | None:
-        if res.type == AKS_POOL:
-            return _int(res.props.get("count"))
-        if res.type == CONFIG_MAP:
-            return _int(prop(res.props, "data", "nodeCount"))
-        return _int(prop(res.props, "scalingConfig", "desiredSize"))
+        newest = self.resources[-1]
+        return rf.node_count(newest.type, newest.props)
 
     @property
     def held(self) -> bool:
-        return self.label(labels.SKIP_UPGRADE) == "true"
+        return self.facts.held
 
     @property
     def role(self) -> str | None:
-        return self.label(labels.ROLE)
+        return self.facts.role
 
     @property
     def image_drivers(self) -> list[tuple[str, Resource]]:
         """Drivers the node images of the pool's generations ship."""
         out = []
         for res in self.resources:
-            node_labels = self._labels_of(res)
-            if labels.POOL_IMAGE_DRIVER in node_labels:
-                out.append((node_labels[labels.POOL_IMAGE_DRIVER], res))
+            shipped = rf.read_pool_labels(node_labels(res)).image_driver
+            if shipped is not None:
+                out.append((shipped, res))
         return out
 
     @property
     def moves_by_generations(self) -> bool:
         """Blue/green: a new generation is a whole new cloud pool beside the old one (built-in surge)."""
-        return any(labels.GENERATION in self._labels_of(r) for r in self.resources)
-
-    @staticmethod
-    def _labels_of(res: Resource) -> Mapping[str, str]:
-        """The labels the pool's nodes carry, as the stack declares them."""
-        if res.type == AKS_POOL:
-            return res.props.get("nodeLabels") or {}
-        if res.type == CONFIG_MAP:
-            # A pool record: the nodes carry the declared selector (the record's labels state the pool's
-            # facts, which the nodes of a cluster this stack does not own may not carry).
-            record = prop(res.props, "metadata", "labels") or {}
-            return {**record, **_node_selector(res)}
-        return res.props.get("labels") or {}
-
-
-def _node_selector(res: Resource) -> dict[str, str]:
-    note = prop(res.props, "metadata", "annotations", labels.ANNOTATION_NODE_SELECTOR)
-    try:
-        selector = json.loads(note) if isinstance(note, str) else {}
-    except json.JSONDecodeError:
-        return {}
-    return {str(k): str(v) for k, v in selector.items()} if isinstance(selector, dict) else {}
-
-
-def _is_pool(res: Resource) -> bool:
-    if res.type == CONFIG_MAP:
-        return prop(res.props, "metadata", "labels", labels.RECORD) == labels.RECORD_POOL
-    return res.type in POOL_TYPES
+        return any(rf.states_generation(node_labels(r)) for r in self.resources)
 
 
 def pools(resources: Iterable[Resource]) -> dict[str, Pool]:
     """GPU pools by pool name, from AKS agent pools, EKS node groups and pool records carrying the pool label."""
     found: dict[str, Pool] = {}
     for res in resources:
-        if not _is_pool(res):
+        if not rf.is_pool_resource(res.type, res.props):
             continue
-        name = Pool._labels_of(res).get(labels.POOL)
+        name = node_labels(res).get(labels.POOL)
         if name:
             found.setdefault(name, Pool(name)).resources.append(res)
     return found
@@ -196,11 +150,7 @@ def pools(resources: Iterable[Resource]) -> dict[str, Pool]:
 
 def node_image_owns_driver(res: Resource) -> bool:
     """An AKS pool whose GPU driver AKS installs, or an EKS node group on an NVIDIA AMI."""
-    if res.type == AKS_POOL:
-        return prop(res.props, "gpuProfile", "driver") != "None"
-    if res.type == EKS_NODE_GROUP:
-        return str(res.props.get("amiType") or "").endswith("_NVIDIA")
-    return False
+    return rf.image_owns_driver(res.type, res.props)
 
 
 @dataclass(frozen=True)
@@ -217,7 +167,7 @@ class NodeGroupUpdate:
 
 
 def node_group_update(res: Resource) -> NodeGroupUpdate | None:
-    if res.type != EKS_NODE_GROUP:
+    if res.type != rf.EKS_NODE_GROUP:
         return None
     desired = prop(res.props, "scalingConfig", "desiredSize")
     return NodeGroupUpdate(res, _update_config(res.props.get("updateConfig")), desired, res.props.get("capacityType"))
@@ -256,41 +206,74 @@ def _is_zero(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class OperatorDriver:
-    """A place that pins the operator's containerized driver: ClusterPolicy, Helm values or NVIDIADriver."""
+    """A place that pins the operator's containerized driver (ClusterPolicy, Helm values or NVIDIADriver),
+    with the resource it was read from."""
 
     resource: Resource
-    enabled: bool
-    version: str | None
-    precompiled: bool
-    selector: Mapping[str, str] | None  # None: every GPU node (cluster-wide driver)
-    default: bool
-    use_crd: bool  # cluster-wide driver hands pools to NVIDIADrivers
-    upgrade_policy: Mapping[str, Any] | None  # CRD spelling (podDeletion)
-    operator_version: str | None
-    annotations: Mapping[str, str]
+    facts: rf.OperatorDriverFacts
+
+    @property
+    def enabled(self) -> bool:
+        return self.facts.enabled
+
+    @property
+    def version(self) -> Any:
+        return self.facts.version
+
+    @property
+    def precompiled(self) -> bool:
+        return self.facts.precompiled
+
+    @property
+    def selector(self) -> Mapping[str, str] | None:
+        return self.facts.selector
+
+    @property
+    def default(self) -> bool:
+        return self.facts.default
+
+    @property
+    def upgrade_policy(self) -> Any:
+        """As sent, in the CRD's spelling (podDeletion); None when unset."""
+        return self.facts.upgrade_policy
+
+    @property
+    def operator_version(self) -> str | None:
+        return self.facts.operator_version
+
+    @property
+    def held(self) -> bool:
+        return self.facts.notes.held is True
 
     @property
     def cluster_wide(self) -> bool:
-        return self.resource.type != NVIDIA_DRIVER
+        return self.resource.type != rf.NVIDIA_DRIVER
+
+    @property
+    def sent_policy(self) -> Mapping[str, Any]:
+        """The upgradePolicy keys sent ({} when none, or not a mapping)."""
+        return self.upgrade_policy if isinstance(self.upgrade_policy, Mapping) else {}
+
+    @property
+    def rolling_policy(self) -> Mapping[str, Any] | None:
+        """The upgradePolicy of an enabled driver, when it sends one as a mapping: what the rules of the
+        operator's upgrade controller read."""
+        return self.upgrade_policy if self.enabled and isinstance(self.upgrade_policy, Mapping) else None
 
     def policy_setting(self, key: str) -> Any:
         """An ``upgradePolicy`` setting as the operator will see it: the value sent, else the default of
         this kind of resource (``POLICY_DEFAULTS``). Values are returned as sent, malformed or not."""
-        policy = self.upgrade_policy if isinstance(self.upgrade_policy, Mapping) else {}
+        policy = self.sent_policy
         if key in policy and policy[key] is not None:
             return policy[key]
         return POLICY_DEFAULTS[self.resource.type].get(key)
 
-    @property
-    def held(self) -> bool:
-        return self.annotations.get(labels.ANNOTATION_HELD) == "true"
-
-    def selects(self, node_labels: Mapping[str, str]) -> bool:
+    def selects(self, pool_labels: Mapping[str, Any]) -> bool:
         if self.cluster_wide:
-            return self.enabled and not self.use_crd
+            return self.enabled and not self.facts.use_crd
         if self.default:
             return False  # the fallback CR only takes nodes no other CR selects
-        return all(node_labels.get(k) == v for k, v in (self.selector or {}).items())
+        return all(pool_labels.get(k) == v for k, v in (self.selector or {}).items())
 
 
 # What an unset upgradePolicy key becomes, per resource kind (reference gpu-operator.md 1.2):
@@ -300,60 +283,28 @@ class OperatorDriver:
 # - NVIDIADriver CRD (26.7.0+): autoUpgrade true (unlike ClusterPolicy), maxParallelUpgrades 1, 25%.
 _CRD_DEFAULTS = {"autoUpgrade": False, "maxParallelUpgrades": 1, "maxUnavailable": "25%"}
 POLICY_DEFAULTS: dict[str, dict[str, Any]] = {
-    HELM_RELEASE: {"autoUpgrade": False, "maxParallelUpgrades": 0, "maxUnavailable": "25%"},
-    CLUSTER_POLICY: _CRD_DEFAULTS,
-    CLUSTER_POLICY_CR: _CRD_DEFAULTS,
-    NVIDIA_DRIVER: {**_CRD_DEFAULTS, "autoUpgrade": True},
+    rf.HELM_RELEASE: {"autoUpgrade": False, "maxParallelUpgrades": 0, "maxUnavailable": "25%"},
+    rf.CLUSTER_POLICY_PATCH: _CRD_DEFAULTS,
+    rf.CLUSTER_POLICY_CR: _CRD_DEFAULTS,
+    rf.NVIDIA_DRIVER: {**_CRD_DEFAULTS, "autoUpgrade": True},
 }
 
 
-def _helm_policy(policy: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    """Helm values spell podDeletion as gpuPodDeletion; rules read the CRD spelling."""
-    if not isinstance(policy, Mapping):
-        return None
-    out = dict(policy)
-    if "gpuPodDeletion" in out:
-        out["podDeletion"] = out.pop("gpuPodDeletion")
-    return out
-
-
 def operator_driver(res: Resource) -> OperatorDriver | None:
-    props = res.props
-    annotations = prop(props, "metadata", "annotations", default={}) or {}
-    if res.type in (CLUSTER_POLICY, CLUSTER_POLICY_CR):
-        driver = prop(props, "spec", "driver", default={}) or {}
-        return OperatorDriver(
-            res, bool(driver.get("enabled", True)), driver.get("version"), bool(driver.get("usePrecompiled")),
-            None, False, bool(driver.get("useNvidiaDriverCRD")), driver.get("upgradePolicy"),
-            annotations.get(labels.ANNOTATION_OPERATOR_VERSION), annotations,
-        )
-    if res.type == HELM_RELEASE and props.get("chart") == "gpu-operator":
-        driver = prop(props, "values", "driver", default={}) or {}
-        return OperatorDriver(
-            res, bool(driver.get("enabled", True)), driver.get("version"), bool(driver.get("usePrecompiled")),
-            None, False, bool(prop(driver, "nvidiaDriverCRD", "enabled")), _helm_policy(driver.get("upgradePolicy")),
-            props.get("version"), annotations,
-        )
-    if res.type == NVIDIA_DRIVER:
-        spec = props.get("spec") or {}
-        selector = spec.get("nodeSelector") or {}
-        return OperatorDriver(
-            res, True, spec.get("version"), bool(spec.get("usePrecompiled")), selector, bool(spec.get("default")),
-            False, spec.get("upgradePolicy"), annotations.get(labels.ANNOTATION_OPERATOR_VERSION), annotations,
-        )
-    return None
+    decoded = rf.read_operator_driver(res.type, res.props)
+    return OperatorDriver(res, decoded) if decoded is not None else None
 
 
 def operator_drivers(resources: Iterable[Resource]) -> list[OperatorDriver]:
-    return [d for d in (operator_driver(r) for r in resources if r.type in DRIVER_TYPES) if d is not None]
+    return [d for d in (operator_driver(r) for r in resources if r.type in rf.DRIVER_TYPES) if d is not None]
 
 
-def drivers_for_pool(pool: Pool, drivers: list[OperatorDriver]) -> list[OperatorDriver]:
+def drivers_for_pool(pool: Pool, drivers: Sequence[OperatorDriver]) -> list[OperatorDriver]:
     """The operator drivers that install on the pool's nodes."""
     return [d for d in drivers if d.enabled and d.selects(pool.labels)]
 
 
-def pool_driver_versions(pool: Pool, drivers: list[OperatorDriver]) -> list[tuple[str, Resource]]:
+def pool_driver_versions(pool: Pool, drivers: Sequence[OperatorDriver]) -> list[tuple[str, Resource]]:
     """Every driver version the pool's nodes run, with the resource that pins it."""
     versions = [(d.version, d.resource) for d in drivers_for_pool(pool, drivers) if d.version]
     return versions + pool.image_drivers
@@ -364,85 +315,155 @@ def pool_driver_versions(pool: Pool, drivers: list[OperatorDriver]) -> list[tupl
 
 @dataclass(frozen=True)
 class ModelBudget:
+    """A model server as its PDB states it (``rf.ModelFacts``), with the PDB."""
+
     resource: Resource
-    name: str
-    replicas: int | None
-    gpus_per_replica: int | None
-    min_available: int | str | None
-    max_unavailable: int | str | None
-    cuda: str | None
-    pools: tuple[str, ...]
-    forward_compat: bool
+    facts: rf.ModelFacts
+
+    @property
+    def name(self) -> str:
+        return str(self.facts.name)
+
+    @property
+    def replicas(self) -> int | None:
+        return self.facts.replicas
+
+    @property
+    def gpus_per_replica(self) -> int | None:
+        return self.facts.gpus_per_replica
+
+    @property
+    def min_available(self) -> int | str | None:
+        return self.facts.min_available
+
+    @property
+    def max_unavailable(self) -> int | str | None:
+        return self.facts.max_unavailable
+
+    @property
+    def cuda(self) -> str | None:
+        return self.facts.cuda
+
+    @property
+    def pools(self) -> tuple[str, ...]:
+        return self.facts.pools
+
+    @property
+    def forward_compat(self) -> bool:
+        return self.facts.forward_compat
 
 
 def model_budget(res: Resource) -> ModelBudget | None:
-    if res.type != PDB:
+    if res.type != rf.PDB:
         return None
-    meta = res.props.get("metadata") or {}
-    notes = meta.get("annotations") or {}
-    spec = res.props.get("spec") or {}
-    model = (meta.get("labels") or {}).get(labels.MODEL) or meta.get("name") or res.name
-    pools_note = notes.get(labels.ANNOTATION_POOLS) or ""
-    return ModelBudget(
-        resource=res,
-        name=model,
-        replicas=_int(notes.get(labels.ANNOTATION_REPLICAS)),
-        gpus_per_replica=_int(notes.get(labels.ANNOTATION_GPUS_PER_REPLICA)),
-        min_available=spec.get("minAvailable"),
-        max_unavailable=spec.get("maxUnavailable"),
-        cuda=notes.get(labels.ANNOTATION_CUDA),
-        pools=tuple(p for p in pools_note.split(",") if p),
-        forward_compat=notes.get(labels.ANNOTATION_FORWARD_COMPAT) == "true",
-    )
+    return ModelBudget(res, rf.read_model(res.props, res.name))
 
 
 def model_budgets(resources: Iterable[Resource]) -> list[ModelBudget]:
     return [b for b in (model_budget(r) for r in resources) if b is not None]
 
 
-# ---------------------------------------------------------------- stack-wide facts
+# ---------------------------------------------------------------- the cluster-identity record
 
 
-def _stack_values(resources: Iterable[Resource], annotation: str, tag: str) -> set[str]:
-    found = set()
-    for res in resources:
-        note = prop(res.props, "metadata", "annotations", annotation)
-        tagged = prop(res.props, "tags", tag)
-        found.update(v for v in (note, tagged) if isinstance(v, str) and v)
-    return found
+@dataclass(frozen=True)
+class IdentityRecord:
+    resource: Resource
+    facts: rf.IdentityFacts
 
 
-def stage(resources: Iterable[Resource]) -> str | None:
-    """The stack's stage as its resources state it (PDB and driver annotations, pool tags)."""
-    values = _stack_values(resources, labels.ANNOTATION_STAGE, labels.TAG_STAGE)
-    return values.pop() if len(values) == 1 else None
+def identity_records(resources: Iterable[Resource]) -> list[IdentityRecord]:
+    return [
+        IdentityRecord(r, rf.read_identity(r.props))
+        for r in resources
+        if rf.record_kind(r.props) == labels.RECORD_CLUSTER_IDENTITY
+    ]
 
 
-def batch_selectors(resources: Iterable[Resource]) -> list[str]:
-    """Declared batch or fine-tuning pod selectors (``gpuOperator.batchJobSelectors``), from the
-    annotation the program puts on every PDB and on the ClusterPolicy patch and NVIDIADrivers (a Helm
-    Release has no metadata, so in Helm mode the PDBs carry it)."""
-    found: list[str] = []
-    for res in resources:
-        note = prop(res.props, "metadata", "annotations", labels.ANNOTATION_BATCH_SELECTORS)
-        if isinstance(note, str):
-            found.extend(s for s in note.split("\n") if s.strip() and s not in found)
-    return found
+# ---------------------------------------------------------------- every fact of a stack
 
 
-def change_ticket(resources: Iterable[Resource]) -> str | None:
-    values = _stack_values(resources, labels.ANNOTATION_CHANGE_TICKET, labels.TAG_CHANGE_TICKET)
-    return sorted(values)[0] if values else None
+class StackFacts:
+    """Every fact the stack rules read, from one stack's resources: built once per evaluation and handed to
+    every stack rule. Each fact is decoded when a rule first asks for it and kept for the rules after it,
+    so in the engine a value unknown during preview still fails only the rules that read it."""
 
+    def __init__(self, resources: Iterable[Resource]) -> None:
+        self.resources: tuple[Resource, ...] = tuple(resources)
 
-def drivers_ran(resources: Iterable[Resource]) -> frozenset[str]:
-    """Driver versions the fleet ran as of the stack's last deployment (the cluster-identity record's
-    annotation): going back to one of them is a rollback, which rules the fleet already broke must not block."""
-    found: set[str] = set()
-    for res in resources:
-        if prop(res.props, "metadata", "labels", labels.RECORD) != labels.RECORD_CLUSTER_IDENTITY:
-            continue
-        note = prop(res.props, "metadata", "annotations", labels.ANNOTATION_DRIVERS_RAN)
-        if isinstance(note, str):
-            found.update(v.strip() for v in note.split(",") if v.strip())
-    return frozenset(found)
+    @cached_property
+    def pools(self) -> dict[str, Pool]:
+        """GPU pools by name (``pools``)."""
+        return pools(self.resources)
+
+    def pool(self, name: str) -> Pool:
+        """A pool by name; a pool no resource renders (named by a model) has no resources."""
+        return self.pools.get(name, Pool(name))
+
+    @cached_property
+    def drivers(self) -> list[OperatorDriver]:
+        """The operator's driver objects, in the order the stack registered them."""
+        return operator_drivers(self.resources)
+
+    @cached_property
+    def _drivers_by_resource(self) -> dict[int, OperatorDriver]:
+        return {id(d.resource): d for d in self.drivers}
+
+    def operator_driver(self, res: Resource) -> OperatorDriver | None:
+        """The operator driver ``res`` pins, if it pins one."""
+        if res.type not in rf.DRIVER_TYPES:
+            return None
+        known = self._drivers_by_resource.get(id(res))
+        return known if known is not None else operator_driver(res)
+
+    @cached_property
+    def node_groups(self) -> list[NodeGroupUpdate]:
+        """How each EKS node group updates, in registration order."""
+        return [g for g in map(node_group_update, self.resources) if g is not None]
+
+    @cached_property
+    def models(self) -> list[ModelBudget]:
+        return model_budgets(self.resources)
+
+    @cached_property
+    def _stated_stages(self) -> set[str]:
+        return {value for res in self.resources for value in rf.stated_stages(res.props)}
+
+    @property
+    def stage_stated(self) -> bool:
+        """The resources state exactly one stage (PDB and driver annotations, pool tags)."""
+        return len(self._stated_stages) == 1
+
+    @property
+    def stage(self) -> Stage | None:
+        """The stack's stage as its resources state it; None when they state none, several or another."""
+        return rf.read_stage(next(iter(self._stated_stages))) if self.stage_stated else None
+
+    @cached_property
+    def change_ticket(self) -> str | None:
+        values = {value for res in self.resources for value in rf.stated_change_tickets(res.props)}
+        return sorted(values)[0] if values else None
+
+    @cached_property
+    def batch_selectors(self) -> list[str]:
+        """Declared batch or fine-tuning pod selectors (``gpuOperator.batchJobSelectors``), from the
+        annotation the program puts on every PDB and on the ClusterPolicy patch and NVIDIADrivers (a Helm
+        Release has no metadata, so in Helm mode the PDBs carry it)."""
+        found: list[str] = []
+        for res in self.resources:
+            found.extend(s for s in rf.stated_batch_selectors(res.props) if s not in found)
+        return found
+
+    @cached_property
+    def identities(self) -> list[IdentityRecord]:
+        return identity_records(self.resources)
+
+    @cached_property
+    def drivers_ran(self) -> frozenset[str]:
+        """Driver versions the fleet ran as of the stack's last deployment (the cluster-identity record):
+        going back to one of them is a rollback, which rules the fleet already broke must not block."""
+        return frozenset(v for record in self.identities for v in record.facts.drivers_ran)
+
+    def has(self, *type_tokens: str) -> bool:
+        """The stack registers a resource of one of these types."""
+        return any(r.type in type_tokens for r in self.resources)

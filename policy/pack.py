@@ -16,7 +16,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policy.facts import EngineProps, Resource
+from policy.facts import EngineProps, Resource, StackFacts
 from policy.findings import Finding
 from policy.registry import ADVICE_POLICY_ID, REGISTRY, PolicyDef
 
@@ -24,8 +24,8 @@ PACK_NAME = "gpu-driver-upgrade"
 
 # CrossGuard has one enforcement level per policy, but a rule's findings are of two kinds: violations
 # (at the policy's level) and advice (an operator release listing only the branch, a timeout of 0, a
-# held pool on an unlisted driver, a fact the rule cannot see or an UNKNOWN compatibility answer). The 16
-# registry policies report only their violations; this one pack-only advisory policy reports the advice
+# held pool on an unlisted driver, a fact the rule cannot see or an UNKNOWN compatibility answer). The
+# registry's policies report only their violations; this one pack-only advisory policy reports the advice
 # of every rule, each message prefixed with the rule's id. It is not in the registry: `gpu-rollout plan`
 # shows the same advice under each rule's own id.
 ADVICE_POLICY = ADVICE_POLICY_ID
@@ -48,26 +48,29 @@ def _resource_validator(policy: PolicyDef):
         if args.resource_type not in policy.resource_types:
             return
         resource = Resource(args.resource_type, args.name, EngineProps(args.props), args.urn)
-        _report(policy.findings([resource]), report, advice=False)
+        _report(policy.findings(StackFacts([resource])), report, advice=False)
 
     return validate
 
 
-def _resources(args: StackValidationArgs) -> list[Resource]:
-    return [Resource(r.resource_type, r.name, EngineProps(r.props), r.urn) for r in args.resources]
+def _stack_facts(args: StackValidationArgs) -> StackFacts:
+    """The facts of the stack the engine hands one policy. The engine deserialises the stack's resources
+    anew for each stack policy it calls (pulumi_policy's AnalyzeStack), so each call reads them once and
+    hands them to its rule; the advice policy reads them once for every rule."""
+    return StackFacts(Resource(r.resource_type, r.name, EngineProps(r.props), r.urn) for r in args.resources)
 
 
 def _stack_validator(policy: PolicyDef):
     def validate(args: StackValidationArgs, report: ReportViolation) -> None:
-        _report(policy.findings(_resources(args)), report, advice=False)
+        _report(policy.findings(_stack_facts(args)), report, advice=False)
 
     return validate
 
 
 def _advice_validator(args: StackValidationArgs, report: ReportViolation) -> None:
-    resources = _resources(args)
+    stack = _stack_facts(args)
     for policy in REGISTRY.values():
-        _report(policy.findings(resources), report, advice=True, prefix=f"[{policy.id}] ")
+        _report(policy.findings(stack), report, advice=True, prefix=f"[{policy.id}] ")
 
 
 def _common(policy: PolicyDef) -> dict[str, Any]:
@@ -100,5 +103,5 @@ def build_advice_policy() -> Policy:
 
 
 def build_policies() -> list[Policy]:
-    """The 16 registry policies, then the pack-only advice policy."""
+    """The registry's policies, in its order, then the pack-only advice policy."""
     return [*(build_policy(policy) for policy in REGISTRY.values()), build_advice_policy()]

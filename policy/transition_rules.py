@@ -3,20 +3,29 @@ resources it registers (components/previous.py): what the cloud or the operator 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 from policy import facts
-from policy.facts import Resource
+from policy.facts import Resource, StackFacts
 from policy.findings import Finding, advice
+from policy.metadata import Severity, resource_policy, stack_policy
 from spec import labels, replacement
+from spec import resource_facts as rf
 
 
+@resource_policy(
+    "cloud-pool-not-replaced",
+    "Checks that no change alters a field the cloud cannot change in place on a node pool (EKS amiType, capacityType, instanceTypes, subnets, diskSize, launch template; AKS vmSize, GPU driver setting).",
+    resource_types=rf.CLOUD_POOL_TYPES,
+    severity=Severity.CRITICAL, topics=("disruption", "lifecycle"),
+    remediation="Keep the pool's replace-only fields as deployed; add a new generation (or pool) with the new settings beside it, move the workloads, then retire the old one.",
+)
 def cloud_pool_not_replaced(res: Resource) -> Iterator[Finding]:
     """A cloud pool's replace-only fields keep the values it was deployed with."""
-    if res.type == facts.EKS_NODE_GROUP:
+    if res.type == rf.EKS_NODE_GROUP:
         planned, cloud, kind = replacement.eks_node_group_fields(res.props), "EKS", "node group"
         keys = replacement.EKS_REPLACE_ONLY
-    elif res.type == facts.AKS_POOL:
+    elif res.type == rf.AKS_POOL:
         planned, cloud, kind = replacement.aks_agent_pool_fields(res.props), "AKS", "agent pool"
         keys = replacement.AKS_REPLACE_ONLY
     else:
@@ -37,10 +46,17 @@ def cloud_pool_not_replaced(res: Resource) -> Iterator[Finding]:
 
 
 def _deployed(res: Resource) -> dict[str, str] | None:
-    record = facts.prop(res.props, "tags", labels.TAG_DEPLOYED_WITH)
-    return replacement.decode(record) if isinstance(record, str) else None
+    record = rf.read_pool_tags(res.props).deployed_with
+    return replacement.decode(record) if record is not None else None
 
 
+@resource_policy(
+    "capacity-block-updated-empty",
+    "Checks that a Capacity Block node group changes its AMI release or launch template version only at desired size 0, as AWS documents.",
+    resource_types=(rf.EKS_NODE_GROUP,),
+    severity=Severity.HIGH, topics=("disruption", "lifecycle", "capacity-block"),
+    remediation="Move the reservation's nodes to a new generation one at a time (generations[].nodeCount), or set the generation's nodeCount to 0 before changing its version.",
+)
 def capacity_block_updated_empty(res: Resource) -> Iterator[Finding]:
     """A Capacity Block node group moves to another AMI or launch template version only at desired size 0."""
     group = facts.node_group_update(res)
@@ -62,24 +78,26 @@ def capacity_block_updated_empty(res: Resource) -> Iterator[Finding]:
         )
 
 
-def per_pool_mode_own_change(resources: Sequence[Resource]) -> Iterator[Finding]:
+@stack_policy(
+    "per-pool-mode-own-change",
+    "Checks that per-pool NVIDIADriver mode is switched on in a change of its own, not together with an operator upgrade.",
+    severity=Severity.CRITICAL, topics=("disruption", "migration"),
+    remediation="Upgrade the GPU Operator in one change; once it runs clean, set gpuOperator.useNvidiaDriverCrd: true in the next.",
+)
+def per_pool_mode_own_change(stack: StackFacts) -> Iterator[Finding]:
     """Per-pool NVIDIADriver mode is switched on in a change of its own, never with an operator upgrade."""
-    installs_chart = any(r.type == facts.HELM_RELEASE for r in resources)
-    patches_policy = any(r.type in (facts.CLUSTER_POLICY, facts.CLUSTER_POLICY_CR) for r in resources)
+    installs_chart = stack.has(rf.HELM_RELEASE)
+    patches_policy = stack.has(*rf.CLUSTER_POLICY_TYPES)
     if not (installs_chart or patches_policy):
         return  # this stack does not own the driver mode (canary stacks: clusterPolicy external)
-    for res in resources:
-        if facts.prop(res.props, "metadata", "labels", labels.RECORD) != labels.RECORD_CLUSTER_IDENTITY:
-            continue
-        notes = facts.prop(res.props, "metadata", "annotations") or {}
-        data = res.props.get("data") or {}
-        was_per_pool = notes.get(labels.ANNOTATION_PREVIOUS_PER_POOL_DRIVERS)
-        was_version = notes.get(labels.ANNOTATION_PREVIOUS_OPERATOR_VERSION)
-        if was_per_pool != "false" or data.get("perPoolDrivers") != "true" or was_version == data.get("operatorVersion"):
+    for record in stack.identities:
+        res, now = record.resource, record.facts
+        was_version = now.previous_operator_version
+        if now.previous_per_pool_drivers is not False or now.per_pool_drivers is not True or was_version == now.operator_version:
             continue
         message = (
             f"per-pool NVIDIADriver mode (useNvidiaDriverCrd) is switched on in the same change as the operator "
-            f"moves from {was_version} to {data.get('operatorVersion')}: the old operator removes the running "
+            f"moves from {was_version} to {now.operator_version}: the old operator removes the running "
             "driver pods before the new one takes them over (NVIDIA's migration guide). Upgrade the operator "
             "first, let it settle, then enable per-pool mode in a change of its own"
         )

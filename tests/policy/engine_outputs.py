@@ -48,7 +48,7 @@ from pulumi_policy import PolicyCustomTimeouts, PolicyResource, PolicyResourceOp
 from pulumi_policy.deserialize import SPECIAL_SECRET_SIG, SPECIAL_SIG_KEY, deserialize_properties
 from pulumi_policy.proxy import unknown_checking_proxy
 
-from policy import facts
+from spec import resource_facts as rf
 from preview.run import SECRET, ProgramRun, RegisteredResource
 
 ACCOUNT = "123456789012"
@@ -439,13 +439,13 @@ def provider_outputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------- the whole stack
 
 OUTPUTS: dict[str, Callable[[Mapping[str, Any], str], dict[str, Any]]] = {
-    facts.EKS_NODE_GROUP: node_group_outputs,
-    facts.AKS_POOL: agent_pool_outputs,
-    facts.CONFIG_MAP: lambda inputs, _name: config_map_outputs(inputs),
-    facts.PDB: lambda inputs, _name: pdb_outputs(inputs),
-    facts.NVIDIA_DRIVER: lambda inputs, _name: nvidia_driver_outputs(inputs),
-    facts.CLUSTER_POLICY: lambda inputs, _name: cluster_policy_outputs(inputs),
-    facts.HELM_RELEASE: lambda inputs, _name: helm_release_outputs(inputs),
+    rf.EKS_NODE_GROUP: node_group_outputs,
+    rf.AKS_POOL: agent_pool_outputs,
+    rf.CONFIG_MAP: lambda inputs, _name: config_map_outputs(inputs),
+    rf.PDB: lambda inputs, _name: pdb_outputs(inputs),
+    rf.NVIDIA_DRIVER: lambda inputs, _name: nvidia_driver_outputs(inputs),
+    rf.CLUSTER_POLICY_PATCH: lambda inputs, _name: cluster_policy_outputs(inputs),
+    rf.HELM_RELEASE: lambda inputs, _name: helm_release_outputs(inputs),
     "pulumi:providers:kubernetes": lambda inputs, _name: provider_outputs(inputs),
 }
 
@@ -472,23 +472,23 @@ def component_outputs(run: ProgramRun, component: RegisteredResource) -> dict[st
     if kind == "GpuFleet":
         return copy.deepcopy(run.outputs)
     if kind == "AksGpuPool":
-        return {"agentPoolNames": [c.inputs["agentPoolName"] for c in children if c.type == facts.AKS_POOL]}
+        return {"agentPoolNames": [c.inputs["agentPoolName"] for c in children if c.type == rf.AKS_POOL]}
     if kind == "EksGpuPool":
-        return {"nodeGroupNames": [c.inputs["nodeGroupName"] for c in children if c.type == facts.EKS_NODE_GROUP]}
+        return {"nodeGroupNames": [c.inputs["nodeGroupName"] for c in children if c.type == rf.EKS_NODE_GROUP]}
     if kind == "ModelBudget":
-        (pdb,) = [c for c in children if c.type == facts.PDB]
+        (pdb,) = [c for c in children if c.type == rf.PDB]
         return {"minAvailable": pdb.inputs["spec"].get("minAvailable")}
     if kind == "ClusterIdentity":
-        (record,) = [c for c in children if c.type == facts.CONFIG_MAP] or [None]
+        (record,) = [c for c in children if c.type == rf.CONFIG_MAP] or [None]
         return {"cluster": record.inputs["data"]["cluster"]} if record else {}
     if kind == "DriverPolicy":
-        mode = ("patch" if any(c.type == facts.CLUSTER_POLICY for c in children)
-                else "helm" if any(c.type == facts.HELM_RELEASE for c in children) else "external")
+        mode = ("patch" if any(c.type == rf.CLUSTER_POLICY_PATCH for c in children)
+                else "helm" if any(c.type == rf.HELM_RELEASE for c in children) else "external")
         return {"mode": mode}
     if kind == "PoolDriver":
-        drivers = [c for c in children if c.type == facts.NVIDIA_DRIVER]
+        drivers = [c for c in children if c.type == rf.NVIDIA_DRIVER]
         return {"version": drivers[0].inputs["spec"]["version"]} if drivers else {}
-    records = [c for c in children if c.type == facts.CONFIG_MAP]
+    records = [c for c in children if c.type == rf.CONFIG_MAP]
     return {"record": records[0].inputs["metadata"]["name"]} if records else {}
 
 

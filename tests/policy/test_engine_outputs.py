@@ -35,6 +35,7 @@ from policy.findings import Level
 from policy.registry import REGISTRY
 from preview.run import ProgramRun, run_program
 from spec import labels
+from spec import resource_facts as rf
 from tests.conftest import EXAMPLE_STACKS, SHARED_CRDS, aks_image_owned, eks_operator_owned
 from tests.policy import engine_outputs as eo
 from tests.policy.engine_outputs import EngineResource, edit
@@ -174,9 +175,9 @@ def test_nvidiadriver_defaults_are_the_crds():
 
 @needs_crds
 def test_output_shaped_operator_objects_fit_the_crds(runs):
-    for plural, type_token, stack in (("nvidiadrivers", facts.NVIDIA_DRIVER, "prod"),
-                                      ("clusterpolicies", facts.CLUSTER_POLICY, "prod"),
-                                      ("clusterpolicies", facts.CLUSTER_POLICY, "aks-image-owned")):
+    for plural, type_token, stack in (("nvidiadrivers", rf.NVIDIA_DRIVER, "prod"),
+                                      ("clusterpolicies", rf.CLUSTER_POLICY_PATCH, "prod"),
+                                      ("clusterpolicies", rf.CLUSTER_POLICY_PATCH, "aks-image-owned")):
         schema = _crd(plural)
         objects = [r.props for r in eo.stack_outputs(runs[stack]) if r.type == type_token]
         assert objects
@@ -188,14 +189,14 @@ def test_output_shaped_operator_objects_fit_the_crds(runs):
 
 def test_output_shaped_pdbs_and_config_maps_validate_against_kubernetes_openapi(runs):
     for res in eo.stack_outputs(runs["existing-prod"]):
-        if res.type in (facts.PDB, facts.CONFIG_MAP):
-            kind = "PodDisruptionBudget" if res.type == facts.PDB else "ConfigMap"
-            version = "policy/v1" if res.type == facts.PDB else "v1"
+        if res.type in (rf.PDB, rf.CONFIG_MAP):
+            kind = "PodDisruptionBudget" if res.type == rf.PDB else "ConfigMap"
+            version = "policy/v1" if res.type == rf.PDB else "v1"
             kubernetes_validate.validate({**res.props, "apiVersion": version, "kind": kind}, "1.33.0", strict=True)
 
 
 def test_node_group_outputs_carry_both_limits_as_the_bridge_stores_them(runs):
-    groups = [r for r in eo.stack_outputs(runs["eks-prod"]) if r.type == facts.EKS_NODE_GROUP]
+    groups = [r for r in eo.stack_outputs(runs["eks-prod"]) if r.type == rf.EKS_NODE_GROUP]
     assert groups
     for group in groups:
         update = group.props["updateConfig"]
@@ -232,7 +233,7 @@ def test_outputs_give_the_findings_the_inputs_give(runs, stack):
 
 
 def _updates(group: str, **update: Any) -> tuple[str, str | None, Callable[[dict], object]]:
-    return facts.EKS_NODE_GROUP, group, lambda p: p["updateConfig"].update(update)
+    return rf.EKS_NODE_GROUP, group, lambda p: p["updateConfig"].update(update)
 
 
 def _label(type_token: str, name: str | None, key: str, value: str, where: str) -> tuple[str, str | None, Callable[[dict], object]]:
@@ -246,7 +247,7 @@ def _label(type_token: str, name: str | None, key: str, value: str, where: str) 
 
 
 def _pool_driver(name: str, **spec: Any) -> tuple[str, str, Callable[[dict], object]]:
-    return facts.NVIDIA_DRIVER, name, lambda p: p["spec"].update(spec)
+    return rf.NVIDIA_DRIVER, name, lambda p: p["spec"].update(spec)
 
 
 def _set(path: str, value: Any) -> Callable[[dict], object]:
@@ -291,43 +292,43 @@ OUTPUT_VARIANTS: dict[str, tuple[str, list[tuple[str, str | None, Callable[[dict
     ),
     "node-group-v100-on-r595": (
         "eks-canary", [
-            _label(facts.EKS_NODE_GROUP, None, labels.POOL_GPU_PRODUCT, "Tesla-V100-SXM2-16GB", "labels"),
-            _label(facts.EKS_NODE_GROUP, "gpu-canary-g2", labels.POOL_IMAGE_DRIVER, "595.91.07", "labels"),
+            _label(rf.EKS_NODE_GROUP, None, labels.POOL_GPU_PRODUCT, "Tesla-V100-SXM2-16GB", "labels"),
+            _label(rf.EKS_NODE_GROUP, "gpu-canary-g2", labels.POOL_IMAGE_DRIVER, "595.91.07", "labels"),
         ],
         "gpu-supported-by-driver", "595.91.07",
     ),
     "node-group-capacity-block-short": (
-        "eks-prod", [(facts.EKS_NODE_GROUP, "gpu-h100-g1", _set("scalingConfig.desiredSize", 2))],
+        "eks-prod", [(rf.EKS_NODE_GROUP, "gpu-h100-g1", _set("scalingConfig.desiredSize", 2))],
         "spare-capacity", "pool gpu-h100",
     ),
     "nvidiadriver-on-a-driver-the-operator-does-not-list": (
-        "prod", [(facts.NVIDIA_DRIVER, "gpu-gput4", _set("spec.version", "590.48.01"))],
+        "prod", [(rf.NVIDIA_DRIVER, "gpu-gput4", _set("spec.version", "590.48.01"))],
         "operator-supports-driver", "lists no R590 driver",
     ),
     "agent-pool-installs-its-driver": (
-        "prod", [(facts.AKS_POOL, "gpuh100", _set("gpuProfile.driver", "Install"))],
+        "prod", [(rf.AKS_POOL, "gpuh100", _set("gpuProfile.driver", "Install"))],
         "single-driver-owner", "gpuProfile.driver 'Install'",
     ),
     "agent-pool-host-fabric-manager": (
-        "prod", [_label(facts.AKS_POOL, "gpuh100", labels.POOL_FABRIC_MANAGER, "host", "nodeLabels")],
+        "prod", [_label(rf.AKS_POOL, "gpuh100", labels.POOL_FABRIC_MANAGER, "host", "nodeLabels")],
         "fabric-manager-matches", "must pin its version",
     ),
     "agent-pool-one-node-short": (
-        "prod", [(facts.AKS_POOL, "gpua100", _set("count", 7))], "spare-capacity", "pool gpua100",
+        "prod", [(rf.AKS_POOL, "gpua100", _set("count", 7))], "spare-capacity", "pool gpua100",
     ),
     "agent-pool-without-ticket": ("prod", [(None, None, _drop_change_ticket)], "change-ticket", "change ticket"),
     "cluster-policy-rolls-every-pool-unlimited": (
-        "prod", [(facts.CLUSTER_POLICY, "cluster-policy", lambda p: p["spec"]["driver"].update(
+        "prod", [(rf.CLUSTER_POLICY_PATCH, "cluster-policy", lambda p: p["spec"]["driver"].update(
             useNvidiaDriverCRD=False, upgradePolicy={**p["spec"]["driver"]["upgradePolicy"], "maxParallelUpgrades": 0}))],
         "parallelism-within-spare-capacity", "cluster-policy: maxParallelUpgrades=0",
     ),
     "cluster-policy-waits-for-no-batch-job": (
-        "prod", [(facts.CLUSTER_POLICY, "cluster-policy",
+        "prod", [(rf.CLUSTER_POLICY_PATCH, "cluster-policy",
                   _set("spec.driver.upgradePolicy.waitForCompletion.podSelector", ""))],
         "wait-for-batch-jobs", "cluster-policy: waitForCompletion.podSelector ''",
     ),
     "helm-release-with-driver-over-nvidia-amis": (
-        "eks-prod", [(facts.HELM_RELEASE, "gpu-operator", lambda p: p["values"]["driver"].update(
+        "eks-prod", [(rf.HELM_RELEASE, "gpu-operator", lambda p: p["values"]["driver"].update(
             enabled=True, version="580.173.02"))],
         "single-driver-owner", "and from the operator (gpu-operator)",
     ),
@@ -343,36 +344,36 @@ OUTPUT_VARIANTS: dict[str, tuple[str, list[tuple[str, str | None, Callable[[dict
         "canary", [_pool_driver("gpu-gpucanary", version="535.288.01")], "cuda-driver-compatible", "535.288.01",
     ),
     "pdb-cuda-too-new": (
-        "canary", [_label(facts.PDB, "inference-llm-chat-canary-pdb", labels.ANNOTATION_CUDA, "13.1",
+        "canary", [_label(rf.PDB, "inference-llm-chat-canary-pdb", labels.ANNOTATION_CUDA, "13.1",
                           "metadata.annotations")],
         "cuda-driver-compatible", "13.1",
     ),
     "pdb-more-replicas": (
-        "prod", [_label(facts.PDB, "inference-embed-triton-pdb", labels.ANNOTATION_REPLICAS, "12",
+        "prod", [_label(rf.PDB, "inference-embed-triton-pdb", labels.ANNOTATION_REPLICAS, "12",
                         "metadata.annotations")],
         "spare-capacity", "spare GPUs",
     ),
     "agent-pool-on-azure-linux": (
-        "prod", [(facts.AKS_POOL, "gpua100", _set("osSKU", "AzureLinux"))], "operator-supports-os",
+        "prod", [(rf.AKS_POOL, "gpua100", _set("osSKU", "AzureLinux"))], "operator-supports-os",
         "no driver container for Azure Linux",
     ),
     "custom-ami-group-on-amazon-linux": (
-        "eks-operator-owned", [_label(facts.EKS_NODE_GROUP, None, labels.POOL_OS, "amazonlinux2023", "labels")],
+        "eks-operator-owned", [_label(rf.EKS_NODE_GROUP, None, labels.POOL_OS, "amazonlinux2023", "labels")],
         "operator-supports-os", "no driver container for Amazon Linux 2023",
     ),
     "pool-record-on-amazon-linux": (
-        "existing-prod", [_label(facts.CONFIG_MAP, "gpu-driver-upgrade-pool-l40s-serving", labels.POOL_OS,
+        "existing-prod", [_label(rf.CONFIG_MAP, "gpu-driver-upgrade-pool-l40s-serving", labels.POOL_OS,
                                  "amazonlinux2023", "metadata.labels")],
         "operator-supports-os", "no driver container for Amazon Linux 2023",
     ),
     "identity-per-pool-mode-with-operator-upgrade": (
-        "eks-prod", [(facts.CONFIG_MAP, "gpu-driver-upgrade-prod", lambda p: (
+        "eks-prod", [(rf.CONFIG_MAP, "gpu-driver-upgrade-prod", lambda p: (
             p["data"].update(perPoolDrivers="true"),
             p["metadata"]["annotations"].update({labels.ANNOTATION_PREVIOUS_OPERATOR_VERSION: "v26.3.3"})))],
         "per-pool-mode-own-change", "switched on in the same change",
     ),
     "pool-record-one-node-short": (
-        "existing-prod", [(facts.CONFIG_MAP, "gpu-driver-upgrade-pool-l40s-serving", _set("data.nodeCount", "1"))],
+        "existing-prod", [(rf.CONFIG_MAP, "gpu-driver-upgrade-pool-l40s-serving", _set("data.nodeCount", "1"))],
         "spare-capacity", "pool l40s-serving",
     ),
 }
@@ -409,8 +410,8 @@ def test_every_stack_policy_and_resource_type_has_an_output_variant():
     policies = {policy for _, _, policy, _ in OUTPUT_VARIANTS.values()}
     assert policies == STACK_POLICIES, f"stack policies without an output variant: {STACK_POLICIES - policies}"
     types = {t for _, changes, _, _ in OUTPUT_VARIANTS.values() for t, _, _ in changes if t}
-    assert types >= {facts.EKS_NODE_GROUP, facts.AKS_POOL, facts.CLUSTER_POLICY, facts.HELM_RELEASE,
-                     facts.NVIDIA_DRIVER, facts.PDB, facts.CONFIG_MAP}
+    assert types >= {rf.EKS_NODE_GROUP, rf.AKS_POOL, rf.CLUSTER_POLICY_PATCH, rf.HELM_RELEASE,
+                     rf.NVIDIA_DRIVER, rf.PDB, rf.CONFIG_MAP}
 
 
 # ---------------------------------------------------------------- resource policies keep reading inputs

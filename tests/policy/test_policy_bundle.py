@@ -78,7 +78,8 @@ def test_the_folder_holds_the_pack_and_its_own_packages_copied(pack_dir):
     assert {"__main__.py", "PulumiPolicy.yaml", "requirements.txt", "constraints.txt", ".gitignore"} <= files
     modules = {f for f in files if f.endswith(".py") and f != "__main__.py"}
     assert {f.split("/")[0] for f in modules} == {"policy", "spec"}  # nothing of the program, CLI or checks
-    assert {"policy/pack.py", "policy/registry.py", "policy/facts.py", "spec/__init__.py", "spec/labels.py"} <= modules
+    assert {"policy/pack.py", "policy/registry.py", "policy/metadata.py", "policy/facts.py", "spec/__init__.py",
+            "spec/labels.py", "spec/resource_facts/__init__.py", "spec/resource_facts/pools.py"} <= modules
     assert "policy/bundle.py" not in modules and "policy/evaluate.py" not in modules  # not imported by the pack
     assert not any(p.is_symlink() for p in pack_dir.rglob("*"))
     for module in modules:  # byte-for-byte copies: the checkout stays the one source of truth

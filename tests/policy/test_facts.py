@@ -1,0 +1,81 @@
+"""policy.facts: the stack's facts are read once per evaluation and handed to every stack rule."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pulumi_policy import PolicyResource, StackValidationArgs
+
+from policy import facts, pack
+from policy.evaluate import evaluate, load_config
+from policy.facts import Pool, StackFacts
+from policy.registry import REGISTRY
+from spec import labels
+from spec import resource_facts as rf
+from tests.policy.rules import of_type, resources
+
+
+def test_evaluate_reads_the_stack_once_and_hands_every_stack_rule_the_same_facts(rendered, monkeypatch):
+    items = resources(rendered["prod"])
+    expected = evaluate(items, load_config("prod"))
+    seen: list[StackFacts] = []
+    for policy in [p for p in REGISTRY.values() if p.stack_rule is not None]:
+        def recording(stack, rule=policy.stack_rule):
+            seen.append(stack)
+            return rule(stack)
+
+        monkeypatch.setitem(REGISTRY, policy.id, replace(policy, stack_rule=recording))
+    calls = {"pools": 0, "operator_drivers": 0, "model_budgets": 0}
+    for name in calls:
+        def counting(resources, original=getattr(facts, name), name=name):
+            calls[name] += 1
+            return original(resources)
+
+        monkeypatch.setattr(facts, name, counting)
+    assert evaluate(items, load_config("prod")) == expected
+    assert len(seen) == len([p for p in REGISTRY.values() if p.stack_rule is not None]) and len({id(s) for s in seen}) == 1
+    assert calls == {"pools": 1, "operator_drivers": 1, "model_budgets": 1}
+
+
+def _stack_args(run) -> StackValidationArgs:
+    return StackValidationArgs(
+        [PolicyResource(r.type, r.props, r.urn or r.name, r.name, None, None, None, [], {}) for r in resources(run)], {}
+    )
+
+
+def test_the_advice_policy_reads_the_stack_once_for_every_rule(rendered, monkeypatch):
+    built: list[StackFacts] = []
+
+    class Counted(StackFacts):
+        def __init__(self, resources):
+            super().__init__(resources)
+            built.append(self)
+
+    monkeypatch.setattr(pack, "StackFacts", Counted)
+    reported: list[str] = []
+    pack.build_advice_policy().validate(_stack_args(rendered["prod"]), lambda message, urn=None: reported.append(message))
+    assert len(built) == 1 and reported  # prod's held pools give advice
+    pack.build_policy(REGISTRY["spare-capacity"]).validate(_stack_args(rendered["prod"]), lambda *a: None)
+    assert len(built) == 2
+
+
+def test_facts_are_kept_once_read(rendered):
+    stack = StackFacts(resources(rendered["prod"]))
+    assert stack.pools is stack.pools and stack.drivers is stack.drivers and stack.models is stack.models
+    assert set(stack.pools) == {"gput4", "gpua100", "gpuh100"}
+    assert stack.stage == "prod" and stack.stage_stated and stack.change_ticket == "CHG-20261209-0077"
+    assert stack.batch_selectors == ["workload-class=batch"]
+    assert stack.has(rf.CLUSTER_POLICY_PATCH) and not stack.has(rf.HELM_RELEASE)
+    (patch,) = of_type(list(stack.resources), rf.CLUSTER_POLICY_PATCH)
+    assert stack.operator_driver(patch) is next(d for d in stack.drivers if d.resource is patch)
+    (pdb, *_) = of_type(list(stack.resources), rf.PDB)
+    assert stack.operator_driver(pdb) is None
+    # A driver object from elsewhere is read on the spot.
+    other = replace(patch, name="another")
+    assert stack.operator_driver(other).resource is other
+
+
+def test_a_pool_only_a_model_names_has_its_name_and_nothing_else():
+    pool = Pool("named-only")
+    assert pool.labels == {labels.POOL: "named-only"} and pool.nodes is None and pool.image_drivers == []
+    assert StackFacts([]).pool("named-only").resources == []

@@ -1,0 +1,54 @@
+"""policy.process_rules called directly: the prod stage names its change ticket."""
+
+from __future__ import annotations
+
+import copy
+
+from policy import process_rules
+from policy.facts import Resource
+from spec import labels
+from tests.policy.rules import resources, stack
+
+
+def _without(items: list[Resource], annotation: str, tag: str) -> list[Resource]:
+    out = []
+    for res in items:
+        props = copy.deepcopy(dict(res.props))
+        (props.get("metadata") or {}).get("annotations", {}).pop(annotation, None)
+        (props.get("tags") or {}).pop(tag, None)
+        out.append(Resource(res.type, res.name, props, res.urn))
+    return out
+
+
+def test_prod_with_its_ticket_passes_and_without_it_fails(rendered):
+    assert list(process_rules.change_ticket(stack(resources(rendered["prod"])))) == []
+    no_ticket = _without(resources(rendered["prod"]), labels.ANNOTATION_CHANGE_TICKET, labels.TAG_CHANGE_TICKET)
+    (finding,) = process_rules.change_ticket(stack(no_ticket))
+    assert not finding.advisory and finding.resource is None
+    assert finding.message == "the prod stage must name a change ticket (changeTicket)"
+
+
+def test_a_canary_needs_no_ticket(rendered):
+    no_ticket = _without(resources(rendered["canary"]), labels.ANNOTATION_CHANGE_TICKET, labels.TAG_CHANGE_TICKET)
+    assert list(process_rules.change_ticket(stack(no_ticket))) == []
+
+
+def test_a_stage_not_visible_or_not_one_of_the_stages_is_advice_or_nothing(rendered):
+    hidden = _without(resources(rendered["prod"]), labels.ANNOTATION_STAGE, labels.TAG_STAGE)
+    (finding,) = process_rules.change_ticket(stack(hidden))
+    assert finding.advisory and "stage is not visible" in finding.message
+    # Two stages stated at once are as good as none.
+    (pdb, *_) = [r for r in resources(rendered["canary"]) if r.type.endswith("PodDisruptionBudget")]
+    (finding,) = process_rules.change_ticket(stack([*resources(rendered["prod"]), pdb]))
+    assert finding.advisory
+    # A stage the resources state but that is neither canary nor prod asks for no ticket.
+    odd = []
+    for res in _without(resources(rendered["prod"]), labels.ANNOTATION_CHANGE_TICKET, labels.TAG_CHANGE_TICKET):
+        props = copy.deepcopy(dict(res.props))
+        if labels.ANNOTATION_STAGE in ((props.get("metadata") or {}).get("annotations") or {}):
+            props["metadata"]["annotations"][labels.ANNOTATION_STAGE] = "staging"
+        if labels.TAG_STAGE in (props.get("tags") or {}):
+            props["tags"][labels.TAG_STAGE] = "staging"
+        odd.append(Resource(res.type, res.name, props, res.urn))
+    assert stack(odd).stage_stated and stack(odd).stage is None
+    assert list(process_rules.change_ticket(stack(odd))) == []
