@@ -36,6 +36,7 @@ from spec.base import (
 from spec.operator import Drain, GpuOperator, PodDeletion, UpgradePolicy, WaitForCompletion
 from spec.pools import AksPool, EksPool, ExistingPool, Generation, LaunchTemplate, NodePool, PoolRollout
 from spec.platform import EKS_AMI_OS, aks_os, eks_os
+from spec.resource_facts.cloud import is_nvidia_ami
 from spec.versions import CudaVersion, DriverVersion, is_branch_only
 
 __all__ = [
@@ -403,7 +404,7 @@ class FleetSpec(SpecModel):
             return
         if self.driver.owner == DriverOwner.OPERATOR:
             self._check_operator_eks_pool(pool.eks, (*where, "eks"))
-        if self.driver.owner == DriverOwner.IMAGE and pool.eks.amiType and not pool.eks.amiType.endswith("_NVIDIA"):
+        if self.driver.owner == DriverOwner.IMAGE and pool.eks.amiType and not is_nvidia_ami(pool.eks.amiType):
             raise at(
                 (*where, "eks", "amiType"),
                 f"driver.owner is image, but {pool.eks.amiType} carries no NVIDIA driver and the operator's "
@@ -416,7 +417,7 @@ class FleetSpec(SpecModel):
         if eks.amiType is not None:
             why = (
                 "carries its own NVIDIA driver, and the operator would install a second one"
-                if eks.amiType.endswith("_NVIDIA")
+                if is_nvidia_ami(eks.amiType)
                 else compat.operator_supports_os(self.gpuOperator.chartVersion, EKS_AMI_OS[eks.amiType]).reason
             )
             raise at(
