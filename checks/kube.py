@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import quote
 
 import urllib3
+import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
@@ -40,6 +41,7 @@ from checks.errors import (
     PermanentError,
     RetryableError,
 )
+from checks import kubeconfig as kubeconfig_files
 from checks.objects import Obj
 
 
@@ -105,10 +107,9 @@ def connect(kubeconfig: str | None = None, context: str | None = None, settings:
     try:
         if path or default.exists():
             config_file = path or str(default)
+            # Refuse a broken file in one line naming it, before the client trips over it.
+            context = kubeconfig_files.validate(config_file, context)
             k8s_config.load_kube_config(config_file=config_file, context=context, client_configuration=configuration)
-            if context is None:
-                _, active = k8s_config.list_kube_config_contexts(config_file=config_file)
-                context = (active or {}).get("name")
             where = f"context {context} of kubeconfig {config_file}"
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):
             if context:
@@ -116,9 +117,11 @@ def connect(kubeconfig: str | None = None, context: str | None = None, settings:
             k8s_config.load_incluster_config(client_configuration=configuration)
         else:
             raise ConfigError("no kubeconfig: pass --kubeconfig, set KUBECONFIG, or run inside the cluster")
-    except (ConfigException, OSError, ValueError) as exc:
+    except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError, yaml.YAMLError) as exc:
+        # What the client raises on a value of the wrong type or shape in the file: the input, not a defect.
         where = path or str(default)
-        raise ConfigError(f"cannot use kubeconfig {where}" + (f" context {context}" if context else "") + f": {exc}")
+        raise ConfigError(f"cannot use kubeconfig {where}" + (f" context {context}" if context else "")
+                          + f": {' '.join(str(exc).split()) or type(exc).__name__}") from None
     # Retries are ours (bounded, logged in errors); urllib3's own would multiply the attempts.
     configuration.retries = False
     adapter = Kube(k8s_client.ApiClient(configuration), settings or ClientSettings())
@@ -235,9 +238,12 @@ class Kube:
         status = response.status
         if 200 <= status < 300:
             try:
-                return json.loads(data or b"{}")
+                doc = json.loads(data or b"{}")
             except ValueError as exc:
                 raise RetryableError(f"{what}: the server sent a body that is not JSON") from exc
+            if not isinstance(doc, dict):
+                raise RetryableError(f"{what}: the server sent JSON that is not an object")
+            return doc
         raise _error_for(status, response.headers, data, what, verb, resource, namespace)
 
 
