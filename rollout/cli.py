@@ -2,8 +2,9 @@
 the cluster) through :mod:`rollout.context`, and makes one call into a package; :func:`run` turns what
 that call returns or raises into an exit code (:class:`rollout.exits.Exit`) and a one-line message.
 
-Exit codes: 0 all good; 1 a check or mandatory policy failed; 2 the input is invalid (the message names
-the key path, file or flag, and what is wrong).
+Exit codes (:class:`rollout.exits.Exit`): 0 all good; 1 a check or mandatory policy failed; 2 the input is
+invalid (the message names the key path, file or flag, and what is wrong); 70 a defect of gpu-rollout, not of
+its input (one line, and the file its traceback was written to). Bad input never ends in a traceback.
 
 Verbs import what they use when they run: ``--help`` and the live verbs never load the Pulumi SDK, which
 only ``plan`` needs.
@@ -11,6 +12,9 @@ only ``plan`` needs.
 
 from __future__ import annotations
 
+import sys
+import tempfile
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
@@ -22,6 +26,7 @@ from rollout.exits import Exit
 
 if TYPE_CHECKING:
     from rollout.context import Live
+    from spec.load import SpecError
 
 app = typer.Typer(
     name="gpu-rollout",
@@ -52,6 +57,10 @@ ProjectDirOption = Annotated[
                  "folder if it holds Pulumi.yaml, else the checkout gpu-rollout runs from)."),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+DebugOption = Annotated[
+    bool, typer.Option("--debug", envvar="GPU_ROLLOUT_DEBUG",
+                       help="On an internal error, print the traceback on stderr (it is always written to a file).")
+]
 
 # Live verbs only. No envvar on these two: an ambient KUBECONFIG or context must never beat what the stack
 # declares (cluster.existing.kubeconfig/context). KUBECONFIG is still read, below the stack's file, by
@@ -68,10 +77,12 @@ ContextOption = Annotated[
 ]
 
 
-def run(call: Callable[[], Exit]) -> NoReturn:
+def run(call: Callable[[], Exit], debug: bool = False) -> NoReturn:
     """Run a verb's call and exit with its code. Invalid input (a stack file, a kubeconfig or context, another
     cluster than the stack's) exits 2 and a cluster call that failed exits 1, each with one message on stderr
-    and never a partial report; usage errors are click's (exit 2, with the usage)."""
+    and never a partial report; usage errors are typer's (exit 2, with the usage). Anything else is a defect
+    of gpu-rollout, not of the input: exit 70, one line saying so and where its traceback was written (printed
+    too with ``--debug``)."""
     from checks.errors import ClusterError, ConfigError, WrongClusterError
     from spec.load import SpecError
 
@@ -80,7 +91,7 @@ def run(call: Callable[[], Exit]) -> NoReturn:
     except (typer.TyperException, typer.Exit, typer.Abort):  # usage errors and exits: typer's to show
         raise
     except SpecError as error:
-        say(str(error))
+        say(spec_error_text(error))
         raise typer.Exit(Exit.INVALID) from None
     except WrongClusterError as error:
         say(f"wrong cluster: {error}")
@@ -91,7 +102,35 @@ def run(call: Callable[[], Exit]) -> NoReturn:
     except ClusterError as error:
         say(f"cluster error: {error}")
         raise typer.Exit(Exit.FAILED) from None
+    except Exception as error:  # noqa: BLE001 - the one place a defect becomes exit 70 instead of a traceback
+        internal_error(error, debug)
+        raise typer.Exit(Exit.INTERNAL) from None
     raise typer.Exit(Exit(code))
+
+
+def spec_error_text(error: SpecError) -> str:
+    """The error's heading, then one line per problem (key path: what is wrong), whatever line breaks a
+    message carries (a YAML parser's quotes the offending line)."""
+    head = str(error).split("\n", 1)[0]
+    return "\n".join([head] + [f"  {problem.path}: {' '.join(problem.message.split())}" for problem in error.problems])
+
+
+def internal_error(error: Exception, debug: bool) -> None:
+    """Say in one line that gpu-rollout failed (not the input), and where the traceback went."""
+    text = "".join(traceback.format_exception(error))
+    where = "nowhere (the file could not be written)"
+    try:
+        handle, name = tempfile.mkstemp(prefix="gpu-rollout-", suffix=".traceback")
+        with open(handle, "w", encoding="utf-8") as file:
+            file.write(f"command line: {' '.join(sys.argv)}\n\n{text}")
+        where = name
+    except OSError:
+        pass
+    what = " ".join(f"{type(error).__name__}: {error}".split())
+    say(f"internal error: gpu-rollout failed, not because of its input ({what[:300]}); traceback written to "
+        f"{where}" + ("" if debug else " (--debug prints it)") + "; please report it")
+    if debug:
+        sys.stderr.write(text)
 
 
 # ---------------------------------------------------------------- plan (offline)
@@ -113,6 +152,7 @@ def plan(
     project_dir: ProjectDirOption = None,
     as_json: JsonOption = False,
     previous_outputs: PreviousOutputsOption = None,
+    debug: DebugOption = False,
 ) -> None:
     """Offline preview of a stack: what `pulumi up` would send, with no cloud and no Pulumi CLI."""
 
@@ -125,7 +165,7 @@ def plan(
         return verb.execute(target.name, target.path, as_json=as_json, project_dir=target.project_dir,
                             previous_outputs=previous)
 
-    run(call)
+    run(call, debug)
 
 
 # ---------------------------------------------------------------- live cluster verbs
@@ -146,6 +186,7 @@ def preflight(
     kubeconfig: KubeconfigOption = None,
     kube_context: ContextOption = None,
     as_json: JsonOption = False,
+    debug: DebugOption = False,
 ) -> None:
     """Read-only live checks before a rollout: driver owner, versions, compatibility, capacity, PDBs."""
 
@@ -155,7 +196,7 @@ def preflight(
         live = _open_live(stack, stack_file_path, project_dir, kubeconfig, kube_context)
         return verb.execute(live.stack.name, live.spec, live.kube, as_json)
 
-    run(call)
+    run(call, debug)
 
 
 @app.command()
@@ -177,6 +218,7 @@ def watch(
                           help="Give up after this many polls in a row fail (throttling, 5xx, timeouts).")
     ] = 5,
     as_json: JsonOption = False,
+    debug: DebugOption = False,
 ) -> None:
     """Follow the rollout per pool; on upgrade-failed, a model below minAvailable or a stuck node, pause and exit 1.
 
@@ -191,7 +233,7 @@ def watch(
                             stuck_after=stuck_after * 60, auto_pause=not no_auto_pause, as_json=as_json,
                             max_failed_polls=max_failed_polls)
 
-    run(call)
+    run(call, debug)
 
 
 @app.command()
@@ -203,6 +245,7 @@ def pause(
     kube_context: ContextOption = None,
     reason: Annotated[str, typer.Option("--reason", help="Why, recorded on each node.")] = "paused by gpu-rollout",
     as_json: JsonOption = False,
+    debug: DebugOption = False,
 ) -> None:
     """Hold back every node of the stack's pools not yet upgraded (skip label, recorded as ours).
 
@@ -215,7 +258,7 @@ def pause(
         live = _open_live(stack, stack_file_path, project_dir, kubeconfig, kube_context)
         return verb.execute("pause", live.stack.name, live.spec, live.kube, as_json, reason)
 
-    run(call)
+    run(call, debug)
 
 
 @app.command()
@@ -226,6 +269,7 @@ def resume(
     kubeconfig: KubeconfigOption = None,
     kube_context: ContextOption = None,
     as_json: JsonOption = False,
+    debug: DebugOption = False,
 ) -> None:
     """Remove exactly the skip labels `pause` set for this stack; never one someone else set."""
 
@@ -235,7 +279,7 @@ def resume(
         live = _open_live(stack, stack_file_path, project_dir, kubeconfig, kube_context)
         return verb.execute("resume", live.stack.name, live.spec, live.kube, as_json, "")
 
-    run(call)
+    run(call, debug)
 
 
 def main() -> None:

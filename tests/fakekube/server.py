@@ -94,7 +94,8 @@ EXPIRED = ("The provided continue parameter is too old to display a consistent l
 class Fault:
     """Answer matching requests with ``status`` (or a slow answer for "timeout"), ``times`` times.
 
-    ``skip`` lets that many matching requests through first (e.g. fail the 3rd patch).
+    ``skip`` lets that many matching requests through first (e.g. fail the 3rd patch). Status 200 answers
+    ``body`` instead of the object (a server, proxy or webhook that sends something else).
     """
 
     status: int | str
@@ -104,6 +105,7 @@ class Fault:
     skip: int = 0
     retry_after: float | None = None
     delay: float = 1.0
+    body: Any = None
     seen: int = field(default=0, init=False)
 
     def applies(self, verb: str, plural: str) -> bool:
@@ -487,6 +489,8 @@ class FakeKube:
         if fault is not None:
             if fault.status == "timeout":
                 time.sleep(fault.delay)
+            elif fault.status == 200:
+                return fault.body
             else:
                 raise ApiError(int(fault.status), "Injected", f"injected fault on {verb} {plural}", fault.retry_after)
         with self.lock:
