@@ -506,11 +506,12 @@ class FleetSpec(SpecModel):
         budgets: dict[str, str] = {}
         for index, model in enumerate(self.models):
             # A model's PDB resource is named <namespace>-<name>; two models must not share it.
-            qualified = f"{model.namespace}/{model.name}"
-            other = budgets.setdefault(f"{model.namespace}-{model.name}", qualified)
-            if other != qualified or list(budgets.values()).count(qualified) > 1:
+            qualified, budget = f"{model.namespace}/{model.name}", f"{model.namespace}-{model.name}"
+            other = budgets.get(budget)
+            if other is not None:
                 what = "duplicate model" if other == qualified else f"models '{other}' and"
                 raise at(("models", index, "name"), f"{what} '{qualified}' (their PDB resource names collide)")
+            budgets[budget] = qualified
             for p_index, pool in enumerate(model.nodePools):
                 if pool not in pools:
                     raise at(

@@ -462,6 +462,12 @@ def test_models_whose_budget_names_collide() -> None:
     assert any("collide" in p for p in found), found
 
 
+def test_the_same_model_twice_is_refused() -> None:
+    # Found by the resource-facts round trip (tests/spec/test_resource_facts.py): two PDBs of one name.
+    config = edited("prod", "models", lambda models: models.append(dict(models[0])))
+    assert_problem(config, "gpu-driver-upgrade:models[4].name", "duplicate model 'inference/llm-chat'")
+
+
 def test_yaml_dates_stay_strings(tmp_path: Path) -> None:
     text = (PROJECT_DIR / "Pulumi.prod.yaml").read_text().replace("changeTicket: CHG-20261209-0077", "changeTicket: 2026-12-09")
     path = tmp_path / "Pulumi.prod.yaml"
