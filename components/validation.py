@@ -1,0 +1,444 @@
+"""ValidationJob: the post-upgrade validation of every node of the stack's released pools, once per driver version.
+
+One DaemonSet per released pool whose pods can only be placed on a node of that pool that
+- runs the pool's target driver (GPU Feature Discovery's driver label),
+- is done with its upgrade (the operator's ``nvidia.com/gpu-driver-upgrade-state=upgrade-done``, where the
+  operator's upgrade controller owns the driver), and
+- is not yet validated for that driver (``gpu-driver-upgrade.io/validated-driver`` absent or another one).
+
+The pod runs the validation program (``workload/``, shipped in a ConfigMap rendered from its source) in the
+pinned serving image, with the pool's GPUs and the model from a cache volume. When it has recorded the
+result it labels its node validated for the driver, so the node stops matching and the DaemonSet controller
+removes the pod: its GPUs go back to the model servers. Nothing waits in between holding a GPU.
+
+The pods' identity may patch nodes and nothing else (RBAC); a ValidatingAdmissionPolicy narrows that to
+the node the pod is bound to (the service-account token's node claim) and to the job's own labels and
+result annotations. docs/validation.md explains the choice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from spec import labels
+from spec.membership import pool_node_selectors
+from spec.model import DriverOwner, FleetSpec, NodePool, Validation, kubernetes_name
+from spec.base import percent_of
+from workload import result
+
+WORKLOAD_DIR = Path(result.__file__).resolve().parent
+PROGRAM_DIR = "/opt/gpu-validation"  # the ConfigMap's files in the pod: workload/ and pools/
+STATE_DIR = "/run/gpu-validation"  # an emptyDir: survives container restarts, so a node is never validated twice
+SERVICE_ACCOUNT = "gpu-validation"
+PROGRAM_CONFIG_MAP = "gpu-validation-program"
+SERVER_PORT = 8000
+LINGER_SECONDS = 300  # after recording, how long the program waits for the DaemonSet controller to remove its pod
+GFD_DRIVER_MAJOR = "nvidia.com/cuda.driver-version.major"  # GFD's branch label (the full version is spec.labels')
+POD_LABEL_POOL = f"{labels.DOMAIN}/validation-pool"
+APP_LABELS = {"app.kubernetes.io/name": "gpu-validation", "app.kubernetes.io/part-of": "gpu-driver-upgrade"}
+ANNOTATION_PROGRAM = f"{labels.DOMAIN}/validation-program"  # sha256 of the program's files
+ANNOTATION_CONFIG = f"{labels.DOMAIN}/validation-config"  # sha256 of the pool's configuration
+NODE_NAME_CLAIM = "authentication.kubernetes.io/node-name"  # the node a pod-bound token's pod runs on
+# Type tokens of what the job registers (no policy reads them; tests/spec/test_resource_facts.py lists them).
+RESOURCE_TYPES = (
+    "kubernetes:core/v1:Namespace",
+    "kubernetes:core/v1:ServiceAccount",
+    "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole",
+    "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding",
+    "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+    "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
+    "kubernetes:apps/v1:DaemonSet",
+)
+# The serving process reads weights only from the pod's filesystem: no hub, no telemetry.
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+               "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+
+
+# ---------------------------------------------------------------- names
+
+
+def namespace_name(spec: FleetSpec) -> str:
+    """One namespace per stage, so the canary and prod stacks on one cluster never own the same object."""
+    return f"gpu-validation-{spec.stage.value}"
+
+
+def cluster_scoped_name(spec: FleetSpec) -> str:
+    return f"gpu-driver-upgrade-validation-{spec.stage.value}"
+
+
+def daemonset_name(pool: NodePool) -> str:
+    return f"gpu-validation-{kubernetes_name(pool.name)}"
+
+
+def service_account_user(spec: FleetSpec) -> str:
+    return f"system:serviceaccount:{namespace_name(spec)}:{SERVICE_ACCOUNT}"
+
+
+def config_key(pool: NodePool) -> str:
+    return f"pool-{kubernetes_name(pool.name)}.json"
+
+
+def program_key(file: str) -> str:
+    return f"workload.{file}"
+
+
+# ---------------------------------------------------------------- what is validated, on which driver
+
+
+def validation_target(spec: FleetSpec, pool: NodePool) -> str | None:
+    """The driver a pool's nodes are validated on; None for a held pool (its nodes do not move)."""
+    if spec.pool_held(pool):
+        return None
+    if spec.driver.owner == DriverOwner.IMAGE and pool.live_generations:
+        return max(pool.live_generations, key=lambda g: g.id).driverVersion
+    return spec.pool_driver_version(pool)
+
+
+def validated_pools(spec: FleetSpec) -> list[tuple[NodePool, str]]:
+    found = []
+    for pool in spec.nodePools:
+        target = validation_target(spec, pool)
+        if target is not None:
+            found.append((pool, target))
+    return found
+
+
+def _fraction(percent: str) -> float:
+    value = percent_of(percent)
+    assert value is not None  # the spec only lets percentages through
+    return value / 100
+
+
+def server_command(validation: Validation) -> list[str]:
+    return ["vllm", "serve", validation.modelPath, "--served-model-name", validation.model,
+            "--host", "127.0.0.1", "--port", str(SERVER_PORT), *validation.serverArgs]
+
+
+def program_config(spec: FleetSpec, pool: NodePool, target: str) -> dict[str, Any]:
+    """The pool's configuration as the program reads it (workload.validate.parse_config)."""
+    validation = spec.validation
+    assert validation is not None
+    baseline = validation.baselines.get(pool.name)
+    return {
+        "apiVersion": result.CONFIG_API_VERSION,
+        "stage": spec.stage.value,
+        "cluster": spec.cluster.name,
+        "pool": pool.name,
+        "targetDriver": target,
+        "gpusPerNode": pool.gpusPerNode,
+        "image": validation.image,
+        "model": validation.model,
+        "modelPath": validation.modelPath,
+        "prompt": validation.prompt,
+        "maxTokens": validation.maxTokens,
+        "requests": validation.requests,
+        "minTokensPerSecond": validation.minTokensPerSecond,
+        "baseline": None if baseline is None else {
+            "timeToFirstTokenSeconds": baseline.timeToFirstTokenSeconds,
+            "tokensPerSecond": baseline.tokensPerSecond,
+            "tokenDigest": baseline.tokenDigest,
+            "recordedOn": baseline.recordedOn,
+        },
+        "tolerance": {"timeToFirstToken": _fraction(validation.tolerance.timeToFirstToken),
+                      "tokensPerSecond": _fraction(validation.tolerance.tokensPerSecond)},
+        "server": {"command": server_command(validation), "url": f"http://127.0.0.1:{SERVER_PORT}",
+                   "startupTimeoutSeconds": validation.startupTimeoutSeconds, "requestTimeoutSeconds": 300},
+        "textfileDirectory": "/textfile" if validation.textfileDirectory else None,
+    }
+
+
+def program_files() -> dict[str, bytes]:
+    """The program as the tests test it: the workload package's files, byte for byte."""
+    return {name: (WORKLOAD_DIR / name).read_bytes() for name in result.PROGRAM_FILES}
+
+
+def _sha256(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def config_text(config: dict[str, Any]) -> str:
+    return json.dumps(config, indent=1, sort_keys=True) + "\n"
+
+
+def program_config_map_data(spec: FleetSpec) -> dict[str, str]:
+    data = {program_key(name): body.decode() for name, body in program_files().items()}
+    for pool, target in validated_pools(spec):
+        data[config_key(pool)] = config_text(program_config(spec, pool, target))
+    return data
+
+
+# ---------------------------------------------------------------- where the pods may go
+
+
+def node_affinity(spec: FleetSpec, pool: NodePool, target: str) -> dict[str, Any]:
+    """Required node affinity: a node of the pool, on the target driver, upgrade done, not validated for it.
+
+    One term per way the pool's nodes are found (spec.membership: the project's pool label, else the cloud's
+    pool label or the declared nodeSelector, the latter only on nodes no stack has labelled yet).
+    """
+    driver_label = labels.GFD_DRIVER_VERSION if "." in target else GFD_DRIVER_MAJOR
+    common = [{"key": driver_label, "operator": "In", "values": [target]}]
+    if spec.driver.owner == DriverOwner.OPERATOR and spec.gpuOperator.upgradePolicy.autoUpgrade:
+        # The upgrade controller's last state: uncordoned, driver pod in sync, operator validator passed.
+        common.append({"key": labels.UPGRADE_STATE, "operator": "In", "values": [labels.UPGRADE_DONE]})
+    common.append({"key": result.LABEL_VALIDATED_DRIVER, "operator": "NotIn", "values": [target]})
+    terms = []
+    for selector in pool_node_selectors(spec, pool):
+        expressions = [{"key": key, "operator": "In", "values": [value]} for key, value in sorted(selector.items())]
+        if labels.POOL not in selector:
+            expressions.insert(0, {"key": labels.POOL, "operator": "DoesNotExist"})
+        terms.append({"matchExpressions": [*expressions, *common]})
+    return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+
+
+def uses_host_paths(validation: Validation) -> bool:
+    return bool(validation.textfileDirectory) or (
+        validation.cacheVolume is not None and validation.cacheVolume.hostPath is not None)
+
+
+def namespace_labels(spec: FleetSpec) -> dict[str, str]:
+    validation = spec.validation
+    assert validation is not None
+    # Pod Security: restricted, unless a host directory is mounted (which only the privileged level allows).
+    level = "privileged" if uses_host_paths(validation) else "restricted"
+    return {**APP_LABELS, "pod-security.kubernetes.io/enforce": level, "pod-security.kubernetes.io/warn": level}
+
+
+def daemonset_body(spec: FleetSpec, pool: NodePool, target: str) -> dict[str, Any]:
+    """metadata and spec of a pool's DaemonSet."""
+    validation = spec.validation
+    assert validation is not None
+    selector = {**APP_LABELS, POD_LABEL_POOL: kubernetes_name(pool.name)}
+    files = program_files()
+    mounts = [
+        {"name": "program", "mountPath": PROGRAM_DIR, "readOnly": True},
+        {"name": "state", "mountPath": STATE_DIR},
+        {"name": "tmp", "mountPath": "/tmp"},  # noqa: S108 - an emptyDir of the pod's own
+        {"name": "shm", "mountPath": "/dev/shm"},
+    ]
+    volumes: list[dict[str, Any]] = [
+        {"name": "program", "configMap": {
+            "name": PROGRAM_CONFIG_MAP, "defaultMode": 0o444,
+            "items": [*({"key": program_key(name), "path": f"workload/{name}"} for name in result.PROGRAM_FILES),
+                      {"key": config_key(pool), "path": f"pools/{config_key(pool)}"}]}},
+        {"name": "state", "emptyDir": {"sizeLimit": "1Mi"}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "20Gi"}},
+        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}},
+    ]
+    cache = validation.cacheVolume
+    if cache is not None:
+        mounts.append({"name": "model-cache", "mountPath": cache.mountPath, "readOnly": True})
+        source = ({"persistentVolumeClaim": {"claimName": cache.claimName, "readOnly": True}} if cache.claimName
+                  else {"hostPath": {"path": cache.hostPath, "type": "Directory"}})
+        volumes.append({"name": "model-cache", **source})
+    if validation.textfileDirectory:
+        mounts.append({"name": "textfile", "mountPath": "/textfile"})
+        volumes.append({"name": "textfile", "hostPath": {"path": validation.textfileDirectory, "type": "Directory"}})
+    env = [
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "PYTHONPATH", "value": PROGRAM_DIR},
+        {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+        {"name": "PYTHONUNBUFFERED", "value": "1"},
+        {"name": "HOME", "value": "/tmp/home"},
+        {"name": "XDG_CACHE_HOME", "value": "/tmp/cache"},
+        {"name": "HF_HOME", "value": "/tmp/hf"},
+        *({"name": key, "value": value} for key, value in sorted(OFFLINE_ENV.items())),
+    ]
+    config_path = f"{PROGRAM_DIR}/pools/{config_key(pool)}"
+    container = {
+        "name": "validate",
+        "image": validation.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["python3", "-m", result.ENTRY_MODULE, "--config", config_path, "--state-dir", STATE_DIR,
+                    "--linger", str(LINGER_SECONDS)],
+        "workingDir": PROGRAM_DIR,
+        "env": env,
+        "resources": {"requests": {"cpu": "2", "memory": "8Gi", labels.GPU_RESOURCE: str(pool.gpusPerNode)},
+                      "limits": {labels.GPU_RESOURCE: str(pool.gpusPerNode)}},
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                            "runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "volumeMounts": mounts,
+    }
+    config = program_config(spec, pool, target)
+    return {
+        "metadata": {
+            "name": daemonset_name(pool),
+            "namespace": namespace_name(spec),
+            "labels": selector,
+            # Validation pods come and go (and may wait for GPUs): `pulumi up` must not wait for them.
+            "annotations": {"pulumi.com/skipAwait": "true"},
+        },
+        "spec": {
+            "selector": {"matchLabels": selector},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}},
+            "template": {
+                "metadata": {
+                    "labels": selector,
+                    "annotations": {ANNOTATION_PROGRAM: result.program_digest(files),
+                                    ANNOTATION_CONFIG: _sha256(config_text(config).encode()),
+                                    labels.ANNOTATION_TARGET_DRIVER: target},
+                },
+                "spec": {
+                    "serviceAccountName": SERVICE_ACCOUNT,
+                    "automountServiceAccountToken": True,
+                    "enableServiceLinks": False,
+                    "terminationGracePeriodSeconds": 60,
+                    "affinity": {"nodeAffinity": node_affinity(spec, pool, target)},
+                    "tolerations": [{"key": labels.GPU_TAINT_KEY, "operator": "Exists",
+                                     "effect": labels.GPU_TAINT_EFFECT}],
+                    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [container],
+                    "volumes": volumes,
+                },
+            },
+        },
+    }
+
+
+# ---------------------------------------------------------------- what the pods may do
+
+
+def cluster_role_rules() -> list[dict[str, Any]]:
+    """Patch nodes, and nothing else: the program's one API call (workload/kube.py)."""
+    return [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]}]
+
+
+def admission_policy_spec(spec: FleetSpec) -> dict[str, Any]:
+    """What RBAC cannot say: only the node the pod is bound to, only the job's labels and result annotations."""
+    allowed = "[" + ", ".join(f"'{key}'" for key in result.NODE_LABELS) + "]"
+    prefix = f"{result.RESULT_ANNOTATION_PREFIX}/"
+
+    def unchanged_except(new: str, old: str, allowed_key: str) -> str:
+        return (f"{new}.all(k, {allowed_key} || (k in {old} && {old}[k] == {new}[k])) && "
+                f"{old}.all(k, {allowed_key} || k in {new})")
+
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": [{"apiGroups": [""], "apiVersions": ["*"], "operations": ["UPDATE"],
+                               "resources": ["nodes", "nodes/status"]}],
+        },
+        "matchConditions": [{"name": "validation-job",
+                             "expression": f"request.userInfo.username == '{service_account_user(spec)}'"}],
+        "variables": [
+            {"name": "newLabels", "expression": "has(object.metadata.labels) ? object.metadata.labels : {}"},
+            {"name": "oldLabels", "expression": "has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
+            {"name": "newAnnotations",
+             "expression": "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
+            {"name": "oldAnnotations",
+             "expression": "has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}"},
+        ],
+        "validations": [
+            {
+                "expression": (f"request.subResource == '' && has(request.userInfo.extra) && "
+                               f"'{NODE_NAME_CLAIM}' in request.userInfo.extra && "
+                               f"request.userInfo.extra['{NODE_NAME_CLAIM}'].exists(n, n == object.metadata.name)"),
+                "message": "the validation job may change only the node its pod runs on",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": unchanged_except("variables.newLabels", "variables.oldLabels", f"k in {allowed}"),
+                "message": f"the validation job may change only its own node labels ({', '.join(result.NODE_LABELS)})",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": unchanged_except("variables.newAnnotations", "variables.oldAnnotations",
+                                               f"k.startsWith('{prefix}')"),
+                "message": f"the validation job may change only its result annotations ({prefix}<driver>)",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": ("has(object.spec) == has(oldObject.spec) && "
+                               "(!has(object.spec) || object.spec == oldObject.spec)"),
+                "message": "the validation job may not change a node's spec (taints, unschedulable, ...)",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": ("has(object.metadata.ownerReferences) == has(oldObject.metadata.ownerReferences) && "
+                               "(!has(object.metadata.ownerReferences) || "
+                               "object.metadata.ownerReferences == oldObject.metadata.ownerReferences) && "
+                               "has(object.metadata.finalizers) == has(oldObject.metadata.finalizers) && "
+                               "(!has(object.metadata.finalizers) || "
+                               "object.metadata.finalizers == oldObject.metadata.finalizers)"),
+                "message": "the validation job may not change a node's owners or finalizers",
+                "reason": "Forbidden",
+            },
+        ],
+    }
+
+
+# ---------------------------------------------------------------- the component
+
+
+@dataclass(frozen=True)
+class ValidationJobArgs:
+    spec: FleetSpec
+
+
+class ValidationJob(pulumi.ComponentResource):
+    """Namespace, identity, RBAC, admission policy, the program's ConfigMap and one DaemonSet per released pool."""
+
+    namespace: str
+    daemon_sets: dict[str, str]  # pool -> DaemonSet name
+
+    def __init__(self, name: str, args: ValidationJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpu-driver-upgrade:validation:ValidationJob", name, None, opts)
+        spec = args.spec
+        assert spec.validation is not None
+        child = pulumi.ResourceOptions(parent=self)
+        self.namespace = namespace_name(spec)
+        cluster_name = cluster_scoped_name(spec)
+
+        namespace = k8s.core.v1.Namespace(
+            self.namespace, metadata={"name": self.namespace, "labels": namespace_labels(spec)}, opts=child)
+        in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
+        account = k8s.core.v1.ServiceAccount(
+            SERVICE_ACCOUNT,
+            metadata={"name": SERVICE_ACCOUNT, "namespace": self.namespace, "labels": APP_LABELS},
+            automount_service_account_token=False,  # only the validation pods mount its token
+            opts=in_namespace,
+        )
+        role = k8s.rbac.v1.ClusterRole(
+            cluster_name, metadata={"name": cluster_name, "labels": APP_LABELS}, rules=cluster_role_rules(),
+            opts=child)
+        binding = k8s.rbac.v1.ClusterRoleBinding(
+            cluster_name,
+            metadata={"name": cluster_name, "labels": APP_LABELS},
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_name},
+            subjects=[{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": self.namespace}],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[role, account]),
+        )
+        policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            cluster_name, metadata={"name": cluster_name, "labels": APP_LABELS}, spec=admission_policy_spec(spec),
+            opts=child)
+        policy_binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            cluster_name,
+            metadata={"name": cluster_name, "labels": APP_LABELS},
+            spec={"policyName": cluster_name, "validationActions": ["Deny"]},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
+        )
+        program = k8s.core.v1.ConfigMap(
+            PROGRAM_CONFIG_MAP,
+            metadata={"name": PROGRAM_CONFIG_MAP, "namespace": self.namespace, "labels": APP_LABELS},
+            data=program_config_map_data(spec),
+            opts=in_namespace,
+        )
+        # A pod may write to its node only once the admission policy guards that write.
+        ready = [program, account, binding, policy_binding]
+        self.daemon_sets = {}
+        for pool, target in validated_pools(spec):
+            body = daemonset_body(spec, pool, target)
+            k8s.apps.v1.DaemonSet(
+                body["metadata"]["name"], metadata=body["metadata"], spec=body["spec"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
+            )
+            self.daemon_sets[pool.name] = body["metadata"]["name"]
+        self.register_outputs({"namespace": self.namespace, "daemonSets": self.daemon_sets})
