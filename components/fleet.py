@@ -12,6 +12,7 @@ from components.gpu_operator import DriverPolicy, DriverPolicyArgs, PoolDriver, 
 from components import previous
 from components.node_pools import AksGpuPool, EksGpuPool, ExistingGpuPool, GpuPoolArgs
 from components.previous import PreviousDeployment
+from components.validation import ValidationJob, ValidationJobArgs
 from spec import manifests
 from spec.model import Cloud, ClusterPolicyMode, DriverOwner, FleetSpec, NodePool
 
@@ -116,6 +117,10 @@ class GpuFleet(pulumi.ComponentResource):
                     PoolDriverArgs(spec, pool),
                     opts=k8s_opts.merge(pulumi.ResourceOptions(depends_on=depends)),
                 )
+
+        # The post-upgrade validation job (docs/validation.md): its pods place themselves on upgraded nodes.
+        if spec.validation is not None:
+            ValidationJob("validation", ValidationJobArgs(spec), opts=k8s_opts)
 
         self.cloud_pools = {
             name: record

@@ -8,6 +8,7 @@ import json
 import pulumi
 import pytest
 
+from components import validation
 from preview.run import OFFLINE_SERVER, SECRET, ProgramRun, run_program
 from spec import labels
 from spec.load import runtime_config, spec_from_config
@@ -43,7 +44,11 @@ def type_counts(run: ProgramRun) -> dict[str, int]:
 
 
 def test_canary_renders_only_what_the_canary_stack_owns(rendered: dict[str, ProgramRun]) -> None:
-    assert type_counts(rendered["canary"]) == {AGENT_POOL: 1, NVIDIA_DRIVER: 1, PDB: 1, CONFIG_MAP: 1, K8S_PROVIDER: 1}
+    # The validation job's objects (tests/components/test_validation.py): one of each, a DaemonSet for the pool,
+    # and a second ConfigMap, the validation program.
+    validation_job = {token: 1 for token in validation.RESOURCE_TYPES}
+    assert type_counts(rendered["canary"]) == {AGENT_POOL: 1, NVIDIA_DRIVER: 1, PDB: 1, CONFIG_MAP: 2, K8S_PROVIDER: 1,
+                                               **validation_job}
 
 
 def test_canary_pool_is_operator_owned_and_released(rendered: dict[str, ProgramRun]) -> None:

@@ -48,6 +48,7 @@ from pulumi_policy import PolicyCustomTimeouts, PolicyResource, PolicyResourceOp
 from pulumi_policy.deserialize import SPECIAL_SECRET_SIG, SPECIAL_SIG_KEY, deserialize_properties
 from pulumi_policy.proxy import unknown_checking_proxy
 
+from components import validation
 from spec import resource_facts as rf
 from preview.run import SECRET, ProgramRun, RegisteredResource
 
@@ -428,6 +429,13 @@ def helm_release_outputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def kubernetes_object_outputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The validation job's objects (components/validation.py) as read back: inputs plus server metadata."""
+    out = copy.deepcopy(dict(inputs))
+    out["metadata"] = _server_metadata(out["metadata"], generation="spec" in out, manager_fields={})
+    return out
+
+
 def provider_outputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(dict(inputs))
     if out.get("kubeconfig") == SECRET:  # the preview shows the secret masked; the engine sends it wrapped
@@ -447,6 +455,7 @@ OUTPUTS: dict[str, Callable[[Mapping[str, Any], str], dict[str, Any]]] = {
     rf.CLUSTER_POLICY_PATCH: lambda inputs, _name: cluster_policy_outputs(inputs),
     rf.HELM_RELEASE: lambda inputs, _name: helm_release_outputs(inputs),
     "pulumi:providers:kubernetes": lambda inputs, _name: provider_outputs(inputs),
+    **{token: lambda inputs, _name: kubernetes_object_outputs(inputs) for token in validation.RESOURCE_TYPES},
 }
 
 

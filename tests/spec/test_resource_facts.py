@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, assume, given, settings
 
 from preview.run import ProgramRun, RegisteredResource, run_program
 from spec import labels, manifests, replacement
+from components import validation
 from spec import resource_facts as rf
 from spec.load import SpecError, spec_from_config
 from spec.model import Cloud, ClusterPolicyMode, DriverOwner, FleetSpec, NodePool, Stage, UpgradePolicy
@@ -199,7 +200,8 @@ def test_the_type_tokens_are_what_the_program_registers(rendered):
     registered = {r.type for run in (*rendered.values(), helm) for r in run.resources
                   if not r.type.startswith("gpu-driver-upgrade:")}
     tokens = {rf.AKS_POOL, rf.EKS_NODE_GROUP, rf.CLUSTER_POLICY_PATCH, rf.NVIDIA_DRIVER, rf.HELM_RELEASE, rf.PDB,
-              rf.CONFIG_MAP, rf.KUBERNETES_PROVIDER, rf.STACK_REFERENCE}
+              rf.CONFIG_MAP, rf.KUBERNETES_PROVIDER, rf.STACK_REFERENCE,
+              *validation.RESOURCE_TYPES}  # the validation job's: the canary examples declare one
     assert tokens <= registered  # no token names something the program does not register
     # The whole ClusterPolicy is what the pack sees from a stack that registers the CR itself.
     assert rf.CLUSTER_POLICY_CR in rf.DRIVER_TYPES and rf.CLUSTER_POLICY_CR not in registered
