@@ -19,12 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from checks.errors import ConfigError
+from spec import yaml_files
 
 MAX_FILE_BYTES = 16 * 1024 * 1024  # kubeconfigs embed certificates; none is anywhere near this
-MAX_EXPANDED_NODES = 100_000  # YAML nodes with every alias expanded, as for stack files (spec/load.py)
 SECTIONS = (("clusters", "cluster"), ("contexts", "context"), ("users", "user"))
 # Fields of a cluster and of a user that the client reads, and the type each must have.
 CLUSTER_FIELDS = {"server": str, "certificate-authority": str, "certificate-authority-data": str,
@@ -89,68 +87,13 @@ def validate(kubeconfig: str, context: str | None) -> str:
 
 def _read(path: Path) -> Mapping[str, Any]:
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise ConfigError(f"kubeconfig {path} is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read kubeconfig {path}: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"kubeconfig {path} is not UTF-8: byte 0x{raw[exc.start]:02x} at byte offset "
-                          f"{exc.start}") from None
-    try:
-        document = _load_yaml(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"kubeconfig {path} is not valid YAML: {_yaml_problem(exc)}") from None
-    except RecursionError:
-        raise ConfigError(f"kubeconfig {path} is nested too deeply to be a kubeconfig") from None
+        document = yaml_files.read(path, MAX_FILE_BYTES)
+    except yaml_files.YamlFileError as exc:
+        raise ConfigError(f"kubeconfig {path} is {exc}") from None
     if not isinstance(document, Mapping):
         raise ConfigError(f"kubeconfig {path} must be a YAML mapping (apiVersion, clusters, contexts, users), "
                           f"not {_kind(document)}")
     return document
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
-    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else problem
-
-
-def _load_yaml(text: str) -> Any:
-    loader = yaml.SafeLoader(text)
-    try:
-        root = loader.get_single_node()
-        if root is None:
-            return None
-        if _expanded_size(root) > MAX_EXPANDED_NODES:
-            raise yaml.YAMLError(f"its aliases expand to more than {MAX_EXPANDED_NODES} nodes")
-        return loader.construct_document(root)
-    finally:
-        loader.dispose()
-
-
-def _expanded_size(root: yaml.Node) -> int:
-    """Nodes with every alias expanded, counted without expanding (an alias is the same node object again)."""
-    sizes: dict[int, int] = {}
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, done = stack.pop()
-        if id(node) in sizes:
-            continue
-        children: list[yaml.Node] = []
-        if isinstance(node, yaml.SequenceNode):
-            children = list(node.value)
-        elif isinstance(node, yaml.MappingNode):
-            children = [part for pair in node.value for part in pair]
-        if done or not children:
-            sizes[id(node)] = 1 + sum(sizes.get(id(child), 0) for child in children)
-            if sizes[id(node)] > MAX_EXPANDED_NODES:
-                return sizes[id(node)]
-            continue
-        stack.append((node, True))
-        stack.extend((child, False) for child in children if id(child) not in sizes)
-    return sizes[id(root)]
 
 
 def _merge(merged: Merged, path: Path, document: Mapping[str, Any]) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from spec import yaml_files
 from spec.base import LocatedError
 from spec.model import PROJECT, FleetSpec
 
@@ -23,59 +24,14 @@ TOP_LEVEL_KEYS = tuple(FleetSpec.model_fields)
 SCALAR_KEYS = frozenset({"stage", "changeTicket"})  # plain strings; every other key is an object or a list
 
 
-# What a stack file may cost to read. Pulumi's own reader (Go yaml.v3) refuses "excessive aliasing"; so
-# does this one, before anything expands: `plan` runs on contributed changes in PR workflows.
+# What a stack file may cost to read (spec/yaml_files.py bounds aliasing and nesting too): `plan` runs on
+# contributed changes in PR workflows.
 MAX_STACK_FILE_BYTES = 4 * 1024 * 1024
-MAX_EXPANDED_NODES = 100_000  # nodes of the document with every alias expanded (150 pools are ~10,000)
 
 
-class _StackFileLoader(yaml.SafeLoader):
-    """YAML as Pulumi's CLI reads it for config: a date such as 2026-12-09 stays the string it was written
-    as, a mapping key given twice is an error (not last-one-wins), and aliases may not expand past a budget."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, yaml.Node] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            try:
-                first = seen.get(key)
-            except TypeError:
-                continue  # an unhashable key: the base constructor reports it
-            if first is not None:
-                raise DuplicateKeyError(key, first.start_mark.line + 1, key_node.start_mark.line + 1)
-            seen[key] = key_node
-        return super().construct_mapping(node, deep=deep)
-
-
-class DuplicateKeyError(yaml.YAMLError):
-    def __init__(self, key: object, first_line: int, second_line: int) -> None:
-        super().__init__(f"duplicate key {key!r} on lines {first_line} and {second_line}")
-        self.key, self.first_line, self.second_line = key, first_line, second_line
-
-
-def _expanded_size(root: yaml.Node) -> int:
-    """Nodes of the document with aliases expanded, counted without expanding them (an alias is the same
-    node object twice, so sizes are memoised per node), stopping early past the budget."""
-    sizes: dict[int, int] = {}
-    # Iterative post-order walk: a deeply nested document must not exhaust Python's recursion limit.
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        if id(node) in sizes:
-            continue
-        children: list[yaml.Node] = []
-        if isinstance(node, yaml.SequenceNode):
-            children = list(node.value)
-        elif isinstance(node, yaml.MappingNode):
-            children = [part for pair in node.value for part in pair]
-        if children_done or not children:
-            sizes[id(node)] = 1 + sum(sizes.get(id(child), 0) for child in children)
-            if sizes[id(node)] > MAX_EXPANDED_NODES:
-                return sizes[id(node)]
-            continue
-        stack.append((node, True))
-        stack.extend((child, False) for child in children if id(child) not in sizes)
-    return sizes[id(root)]
+class _StackFileLoader(yaml_files.StrictLoader):
+    """YAML as Pulumi's CLI reads it for config: a mapping key given twice is an error (not last-one-wins),
+    and a date such as 2026-12-09 stays the string it was written as."""
 
 
 _StackFileLoader.yaml_implicit_resolvers = {
@@ -190,46 +146,13 @@ def config_strings(stack_yaml: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def _parse_stack_yaml(text: str) -> Any:
-    loader = _StackFileLoader(text)
-    try:
-        root = loader.get_single_node()
-        if root is None:
-            return None
-        if _expanded_size(root) > MAX_EXPANDED_NODES:
-            raise yaml.YAMLError(
-                f"excessive aliasing: the document expands to more than {MAX_EXPANDED_NODES} nodes "
-                "(Pulumi's reader refuses such files too)"
-            )
-        return loader.construct_document(root)
-    finally:
-        loader.dispose()
-
-
 def read_stack_file(path: Path) -> dict[str, str]:
     """Config strings of one ``Pulumi.<stack>.yaml``; any file that is not one is a SpecError (exit 2)."""
-    where = str(path)
     try:
-        if path.stat().st_size > MAX_STACK_FILE_BYTES:
-            raise SpecError([SpecProblem(where, f"is larger than {MAX_STACK_FILE_BYTES // (1024 * 1024)} MiB; "
-                                         "a stack file holds config, not data")])
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise SpecError([SpecProblem(where, f"cannot read stack file: {exc.strerror}")]) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SpecError([SpecProblem(where, f"is not UTF-8: byte 0x{raw[exc.start]:02x} at byte offset {exc.start} "
-                                     f"cannot be decoded ({exc.reason})")]) from None
-    try:
-        document = _parse_stack_yaml(text) or {}
-    except DuplicateKeyError as exc:
-        raise SpecError([SpecProblem(where, f"key {exc.key!r} is given twice, on lines {exc.first_line} and "
-                                     f"{exc.second_line}; Pulumi refuses duplicate keys, keep one")]) from None
-    except yaml.YAMLError as exc:
-        raise SpecError([SpecProblem(where, f"is not valid YAML: {exc}")]) from None
-    except RecursionError:
-        raise SpecError([SpecProblem(where, "is nested too deeply to be a stack file")]) from None
+        document = yaml_files.read(path, MAX_STACK_FILE_BYTES, _StackFileLoader) or {}
+    except yaml_files.YamlFileError as exc:
+        why = str(exc) + ("; Pulumi refuses duplicate keys, keep one" if "is given twice" in str(exc) else "")
+        raise SpecError([SpecProblem(str(path), f"is {why}" if not why.startswith("key ") else why)]) from None
     if not isinstance(document, Mapping):
         raise SpecError([SpecProblem(str(path), "must be a YAML mapping with a config: block")])
     return config_strings(document)

@@ -288,7 +288,7 @@ def test_stack_file_conversion_matches_the_pulumi_cli() -> None:
 
 
 def test_unreadable_stack_file(tmp_path: Path) -> None:
-    with pytest.raises(SpecError, match="cannot read stack file"):
+    with pytest.raises(SpecError, match="is unreadable: No such file"):
         read_stack_file(tmp_path / "Pulumi.nope.yaml")
     bad = tmp_path / "Pulumi.bad.yaml"
     bad.write_text("config: [unclosed")

@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rollout.cli import app
-from spec.load import MAX_EXPANDED_NODES, SpecError, read_stack_file
+from spec.load import SpecError, read_stack_file
+from spec.yaml_files import MAX_EXPANDED_NODES
 from tests.conftest import PROJECT_DIR
 
 runner = CliRunner()
