@@ -1,0 +1,245 @@
+"""The canary attestation format (spec/attestation.py): sealing, writing, loading, and what it admits."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spec import attestation as att
+from spec.attestation import AttestationError, AttestedCheck, AttestedPool
+
+START = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
+END = START + timedelta(hours=170)
+
+
+def _check(check_id: str = "driver-version", status: str = "pass", **evidence: Any) -> AttestedCheck:
+    return AttestedCheck(id=check_id, status=status, subject="node aks-gpucanary-0", message="ok", evidence=evidence)
+
+
+def _sealed(**overrides: Any) -> att.Attestation:
+    fields: dict[str, Any] = {
+        "stack": "canary",
+        "cluster": "inference-weu-1",
+        "driver": "580.173.02",
+        "operator_chart": "v26.7.0",
+        "pools": [AttestedPool.of("gpucanary", "NVIDIA-H100-80GB-HBM3"), AttestedPool.of("gput4c", "Tesla-T4")],
+        "checks": [_check(target="580.173.02", nodes=["aks-gpucanary-0"]), _check("gpu-count", expected=8, seen=8.0)],
+        "soak_start": START,
+        "soak_end": END,
+        "git_commit": "0123456789abcdef0123456789abcdef01234567",
+    }
+    fields.update(overrides)
+    return att.seal(**fields)
+
+
+def test_digest_is_sha256_over_canonical_json_of_every_other_field() -> None:
+    sealed = _sealed()
+    document = sealed.document()
+    content = {k: v for k, v in document.items() if k not in ("digest", "hmac")}
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    assert sealed.digest == "sha256:" + hashlib.sha256(canonical).hexdigest()
+    assert sealed.hmac is None
+    assert document["soakStart"] == "2026-11-20T08:00:00Z"
+    assert document["apiVersion"] == att.API_VERSION
+
+
+def test_hmac_is_hmac_sha256_of_the_same_bytes() -> None:
+    sealed = _sealed(hmac_key=b"s3cret")
+    assert sealed.hmac == hmac.new(b"s3cret", sealed.content(), hashlib.sha256).hexdigest()
+
+
+def test_architecture_comes_from_the_compatibility_table() -> None:
+    pool = AttestedPool.of("gpua100", "NVIDIA-A100-80GB-PCIe", node_image="AKSUbuntu-2204gen2containerd-202511.07.0")
+    assert (pool.architecture, pool.nodeImage) == ("ampere", "AKSUbuntu-2204gen2containerd-202511.07.0")
+    with pytest.raises(ValueError, match="architecture 'ampere' is not that of NVIDIA-H100-80GB-HBM3 \\(hopper\\)"):
+        AttestedPool(name="x", gpuProduct="NVIDIA-H100-80GB-HBM3", architecture="ampere")
+    with pytest.raises(AttestationError, match="pool x: GPU product 'Acme-Z9' is not in the architecture table"):
+        AttestedPool.of("x", "Acme-Z9")
+
+
+def test_write_then_load_round_trips(tmp_path: Path) -> None:
+    sealed = _sealed(hmac_key=b"k")
+    path = att.write(tmp_path / att.ATTESTATION_DIR, sealed)
+    assert path == tmp_path / "attestations" / "580.173.02.json"
+    assert att.load(path) == sealed
+    assert att.load(path, hmac_key=b"k") == sealed
+    assert [p.name for p in path.parent.iterdir()] == ["580.173.02.json"]  # no temporary file left behind
+
+
+def test_load_refuses_a_changed_field(tmp_path: Path) -> None:
+    path = att.write(tmp_path, _sealed())
+    document = json.loads(path.read_text())
+    document["soakStart"] = "2026-11-01T08:00:00Z"  # a longer soak than verify saw
+    path.write_text(json.dumps(document))
+    with pytest.raises(AttestationError, match=r"580\.173\.02\.json: digest mismatch: the content was changed"):
+        att.load(path)
+
+
+def test_load_refuses_a_changed_check_evidence(tmp_path: Path) -> None:
+    path = att.write(tmp_path, _sealed())
+    document = json.loads(path.read_text())
+    document["checks"][1]["evidence"]["seen"] = 7
+    path.write_text(json.dumps(document))
+    with pytest.raises(AttestationError, match="digest mismatch"):
+        att.load(path)
+
+
+def test_load_checks_the_hmac_only_when_given_a_key(tmp_path: Path) -> None:
+    keyed = att.write(tmp_path / "a", _sealed(hmac_key=b"right"))
+    with pytest.raises(AttestationError, match="hmac mismatch: sealed with another key"):
+        att.load(keyed, hmac_key=b"wrong")
+    unkeyed = att.write(tmp_path / "b", _sealed())
+    assert att.load(unkeyed).hmac is None
+    with pytest.raises(AttestationError, match=f"no hmac, but {att.HMAC_KEY_ENV} is set"):
+        att.load(unkeyed, hmac_key=b"right")
+
+
+def test_a_recomputed_digest_does_not_pass_the_hmac(tmp_path: Path) -> None:
+    """Whoever edits a keyed attestation can fix its digest, not its HMAC."""
+    path = att.write(tmp_path, _sealed(hmac_key=b"right"))
+    document = json.loads(path.read_text())
+    document["driver"] = "580.173.03"
+    forged = att.Attestation.model_validate(document)
+    document["digest"] = att.digest_of(forged.content())
+    path.write_text(json.dumps(document))
+    assert att.load(path).driver == "580.173.03"  # the digest alone is satisfied
+    with pytest.raises(AttestationError, match="hmac mismatch"):
+        att.load(path, hmac_key=b"right")
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("{not json", "not JSON: Expecting property name enclosed in double quotes at line 1 column 2"),
+        ("[1, 2]", "not an attestation \\(a JSON object is expected\\)"),
+        ('{"apiVersion": "gpu-driver-upgrade.io/attestation/v0"}', "unknown apiVersion 'gpu-driver-upgrade.io/attestation/v0'"),
+        ("{}", "unknown apiVersion None"),
+    ],
+)
+def test_load_refuses_malformed_files(tmp_path: Path, text: str, reason: str) -> None:
+    path = tmp_path / "580.173.02.json"
+    path.write_text(text)
+    with pytest.raises(AttestationError, match=f"^{path}: {reason}"):
+        att.load(path)
+
+
+def test_load_refuses_a_missing_field_naming_it(tmp_path: Path) -> None:
+    path = att.write(tmp_path, _sealed())
+    document = json.loads(path.read_text())
+    del document["gitCommit"]
+    path.write_text(json.dumps(document))
+    with pytest.raises(AttestationError, match=r"\.json: gitCommit: Field required$"):
+        att.load(path)
+
+
+def test_load_refuses_a_missing_file_and_non_text(tmp_path: Path) -> None:
+    with pytest.raises(AttestationError, match="no such attestation"):
+        att.load(tmp_path / "580.173.02.json")
+    binary = tmp_path / "bin.json"
+    binary.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(AttestationError, match="bin.json: not UTF-8 text"):
+        att.load(binary)
+
+
+def test_error_messages_are_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "580.173.02.json"
+    path.write_text('{"apiVersion": "gpu-driver-upgrade.io/attestation/v1", "driver": 580}')
+    with pytest.raises(AttestationError) as caught:
+        att.load(path)
+    assert "\n" not in str(caught.value)
+    assert "more)" in str(caught.value)  # the other missing fields are counted, not listed
+
+
+def test_seal_refuses_a_failed_or_inconclusive_check() -> None:
+    with pytest.raises(AttestationError, match="records a passing canary only; not passed: no-new-xid \\(node aks-gpucanary-0: fail\\)"):
+        _sealed(checks=[_check(), _check("no-new-xid", status="fail")])
+    with pytest.raises(AttestationError, match="dcgm-metrics \\(node aks-gpucanary-0: inconclusive\\)"):
+        _sealed(checks=[_check("dcgm-metrics", status="inconclusive")])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "reason"),
+    [
+        ({"driver": "latest"}, "driver: 'latest' is not a driver version"),
+        ({"soak_end": START - timedelta(hours=1)}, "soakEnd 2026-11-20T07:00:00Z is before soakStart"),
+        ({"soak_start": datetime(2026, 11, 20, 8, 0)}, "soakStart: must carry a time zone"),
+        ({"checks": []}, "checks: List should have at least 1 item"),
+        ({"pools": []}, "pools: List should have at least 1 item"),
+        ({"git_commit": "main"}, "gitCommit: String should match pattern"),
+        (
+            {"checks": [{"id": "gpu-count", "status": "pass", "subject": "n", "message": "", "evidence": {"r": float("nan")}}]},
+            "checks.0.evidence: evidence must be plain JSON",
+        ),
+        ({"pools": [AttestedPool.of("a", "Tesla-T4"), AttestedPool.of("a", "Tesla-T4")]}, "a pool is listed twice: a"),
+    ],
+)
+def test_seal_refuses_bad_fields(overrides: dict[str, Any], reason: str) -> None:
+    with pytest.raises(AttestationError, match=reason):
+        _sealed(**overrides)
+
+
+def test_times_are_kept_in_utc_whole_seconds(tmp_path: Path) -> None:
+    cet = timezone(timedelta(hours=1))
+    sealed = _sealed(soak_start=datetime(2026, 11, 20, 9, 0, 0, 123456, tzinfo=cet))
+    assert sealed.document()["soakStart"] == "2026-11-20T08:00:00Z"
+    assert att.load(att.write(tmp_path, sealed)) == sealed
+
+
+def test_write_refuses_to_replace_a_newer_attestation(tmp_path: Path) -> None:
+    newer = _sealed()
+    path = att.write(tmp_path, newer)
+    older = _sealed(soak_end=END - timedelta(hours=1))
+    with pytest.raises(AttestationError, match="refusing to replace a newer attestation \\(its soak ended 2026-11-27T10:00:00Z"):
+        att.write(tmp_path, older)
+    assert att.load(path) == newer  # nothing changed
+    later = _sealed(soak_end=END + timedelta(hours=24))
+    att.write(tmp_path, later)
+    assert att.load(path) == later
+
+
+def test_write_refuses_to_replace_what_it_cannot_read(tmp_path: Path) -> None:
+    path = att.path_for(tmp_path, "580.173.02")
+    path.write_text("{broken")
+    with pytest.raises(AttestationError, match="refusing to replace an attestation that cannot be read"):
+        att.write(tmp_path, _sealed())
+    assert path.read_text() == "{broken"
+
+
+def test_path_for_names_the_driver_and_nothing_else(tmp_path: Path) -> None:
+    assert att.path_for(tmp_path, "570.195.03") == tmp_path / "570.195.03.json"
+    with pytest.raises(AttestationError, match="'../580' is not a driver version"):
+        att.path_for(tmp_path, "../580")
+
+
+def test_covers_by_driver_and_architecture() -> None:
+    sealed = _sealed()
+    assert att.covers(sealed, "580.173.02", "hopper")
+    assert att.covers(sealed, "580.173.02", "turing")
+    assert not att.covers(sealed, "580.173.02", "ampere")
+    assert not att.covers(sealed, "580.173.03", "hopper")
+
+
+def test_judge_names_every_reason() -> None:
+    now = END + timedelta(days=1)
+    sealed = _sealed(soak_end=START + timedelta(hours=30))
+    assert att.judge(sealed, driver="580.173.02", architectures=["hopper"], min_soak_hours=24, now=now) == []
+    assert att.judge(sealed, driver="580.173.03", architectures=["hopper", "ampere"], min_soak_hours=168, now=now) == [
+        "it attests driver 580.173.02, not 580.173.03",
+        "it covers hopper, turing GPUs, not ampere",
+        "its soak lasted 30.0 h, less than promotion.minSoakHours (168 h)",
+    ]
+    assert att.judge(sealed, driver="580.173.02", architectures=[], min_soak_hours=0, now=START) == [
+        "its soak ends in the future (2026-11-21T14:00:00Z)"
+    ]
+
+
+def test_key_from_environment() -> None:
+    assert att.key_from_environment({att.HMAC_KEY_ENV: "abc"}) == b"abc"
+    assert att.key_from_environment({att.HMAC_KEY_ENV: ""}) is None
+    assert att.key_from_environment({}) is None
