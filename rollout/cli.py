@@ -282,6 +282,47 @@ def resume(
     run(call, debug)
 
 
+# ---------------------------------------------------------------- rollback (the Pulumi engine, Automation API)
+
+
+@app.command()
+def rollback(
+    stack: Annotated[str, typer.Option("--stack", envvar="GPU_ROLLOUT_STACK", help="Stack name in the backend.")],
+    project_dir: ProjectDirOption = None,
+    to_version: Annotated[
+        int | None, typer.Option("--to-version", min=1, help="Go back to this update of `pulumi stack history` "
+                                 "(default: the newest succeeded one on another driver, node image or generation).")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the plan and the commands; change nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Set the config (of the first step) and run `pulumi up`.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Roll back to a driver the canary stack (promotion.canaryStack) never ran.")
+    ] = False,
+    policy_pack: Annotated[
+        str | None, typer.Option("--policy-pack", help="Policy pack for `up` (default: the project's policy/).")
+    ] = None,
+    policy_pack_config: Annotated[
+        str | None, typer.Option("--policy-pack-config", help="Its config (default: policy/<stage>.json).")
+    ] = None,
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Go back to an earlier good update from `pulumi stack history`: show the config that changes and the
+    commands; with --yes set it and run `up` with the policy pack. Refuses (exit 1, or 2 for bad input) and
+    changes nothing when there is no history or earlier good update, an update is in progress, secrets cannot
+    be decrypted, or the canary never ran the target driver (unless --force)."""
+
+    def call() -> Exit:
+        from rollout import context
+        from rollout import rollback as verb
+
+        project = project_dir if project_dir is not None else context.default_project_dir()
+        return verb.execute(stack, project, to_version=to_version, dry_run=dry_run, yes=yes, force=force,
+                            as_json=as_json, policy_pack=policy_pack, policy_pack_config=policy_pack_config)
+
+    run(call, debug)
+
+
 def main() -> None:
     app()
 
