@@ -168,6 +168,41 @@ def plan(
     run(call, debug)
 
 
+# ---------------------------------------------------------------- diff (offline, between git revisions)
+
+
+@app.command()
+def diff(
+    base: Annotated[
+        str | None, typer.Option("--base", help="Git revision of the old side (default: the merge base of HEAD with "
+                                 "the default branch: origin/HEAD, else main, else master).")
+    ] = None,
+    head: Annotated[
+        str | None, typer.Option("--head", help="Git revision of the new side (default: the work tree).")
+    ] = None,
+    stacks: Annotated[
+        list[str] | None, typer.Option("--stack", help="Only this stack (repeatable; default: every stack whose "
+                                       "config differs).")
+    ] = None,
+    project_dir: ProjectDirOption = None,
+    as_markdown: Annotated[bool, typer.Option("--markdown", help="Print the Markdown of one PR comment.")] = False,
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Driver, operator, pool, image and policy changes per stack between two git revisions (offline)."""
+
+    def call() -> Exit:
+        from rollout import context
+        from rollout import diff as verb
+
+        if as_markdown and as_json:
+            raise typer.BadParameter("give --markdown or --json, not both", param_hint="--markdown")
+        project = project_dir if project_dir is not None else context.default_project_dir()
+        return verb.execute(project, base, head, stacks, as_markdown=as_markdown, as_json=as_json)
+
+    run(call, debug)
+
+
 # ---------------------------------------------------------------- live cluster verbs
 
 

@@ -1,0 +1,370 @@
+"""What a change to the stack files does to each stack, as a reviewer reads it: pure functions over the
+facts of two renderings of a stack (base and head), for `gpu-rollout diff`.
+
+A side's facts (:class:`StackView`) come from what the offline engine rendered, read the way the policy
+pack reads them (:class:`policy.facts.StackFacts` over ``spec.resource_facts``): the operator's driver
+objects, the cloud pools of each pool, the models' PodDisruptionBudgets; plus the program's own outputs
+for what it states per pool (``components.fleet.pool_summary``: driver, node image, generations, held) and
+the policy verdicts of the stage. Nothing here re-reads config or renders: :mod:`rollout.diff` renders both
+sides with the engine `gpu-rollout plan` uses and hands the results in, so these functions are tested on
+any two renderings, and the Pulumi SDK is never imported here.
+
+Risks are said in plain words and come from two places only: the policy verdicts (a verdict new at head,
+such as ``cloud-pool-not-replaced`` when a change would replace a node group, is reported with the rule's
+own message) and what the verdicts cannot know: a prod pool moving to a driver the canary has not attested
+(the attestations are files in the repository, looked up through a callable the caller passes), a stack
+file removed, the driver changing owner.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from policy.evaluate import Violation
+from policy.facts import Resource, StackFacts, node_image_owns_driver
+from policy.findings import Level
+from spec import resource_facts as rf
+from spec.resource_facts.values import flag_text
+
+NONE = "-"  # a fact a side does not state
+
+
+# ---------------------------------------------------------------- one side
+
+
+@dataclass(frozen=True)
+class StackView:
+    """The facts of one rendered stack that a driver-upgrade review compares, as (subject, field) -> text,
+    with the policy verdicts of its stage."""
+
+    stack: str
+    stage: str | None
+    facts: Mapping[tuple[str, str], str]  # ("pool gpuh100", "driver") -> "580.173.02"
+    pool_drivers: Mapping[str, str]  # pool -> the driver its nodes are pinned to (what attestation gates)
+    violations: tuple[Violation, ...] = ()
+
+    def subjects(self) -> list[str]:
+        return list(dict.fromkeys(subject for subject, _ in self.facts))
+
+    def of(self, subject: str) -> dict[str, str]:
+        return {f: v for (s, f), v in self.facts.items() if s == subject}
+
+
+def _text(value: Any) -> str:
+    if value is None or value == "" or value == []:
+        return NONE
+    if isinstance(value, bool):
+        return flag_text(value)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_text(v) for v in value)
+    if isinstance(value, Mapping):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def flat_policy(policy: Any) -> dict[str, str]:
+    """An upgradePolicy as sent (CRD spelling), flattened to ``podDeletion.timeoutSeconds``-style keys."""
+    out: dict[str, str] = {}
+    if not isinstance(policy, Mapping):
+        return out
+    for key, value in policy.items():
+        if isinstance(value, Mapping):
+            out.update({f"{key}.{k}": v for k, v in flat_policy(value).items()})
+        else:
+            out[str(key)] = _text(value)
+    return out
+
+
+def _driver_owner(stack: StackFacts) -> str:
+    """``image`` when a node image brings the driver (a cloud pool on a driver-carrying image, or the
+    cluster-wide driver switched off), else ``operator``."""
+    cluster_wide = [d for d in stack.drivers if d.cluster_wide]
+    images = any(node_image_owns_driver(r) for pool in stack.pools.values() for r in pool.resources
+                 if r.type in rf.CLOUD_POOL_TYPES)
+    return "image" if images or (cluster_wide and not cluster_wide[0].enabled) else "operator"
+
+
+def view(stack: str, resources: Sequence[Resource], outputs: Mapping[str, Any],
+         violations: Iterable[Violation] = ()) -> StackView:
+    """The facts of one rendering: ``resources`` as the pack sees them, the program's ``outputs``, and the
+    stage's policy ``violations``."""
+    found = StackFacts(resources)
+    facts: dict[tuple[str, str], str] = {}
+
+    def put(subject: str, name: str, value: Any) -> None:
+        facts[(subject, name)] = _text(value)
+
+    put("stack", "stage", outputs.get("stage"))
+    put("stack", "cluster", outputs.get("cluster"))
+    put("driver", "owner", _driver_owner(found))
+    put("driver", "version", outputs.get("driverVersion"))
+    put("driver", "held pools stay on", outputs.get("previousDriverVersion"))
+    operator = next((d for d in found.drivers if d.operator_version), None)
+    put("GPU Operator", "chart", operator.operator_version if operator else outputs.get("operatorVersion"))
+    put("GPU Operator", "per-pool NVIDIADrivers", outputs.get("perPoolDrivers"))
+    for driver in found.drivers:
+        if driver.cluster_wide:
+            put("GPU Operator", "driver", f"{'enabled' if driver.enabled else 'disabled'} {_text(driver.version)}")
+            for key, value in flat_policy(driver.upgrade_policy if driver.enabled else None).items():
+                facts[("upgrade policy", key)] = value
+
+    pool_drivers: dict[str, str] = {}
+    summaries = outputs.get("pools")
+    for name, summary in (summaries.items() if isinstance(summaries, Mapping) else ()):
+        subject = f"pool {name}"
+        summary = summary if isinstance(summary, Mapping) else {}
+        pool_drivers[name] = _text(summary.get("driverVersion"))
+        put(subject, "driver", summary.get("driverVersion"))
+        put(subject, "node image", summary.get("image"))
+        put(subject, "state", "held" if summary.get("held") else "released")
+        put(subject, "wave", summary.get("wave"))
+        for generation in summary.get("generations") or []:
+            if isinstance(generation, Mapping):
+                put(subject, f"generation {generation.get('id')}",
+                    f"{_text(generation.get('driverVersion'))} on {_text(generation.get('image'))}"
+                    + (" (retired)" if generation.get("retired") else ""))
+        cloud = [r.name for r in found.pool(str(name)).resources if r.type in rf.CLOUD_POOL_TYPES]
+        if cloud:
+            put(subject, "cloud pools", cloud)
+
+    for driver in found.drivers:
+        if driver.cluster_wide:
+            continue
+        subject = f"NVIDIADriver {driver.resource.name}"
+        put(subject, "version", driver.version)
+        put(subject, "state", "held" if driver.held else "released")
+        for key, value in flat_policy(driver.upgrade_policy).items():
+            facts[(subject, f"upgrade policy {key}")] = value
+
+    for model in found.models:
+        subject = f"model {model.name}"
+        put(subject, "image", model.facts.image)
+        put(subject, "CUDA", model.cuda)
+        put(subject, "pools", list(model.pools))
+        put(subject, "replicas", f"{_text(model.replicas)} (min available {_text(model.min_available)})")
+
+    return StackView(stack, outputs.get("stage"), facts, pool_drivers, tuple(violations))
+
+
+# ---------------------------------------------------------------- two sides
+
+
+class Status(StrEnum):
+    CHANGED = "changed"
+    ADDED = "added"  # the stack file exists at head only
+    REMOVED = "removed"  # ... at base only
+
+
+@dataclass(frozen=True)
+class Change:
+    """One fact that differs; ``base`` or ``head`` is None where the subject exists on one side only."""
+
+    subject: str
+    field: str
+    base: str | None
+    head: str | None
+
+    def as_json(self) -> dict[str, str | None]:
+        return {"subject": self.subject, "field": self.field, "base": self.base, "head": self.head}
+
+
+class RiskKind(StrEnum):
+    NEW_VIOLATION = "new-violation"  # a policy verdict new at head
+    UNATTESTED_DRIVER = "unattested-driver"  # a prod pool moves to a driver the canary has not attested
+    OWNER_CHANGE = "driver-owner-change"
+    POOL_REMOVED = "pool-removed"
+    STACK_REMOVED = "stack-removed"
+
+
+@dataclass(frozen=True)
+class Risk:
+    kind: RiskKind
+    text: str
+    policy: str | None = None
+    enforcement: str | None = None
+
+    def as_json(self) -> dict[str, str | None]:
+        return {"kind": self.kind.value, "text": self.text, "policy": self.policy, "enforcement": self.enforcement}
+
+
+@dataclass(frozen=True)
+class StackDiff:
+    stack: str
+    file: str  # as the report names it (REV:path, or the path in the work tree)
+    status: Status
+    changes: tuple[Change, ...]
+    introduced: tuple[Violation, ...]  # verdicts at head that base did not have
+    fixed: tuple[Violation, ...]  # verdicts at base that head no longer has
+    risks: tuple[Risk, ...] = field(default=())
+    note: str | None = None  # why a side is missing although its file exists (base not renderable)
+
+    @property
+    def newly_mandatory(self) -> tuple[Violation, ...]:
+        return tuple(v for v in self.introduced if v.enforcement == Level.MANDATORY)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "stack": self.stack, "file": self.file, "status": self.status.value,
+            "changes": [c.as_json() for c in self.changes],
+            "violations": {"introduced": [v.as_json() for v in self.introduced],
+                           "fixed": [v.as_json() for v in self.fixed]},
+            "risks": [r.as_json() for r in self.risks],
+            "note": self.note,
+        }
+
+
+def _verdict(v: Violation) -> tuple[str, str, str]:
+    # Messages quote versions, so the same finding reads differently on both sides: a verdict is its
+    # policy, resource and level.
+    return (v.policy, v.resource, v.enforcement.value)
+
+
+def _summary(facts: Mapping[str, str]) -> str:
+    """A subject on one side only, in one cell (its upgrade policy is left to the table's own rows)."""
+    return ", ".join(f"{name} {value}" for name, value in facts.items()
+                     if value != NONE and not name.startswith("upgrade policy"))
+
+
+def changes(base: StackView | None, head: StackView | None) -> list[Change]:
+    """Every fact that differs, subject by subject in the order the sides state them; a subject on one
+    side only is one change whose other side is None."""
+    subjects = list(dict.fromkeys((base.subjects() if base else []) + (head.subjects() if head else [])))
+    out: list[Change] = []
+    for subject in subjects:
+        old = base.of(subject) if base else {}
+        new = head.of(subject) if head else {}
+        if not old or not new:
+            out.append(Change(subject, "", _summary(old) if old else None, _summary(new) if new else None))
+            continue
+        for name in dict.fromkeys([*old, *new]):
+            if old.get(name, NONE) != new.get(name, NONE):
+                out.append(Change(subject, name, old.get(name, NONE), new.get(name, NONE)))
+    return out
+
+
+def compare(stack: str, file: str, base: StackView | None, head: StackView | None,
+            attested: Callable[[str], bool] | None = None, base_error: str | None = None) -> StackDiff:
+    """The diff of one stack between two sides (None: the stack file does not exist on that side).
+    ``attested(driver)`` says whether the canary has attested a driver; None when attestations are not
+    known, and then that risk is not judged. ``base_error``: the base file exists but the program under
+    review refuses it (a change of the config schema); head is then shown whole."""
+    status = Status.CHANGED if base_error else Status.ADDED if base is None else Status.REMOVED if head is None else Status.CHANGED
+    before = {_verdict(v): v for v in (base.violations if base else ())}
+    after = {_verdict(v): v for v in (head.violations if head else ())}
+    introduced = tuple(v for key, v in after.items() if key not in before)
+    fixed = tuple(v for key, v in before.items() if key not in after) if head is not None else ()
+    note = f"the base side does not render with the program under review, so head is shown whole: {base_error}" if base_error else None
+    diff = StackDiff(stack, file, status, tuple(changes(base, head)), introduced, fixed, note=note)
+    return replace(diff, risks=tuple(risks(diff, base, head, attested)))
+
+
+def risks(diff: StackDiff, base: StackView | None, head: StackView | None,
+          attested: Callable[[str], bool] | None) -> list[Risk]:
+    """What a reviewer must weigh, in plain words (see the module's docstring for where each comes from)."""
+    out: list[Risk] = []
+    if head is None:
+        out.append(Risk(RiskKind.STACK_REMOVED,
+                        f"stack file {diff.file} is removed: the stack's resources stay deployed until someone runs "
+                        f"`pulumi destroy --stack {diff.stack}`; this change does not remove them"))
+        return out
+    if base is not None:
+        owner = (base.facts.get(("driver", "owner")), head.facts.get(("driver", "owner")))
+        if owner[0] != owner[1]:
+            out.append(Risk(RiskKind.OWNER_CHANGE,
+                            f"{diff.stack}: the driver changes owner from {owner[0]} to {owner[1]}; a node must never "
+                            "run both, so move pools by new generations, not in place"))
+        for pool in base.pool_drivers:
+            if pool not in head.pool_drivers:
+                out.append(Risk(RiskKind.POOL_REMOVED,
+                                f"{diff.stack} pool {pool} is removed: its cloud pools and their nodes go with it"))
+    if head.stage == "prod" and attested is not None:
+        for pool, driver in head.pool_drivers.items():
+            moved = base is None or base.pool_drivers.get(pool) != driver
+            if moved and driver != NONE and not attested(driver):
+                out.append(Risk(RiskKind.UNATTESTED_DRIVER,
+                                f"prod pool {pool} moves to {driver}, which the canary has not attested"))
+    for v in sorted(diff.introduced, key=lambda v: (v.enforcement != Level.MANDATORY, v.policy, v.resource)):
+        gate = ": `pulumi up` with the policy pack refuses this change" if v.enforcement == Level.MANDATORY else ""
+        out.append(Risk(RiskKind.NEW_VIOLATION, f"{v.message} ({v.policy}, {v.enforcement.value}{gate})",
+                        v.policy, v.enforcement.value))
+    return out
+
+
+# ---------------------------------------------------------------- the report
+
+
+@dataclass(frozen=True)
+class Report:
+    """Every stack whose file differs between the two sides; ``unchanged`` are the stacks that do not."""
+
+    base: Mapping[str, str | None]  # {"revision": as given, "commit": full id or None}
+    head: Mapping[str, str | None]
+    stacks: tuple[StackDiff, ...]
+    unchanged: tuple[str, ...] = ()
+    attestations_checked: bool = False
+
+    @property
+    def newly_mandatory(self) -> list[Violation]:
+        return [v for s in self.stacks for v in s.newly_mandatory]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "base": dict(self.base), "head": dict(self.head),
+            "stacks": [s.as_json() for s in self.stacks],
+            "unchanged": list(self.unchanged),
+            "attestationsChecked": self.attestations_checked,
+        }
+
+
+def _cell(value: str | None) -> str:
+    """A table cell: a code span, so a value from a stack file cannot become markup or break the table."""
+    if value is None:
+        return "*(none)*"
+    return "`" + " ".join(value.replace("`", "'").split()).replace("|", "\\|") + "`"
+
+
+def _line(text: str) -> str:
+    """A sentence from a rule message or a stack file, as text: no HTML, no table breaks."""
+    return " ".join(text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").split())
+
+
+def _side(side: Mapping[str, str | None]) -> str:
+    commit = side.get("commit")
+    label = side.get("revision") or "work tree"
+    return f"`{label}`" + (f" ({commit[:12]})" if commit and not commit.startswith(str(label)) else "")
+
+
+def markdown(report: Report) -> str:
+    """One compact pull-request comment: per stack a table old -> new, then its risks and what it fixes."""
+    lines = [f"### GPU fleet diff: {_side(report.base)} → {_side(report.head)}", ""]
+    if not report.stacks:
+        lines.append("No stack file differs: nothing to review here.")
+    for diff in report.stacks:
+        lines.append(f"#### `{diff.stack}` ({diff.status.value}: `{diff.file}`)")
+        lines.append("")
+        if diff.note:
+            lines += [f"_{_line(diff.note)}_", ""]
+        if diff.changes:
+            lines += ["| what | field | base | head |", "|---|---|---|---|"]
+            lines += [f"| {_line(c.subject)} | {_line(c.field) or '-'} | {_cell(c.base)} | {_cell(c.head)} |"
+                      for c in diff.changes]
+        else:
+            lines.append("The file changed, but nothing this review compares did.")
+        lines.append("")
+        if diff.risks:
+            lines.append("**Risks**")
+            lines += [f"- {_line(r.text)}" for r in diff.risks]
+            lines.append("")
+        if diff.fixed:
+            lines.append("**Fixed**")
+            lines += [f"- {_line(v.message)} ({v.policy}, {v.enforcement.value})" for v in diff.fixed]
+            lines.append("")
+    if report.unchanged:
+        lines.append(f"Unchanged: {', '.join(f'`{s}`' for s in report.unchanged)}.")
+    if not report.attestations_checked:
+        lines.append("Canary attestations were not checked.")
+    return "\n".join(lines).rstrip() + "\n"

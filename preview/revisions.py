@@ -1,0 +1,150 @@
+"""Stack files at a git revision, for `gpu-rollout diff`: which revisions to compare and what each holds.
+
+Read with the ``git`` command (no library): ``git rev-parse`` resolves a revision, ``git ls-tree`` lists
+the project folder's stack files at it with their sizes, ``git cat-file`` reads one. The work tree is a side
+too: its stack files are read where they lie, tracked or not. Nothing here checks a revision out or
+touches the index, so a diff runs in a dirty checkout and in CI's detached one alike.
+
+The default base is where the branch left the default branch: the merge base of ``HEAD`` with
+``origin/HEAD`` (what ``git clone`` records as the remote's default branch), else with ``main``, else
+``master`` (local or on ``origin``).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from spec.load import MAX_STACK_FILE_BYTES
+
+# Pulumi.<stack>.yaml: the project file Pulumi.yaml is not a stack. Pulumi also reads .yml.
+_STACK_FILE = re.compile(r"^Pulumi\.(?P<stack>[^/]+)\.ya?ml$")
+DEFAULT_BRANCHES = ("origin/HEAD", "main", "origin/main", "master", "origin/master")
+WORK_TREE = "work tree"
+
+
+class RevisionError(ValueError):
+    """A revision that cannot be used; ``flag`` is the option it came from (``--base``, ``--head``)."""
+
+    def __init__(self, flag: str, message: str) -> None:
+        super().__init__(message)
+        self.flag = flag
+
+
+@dataclass(frozen=True)
+class StackBlob:
+    """One stack file as a side holds it: where, and how to read it."""
+
+    stack: str
+    name: str  # the file's name, Pulumi.<stack>.yaml
+    size: int
+    blob: str | None = None  # the git object at a revision; None: the file in the work tree
+    path: Path | None = None  # the file in the work tree
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a diff: a commit, or the work tree."""
+
+    label: str  # as the user wrote it (or "work tree"), for messages and the report
+    commit: str | None  # the full commit id; None for the work tree
+    files: Mapping[str, StackBlob]  # by stack name
+    flag: str  # the option that chose it: --base or --head
+
+    @property
+    def short(self) -> str:
+        return self.commit[:12] if self.commit else WORK_TREE
+
+
+class Repository:
+    """The git repository holding a Pulumi project folder (which may be a subfolder of it)."""
+
+    def __init__(self, project_dir: Path) -> None:
+        self.project_dir = project_dir.resolve()
+        top = self._git("rev-parse", "--show-toplevel", check=False)
+        if top is None:
+            raise RevisionError("--project-dir", f"{self.project_dir} is not in a git repository: diff compares git revisions")
+        self.prefix = self._git("rev-parse", "--show-prefix") or ""  # the project folder inside the repository
+
+    def _git(self, *args: str, check: bool = True, flag: str = "--project-dir") -> str | None:
+        """The command's stdout, stripped; None when it fails and ``check`` is off."""
+        done = subprocess.run(["git", *args], cwd=self.project_dir, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            if check:
+                raise RevisionError(flag, f"git {' '.join(args)} failed: {done.stderr.strip()}")
+            return None
+        return done.stdout.strip()
+
+    def commit(self, revision: str, flag: str) -> str:
+        """The commit ``revision`` names; RevisionError naming ``flag`` when it names none."""
+        if revision.startswith("-"):  # never an option to git
+            raise RevisionError(flag, f"{revision!r} is not a revision")
+        found = self._git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}", check=False)
+        if not found:
+            raise RevisionError(flag, f"{revision!r} names no commit in {self.project_dir}")
+        return found
+
+    def default_base(self) -> str:
+        """The merge base of HEAD with the default branch (see the module's docstring)."""
+        for branch in DEFAULT_BRANCHES:
+            if self._git("rev-parse", "--verify", "--quiet", f"{branch}^{{commit}}", check=False):
+                base = self._git("merge-base", "HEAD", branch, check=False)
+                if not base:
+                    raise RevisionError("--base", f"HEAD and {branch} share no history: pass --base REV")
+                return base
+        raise RevisionError(
+            "--base", f"no default branch to compare with ({', '.join(DEFAULT_BRANCHES)} are all missing): pass --base REV"
+        )
+
+    def side(self, revision: str | None, flag: str) -> Side:
+        """The stack files at ``revision`` (None: the work tree)."""
+        if revision is None:
+            return Side(WORK_TREE, None, self._work_tree_files(), flag)
+        commit = self.commit(revision, flag)
+        return Side(revision, commit, self._files_at(commit, flag), flag)
+
+    def _work_tree_files(self) -> dict[str, StackBlob]:
+        found = {}
+        for path in sorted(self.project_dir.iterdir()):
+            match = _STACK_FILE.match(path.name)
+            if match and path.is_file():
+                found[match["stack"]] = StackBlob(match["stack"], path.name, path.stat().st_size, path=path)
+        return found
+
+    def _files_at(self, commit: str, flag: str) -> dict[str, StackBlob]:
+        # -l adds sizes; -z keeps odd names intact; the pathspec limits the listing to the project folder.
+        listing = self._git("ls-tree", "-l", "-z", commit, "--", ".", flag=flag) or ""  # paths from cwd
+        found = {}
+        for entry in listing.split("\0"):
+            meta, _, path = entry.partition("\t")
+            parts = meta.split()
+            name = path.rsplit("/", 1)[-1]
+            match = _STACK_FILE.match(name)
+            if len(parts) == 4 and parts[1] == "blob" and match:
+                size = int(parts[3]) if parts[3].isdigit() else 0
+                found[match["stack"]] = StackBlob(match["stack"], name, size, blob=parts[2])
+        return found
+
+    def read(self, side: Side, stack: str) -> bytes:
+        """The bytes of a side's stack file; refused unread past the stack-file limit (spec.load)."""
+        file = side.files[stack]
+        if file.size > MAX_STACK_FILE_BYTES:
+            raise RevisionError(
+                side.flag,
+                f"{side.label}:{self.prefix}{file.name} is larger than {MAX_STACK_FILE_BYTES // (1024 * 1024)} MiB",
+            )
+        if file.path is not None:
+            return file.path.read_bytes()
+        done = subprocess.run(["git", "cat-file", "blob", str(file.blob)], cwd=self.project_dir, capture_output=True,
+                              check=False)
+        if done.returncode != 0:
+            raise RevisionError(side.flag, f"cannot read {side.label}:{self.prefix}{file.name}: {done.stderr.decode().strip()}")
+        return done.stdout
+
+    def display_path(self, side: Side, stack: str) -> str:
+        """How a report names a side's stack file: ``REV:path`` at a revision, the path in the work tree."""
+        name = f"{self.prefix}{side.files[stack].name}"
+        return name if side.commit is None else f"{side.label}:{name}"

@@ -1,0 +1,143 @@
+"""`gpu-rollout diff`: what a change to the stack files does to each stack, between two git revisions.
+
+Both sides of every changed stack are rendered in this one process by the engine `gpu-rollout plan` uses
+(:func:`rollout.plan.run`: the project's ``__main__.py`` under Pulumi's mocks, then the stage's policy
+report), so the SDKs are imported once. Both sides run the work tree's program: the diff is of config, as
+the code under review would deploy it. The head side is rendered against the base side's outputs as its
+last deployment, so the rules that compare with a deployment (``cloud-pool-not-replaced``,
+``per-pool-mode-own-change``) judge the step from base to head. The comparison is :mod:`preview.diff`;
+the revisions and their stack files are :mod:`preview.revisions`.
+
+Exit codes: 0 whenever the report was rendered, risks and new violations included (the report is for
+review; the gate is the policy pack in `pulumi preview`/`up` and `gpu-rollout plan`, which exit 1); 2 for
+a revision, ``--stack`` or stack file that cannot be used (the message names the flag, or the file at its
+revision, and what is wrong).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from policy.evaluate import from_registered
+from preview import diff as compare
+from preview.revisions import Repository, RevisionError, Side
+from rollout import console as consoles
+from rollout import plan
+from rollout.exits import Exit
+from spec.load import SpecError, SpecProblem, read_stack_file
+
+
+class _Files:
+    """Each side's stack files as files: the work tree's where they lie, a revision's written once to a
+    temporary folder (all of them, as `plan` reads a promoted stack's canary file beside it). Errors about
+    a written file name it as ``REV:path``."""
+
+    def __init__(self, repo: Repository, exits: ExitStack, *sides: Side) -> None:
+        self.repo, self._exits = repo, exits
+        self._folders: dict[str, Path] = {}  # by side (its flag)
+        self._labels = {side.flag: side.label for side in sides}
+
+    def path(self, side: Side, stack: str) -> Path:
+        file = side.files[stack]
+        if file.path is not None:
+            self.repo.read(side, stack)  # the size bound, as for a revision's file
+            return file.path
+        folder = self._folders.get(side.flag)
+        if folder is None:
+            folder = Path(self._exits.enter_context(tempfile.TemporaryDirectory(prefix="gpu-rollout-diff-")))
+            for name in side.files:
+                (folder / side.files[name].name).write_bytes(self.repo.read(side, name))
+            self._folders[side.flag] = folder
+        return folder / file.name
+
+    def named(self, error: SpecError) -> SpecError:
+        """``error`` with each temporary path replaced by the revision and path it was read from."""
+        def fix(text: str) -> str:
+            for flag, folder in self._folders.items():
+                text = text.replace(f"{folder}/", f"{self._labels[flag]}:{self.repo.prefix}")
+            return text
+
+        problems = [SpecProblem(fix(p.path), fix(p.message)) for p in error.problems]
+        return SpecError(problems, source=fix(error.source))
+
+
+def _attested() -> Callable[[str], bool] | None:
+    """Whether the canary has attested a driver; None while the project has no attestations to read."""
+    return None
+
+
+def _render(stack: str, path: Path, project_dir: Path, previous: dict[str, Any] | None) -> tuple[compare.StackView, dict[str, Any]]:
+    result = plan.run(stack, path, project_dir, previous)
+    violations = plan.policy_report(result)
+    return compare.view(stack, from_registered(result.resources), result.outputs, violations), result.outputs
+
+
+def build(project_dir: Path, base: str | None, head: str | None, stacks: list[str] | None) -> compare.Report:
+    """Resolve the sides, render each stack whose config differs on both, and compare them."""
+    repo = Repository(project_dir)
+    base_side = repo.side(base if base is not None else repo.default_base(), "--base")
+    if base is None:
+        base_side = Side("merge base", base_side.commit, base_side.files, "--base")
+    head_side = repo.side(head, "--head")
+    names = sorted(set(base_side.files) | set(head_side.files))
+    for wanted in stacks or []:
+        if wanted not in names:
+            raise RevisionError("--stack", f"no stack file Pulumi.{wanted}.yaml in {project_dir} at "
+                                f"{base_side.label} or {head_side.label}")
+    chosen = [n for n in names if not stacks or n in stacks]
+    attested = _attested()
+    diffs, unchanged = [], []
+    with ExitStack() as exits:
+        files = _Files(repo, exits, base_side, head_side)
+        try:
+            for stack in chosen:
+                old = files.path(base_side, stack) if stack in base_side.files else None
+                new = files.path(head_side, stack) if stack in head_side.files else None
+                if old is not None and new is not None and read_stack_file(old) == read_stack_file(new):
+                    unchanged.append(stack)
+                    continue
+                base_view, outputs, base_error = None, None, None
+                if old is not None:
+                    try:
+                        base_view, outputs = _render(stack, old, project_dir, None)
+                    except SpecError as error:
+                        if new is None:
+                            raise
+                        base_error = "; ".join(str(problem) for problem in files.named(error).problems)
+                head_view = _render(stack, new, project_dir, outputs)[0] if new is not None else None
+                shown = repo.display_path(head_side if new is not None else base_side, stack)
+                diffs.append(compare.compare(stack, shown, base_view, head_view, attested, base_error))
+        except SpecError as error:
+            raise files.named(error) from None
+    return compare.Report(
+        base={"revision": base_side.label, "commit": base_side.commit},
+        head={"revision": head_side.label, "commit": head_side.commit},
+        stacks=tuple(diffs), unchanged=tuple(unchanged), attestations_checked=attested is not None,
+    )
+
+
+def execute(project_dir: Path, base: str | None, head: str | None, stacks: list[str] | None, *,
+            as_markdown: bool, as_json: bool) -> Exit:
+    """Build the report and print it: one JSON document, the Markdown of the PR comment, or (on a
+    terminal) that Markdown rendered. 0 whenever it was rendered (see the module's docstring)."""
+    try:
+        report = build(project_dir, base, head, stacks)
+    except RevisionError as error:
+        raise typer.BadParameter(str(error), param_hint=error.flag) from None
+    if as_json:
+        sys.stdout.write(json.dumps(report.as_json(), indent=2) + "\n")
+    elif as_markdown:
+        sys.stdout.write(compare.markdown(report))
+    else:
+        from rich.markdown import Markdown
+
+        consoles.stdout().print(Markdown(compare.markdown(report)))
+    return Exit.OK
