@@ -179,6 +179,8 @@ def parallelism_within_spare_capacity(stack: StackFacts) -> Iterator[Finding]:
             continue
         for pool, shape in shapes:
             assert shape is not None
+            if _no_room_for_one_node(pool, shape, workloads):
+                continue  # spare-capacity reports it: no parallelism setting can fix a pool with no spare node
             outcome = capacity.take_nodes_out(shape, workloads.get(pool.name, []), min(slots, shape.nodes))
             if outcome.safe:
                 continue
@@ -259,6 +261,8 @@ def _node_group_parallelism(
             # The pool's models run on all of its nodes: on a Capacity Block those of every generation
             # sharing the reservation (facts.Pool.nodes), elsewhere the group's own.
             shape = capacity.PoolShape(pool.name, max(desired, pool.nodes or 0), pool.gpus_per_node)
+            if _no_room_for_one_node(pool, shape, workloads):
+                continue  # spare-capacity reports it
             outcome = capacity.take_nodes_out(shape, workloads.get(pool.name, []), nodes_out)
             if outcome.safe:
                 continue
@@ -295,6 +299,14 @@ def _surge(pool: facts.Pool) -> tuple[bool, str]:
             if surge not in ("0", "0%", ""):
                 return True, ""
     return False, ""
+
+
+def _no_room_for_one_node(
+    pool: facts.Pool, shape: capacity.PoolShape, workloads: dict[str, list[capacity.Workload]]
+) -> bool:
+    """What spare-capacity fails: no surge and less than one node of spare GPUs. Lowering parallelism cannot
+    help such a pool (one node at a time is the least), so the parallelism rules leave it to that policy."""
+    return not _surge(pool)[0] and capacity.spare_nodes(shape, workloads.get(pool.name, [])) < 1
 
 
 def _node_groups(pool: facts.Pool) -> list[facts.NodeGroupUpdate]:

@@ -121,6 +121,15 @@ class Pool:
         return self.facts.role
 
     @property
+    def can_grow(self) -> bool | None:
+        """Whether the cloud may add nodes to any of the pool's cloud pools (``rf.can_grow``): True if one
+        can, False if none can, None if that cannot be told for one (and none is known to grow)."""
+        answers = [rf.can_grow(r.type, r.props) for r in self.resources]
+        if True in answers:
+            return True
+        return None if None in answers or not answers else False
+
+    @property
     def image_drivers(self) -> list[tuple[str, Resource]]:
         """Drivers the node images of the pool's generations ship."""
         out = []

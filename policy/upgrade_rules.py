@@ -1,5 +1,5 @@
-"""Rules for the GPU Operator's upgrade controller: it is on where the operator owns the driver, and it
-waits for declared batch or fine-tuning jobs instead of evicting them."""
+"""Rules for the GPU Operator's upgrade controller: it is on where the operator owns the driver, it waits
+for declared batch or fine-tuning jobs instead of evicting them, and what it installs on a held pool."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 
 from policy import facts
 from policy.facts import Resource, StackFacts
-from policy.findings import Finding, Level
+from policy.findings import Finding, Level, advice
 from policy.metadata import Severity, resource_policy, stack_policy
 from spec import resource_facts as rf
 
@@ -74,4 +74,46 @@ def wait_for_batch_jobs(stack: StackFacts) -> Iterator[Finding]:
                     f"{res.name}: waitForCompletion.podSelector '{wait}' does not cover batch selector '{selector}'; "
                     "those jobs are evicted instead of finishing",
                     res,
+                )
+
+
+# ---------------------------------------------------------------- held-pool-pinned
+
+
+@stack_policy(
+    "held-pool-pinned",
+    "Checks that a held pool's driver is pinned to its previous version, so a node added to the pool does not install the new driver.",
+    severity=Severity.HIGH, topics=("rollout", "autoscaling"),
+    remediation="Set gpuOperator.useNvidiaDriverCrd: true, in a change of its own, so each held pool's NVIDIADriver pins driver.previousVersion; or keep the held pools from growing, or record why they may not be pinned in gpuOperator.unpinnedHoldReason.",
+)
+def held_pool_pinned(stack: StackFacts) -> Iterator[Finding]:
+    """In ClusterPolicy mode one driver version serves every GPU node, so a held pool is held by its skip
+    label alone, which stops upgrades of the nodes it has but not installs on nodes it gains."""
+    cluster_wide = [d for d in stack.drivers if d.cluster_wide]
+    if not cluster_wide:
+        return
+    reason = next((r.facts.unpinned_hold_reason for r in stack.identities if r.facts.unpinned_hold_reason), None)
+    for pool in stack.pools.values():
+        if not pool.held:
+            continue
+        for driver in facts.drivers_for_pool(pool, cluster_wide):
+            kind = "Helm release" if driver.resource.type == rf.HELM_RELEASE else "ClusterPolicy"
+            message = (
+                f"pool {pool.name} is held, but the {kind} ({driver.resource.name}) sets one driver, "
+                f"{driver.version}, for every GPU node: the pool is held by the skip label alone, which stops "
+                f"upgrades of its nodes, not installs, so every node added to {pool.name} installs {driver.version} "
+                "at once"
+            )
+            growth = pool.can_grow
+            if growth is False:
+                yield advice(f"{message}. Its cloud pools cannot grow (autoscaling off or at its maximum), but a "
+                             "replaced node installs it too", driver.resource)
+            elif reason is not None:
+                yield advice(f"{message}. Accepted by gpuOperator.unpinnedHoldReason: {reason}", driver.resource)
+            else:
+                why = "its cloud pool can grow" if growth else "nothing shows that it cannot grow"
+                yield Finding(
+                    f"{message}, and {why}. Pin held pools with per-pool NVIDIADrivers (gpuOperator."
+                    "useNvidiaDriverCrd: true, in a change of its own), or state why not in "
+                    "gpuOperator.unpinnedHoldReason", driver.resource,
                 )

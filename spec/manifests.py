@@ -288,6 +288,7 @@ def identity_facts(spec: FleetSpec) -> rf.IdentityFacts:
         aks_cluster_name=aks.clusterName if aks is not None else None,
         eks_cluster_name=eks.clusterName if eks is not None else None,
         eks_region=eks.region if eks is not None else None,
+        unpinned_hold_reason=spec.gpuOperator.unpinnedHoldReason,
     )
 
 

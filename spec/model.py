@@ -332,6 +332,14 @@ class FleetSpec(SpecModel):
                         f"branch: write the branch alone (\"{version.split('.')[0]}\")",
                     )
         held = [p.name for p in self.nodePools if self.pool_held(p)]
+        if self.gpuOperator.unpinnedHoldReason is not None and (
+            self.driver.owner != DriverOwner.OPERATOR or self.gpuOperator.useNvidiaDriverCrd
+        ):
+            raise at(
+                ("gpuOperator", "unpinnedHoldReason"),
+                "only means something with driver.owner: operator and useNvidiaDriverCrd: false (one "
+                "cluster-wide driver); here held pools are pinned to previousVersion, so remove it",
+            )
         if held and prev is None and self.driver.owner == DriverOwner.OPERATOR:
             raise at(
                 ("driver", "previousVersion"),

@@ -65,6 +65,12 @@ class GpuOperator(SpecModel):
     kernelModuleType: Literal["auto", "open", "proprietary"] = "auto"
     driverRepository: str = Field("nvcr.io/nvidia", description="Registry path of the driver image.")
     upgradePolicy: UpgradePolicy = UpgradePolicy()
+    unpinnedHoldReason: str | None = Field(
+        None,
+        min_length=1,
+        description="With useNvidiaDriverCrd: false, why held pools may be held by the skip label alone (a node "
+        "added to a held pool then installs driver.version at once); turns policy held-pool-pinned into advice.",
+    )
     batchJobSelectors: list[Annotated[str, Field(min_length=1)]] = Field(
         default_factory=list,
         description="Label selectors of batch or fine-tuning pods that must finish rather than be evicted; "

@@ -60,8 +60,10 @@ def aks_image_owned() -> dict[str, str]:
 
 def eks_operator_owned() -> dict[str, str]:
     """The EKS prod stack with an operator-owned driver: every node group on a custom Ubuntu EKS AMI named
-    by its launch template (the only way EKS runs the operator's driver), no generations."""
+    by its launch template (the only way EKS runs the operator's driver), no generations, and per-pool
+    NVIDIADrivers, which pin the held pool (its node group can grow: policy held-pool-pinned)."""
     config = edited("eks-prod", "driver", lambda d: d.update(owner="operator", previousVersion="570.195.03"))
+    config = change(config, "gpuOperator", lambda op: op.update(useNvidiaDriverCrd=True))
 
     def custom_ubuntu(pools: list[dict]) -> None:
         for index, pool in enumerate(pools):

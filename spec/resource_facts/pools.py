@@ -112,6 +112,22 @@ def node_count(type_token: str, props: Mapping[str, Any]) -> int | None:
     return as_int(prop(props, "scalingConfig", "desiredSize"))
 
 
+def can_grow(type_token: str, props: Mapping[str, Any]) -> bool | None:
+    """Whether the cloud may add nodes to a pool with no change of this stack: an AKS agent pool with the
+    cluster autoscaler on and room below its maxCount, an EKS node group whose maxSize is above its desired
+    size. None where it cannot be told: a pool record (someone else scales an existing cluster's pools) or
+    sizes that are not visible."""
+    if type_token == CONFIG_MAP:
+        return None
+    if type_token == AKS_POOL:
+        if props.get("enableAutoScaling") is not True:
+            return False
+        count, most = as_int(props.get("count")), as_int(props.get("maxCount"))
+        return None if count is None or most is None else most > count
+    desired, most = as_int(prop(props, "scalingConfig", "desiredSize")), as_int(prop(props, "scalingConfig", "maxSize"))
+    return None if desired is None or most is None else most > desired
+
+
 # ---------------------------------------------------------------- pool records (cloud: existing)
 
 def pool_record_labels(facts: PoolFacts) -> dict[str, str]:

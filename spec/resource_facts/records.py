@@ -26,6 +26,8 @@ class IdentityFacts:
     aks_cluster_name: str | None = None
     eks_cluster_name: str | None = None
     eks_region: str | None = None
+    # ClusterPolicy mode: why held pools may be held by the skip label alone (gpuOperator.unpinnedHoldReason)
+    unpinned_hold_reason: str | None = None
     previous_operator_version: str | None = None
     previous_per_pool_drivers: bool | None = None
     drivers_ran: frozenset[str] = frozenset()  # driver versions the fleet ran as of the last deployment
@@ -35,6 +37,7 @@ _IDENTITY_DATA = (
     ("cluster", "cluster"), ("cloud", "cloud"), ("stage", "stage"), ("operatorVersion", "operator_version"),
     ("perPoolDrivers", "per_pool_drivers"), ("aksResourceGroup", "aks_resource_group"),
     ("aksClusterName", "aks_cluster_name"), ("eksClusterName", "eks_cluster_name"), ("eksRegion", "eks_region"),
+    ("unpinnedHoldReason", "unpinned_hold_reason"),
 )
 
 

@@ -165,11 +165,20 @@ def test_default_strategy_on_demand_surge_passes_and_minimal_does_not():
 
 
 def test_node_group_without_surge_needs_its_nodes_covered_by_spare_gpus():
-    # 2 nodes, both full: one node out keeps llm-chat at minAvailable but its evicted replica has nowhere to go.
-    items = _eks_prod(pool("gpu-h100", nodeCount=2))
+    # 3 nodes, one spare: two out at once leave llm-chat's evicted replica nowhere to go.
+    items = _eks_prod(eks_pool("gpu-h100", maxUnavailable=2))
     (finding,) = capacity_rules.parallelism_within_spare_capacity(stack(items))
-    assert "lets 1 of 2 nodes update at once" in finding.message
-    assert finding.message.endswith("on pool gpu-h100 8 GPUs out but only 0 spare")
+    assert "lets 2 of 3 nodes update at once" in finding.message
+    assert "on pool gpu-h100 16 GPUs out but only 8 spare; llm-chat could drop below minAvailable" in finding.message
+
+
+def test_a_pool_without_one_spare_node_is_spare_capacitys_finding_alone():
+    # 2 nodes, both full: no parallelism setting helps (one node at a time is the least), so only
+    # spare-capacity reports it, with its own remedy (a node more).
+    items = _eks_prod(pool("gpu-h100", nodeCount=2))
+    assert list(capacity_rules.parallelism_within_spare_capacity(stack(items))) == []
+    (finding,) = [f for f in capacity_rules.spare_capacity(stack(items)) if "gpu-h100" in f.message]
+    assert "0 spare GPUs, less than one node" in finding.message
 
 
 def test_node_group_parallelism_is_a_prod_rule():

@@ -36,7 +36,8 @@ from policy.registry import REGISTRY
 from preview.run import ProgramRun, run_program
 from spec import labels
 from spec import resource_facts as rf
-from tests.conftest import EXAMPLE_STACKS, SHARED_CRDS, aks_image_owned, eks_operator_owned
+from tests.conftest import EXAMPLE_STACKS, SHARED_CRDS, aks_image_owned, eks_operator_owned, stack_config
+from tests.conftest import change as change_config
 from tests.policy import engine_outputs as eo
 from tests.policy.engine_outputs import EngineResource, edit
 from tests.policy.variants import VARIANTS
@@ -95,7 +96,10 @@ def runs(rendered) -> dict[str, ProgramRun]:
     """The example stacks, the AKS prod stack with image-owned drivers (node-image generations) and the EKS
     prod stack with operator-owned drivers (node groups on custom Ubuntu AMIs from launch templates)."""
     return {**rendered, "aks-image-owned": run_program(aks_image_owned(), "prod"),
-            "eks-operator-owned": run_program(eks_operator_owned(), "eks-prod")}
+            "eks-operator-owned": run_program(eks_operator_owned(), "eks-prod"),
+            "aks-cluster-policy-mode": run_program(
+                change_config(stack_config("prod"), "gpuOperator", lambda op: op.update(useNvidiaDriverCrd=False)),
+                "prod")}
 
 
 def _stage(run: ProgramRun) -> str:
@@ -371,6 +375,11 @@ OUTPUT_VARIANTS: dict[str, tuple[str, list[tuple[str, str | None, Callable[[dict
             p["data"].update(perPoolDrivers="true"),
             p["metadata"]["annotations"].update({labels.ANNOTATION_PREVIOUS_OPERATOR_VERSION: "v26.3.3"})))],
         "per-pool-mode-own-change", "switched on in the same change",
+    ),
+    # One ClusterPolicy driver for every node: the held pool's agent pool gets the autoscaler, room to grow.
+    "held-agent-pool-can-grow": (
+        "aks-cluster-policy-mode", [(rf.AKS_POOL, "gpuh100", lambda p: p.update(enableAutoScaling=True, maxCount=5))],
+        "held-pool-pinned", "pool gpuh100 is held",
     ),
     "pool-record-one-node-short": (
         "existing-prod", [(rf.CONFIG_MAP, "gpu-driver-upgrade-pool-l40s-serving", _set("data.nodeCount", "1"))],

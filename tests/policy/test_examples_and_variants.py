@@ -130,3 +130,22 @@ def test_a_rollback_plan_passes_against_the_deployment_it_rolls_back(tmp_path, r
     assert advice and all(v["enforcement"] == "advisory" and "rollback" in v["message"] for v in advice)
     blind = runner.invoke(app, ["plan", "--stack-file", str(path), "--json"])
     assert blind.exit_code == 1
+
+
+# Policies a variant cannot break alone: a model with one replica has a PDB that lets no pod go, whatever
+# its minAvailable (FleetSpec refuses 0).
+COMPANIONS = {"model-redundancy": {"pdb-allows-drain"}}
+
+
+@pytest.mark.parametrize("name", sorted(ALL_VARIANTS))
+def test_each_bad_variant_breaks_exactly_its_one_policy(rendered, name):
+    """A variant documented as breaking one policy breaks that one alone: no other policy reports a new
+    mandatory violation (other policies may add advice)."""
+    policy_id, stack, build, level = ALL_VARIANTS[name]
+    example = rendered[stack]
+    before = set(evaluate(from_registered(example.resources), load_config(example.outputs["stage"])))
+    run = run_program(build(), stack)
+    introduced = [v for v in evaluate(from_registered(run.resources), load_config(run.outputs["stage"])) if v not in before]
+    broken = {v.policy for v in introduced if v.enforcement.value == "mandatory"}
+    assert broken <= {policy_id} | COMPANIONS.get(policy_id, set()), introduced
+    assert any(v.policy == policy_id and v.enforcement.value == level for v in introduced), introduced

@@ -31,6 +31,7 @@ STACK_RULES = {
     "fabric-manager-matches", "canary-one-node-at-a-time", "parallelism-within-spare-capacity", "spare-capacity",
     "change-ticket", "wait-for-batch-jobs", "operator-supports-os", "per-pool-mode-own-change",
     "operator-supports-driver",  # a stack rule since it reads what the fleet ran (a rollback is not blocked)
+    "held-pool-pinned",
 }
 
 

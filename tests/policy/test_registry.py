@@ -20,6 +20,7 @@ ISSUE_IDS = {
     "operator-supports-os",  # issue 7: operator-owned drivers only on an OS the operator supports
     "cloud-pool-not-replaced", "per-pool-mode-own-change", "capacity-block-updated-empty",  # issue 7: changes
     # the cloud or the operator cannot take in one step
+    "held-pool-pinned",  # issue 13: a held pool is held in every driver mode
 }
 
 

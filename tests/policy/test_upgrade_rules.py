@@ -64,3 +64,83 @@ def test_malformed_auto_upgrade_is_a_finding_not_an_exception(rendered):
     odd_auto = spec_edit(patch, ("spec", "driver", "upgradePolicy"), autoUpgrade="yes")
     (finding,) = upgrade_rules.upgrade_controller_enabled(odd_auto)
     assert "true or false" in finding.message
+
+
+# ---------------------------------------------------------------- held-pool-pinned
+
+
+def _cluster_policy_mode(stack_name: str, **operator) -> list[Resource]:
+    config = change(stack_config(stack_name), "gpuOperator", lambda op: op.update(useNvidiaDriverCrd=False, **operator))
+    return resources(run_program(config, stack_name))
+
+
+def _held_findings(items: list[Resource]) -> dict[str, tuple[str, str]]:
+    """pool -> (level, message) of each held-pool-pinned finding."""
+    found = {}
+    for finding in upgrade_rules.held_pool_pinned(stack(items)):
+        pool = finding.message.split()[1]
+        found[pool] = ("advisory" if finding.advisory else "enforced", finding.message)
+    return found
+
+
+def test_per_pool_mode_pins_held_pools_so_nothing_is_found(rendered):
+    items = resources(rendered["prod"])
+    held = [p for p in stack(items).pools.values() if p.held]
+    assert {p.name for p in held} == {"gpua100", "gpuh100"}
+    assert list(upgrade_rules.held_pool_pinned(stack(items))) == []
+
+
+def test_cluster_policy_mode_holds_by_the_skip_label_alone_and_says_so():
+    # AKS agent pools with no autoscaler cannot grow: advice, naming the version every new node would get.
+    found = _held_findings(_cluster_policy_mode("prod"))
+    assert set(found) == {"gpua100", "gpuh100"}
+    for pool, (level, message) in found.items():
+        assert level == "advisory", message
+        assert "580.173.02" in message and "skip label alone" in message and "cannot grow" in message
+
+
+def test_a_held_pool_that_can_grow_is_enforced():
+    items = _cluster_policy_mode("prod")
+    grown = []
+    for res in items:
+        if res.type == rf.AKS_POOL and res.props["nodeLabels"].get(labels.POOL) == "gpuh100":
+            res = Resource(res.type, res.name, {**res.props, "enableAutoScaling": True, "maxCount": res.props["count"] + 2})
+        grown.append(res)
+    found = _held_findings(grown)
+    assert found["gpuh100"][0] == "enforced" and "its cloud pool can grow" in found["gpuh100"][1]
+    assert found["gpua100"][0] == "advisory"
+    # Autoscaling on but already at its maximum: it cannot grow.
+    at_max = [
+        Resource(r.type, r.name, {**r.props, "maxCount": r.props["count"]}, r.urn)
+        if r.type == rf.AKS_POOL and r.props.get("enableAutoScaling") else r
+        for r in grown
+    ]
+    assert _held_findings(at_max)["gpuh100"][0] == "advisory"
+
+
+def test_an_existing_clusters_pool_may_grow_so_it_is_enforced():
+    found = _held_findings(_cluster_policy_mode("existing-prod"))
+    assert found and all(level == "enforced" for level, _ in found.values())
+    assert all("nothing shows that it cannot grow" in message for _, message in found.values())
+
+
+def test_a_stated_reason_turns_the_finding_into_advice():
+    reason = "GPU pools are fixed-size by contract; CHG-4711"
+    found = _held_findings(_cluster_policy_mode("existing-prod", unpinnedHoldReason=reason))
+    assert found and all(level == "advisory" and reason in message for level, message in found.values())
+
+
+def test_helm_mode_is_a_cluster_wide_driver_too():
+    found = _held_findings(_cluster_policy_mode("existing-prod", clusterPolicy="helm"))
+    assert found and all("Helm release" in message for _, message in found.values())
+
+
+def test_can_grow_per_cloud():
+    assert rf.can_grow(rf.AKS_POOL, {"count": 3}) is False  # autoscaler off: AKS keeps count
+    assert rf.can_grow(rf.AKS_POOL, {"count": 3, "enableAutoScaling": True, "maxCount": 4}) is True
+    assert rf.can_grow(rf.AKS_POOL, {"count": 3, "enableAutoScaling": True, "maxCount": 3}) is False
+    assert rf.can_grow(rf.AKS_POOL, {"enableAutoScaling": True}) is None
+    assert rf.can_grow(rf.EKS_NODE_GROUP, {"scalingConfig": {"desiredSize": 3, "maxSize": 4}}) is True
+    assert rf.can_grow(rf.EKS_NODE_GROUP, {"scalingConfig": {"desiredSize": 3.0, "maxSize": 3.0}}) is False
+    assert rf.can_grow(rf.EKS_NODE_GROUP, {}) is None
+    assert rf.can_grow(rf.CONFIG_MAP, {"data": {"nodeCount": "3"}}) is None

@@ -107,6 +107,12 @@ VARIANTS: dict[str, tuple[str, Callable[[], dict[str, str]], str]] = {
     "upgrade-controller-enabled": (
         "prod", lambda: change(stack_config("prod"), "gpuOperator", upgrade_policy(autoUpgrade=False)), "advisory",
     ),
+    # One cluster-wide driver on an existing cluster: nothing shows the held pool cannot grow.
+    "held-pool-pinned": (
+        "existing-prod",
+        lambda: change(stack_config("existing-prod"), "gpuOperator", lambda op: op.update(useNvidiaDriverCrd=False)),
+        "mandatory",
+    ),
     "wait-for-batch-jobs": (
         "prod",
         lambda: change(

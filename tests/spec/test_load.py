@@ -430,6 +430,16 @@ def test_held_pools_need_a_previous_version() -> None:
     assert_problem(config, "gpu-driver-upgrade:driver.previousVersion", "gpua100, gpuh100")
 
 
+def test_an_unpinned_hold_reason_is_refused_where_held_pools_are_pinned() -> None:
+    # prod runs per-pool NVIDIADrivers: its held pools are pinned, so there is nothing to accept.
+    config = edited("prod", "gpuOperator", lambda op: op.update(unpinnedHoldReason="fixed-size pools"))
+    assert_problem(config, "gpu-driver-upgrade:gpuOperator.unpinnedHoldReason", "useNvidiaDriverCrd: false", "remove it")
+    config = edited("prod", "gpuOperator", lambda op: op.update(useNvidiaDriverCrd=False, unpinnedHoldReason=""))
+    assert_problem(config, "gpu-driver-upgrade:gpuOperator.unpinnedHoldReason", "at least 1 character")
+    accepted = edited("prod", "gpuOperator", lambda op: op.update(useNvidiaDriverCrd=False, unpinnedHoldReason="fixed-size pools"))
+    assert spec_from_config(accepted).gpuOperator.unpinnedHoldReason == "fixed-size pools"
+
+
 def test_held_image_pool_cannot_already_run_the_target() -> None:
     def new_generation(pools: list[dict]) -> None:
         pools[2]["generations"].append({"id": 2, "driverVersion": "580.173.02", "releaseVersion": "1.33.5-20251120"})
