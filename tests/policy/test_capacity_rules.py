@@ -54,13 +54,22 @@ def test_canary_node_groups_update_one_node_at_a_time(rendered, update_config, f
         assert flagged in finding.message and not finding.advisory
 
 
-@pytest.mark.parametrize("update_config", [{"maxUnavailable": 3}, {"maxUnavailablePercentage": 10}])
-def test_canary_node_group_without_a_visible_size_is_not_capped_at_one(rendered, update_config):
+@pytest.mark.parametrize(("update_config", "flagged"), [
+    ({"maxUnavailable": 2}, True),  # the boundary: two nodes is already more than one
+    ({"maxUnavailable": 1}, False),
+    ({"maxUnavailablePercentage": 10}, True),  # any percentage may mean several nodes
+    ({"maxUnavailablePercentage": 1}, True),
+])
+def test_canary_node_group_without_a_visible_size_is_not_capped_at_one(rendered, update_config, flagged):
     items = [copy.deepcopy(r) for r in resources(rendered["eks-canary"])]
     group = of_type(items, rf.EKS_NODE_GROUP)[0]
     group.props["updateConfig"] = update_config
     del group.props["scalingConfig"]
-    (finding,) = capacity_rules.canary_one_node_at_a_time(stack(items))
+    findings = list(capacity_rules.canary_one_node_at_a_time(stack(items)))
+    if not flagged:
+        assert findings == []
+        return
+    (finding,) = findings
     assert "no visible desired size" in finding.message and not finding.advisory
 
 
