@@ -24,6 +24,7 @@ from typing import Any
 
 from rollout.exits import Exit
 from spec.base import PROJECT
+from spec.load import SpecError, spec_from_config
 
 SECRET_SHOWN = "[secret]"  # how a secret value is shown, never its text
 UNDECRYPTABLE = "ERROR_UNABLE_TO_DECRYPT"  # what `stack history --show-secrets` prints for a secret it cannot read
@@ -343,6 +344,55 @@ def path_value_text(value: Any) -> str | None:
     return None
 
 
+_SEGMENT = re.compile(r'\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
+
+
+def split_path(path: str) -> tuple[str, list[str | int]]:
+    """A change's path as (config key, segments), the inverse of how :func:`config_changes` writes it."""
+    start = min([i for i in (path.find("."), path.find("[")) if i >= 0], default=len(path))
+    key, rest, parts = path[:start], path[start:], []
+    while rest:
+        match = _SEGMENT.match(rest)
+        if match is None:
+            raise ValueError(f"not a config path: {path}")
+        name, index, quoted = match.groups()
+        parts.append(name if name is not None else int(index) if index is not None else json.loads(quoted))
+        rest = rest[match.end():]
+    return key, parts
+
+
+def apply_changes(config: Config, changes: Sequence[Change]) -> dict[str, Entry]:
+    """``config`` after ``changes``, as `pulumi config set|rm --path` would leave it (an index one past the
+    end of a list appends, as the CLI does)."""
+    result = {k: Entry(json.loads(json.dumps(e.value)), e.secret) for k, e in config.items()}
+    for change in changes:
+        key, parts = split_path(change.path)
+        if not parts:
+            if change.removes:
+                result.pop(key, None)
+            else:
+                result[key] = Entry(change.new, change.secret)
+            continue
+        root = result[key].value if key in result else ({} if isinstance(parts[0], str) else [])
+        node: Any = root
+        for part, following in zip(parts[:-1], parts[1:], strict=True):
+            fresh: Any = {} if isinstance(following, str) else []
+            if isinstance(node, list) and part == len(node):
+                node.append(fresh)
+            elif isinstance(node, dict) and part not in node:
+                node[part] = fresh
+            node = node[part]
+        last = parts[-1]
+        if change.removes:
+            del node[last]
+        elif isinstance(node, list) and last == len(node):
+            node.append(change.new)
+        else:
+            node[last] = change.new
+        result[key] = Entry(root, result[key].secret if key in result else False)
+    return result
+
+
 # ---------------------------------------------------------------- the plan, per driver owner
 
 
@@ -401,6 +451,17 @@ def _generation_steps(current: Config, target: Config) -> list[tuple[str, dict[s
     ]
 
 
+def _check_spec(stack: str, title: str, state: Config) -> None:
+    """Each step's config must be one the program accepts today, or its `up` would fail half-way."""
+    strings = {k: e.value if isinstance(e.value, str) else json.dumps(e.value) for k, e in state.items()}
+    try:
+        spec_from_config(strings, source=f"stack {stack}")
+    except SpecError as error:
+        problems = "; ".join(f"{p.path}: {' '.join(p.message.split())}" for p in error.problems)
+        raise RollbackRefused(f"stack {stack}: the step '{title}' gives a config the program refuses ({problems})")\
+            from None
+
+
 def _upgrade_policy_words(config: Config) -> str:
     operator = _object(config, GPU_OPERATOR)
     policy = operator.get("upgradePolicy") if isinstance(operator, dict) else None
@@ -448,8 +509,11 @@ def plan_rollback(stack: str, history: Sequence[Update], current: Config, *, to_
     for title, state in states:
         step_changes = config_changes(before, state)
         if step_changes:
+            _check_spec(stack, title, state)
             steps.append(Step(title, step_changes))
         before = state
+    if apply_changes(current, [c for s in steps for c in s.changes]) != dict(target.config):
+        raise AssertionError(f"the rollback steps of stack {stack} do not lead to update {target.version}'s config")
     untypeable = [c for s in steps for c in s.changes
                   if not c.whole_key and not c.removes and path_value_text(c.new) is None]
     return Plan(stack, target, driver_version(current), target_driver, owner, changes, steps, how, canary,

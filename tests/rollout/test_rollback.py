@@ -1,0 +1,323 @@
+"""`gpu-rollout rollback`'s decisions (rollout/history.py), fed histories shaped as `pulumi stack history
+--json` prints them (the Automation API's Stack.history() parses the same document): which update it goes
+back to, every config change and its command, the generation steps of image-owned pools, and each refusal
+with its exit code. The verb over the real CLI is tested in tests/e2e/test_rollback.py."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rollout import history
+from rollout.exits import Exit
+from spec.load import SpecError, read_stack_file, spec_from_config
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+A, B = "580.173.02", "595.91.07"
+KEY = "gpu-driver-upgrade:"
+
+
+def stack_config(name: str) -> dict[str, Any]:
+    """An example stack's config as the engine sees it: {key: value} with structures parsed."""
+    return {k: json.loads(v) if v[:1] in "{[" else v for k, v in read_stack_file(CHECKOUT / f"Pulumi.{name}.yaml").items()}
+
+
+def cli_config(values: dict[str, Any], secrets: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """The `config` of a history entry (or `pulumi config --json`): structures as their JSON text."""
+    out: dict[str, dict[str, Any]] = {
+        k: {"value": v if isinstance(v, str) else json.dumps(v), "secret": False} for k, v in values.items()
+    }
+    for key, text in (secrets or {}).items():
+        out[key] = {"value": text, "secret": True}
+    return out
+
+
+def with_driver(values: dict[str, Any], version: str, previous: str | None) -> dict[str, Any]:
+    changed = copy.deepcopy(values)
+    changed[KEY + "driver"]["version"] = version
+    if previous is None:
+        changed[KEY + "driver"].pop("previousVersion", None)
+    else:
+        changed[KEY + "driver"]["previousVersion"] = previous
+    return changed
+
+
+def entry(version: int, config: dict[str, dict[str, Any]], result: str = "succeeded", kind: str = "update",
+          ended: bool = True) -> dict[str, Any]:
+    item: dict[str, Any] = {"version": version, "kind": kind, "startTime": f"2026-12-0{version}T10:00:00.000Z",
+                            "message": "", "environment": {"exec.kind": "cli"}, "config": config, "result": result}
+    if ended:
+        item["endTime"] = f"2026-12-0{version}T10:05:00.000Z"
+        item["resourceChanges"] = {"same": 3}
+    return item
+
+
+CANARY_A = stack_config("existing-canary")  # driver 580.173.02, previous 570.195.03
+CANARY_B = with_driver(CANARY_A, B, A)
+
+
+def plan(raw_history: list[dict[str, Any]], current: dict[str, dict[str, Any]], **kwargs: Any) -> history.Plan:
+    return history.plan_rollback("canary", history.parse_history(raw_history), history.parse_config(current),
+                                 **kwargs)
+
+
+def refusal(raw_history: list[dict[str, Any]], current: dict[str, dict[str, Any]], **kwargs: Any):
+    with pytest.raises(history.RollbackRefused) as caught:
+        plan(raw_history, current, **kwargs)
+    return caught.value
+
+
+# ---------------------------------------------------------------- the target and its changes
+
+
+def test_goes_back_to_the_newest_good_update_on_another_driver() -> None:
+    past = [entry(3, cli_config(CANARY_B)), entry(2, cli_config(CANARY_A)), entry(1, cli_config(CANARY_A))]
+    result = plan(past, cli_config(CANARY_B))
+    assert result.target.version == 2
+    assert (result.current_driver, result.target_driver, result.owner) == (B, A, "operator")
+    shown = {c.path: (c.shown(c.old), c.shown(c.new)) for c in result.changes}
+    assert shown == {KEY + "driver.version": (B, A), KEY + "driver.previousVersion": (A, "570.195.03")}
+    assert len(result.steps) == 1 and result.steps[0].changes == result.changes
+    assert "one at a time" in result.how and "maxParallelUpgrades 1" in result.how
+
+
+def test_a_failed_update_is_skipped() -> None:
+    past = [entry(3, cli_config(CANARY_B), result="failed"), entry(2, cli_config(CANARY_B)),
+            entry(1, cli_config(CANARY_A))]
+    assert plan(past, cli_config(CANARY_B)).target.version == 1
+
+
+def test_the_commands_set_each_path_and_run_up_with_the_pack() -> None:
+    result = plan([entry(2, cli_config(CANARY_B)), entry(1, cli_config(CANARY_A))], cli_config(CANARY_B))
+    commands = [history.command(c, "existing-canary", 1) for c in result.steps[0].changes]
+    assert sorted(commands) == [
+        f"pulumi config set --path --stack existing-canary {KEY}driver.previousVersion -- 570.195.03",
+        f"pulumi config set --path --stack existing-canary {KEY}driver.version -- {A}",
+    ]
+    assert history.up_command("existing-canary", "policy", "policy/canary.json") == (
+        "pulumi up --stack existing-canary --policy-pack policy --policy-pack-config policy/canary.json")
+
+
+def test_to_version_names_the_update() -> None:
+    old = with_driver(CANARY_A, "570.195.03", None)
+    past = [entry(3, cli_config(CANARY_B)), entry(2, cli_config(CANARY_A)), entry(1, cli_config(old))]
+    result = plan(past, cli_config(CANARY_B), to_version=1)
+    assert result.target.version == 1
+    removed = [c for c in result.changes if c.removes]
+    assert [c.path for c in removed] == [KEY + "driver.previousVersion"]
+    assert history.command(removed[0], "s", 1) == f"pulumi config rm --path --stack s {KEY}driver.previousVersion"
+
+
+def test_paths_quote_keys_with_dots_and_index_lists() -> None:
+    moved = copy.deepcopy(CANARY_A)
+    moved[KEY + "nodePools"][0]["existing"]["nodeSelector"]["gpu.example.com/pool"] = "l40s-canary-2"
+    result = plan([entry(2, cli_config(CANARY_A)), entry(1, cli_config(moved))], cli_config(CANARY_A), to_version=1)
+    assert [c.path for c in result.changes] == [
+        KEY + 'nodePools[0].existing.nodeSelector["gpu.example.com/pool"]']
+    assert history.split_path(result.changes[0].path) == (
+        KEY + "nodePools", [0, "existing", "nodeSelector", "gpu.example.com/pool"])
+
+
+def test_a_value_the_path_form_would_retype_is_flagged_and_not_applied() -> None:
+    odd = copy.deepcopy(CANARY_A)
+    odd[KEY + "nodePools"][0]["existing"]["nodeSelector"]["gpu.example.com/pool"] = "12345"  # --path: an integer
+    result = plan([entry(2, cli_config(CANARY_A)), entry(1, cli_config(odd))], cli_config(CANARY_A), to_version=1)
+    assert [c.path for c in result.untypeable] == [KEY + 'nodePools[0].existing.nodeSelector["gpu.example.com/pool"]']
+    assert "edit the stack file" in history.command(result.untypeable[0], "s", 1)
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    ("580.173.02", "580.173.02"), (True, "true"), (3, "3"), ("0123", "0123"),
+    ("true", None), ("42", None), (1.5, None), (None, None),
+])
+def test_path_value_text_follows_the_cli(value: Any, text: str | None) -> None:
+    assert history.path_value_text(value) == text
+
+
+# ---------------------------------------------------------------- secrets
+
+
+def test_secrets_are_shown_as_secret_and_set_back_as_secrets() -> None:
+    past = [entry(2, cli_config(CANARY_B, {KEY + "changeTicket": "CHG-B"})),
+            entry(1, cli_config(CANARY_A, {KEY + "changeTicket": "CHG-A"}))]
+    result = plan(past, cli_config(CANARY_B, {KEY + "changeTicket": "CHG-B"}))
+    ticket = next(c for c in result.changes if c.path == KEY + "changeTicket")
+    assert ticket.secret and ticket.new == "CHG-A"  # the value to set back, never shown
+    assert (ticket.shown(ticket.old), ticket.shown(ticket.new)) == ("[secret]", "[secret]")
+    line = history.command(ticket, "canary", 1)
+    assert "--secret" in line and "CHG-A" not in line and "CHG-B" not in line
+
+
+def test_secrets_that_cannot_be_decrypted_refuse_with_exit_2() -> None:
+    past = [entry(2, cli_config(CANARY_B)),
+            entry(1, cli_config(CANARY_A, {KEY + "changeTicket": history.UNDECRYPTABLE}))]
+    refused = refusal(past, cli_config(CANARY_B))
+    assert refused.code == Exit.INVALID
+    assert "secrets cannot be decrypted" in str(refused) and KEY + "changeTicket" in str(refused)
+
+
+def test_a_secret_left_out_by_the_cli_reads_as_secret() -> None:
+    parsed = history.parse_config({KEY + "changeTicket": {"secret": True}})
+    assert parsed[KEY + "changeTicket"] == history.Entry("[secret]", True)
+
+
+# ---------------------------------------------------------------- refusals
+
+
+def test_no_history_refuses() -> None:
+    refused = refusal([], cli_config(CANARY_A))
+    assert refused.code == Exit.FAILED and "no update history" in str(refused)
+
+
+def test_no_earlier_good_update_refuses() -> None:
+    past = [entry(2, cli_config(CANARY_A)), entry(1, cli_config(CANARY_A)), entry(0, cli_config(CANARY_B),
+                                                                                   result="failed")]
+    refused = refusal(past, cli_config(CANARY_A))
+    assert refused.code == Exit.FAILED and "no earlier succeeded update" in str(refused)
+
+
+@pytest.mark.parametrize("result", ["in-progress", "succeeded"])
+def test_an_update_in_progress_refuses(result: str) -> None:
+    past = [entry(3, cli_config(CANARY_B), result=result, ended=False), entry(2, cli_config(CANARY_A))]
+    refused = refusal(past, cli_config(CANARY_B))
+    assert refused.code == Exit.FAILED and "update 3 (update) is still in progress" in str(refused)
+
+
+@pytest.mark.parametrize(("version", "why"), [(9, "has no such update"), (2, "a update that failed")])
+def test_to_version_must_name_a_succeeded_update(version: int, why: str) -> None:
+    past = [entry(2, cli_config(CANARY_B), result="failed"), entry(1, cli_config(CANARY_A))]
+    refused = refusal(past, cli_config(CANARY_B), to_version=version)
+    assert refused.code == Exit.INVALID and f"--to-version {version}" in str(refused) and why in str(refused)
+
+
+def test_to_version_with_the_same_config_refuses() -> None:
+    refused = refusal([entry(1, cli_config(CANARY_A))], cli_config(CANARY_A), to_version=1)
+    assert refused.code == Exit.FAILED and "nothing to roll back" in str(refused)
+
+
+def test_a_refresh_is_no_update_to_go_back_to() -> None:
+    past = [entry(2, cli_config(CANARY_A), kind="refresh"), entry(1, cli_config(CANARY_B))]
+    assert plan(past, cli_config(CANARY_A)).target.version == 1
+    refused = refusal(past, cli_config(CANARY_B), to_version=2)
+    assert "a refresh that succeeded" in str(refused)
+
+
+# ---------------------------------------------------------------- the canary's history
+
+
+PROD_A = stack_config("existing-prod")  # promotion.canaryStack: existing-canary
+PROD_B = with_driver(PROD_A, B, A)
+
+
+def prod_plan(canary: list[dict[str, Any]] | None, force: bool = False) -> history.Plan:
+    past = history.parse_history([entry(2, cli_config(PROD_A)), entry(1, cli_config(PROD_B))])
+    current = history.parse_config(cli_config(PROD_A))
+    assert history.canary_stack_of(current) == "existing-canary"
+    return history.plan_rollback("existing-prod", past, current, canary_stack="existing-canary",
+                                 canary_history=None if canary is None else history.parse_history(canary),
+                                 force=force)
+
+
+def test_a_driver_the_canary_never_ran_refuses() -> None:
+    with pytest.raises(history.RollbackRefused) as caught:
+        prod_plan([entry(1, cli_config(CANARY_A)), entry(2, cli_config(CANARY_B), result="failed")])
+    assert caught.value.code == Exit.FAILED
+    assert f"driver {B} was never run by the canary stack 'existing-canary'" in str(caught.value)
+
+
+def test_a_canary_stack_without_history_refuses() -> None:
+    with pytest.raises(history.RollbackRefused, match="has no history here"):
+        prod_plan(None)
+
+
+def test_force_rolls_back_to_a_driver_the_canary_never_ran() -> None:
+    result = prod_plan([entry(1, cli_config(CANARY_A))], force=True)
+    assert result.target_driver == B and result.canary.startswith("--force:")
+
+
+def test_the_canary_ran_the_target() -> None:
+    result = prod_plan([entry(2, cli_config(CANARY_A)), entry(1, cli_config(CANARY_B))])
+    assert result.canary == f"the canary stack 'existing-canary' ran {B} in update(s) 1"
+
+
+# ---------------------------------------------------------------- image-owned pools: generations
+
+
+def eks_states() -> tuple[dict[str, Any], dict[str, Any]]:
+    """Before: gpu-l40s on generation 1 (570.195.03) alone. Now: generation 2 (580.173.02) beside it."""
+    now = stack_config("eks-prod")
+    before = copy.deepcopy(now)
+    before[KEY + "driver"] = {"owner": "image", "version": "570.195.03"}
+    for pool in before[KEY + "nodePools"]:
+        if pool["name"] == "gpu-l40s":
+            pool["generations"] = [g for g in pool["generations"] if g["id"] == 1]
+        if pool["name"] == "gpu-a10g":
+            pool["generations"] = [{**g, "retired": False} for g in pool["generations"] if g["id"] == 3]
+        if pool["name"] == "gpu-h100":  # its one generation runs 570.195.03: released while that was the target
+            pool["rollout"]["released"] = True
+    return before, now
+
+
+def _spec_of(config: dict[str, history.Entry]) -> None:
+    spec_from_config({k: e.value if isinstance(e.value, str) else json.dumps(e.value) for k, e in config.items()})
+
+
+def test_an_image_owned_pool_moves_back_by_generations_in_three_steps() -> None:
+    before, now = eks_states()
+    result = history.plan_rollback("eks-prod", history.parse_history([entry(2, cli_config(now)),
+                                                                      entry(1, cli_config(before))]),
+                                   history.parse_config(cli_config(now)))
+    assert result.owner == "image" and result.target.version == 1 and len(result.steps) == 3
+    first, hold, retire = (({c.path: c.new for c in s.changes}) for s in result.steps)
+    pools = KEY + "nodePools"
+    # 1: the kept previous generations live again (gpu-a10g's g3 un-retired), the driver back; g2/g4 stay.
+    assert first[KEY + "driver.version"] == "570.195.03"
+    assert first[f"{pools}[0].generations[0].retired"] is False
+    assert not any("generations[1]" in path for path in first)
+    # 2: the new generations held at 0 nodes.
+    assert hold == {f"{pools}[0].generations[1].nodeCount": 0, f"{pools}[1].generations[1].nodeCount": 0}
+    # 3: the new generations retired: their entries removed.
+    assert [c.path for c in result.steps[2].changes if c.removes] == [
+        f"{pools}[0].generations[1]", f"{pools}[1].generations[1]"]
+    assert all(v is history.ABSENT for v in retire.values())
+    # Every intermediate config is one the spec accepts, and the last is update 1's.
+    state = history.parse_config(cli_config(now))
+    for step in result.steps:
+        state = history.apply_changes(state, step.changes)
+        _spec_of(state)
+    assert state == history.parse_config(cli_config(before))
+
+
+def test_a_rerun_with_to_version_continues_with_the_next_step() -> None:
+    before, now = eks_states()
+    past = history.parse_history([entry(2, cli_config(now)), entry(1, cli_config(before))])
+    first = history.plan_rollback("eks-prod", past, history.parse_config(cli_config(now)))
+    after_step_1 = history.apply_changes(history.parse_config(cli_config(now)), first.steps[0].changes)
+    again = history.plan_rollback("eks-prod", past, after_step_1, to_version=1)
+    assert [s.title for s in again.steps] == [s.title for s in first.steps[1:]]
+
+
+def test_the_spec_refuses_a_state_with_every_generation_retired() -> None:
+    """The check above has teeth: a config with no live generation is refused by the spec."""
+    _, now = eks_states()
+    broken = copy.deepcopy(now)
+    for g in broken[KEY + "nodePools"][0]["generations"]:
+        g["retired"] = True
+    with pytest.raises(SpecError):
+        _spec_of(history.parse_config(cli_config(broken)))
+
+
+def test_a_step_whose_config_the_program_refuses_is_refused_before_any_change() -> None:
+    before, now = eks_states()
+    for pool in before[KEY + "nodePools"]:
+        if pool["name"] == "gpu-h100":
+            pool["rollout"]["released"] = False  # held, yet its only generation runs the target 570.195.03
+    past = history.parse_history([entry(2, cli_config(now)), entry(1, cli_config(before))])
+    with pytest.raises(history.RollbackRefused) as caught:
+        history.plan_rollback("eks-prod", past, history.parse_config(cli_config(now)))
+    assert caught.value.code == Exit.FAILED
+    assert f"{KEY}nodePools[2].generations: pool 'gpu-h100' is held" in str(caught.value)
