@@ -50,9 +50,10 @@ COMPATIBILITY = Section("1. Compatibility checks", "1. Who owns the driver, and 
                         "preflight", "checks.compatibility")
 CAPACITY = Section("2. Capacity and disruption controls", "2-3. Capacity and the upgrade policy", "preflight",
                    "checks.disruption")
+VALIDATION = Section("5. Validate the canary", "5. Validate the canary", "verify", "checks.validation")
 
 # Every section, in the order the verbs run and print them.
-SECTIONS = (CLUSTER, OWNERSHIP, COMPATIBILITY, CAPACITY)
+SECTIONS = (CLUSTER, OWNERSHIP, COMPATIBILITY, CAPACITY, VALIDATION)
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class Check:
             if not isinstance(finding, Finding):
                 raise TypeError(f"check {self.id} returned {finding!r}: a check returns Findings (passed, warned, "
                                 "failed), the runner names them")
-            results.append(CheckResult(self.id, finding.status, finding.subject, finding.message))
+            results.append(CheckResult(self.id, finding.status, finding.subject, finding.message, finding.evidence))
         return results
 
 

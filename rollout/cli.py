@@ -358,6 +358,46 @@ def rollback(
     run(call, debug)
 
 
+PrometheusOption = Annotated[
+    str | None,
+    typer.Option("--prometheus", envvar="GPU_ROLLOUT_PROMETHEUS",
+                 help="Prometheus base URL (http://prometheus:9090) for latency-throughput, no-new-xid and "
+                 "dcgm-metrics; without it those checks are inconclusive."),
+]
+
+
+@app.command()
+def verify(
+    stack: StackOption = None,
+    stack_file_path: StackFileOption = None,
+    project_dir: ProjectDirOption = None,
+    kubeconfig: KubeconfigOption = None,
+    kube_context: ContextOption = None,
+    prometheus: PrometheusOption = None,
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Validate the upgraded nodes (runbook section 5); a passing canary writes attestations/<driver>.json.
+
+    Exit 0 only when every check passes; a failed or inconclusive check exits 1 with its reason.
+    """
+
+    def call() -> Exit:
+        from urllib.parse import urlsplit
+
+        from rollout import verify as verb
+
+        if prometheus is not None and (urlsplit(prometheus).scheme not in ("http", "https")
+                                       or not urlsplit(prometheus).netloc):
+            raise typer.BadParameter(f"{prometheus!r} is not an http(s) URL such as http://prometheus:9090",
+                                     param_hint="--prometheus")
+        live = _open_live(stack, stack_file_path, project_dir, kubeconfig, kube_context)
+        return verb.execute(live.stack.name, live.spec, live.kube, project_dir=live.stack.project_dir,
+                            prometheus_url=prometheus, as_json=as_json)
+
+    run(call, debug)
+
+
 def main() -> None:
     app()
 

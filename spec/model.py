@@ -9,6 +9,7 @@ unknown keys, so a typo fails the load instead of being ignored. The parts live 
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 from typing import Annotated, Self
 
 from pydantic import Field, StrictBool, StrictInt, field_validator, model_validator
@@ -42,6 +43,7 @@ from spec.versions import CudaVersion, DriverVersion, is_branch_only
 __all__ = [
     "PROJECT", "AksCluster", "AksPool", "Cloud", "Cluster", "ClusterPolicyMode", "Drain", "Driver", "DriverOwner",
     "EksCluster", "EksPool", "ExistingCluster", "ExistingPool", "FleetSpec", "Generation", "GpuOperator", "LaunchTemplate", "LocatedError", "Model",
+    "ModelQueries", "ModelServing", "ServingEngine",
     "NodePool", "NonNegativeInt", "PodDeletion", "PoolRollout", "PositiveInt", "Promotion", "Stage",
     "UpgradePolicy", "Validation", "ValidationBaseline", "ValidationCache", "ValidationTolerance",
     "WaitForCompletion", "int_or_percent", "kubernetes_name",
@@ -102,6 +104,48 @@ class Driver(SpecModel):
 
 
 
+class ServingEngine(StrEnum):
+    VLLM = "vllm"
+    TGI = "tgi"
+    TRITON = "triton"
+
+
+class ModelQueries(SpecModel):
+    """PromQL for `gpu-rollout verify`'s latency-throughput check, replacing the engine's default. Each is an
+    instant query giving one number; ``{namespace}``, ``{pods}`` (a regex of pod names: the model's pods on
+    new-driver nodes, then those on old-driver nodes) and ``{window}`` (e.g. ``1800s``) are filled in."""
+
+    p95LatencySeconds: str | None = Field(None, min_length=1, description="p95 request latency, seconds.")
+    tokensPerSecond: str | None = Field(None, min_length=1, description="Tokens per second of one request.")
+
+    @field_validator("p95LatencySeconds", "tokensPerSecond")
+    @classmethod
+    def _placeholders(cls, value: str | None) -> str | None:
+        if value is not None and "{pods}" not in value:
+            raise ValueError("must use {pods} (the pods compared), or it would compare the same series twice")
+        return value
+
+
+class ModelServing(SpecModel):
+    """How `gpu-rollout verify` talks to a model's pods and reads its metrics (docs/validation.md)."""
+
+    engine: ServingEngine | None = Field(None, description="vllm | tgi | triton; default: read from the image name.")
+    port: Annotated[StrictInt, Field(gt=0, lt=65536)] | None = Field(
+        None, description="Container port of the HTTP API; default 8000 (vLLM, Triton), 80 (TGI).")
+    servedModel: str | None = Field(None, min_length=1, description="Model name in requests; vLLM default: the "
+                                    "first of /v1/models; Triton: without it only readiness is asked.")
+    baselineMatchLabels: dict[str, str] | None = Field(
+        None, description="Pods of the same model on old-driver nodes, compared against (default: matchLabels).")
+    queries: ModelQueries = ModelQueries()
+
+    @field_validator("baselineMatchLabels")
+    @classmethod
+    def _labels(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        if value is not None and not value:
+            raise ValueError("an empty map would select every pod of the namespace; name the model's labels")
+        return None if value is None else check_label_map(value)
+
+
 class Model(SpecModel):
     name: str = Field(description="Model server name (Deployment name).")
     namespace: str = Field(description="Namespace of the model server.")
@@ -113,6 +157,7 @@ class Model(SpecModel):
     image: str = Field(min_length=1, description="Serving image with an explicit tag or digest.")
     nodePools: list[str] = Field(min_length=1, description="Pools the model's pods run on.")
     cudaForwardCompat: StrictBool = Field(False, description="Image ships cuda-compat for a newer CUDA.")
+    serving: ModelServing = ModelServing()
 
     @field_validator("minAvailable", mode="before")
     @classmethod
@@ -207,8 +252,10 @@ class ValidationBaseline(SpecModel):
 class ValidationTolerance(SpecModel):
     timeToFirstToken: str = Field("50%", description="How much slower than the baseline the first token may be.")
     tokensPerSecond: str = Field("10%", description="How much below the baseline tokens per second may fall.")
+    p95Latency: str = Field("20%", description="How much higher p95 latency on new-driver nodes may be than on "
+                            "old-driver ones (verify, from Prometheus).")
 
-    @field_validator("timeToFirstToken", "tokensPerSecond", mode="before")
+    @field_validator("timeToFirstToken", "tokensPerSecond", "p95Latency", mode="before")
     @classmethod
     def _percent(cls, value: object) -> str:
         if not isinstance(value, str) or percent_of(value) is None:

@@ -1,0 +1,90 @@
+"""`gpu-rollout verify`: runbook section 5 on the stack's upgraded nodes, as a table or JSON; a passing canary
+writes its attestation (``attestations/<driver>.json`` under the project, spec/attestation.py's format).
+
+Exit 0 only when every check passed (and, on a canary stack, the attestation was written); 1 when one failed
+or was inconclusive (each reason on stderr), or the attestation could not be written.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from checks import kube as k
+from checks import validation
+from checks.prometheus import Prometheus
+from checks.registry import CATALOGUE, VALIDATION
+from checks.results import CheckResult, Status
+from rollout import console as consoles
+from rollout.console import say
+from rollout.exits import Exit
+from rollout.live import note_identity
+from spec import attestation
+from spec.model import FleetSpec, Stage
+
+_STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.INCONCLUSIVE: "magenta"}
+UNKNOWN_COMMIT = "unknown"
+
+
+def git_commit(project_dir: Path) -> str:
+    """``git rev-parse HEAD`` of the project; ``unknown`` where it is not a git checkout (or git is missing)."""
+    try:
+        done = subprocess.run(["git", "-C", str(project_dir), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return UNKNOWN_COMMIT
+    commit = done.stdout.strip()
+    return commit if done.returncode == 0 and commit else UNKNOWN_COMMIT
+
+
+def render_table(stack: str, results: list[CheckResult], console: Console) -> None:
+    table = Table(title=f"{VALIDATION.title} (stack {stack})", title_justify="left")
+    for column in ("status", "check", "subject", "finding"):
+        table.add_column(column, overflow="fold")
+    for result in results:
+        table.add_row(f"[{_STYLE[result.status]}]{result.status.value}[/]", result.id, result.subject, result.message)
+    console.print(table)
+    counts = {s: sum(r.status == s for r in results) for s in Status}
+    console.print(f"{counts[Status.PASS]} pass, {counts[Status.FAIL]} fail, {counts[Status.INCONCLUSIVE]} inconclusive")
+
+
+def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, project_dir: Path, prometheus_url: str | None,
+            as_json: bool) -> Exit:
+    prometheus = Prometheus(prometheus_url) if prometheus_url else None
+    facts = validation.gather(kube, spec, prometheus)
+    note_identity(facts.identity)
+    results = CATALOGUE.run(validation.VERB, facts)
+    not_passed = [r for r in results if r.status != Status.PASS]
+    written: Path | None = None
+    problem: str | None = None
+    if not not_passed and spec.stage == Stage.CANARY:
+        try:
+            sealed = validation.attest(facts, results, stack=stack, git_commit=git_commit(project_dir),
+                                       hmac_key=attestation.key_from_environment())
+            written = attestation.write(project_dir / attestation.ATTESTATION_DIR, sealed)
+        except attestation.AttestationError as exc:
+            problem = f"attestation not written: {exc}"
+    if as_json:
+        document: dict[str, Any] = {"stack": stack, "passed": not not_passed,
+                                    "checks": [r.as_json() for r in results],
+                                    "attestation": str(written) if written else None}
+        if problem:
+            document["attestationError"] = problem
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+    else:
+        render_table(stack, results, consoles.stdout())
+    for result in not_passed:
+        say(f"{result.status.value}: {result.id} {result.subject}: {result.message}")
+    if problem:
+        say(problem)
+    elif written:
+        say(f"attestation written: {written}")
+    elif not not_passed:
+        say(f"note: stack {stack} is a {spec.stage.value} stack; only a canary stack's verify writes an attestation")
+    return Exit.failed_if(bool(not_passed) or problem is not None)
