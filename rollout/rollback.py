@@ -223,7 +223,7 @@ def execute(stack_name: str, project_dir: Path, *, to_version: int | None, dry_r
     _apply(stack, step)
     try:
         stack.up(policy_packs=[pack], policy_pack_configs=[pack_config] if pack_config else None,
-                 on_output=lambda line: say(line.rstrip("\n")), color="never")
+                 on_output=lambda line: say(line.rstrip("\n")), color="never", show_secrets=False)
     except errors.CommandError as error:
         say(f"rollback: `pulumi up` failed after the config of step 1 was set ({_first_error_line(error)}); the "
             f"stack's config now holds update {plan.target.version}'s values for the keys above")
