@@ -1,5 +1,9 @@
 """Cluster contents shaped like a real GPU fleet, built from a stack's pools and models.
 
+Every object is spelled out here, from the stack's values, the way the operator, GFD and this project's
+`pulumi up` leave it (docs/config.md, docs/architecture.md), never by ``spec.manifests`` or
+``spec.resource_facts``: a wrong label, name or selector in the code under test cannot be mirrored here.
+
 Nodes carry what GFD, NFD and the GPU Operator put on real nodes (``nvidia.com/gpu.product``,
 ``nvidia.com/cuda.driver-version.*`` and the deprecated ``cuda.driver.*``, ``gpu.deploy.*``, the
 upgrade-state label), allocatable ``nvidia.com/gpu`` and the pool labels this project adds. Helpers
@@ -20,7 +24,6 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from spec import labels, manifests
 from spec.model import Cloud, DriverOwner, FleetSpec, Generation, Model, NodePool, kubernetes_name
 from tests.fakekube.server import FakeKube
 
@@ -56,6 +59,51 @@ def driver_labels(version: str) -> dict[str, str]:
     }
 
 
+# The labels this project's cloud pools put on their nodes, and its NVIDIADrivers' names (docs/config.md).
+PROJECT_DOMAIN = "gpu-driver-upgrade.io"
+SKIP_LABEL = "nvidia.com/gpu-driver-upgrade.skip"  # the GPU Operator's own skip label
+
+
+def held(pool: NodePool) -> bool:
+    """A prod pool not released yet (the canary is never held)."""
+    return pool.role != "canary" and not pool.rollout.released
+
+
+def project_pool_labels(pool: NodePool, generation: Generation | None = None) -> dict[str, str]:
+    """What `pulumi up` of an AKS or EKS stack puts on every node of ``pool`` through the cloud pool."""
+    out = {
+        f"{PROJECT_DOMAIN}/pool": pool.name, f"{PROJECT_DOMAIN}/role": pool.role,
+        f"{PROJECT_DOMAIN}/wave": str(pool.rollout.wave), f"{PROJECT_DOMAIN}/gpu-product": pool.gpuProduct,
+        f"{PROJECT_DOMAIN}/gpus-per-node": str(pool.gpusPerNode),
+        f"{PROJECT_DOMAIN}/nvswitch": "true" if pool.nvswitch else "false",
+    }
+    if generation is not None:
+        out[f"{PROJECT_DOMAIN}/generation"] = str(generation.id)
+        out[f"{PROJECT_DOMAIN}/image-driver"] = generation.driverVersion
+    if held(pool):
+        out[SKIP_LABEL] = "true"
+    return out
+
+
+def nvidia_driver_object(spec: FleetSpec, pool: NodePool) -> Obj:
+    """The pool's NVIDIADriver as `pulumi up` leaves it: pinned to the previous driver while the pool is held,
+    selecting the pool's nodes by the project's pool label (or, on an existing cluster, the declared selector)."""
+    op = spec.gpuOperator
+    version = spec.driver.previousVersion if held(pool) and spec.driver.previousVersion else spec.driver.version
+    selector = dict(pool.existing.nodeSelector) if pool.existing else {f"{PROJECT_DOMAIN}/pool": pool.name}
+    return {
+        "kind": "NVIDIADriver",
+        "metadata": {"name": f"gpu-{kubernetes_name(pool.name)}",
+                     "labels": {f"{PROJECT_DOMAIN}/pool": pool.name, f"{PROJECT_DOMAIN}/role": pool.role,
+                                f"{PROJECT_DOMAIN}/wave": str(pool.rollout.wave)}},
+        "spec": {"driverType": "gpu", "image": f"{op.driverRepository}/driver", "version": version,
+                 "usePrecompiled": op.usePrecompiled, "kernelModuleType": op.kernelModuleType, "default": False,
+                 "nodeSelector": selector,
+                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
+        "status": {"state": "ready"},
+    }
+
+
 def current_driver(spec: FleetSpec) -> str:
     """What the fleet runs before the rollout starts."""
     return spec.driver.previousVersion or spec.driver.version
@@ -77,7 +125,7 @@ def gpu_node(spec: FleetSpec, pool: NodePool, index: int, generation: Generation
     kernel = KERNEL.get(spec.cluster.cloud, "6.8.0-1020-generic")
     # On an existing cluster this project never labels nodes: they carry the selector the stack declares.
     own_labels = (dict(pool.existing.nodeSelector) if spec.cluster.cloud == Cloud.EXISTING and pool.existing
-                  else manifests.pool_labels(spec, pool, generation))
+                  else project_pool_labels(pool, generation))
     node_labels = {
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",
@@ -85,8 +133,8 @@ def gpu_node(spec: FleetSpec, pool: NodePool, index: int, generation: Generation
         **own_labels,
         "feature.node.kubernetes.io/pci-10de.present": "true",
         "feature.node.kubernetes.io/kernel-version.full": kernel,
-        labels.GPU_PRESENT: "true",
-        labels.GPU_PRODUCT: pool.gpuProduct,
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": pool.gpuProduct,
         "nvidia.com/gpu.count": str(pool.gpusPerNode),
         "nvidia.com/gpu.family": _family(pool.gpuProduct),
         "nvidia.com/gpu.replicas": "1",
@@ -99,12 +147,12 @@ def gpu_node(spec: FleetSpec, pool: NodePool, index: int, generation: Generation
         "nvidia.com/gpu.deploy.device-plugin": "true",
         "nvidia.com/gpu.deploy.gpu-feature-discovery": "true",
         "nvidia.com/gpu.deploy.operator-validator": "true",
-        labels.DEPLOY_DRIVER: "true" if operator_owned else "pre-installed",
+        "nvidia.com/gpu.deploy.driver": "true" if operator_owned else "pre-installed",
         **driver_labels(driver),
     }
     annotations: dict[str, str] = {}
-    node_spec: Obj = {"taints": [{"key": labels.GPU_TAINT_KEY, "value": labels.GPU_TAINT_VALUE,
-                                  "effect": labels.GPU_TAINT_EFFECT}]}
+    node_spec: Obj = {"taints": [{"key": "nvidia.com/gpu", "value": "present",
+                                  "effect": "NoSchedule"}]}
     if spec.cluster.cloud == Cloud.AKS:
         assert spec.cluster.aks is not None
         node_labels["kubernetes.azure.com/agentpool"] = pool.cloud_name(generation)
@@ -127,18 +175,18 @@ def gpu_node(spec: FleetSpec, pool: NodePool, index: int, generation: Generation
         node_spec["providerID"] = f"aws:///{zone}/i-0{_short_hash(name)}{index:011x}"
         node_labels["node.kubernetes.io/instance-type"] = (pool.eks.instanceTypes or ["p5.48xlarge"])[0] if pool.eks else "unknown"
     if operator_owned:
-        node_labels[labels.UPGRADE_STATE] = "upgrade-done"
+        node_labels["nvidia.com/gpu-driver-upgrade-state"] = "upgrade-done"
         annotations["nvidia.com/gpu-driver-upgrade-enabled"] = "true"
         if spec.gpuOperator.useNvidiaDriverCrd:
-            node_labels[labels.DRIVER_OWNER] = manifests.nvidia_driver_name(pool)
+            node_labels["nvidia.com/gpu-operator.driver.owner"] = f"gpu-{kubernetes_name(pool.name)}"
     gpus = str(pool.gpusPerNode)
     return {
         "kind": "Node",
         "metadata": {"name": name, "labels": node_labels, "annotations": annotations},
         "spec": node_spec,
         "status": {
-            "capacity": {"cpu": "40", "memory": "330000000Ki", labels.GPU_RESOURCE: gpus, "pods": "110"},
-            "allocatable": {"cpu": "39", "memory": "320000000Ki", labels.GPU_RESOURCE: gpus, "pods": "110"},
+            "capacity": {"cpu": "40", "memory": "330000000Ki", "nvidia.com/gpu": gpus, "pods": "110"},
+            "allocatable": {"cpu": "39", "memory": "320000000Ki", "nvidia.com/gpu": gpus, "pods": "110"},
             "conditions": [ready_condition(True)],
             "nodeInfo": {"kernelVersion": kernel, "osImage": "Ubuntu 22.04.5 LTS", "architecture": "amd64",
                          "containerRuntimeVersion": "containerd://1.7.27", "kubeletVersion": "v1.33.5"},
@@ -168,7 +216,7 @@ def pod(name: str, namespace: str, node: str, pod_labels: dict[str, str], contai
 
 
 def model_container(model: Model) -> Obj:
-    gpus = {labels.GPU_RESOURCE: str(model.gpusPerReplica)}
+    gpus = {"nvidia.com/gpu": str(model.gpusPerReplica)}
     return {
         "name": "server",
         "image": model.image,
@@ -216,9 +264,19 @@ def seed(fake: FakeKube, spec: FleetSpec, *, filler_pods_per_node: int = 0) -> d
               "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "gpu-operator"}},
                        "template": {"metadata": {"labels": {"app": "gpu-operator"}}, "spec": {"containers": [
                            {"name": "gpu-operator", "image": f"nvcr.io/nvidia/gpu-operator:{op.chartVersion}"}]}}}})
-    policy_spec = manifests.cluster_policy_spec(spec)
-    fake.add({"kind": "ClusterPolicy", "metadata": {"name": manifests.CLUSTER_POLICY_NAME},
-              "spec": {**policy_spec, "operator": {}, "daemonsets": {}, "dcgm": {"enabled": True},
+    # The chart's ClusterPolicy with the stack's driver settings patched in.
+    driver: Obj = {"enabled": False} if not operator_owned else {
+        "enabled": True, "repository": op.driverRepository, "image": "driver", "version": spec.driver.version,
+        "usePrecompiled": op.usePrecompiled, "kernelModuleType": op.kernelModuleType,
+        "useNvidiaDriverCRD": op.useNvidiaDriverCrd,
+        "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1, "maxUnavailable": "25%",
+                          "podDeletion": {"force": False, "timeoutSeconds": 300, "deleteEmptyDir": False},
+                          "drain": {"enable": False, "force": False, "timeoutSeconds": 300, "deleteEmptyDir": False},
+                          "waitForCompletion": {"timeoutSeconds": 0}},
+    }
+    fake.add({"kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
+              "spec": {"driver": driver, "toolkit": {"enabled": True}, "devicePlugin": {"enabled": True},
+                       "operator": {}, "daemonsets": {}, "dcgm": {"enabled": True},
                        "dcgmExporter": {"enabled": True}, "gfd": {"enabled": True},
                        "nodeStatusExporter": {"enabled": False}},
               "status": {"state": "ready", "namespace": op.namespace}})
@@ -226,10 +284,8 @@ def seed(fake: FakeKube, spec: FleetSpec, *, filler_pods_per_node: int = 0) -> d
     for pool in spec.nodePools:
         ds_name = "nvidia-driver-daemonset"
         if operator_owned and op.useNvidiaDriverCrd:
-            driver_name = manifests.nvidia_driver_name(pool)
-            fake.add({"kind": "NVIDIADriver", "metadata": {"name": driver_name,
-                                                          "labels": manifests.nvidia_driver_labels(spec, pool)},
-                      "spec": manifests.nvidia_driver_spec(spec, pool), "status": {"state": "ready"}})
+            nvidia_driver = fake.add(nvidia_driver_object(spec, pool))
+            driver_name = nvidia_driver["metadata"]["name"]
             ds_name = f"nvidia-gpu-driver-ubuntu22.04-{_short_hash(driver_name)}"
         if operator_owned:
             ds_labels = {"app": ds_name, "app.kubernetes.io/component": "nvidia-driver",
@@ -260,8 +316,8 @@ def seed(fake: FakeKube, spec: FleetSpec, *, filler_pods_per_node: int = 0) -> d
     for model in spec.models:
         fake.add(model_deployment(model))
         fake.add({"kind": "PodDisruptionBudget",
-                  "metadata": {"name": manifests.pdb_name(model), "namespace": model.namespace},
-                  "spec": manifests.pdb_spec(model)})
+                  "metadata": {"name": f"{model.name}-pdb", "namespace": model.namespace},
+                  "spec": {"minAvailable": model.minAvailable, "selector": {"matchLabels": dict(model.matchLabels)}}})
         placements = _place(spec, model, nodes)
         for replica, node in enumerate(placements):
             fake.add(pod(f"{model.name}-7d9f8c-{replica:03d}", model.namespace, node, dict(model.matchLabels),
@@ -307,8 +363,8 @@ def add_generation_nodes(fake: FakeKube, spec: FleetSpec, pool: NodePool, genera
 
 def generation_nodes(fake: FakeKube, pool: str, generation: int) -> list[str]:
     return sorted(n["metadata"]["name"] for n in fake.objects("nodes")
-                  if n["metadata"]["labels"].get(labels.POOL) == pool
-                  and n["metadata"]["labels"].get(labels.GENERATION) == str(generation))
+                  if n["metadata"]["labels"].get("gpu-driver-upgrade.io/pool") == pool
+                  and n["metadata"]["labels"].get("gpu-driver-upgrade.io/generation") == str(generation))
 
 
 def remove_generation_nodes(fake: FakeKube, pool: str, generation: int) -> list[str]:
@@ -338,7 +394,7 @@ def move_node(fake: FakeKube, node: str, state: str, at: float | None = None, *,
     gives the "[state]" form of older releases and the docs."""
     at = time.time() if at is None else at
     when = datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    fake.update("nodes", node, {"metadata": {"labels": {labels.UPGRADE_STATE: state}}}, manager=OPERATOR_MANAGER,
+    fake.update("nodes", node, {"metadata": {"labels": {"nvidia.com/gpu-driver-upgrade-state": state}}}, manager=OPERATOR_MANAGER,
                 at=at)
     if not event:
         return
