@@ -126,3 +126,31 @@ class Pulumi:
 
     def json(self, *args: str) -> object:
         return json.loads(self.run(*args).stdout)
+
+
+# ---------------------------------------------------------------------------- helpers for the engine verbs
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a refused command must leave as it was: the stack's state and its stack file."""
+
+    state: str  # `pulumi stack export` (secrets stay encrypted)
+    stack_file: str
+
+
+def snapshot(pulumi: Pulumi, stack: str) -> Snapshot:
+    return Snapshot(pulumi.run("stack", "export", "--stack", stack).stdout,
+                    (pulumi.project / f"Pulumi.{stack}.yaml").read_text())
+
+
+def gpu_rollout(pulumi: Pulumi, *args: str, env: dict[str, str] | None = None, timeout: float = 600) -> Result:
+    """``gpu-rollout ARGS --project-dir PROJECT`` with the CLI's isolated environment (its `pulumi`, home,
+    file backend and passphrase), as a user runs it beside `pulumi`; ``env`` overrides variables."""
+    started = time.monotonic()
+    proc = subprocess.run(  # noqa: S603
+        [str(VENV_PYTHON), "-m", "rollout", *args, "--project-dir", str(pulumi.project)],
+        cwd=CHECKOUT, env={**pulumi.env, **(env or {})}, capture_output=True, text=True, timeout=timeout,
+        check=False,
+    )
+    return Result(["gpu-rollout", *args], proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
