@@ -156,18 +156,35 @@ def _print_plan(plan: history.Plan, commands: list[list[str]]) -> None:
 
 
 def _apply(stack: auto.Stack, step: history.Step) -> None:
+    """The step's changes in their order, with as few CLI calls as that order allows: consecutive plain
+    leaves in one `config set-all --path`, consecutive removals in one `config rm-all`."""
     from pulumi import automation as auto
 
-    for change in step.changes:
+    def kind(change: history.Change) -> str:
         if change.removes:
-            stack.remove_config(change.path, path=not change.whole_key)
+            return "rm-path" if not change.whole_key else "rm"
+        return "set-path" if not change.whole_key and not change.secret else "set"
+
+    batch: list[history.Change] = []
+    for index, change in enumerate(step.changes):
+        batch.append(change)
+        following = step.changes[index + 1] if index + 1 < len(step.changes) else None
+        if following is not None and kind(following) == kind(change) and kind(change) != "set":
             continue
-        if change.whole_key:
-            text = change.new if isinstance(change.new, str) else json.dumps(change.new)
+        what = kind(change)
+        if what in ("rm", "rm-path"):
+            stack.remove_all_config([c.path for c in batch], path=what == "rm-path")
+        elif what == "set-path":
+            values = {}
+            for leaf in batch:
+                text = history.path_value_text(leaf.new)
+                assert text is not None  # untypeable leaves are refused before anything is applied
+                values[leaf.path] = auto.ConfigValue(text)
+            stack.set_all_config(values, path=True)
         else:
-            text = history.path_value_text(change.new)
-            assert text is not None  # untypeable changes are refused before anything is applied
-        stack.set_config(change.path, auto.ConfigValue(text, secret=change.secret), path=not change.whole_key)
+            text = change.new if isinstance(change.new, str) else json.dumps(change.new)
+            stack.set_config(change.path, auto.ConfigValue(text, secret=change.secret))
+        batch = []
 
 
 def execute(stack_name: str, project_dir: Path, *, to_version: int | None, dry_run: bool, yes: bool, force: bool,
