@@ -27,6 +27,7 @@ from typing import Any
 from policy.evaluate import Violation
 from policy.facts import Resource, StackFacts, node_image_owns_driver
 from policy.findings import Level
+from spec import replacement
 from spec import resource_facts as rf
 from spec.resource_facts.values import flag_text
 
@@ -79,6 +80,18 @@ def flat_policy(policy: Any) -> dict[str, str]:
     return out
 
 
+REPLACE_ONLY = "replace-only"  # fields of a cloud pool fixed at creation (spec.replacement)
+
+
+def _replace_only(res: Resource) -> dict[str, str]:
+    """A cloud pool's fields the cloud cannot change in place, as ``spec.replacement`` records them."""
+    if res.type == rf.EKS_NODE_GROUP:
+        fields, keys = replacement.eks_node_group_fields(res.props), replacement.EKS_REPLACE_ONLY
+    else:
+        fields, keys = replacement.aks_agent_pool_fields(res.props), replacement.AKS_REPLACE_ONLY
+    return {key: fields[key] for key in keys}
+
+
 def _driver_owner(stack: StackFacts) -> str:
     """``image`` when a node image brings the driver (a cloud pool on a driver-carrying image, or the
     cluster-wide driver switched off), else ``operator``."""
@@ -100,6 +113,7 @@ def view(stack: str, resources: Sequence[Resource], outputs: Mapping[str, Any],
 
     put("stack", "stage", outputs.get("stage"))
     put("stack", "cluster", outputs.get("cluster"))
+    put("stack", "change ticket", found.change_ticket)
     put("driver", "owner", _driver_owner(found))
     put("driver", "version", outputs.get("driverVersion"))
     put("driver", "held pools stay on", outputs.get("previousDriverVersion"))
@@ -127,9 +141,12 @@ def view(stack: str, resources: Sequence[Resource], outputs: Mapping[str, Any],
                 put(subject, f"generation {generation.get('id')}",
                     f"{_text(generation.get('driverVersion'))} on {_text(generation.get('image'))}"
                     + (" (retired)" if generation.get("retired") else ""))
-        cloud = [r.name for r in found.pool(str(name)).resources if r.type in rf.CLOUD_POOL_TYPES]
+        cloud = [r for r in found.pool(str(name)).resources if r.type in rf.CLOUD_POOL_TYPES]
         if cloud:
-            put(subject, "cloud pools", cloud)
+            put(subject, "cloud pools", [r.name for r in cloud])
+        for res in cloud:
+            for key, value in _replace_only(res).items():
+                facts[(subject, f"{REPLACE_ONLY} {res.name} {key}")] = value
 
     for driver in found.drivers:
         if driver.cluster_wide:
@@ -226,7 +243,7 @@ def _verdict(v: Violation) -> tuple[str, str, str]:
 def _summary(facts: Mapping[str, str]) -> str:
     """A subject on one side only, in one cell (its upgrade policy is left to the table's own rows)."""
     return ", ".join(f"{name} {value}" for name, value in facts.items()
-                     if value != NONE and not name.startswith("upgrade policy"))
+                     if value != NONE and not name.startswith(("upgrade policy", REPLACE_ONLY)))
 
 
 def changes(base: StackView | None, head: StackView | None) -> list[Change]:
@@ -247,10 +264,10 @@ def changes(base: StackView | None, head: StackView | None) -> list[Change]:
 
 
 def compare(stack: str, file: str, base: StackView | None, head: StackView | None,
-            attested: Callable[[str], bool] | None = None, base_error: str | None = None) -> StackDiff:
+            unattested: Callable[[str], str | None] | None = None, base_error: str | None = None) -> StackDiff:
     """The diff of one stack between two sides (None: the stack file does not exist on that side).
-    ``attested(driver)`` says whether the canary has attested a driver; None when attestations are not
-    known, and then that risk is not judged. ``base_error``: the base file exists but the program under
+    ``unattested(driver)`` says why the canary has not attested a driver (None: it has); without it that
+    risk is not judged. ``base_error``: the base file exists but the program under
     review refuses it (a change of the config schema); head is then shown whole."""
     status = Status.CHANGED if base_error else Status.ADDED if base is None else Status.REMOVED if head is None else Status.CHANGED
     before = {_verdict(v): v for v in (base.violations if base else ())}
@@ -259,11 +276,11 @@ def compare(stack: str, file: str, base: StackView | None, head: StackView | Non
     fixed = tuple(v for key, v in before.items() if key not in after) if head is not None else ()
     note = f"the base side does not render with the program under review, so head is shown whole: {base_error}" if base_error else None
     diff = StackDiff(stack, file, status, tuple(changes(base, head)), introduced, fixed, note=note)
-    return replace(diff, risks=tuple(risks(diff, base, head, attested)))
+    return replace(diff, risks=tuple(risks(diff, base, head, unattested)))
 
 
 def risks(diff: StackDiff, base: StackView | None, head: StackView | None,
-          attested: Callable[[str], bool] | None) -> list[Risk]:
+          unattested: Callable[[str], str | None] | None) -> list[Risk]:
     """What a reviewer must weigh, in plain words (see the module's docstring for where each comes from)."""
     out: list[Risk] = []
     if head is None:
@@ -281,12 +298,13 @@ def risks(diff: StackDiff, base: StackView | None, head: StackView | None,
             if pool not in head.pool_drivers:
                 out.append(Risk(RiskKind.POOL_REMOVED,
                                 f"{diff.stack} pool {pool} is removed: its cloud pools and their nodes go with it"))
-    if head.stage == "prod" and attested is not None:
+    if head.stage == "prod" and unattested is not None:
         for pool, driver in head.pool_drivers.items():
             moved = base is None or base.pool_drivers.get(pool) != driver
-            if moved and driver != NONE and not attested(driver):
+            why = unattested(driver) if moved and driver != NONE else None
+            if why is not None:
                 out.append(Risk(RiskKind.UNATTESTED_DRIVER,
-                                f"prod pool {pool} moves to {driver}, which the canary has not attested"))
+                                f"prod pool {pool} moves to {driver}, which the canary has not attested ({why})"))
     for v in sorted(diff.introduced, key=lambda v: (v.enforcement != Level.MANDATORY, v.policy, v.resource)):
         gate = ": `pulumi up` with the policy pack refuses this change" if v.enforcement == Level.MANDATORY else ""
         out.append(Risk(RiskKind.NEW_VIOLATION, f"{v.message} ({v.policy}, {v.enforcement.value}{gate})",
@@ -305,7 +323,6 @@ class Report:
     head: Mapping[str, str | None]
     stacks: tuple[StackDiff, ...]
     unchanged: tuple[str, ...] = ()
-    attestations_checked: bool = False
 
     @property
     def newly_mandatory(self) -> list[Violation]:
@@ -316,7 +333,6 @@ class Report:
             "base": dict(self.base), "head": dict(self.head),
             "stacks": [s.as_json() for s in self.stacks],
             "unchanged": list(self.unchanged),
-            "attestationsChecked": self.attestations_checked,
         }
 
 
@@ -328,8 +344,8 @@ def _cell(value: str | None) -> str:
 
 
 def _line(text: str) -> str:
-    """A sentence from a rule message or a stack file, as text: no HTML, no table breaks."""
-    return " ".join(text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").split())
+    """A sentence from a rule message or a stack file, as text: no HTML (``<`` and ``&`` escaped), one line."""
+    return " ".join(text.replace("&", "&amp;").replace("<", "&lt;").split())
 
 
 def _side(side: Mapping[str, str | None]) -> str:
@@ -365,6 +381,4 @@ def markdown(report: Report) -> str:
             lines.append("")
     if report.unchanged:
         lines.append(f"Unchanged: {', '.join(f'`{s}`' for s in report.unchanged)}.")
-    if not report.attestations_checked:
-        lines.append("Canary attestations were not checked.")
     return "\n".join(lines).rstrip() + "\n"

@@ -24,14 +24,14 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-import typer
-
 from policy.evaluate import from_registered
 from preview import diff as compare
 from preview.revisions import Repository, RevisionError, Side
 from rollout import console as consoles
 from rollout import plan
+from rollout.console import say
 from rollout.exits import Exit
+from spec import attestation
 from spec.load import SpecError, SpecProblem, read_stack_file
 
 
@@ -69,15 +69,38 @@ class _Files:
         return SpecError(problems, source=fix(error.source))
 
 
-def _attested() -> Callable[[str], bool] | None:
-    """Whether the canary has attested a driver; None while the project has no attestations to read."""
-    return None
+def _unattested(project_dir: Path) -> Callable[[str], str | None]:
+    """Why the canary has not attested a driver (None: it has), from the project's attestation files as the
+    program and the pack read them (``spec.attestation``). Only whether a sound file exists; the pack's
+    ``canary-attested`` judges soak time and GPU architectures."""
+    directory = project_dir / attestation.ATTESTATION_DIR
+    key = attestation.key_from_environment()
+
+    def why(driver: str) -> str | None:
+        try:
+            path = attestation.path_for(directory, driver)
+            if not path.is_file():
+                return f"no {attestation.ATTESTATION_DIR}/{path.name}"
+            attestation.load(path, key)
+        except attestation.AttestationError as error:
+            return str(error)
+        return None
+
+    return why
 
 
 def _render(stack: str, path: Path, project_dir: Path, previous: dict[str, Any] | None) -> tuple[compare.StackView, dict[str, Any]]:
     result = plan.run(stack, path, project_dir, previous)
     violations = plan.policy_report(result)
     return compare.view(stack, from_registered(result.resources), result.outputs, violations), result.outputs
+
+
+def _deployed(stack: str, path: Path, project_dir: Path) -> tuple[compare.StackView, dict[str, Any]]:
+    """Base as deployed: rendered once for its outputs, then again with them as its last deployment, so the
+    rules that compare with a deployment see base in its steady state and head as the step from it (rendered
+    once, base would be judged as a first deployment and every such rule would differ between the sides)."""
+    outputs = plan.run(stack, path, project_dir, None).outputs
+    return _render(stack, path, project_dir, outputs)
 
 
 def build(project_dir: Path, base: str | None, head: str | None, stacks: list[str] | None) -> compare.Report:
@@ -93,7 +116,7 @@ def build(project_dir: Path, base: str | None, head: str | None, stacks: list[st
             raise RevisionError("--stack", f"no stack file Pulumi.{wanted}.yaml in {project_dir} at "
                                 f"{base_side.label} or {head_side.label}")
     chosen = [n for n in names if not stacks or n in stacks]
-    attested = _attested()
+    unattested = _unattested(project_dir)
     diffs, unchanged = [], []
     with ExitStack() as exits:
         files = _Files(repo, exits, base_side, head_side)
@@ -107,20 +130,21 @@ def build(project_dir: Path, base: str | None, head: str | None, stacks: list[st
                 base_view, outputs, base_error = None, None, None
                 if old is not None:
                     try:
-                        base_view, outputs = _render(stack, old, project_dir, None)
+                        base_view, outputs = _deployed(stack, old, project_dir)
                     except SpecError as error:
                         if new is None:
                             raise
-                        base_error = "; ".join(str(problem) for problem in files.named(error).problems)
+                        problems = "; ".join(str(problem) for problem in files.named(error).problems)
+                        base_error = f"{repo.display_path(base_side, stack)}: {problems}"
                 head_view = _render(stack, new, project_dir, outputs)[0] if new is not None else None
                 shown = repo.display_path(head_side if new is not None else base_side, stack)
-                diffs.append(compare.compare(stack, shown, base_view, head_view, attested, base_error))
+                diffs.append(compare.compare(stack, shown, base_view, head_view, unattested, base_error))
         except SpecError as error:
             raise files.named(error) from None
     return compare.Report(
         base={"revision": base_side.label, "commit": base_side.commit},
         head={"revision": head_side.label, "commit": head_side.commit},
-        stacks=tuple(diffs), unchanged=tuple(unchanged), attestations_checked=attested is not None,
+        stacks=tuple(diffs), unchanged=tuple(unchanged),
     )
 
 
@@ -131,7 +155,8 @@ def execute(project_dir: Path, base: str | None, head: str | None, stacks: list[
     try:
         report = build(project_dir, base, head, stacks)
     except RevisionError as error:
-        raise typer.BadParameter(str(error), param_hint=error.flag) from None
+        say(f"{error.flag}: {error}")  # one line, as the other flag errors of run(): a usage box would wrap it
+        return Exit.INVALID
     if as_json:
         sys.stdout.write(json.dumps(report.as_json(), indent=2) + "\n")
     elif as_markdown:

@@ -1,0 +1,76 @@
+"""What `gpu-rollout diff` costs: a diff over the four example stacks (every one of their files changed, so
+eight renderings and eight policy reports in one process) against one `gpu-rollout plan` of the prod stack.
+Prints figures; asserts nothing about time.
+
+    .venv/bin/python -m benchmarks.diff_scale
+
+Target (issue 11): the diff within 1.5x of the plan.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from preview.run import SOURCE_DIR
+
+STACKS = ("canary", "prod", "eks-canary", "eks-prod")
+_GIT_ENV = {
+    "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.invalid",
+    "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.invalid",
+    "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+def _git(root: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True,
+                          env={**os.environ, **_GIT_ENV})
+    return done.stdout.strip()
+
+
+def changed_repo(root: Path) -> str:
+    """A git repository at ``root`` holding the project and the four example stacks, committed, with every
+    stack file changed in the work tree (a new change ticket: each stack re-rendered, nothing refused).
+    Returns the commit to diff against."""
+    root.mkdir(parents=True, exist_ok=True)
+    _git(root, "init", "-q", "-b", "main")
+    for name in ("Pulumi.yaml", "__main__.py", *(f"Pulumi.{stack}.yaml" for stack in STACKS)):
+        (root / name).write_bytes((SOURCE_DIR / name).read_bytes())
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "the example stacks")
+    for stack in STACKS:
+        path = root / f"Pulumi.{stack}.yaml"
+        document = yaml.safe_load(path.read_text())
+        document["config"]["gpu-driver-upgrade:changeTicket"] = f"CHG-BENCH-{stack}"
+        path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return _git(root, "rev-parse", "HEAD")
+
+
+def _seconds(args: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    subprocess.run(args, cwd=cwd, stdout=subprocess.DEVNULL, check=True, env={**os.environ, **_GIT_ENV})
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder) / "fleet"
+        base = changed_repo(root)
+        diff_args = [sys.executable, "-m", "rollout", "diff", "--project-dir", str(root), "--base", base, "--markdown"]
+        plan_args = [sys.executable, "-m", "rollout", "plan", "--stack", "prod", "--json"]
+        diff = min(_seconds(diff_args, SOURCE_DIR) for _ in range(3))
+        plan = min(_seconds(plan_args, SOURCE_DIR) for _ in range(3))
+    print(f"diff --markdown of the {len(STACKS)} example stacks (all changed): {diff:.2f} s; plan of the prod "
+          f"example: {plan:.2f} s ({diff / plan:.2f}x, target <= 1.5x)")
+    print(json.dumps({"diff_seconds": round(diff, 2), "plan_seconds": round(plan, 2), "ratio": round(diff / plan, 2)}))
+
+
+if __name__ == "__main__":
+    main()

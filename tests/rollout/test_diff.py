@@ -1,0 +1,330 @@
+"""`gpu-rollout diff` on temporary git repositories with real commits: what each kind of change shows (rows
+and risks, not whole strings), added and removed stack files, the default base, and bad flags."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from preview import diff as compare
+from rollout import diff as verb
+from rollout.cli import app
+from tests.rollout.gitrepo import GIT_ENV, GitRepo
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> GitRepo:
+    return GitRepo(tmp_path / "fleet")
+
+
+def rows(report: compare.Report, stack: str) -> dict[tuple[str, str], tuple[str | None, str | None]]:
+    (found,) = [s for s in report.stacks if s.stack == stack]
+    return {(c.subject, c.field): (c.base, c.head) for c in found.changes}
+
+
+def stack_diff(report: compare.Report, stack: str) -> compare.StackDiff:
+    (found,) = [s for s in report.stacks if s.stack == stack]
+    return found
+
+
+def invoke(repo: GitRepo, *args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["diff", "--project-dir", str(repo.root), *args], env=GIT_ENV)
+    return result.exit_code, result.stdout, result.stderr
+
+
+# ---------------------------------------------------------------- what a change shows
+
+
+def test_a_driver_bump_shows_the_stack_pool_and_nvidiadriver_versions(repo: GitRepo) -> None:
+    repo.edit("canary", "driver", lambda d: d.update(version="580.159.04"))
+    base = repo.commit("canary on 580.159.04")
+    repo.edit("canary", "driver", lambda d: d.update(version="580.173.02"))  # the work tree, uncommitted
+
+    report = verb.build(repo.root, base, None, None)
+
+    assert [s.stack for s in report.stacks] == ["canary"]  # every other stack file is as it was
+    assert "prod" in report.unchanged
+    found = rows(report, "canary")
+    assert found[("driver", "version")] == ("580.159.04", "580.173.02")
+    assert found[("pool gpucanary", "driver")] == ("580.159.04", "580.173.02")
+    assert found[("NVIDIADriver gpu-gpucanary", "version")] == ("580.159.04", "580.173.02")
+    assert ("driver", "owner") not in found  # unchanged facts are not rows
+    assert report.head == {"revision": "work tree", "commit": None}
+    assert report.base["commit"] == base
+
+
+def test_releasing_a_prod_pool_moves_its_driver_and_its_state(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+    repo.pool("prod", "gpua100", lambda p: p["rollout"].update(released=True))
+    head = repo.commit("release gpua100")
+
+    report = verb.build(repo.root, base, head, ["prod"])
+
+    found = rows(report, "prod")
+    assert found[("pool gpua100", "driver")] == ("570.195.03", "580.173.02")
+    assert found[("pool gpua100", "state")] == ("held", "released")
+    assert found[("NVIDIADriver gpu-gpua100", "state")] == ("held", "released")
+    assert ("pool gpuh100", "state") not in found
+    # The held pool's advisory (its R570 driver is not one the operator lists) is gone at head: fixed.
+    fixed = {(v.policy, v.resource) for v in stack_diff(report, "prod").fixed}
+    assert ("operator-supports-driver", "gpu-gpua100") in fixed
+    assert ("operator-supports-driver", "gpu-gpuh100") not in fixed  # still held on R570
+    # No attestation file in this repository: the pool's move is a risk in plain words.
+    (risk,) = [r for r in stack_diff(report, "prod").risks if r.kind == compare.RiskKind.UNATTESTED_DRIVER]
+    assert risk.text.startswith("prod pool gpua100 moves to 580.173.02, which the canary has not attested")
+
+
+def test_an_ami_bump_shows_the_generation_and_node_image(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+
+    def newer_ami(pool: dict) -> None:
+        pool["generations"][-1]["releaseVersion"] = "1.33.5-20251204"
+
+    repo.pool("eks-prod", "gpu-a10g", newer_ami)
+
+    report = verb.build(repo.root, base, None, None)
+
+    found = rows(report, "eks-prod")
+    assert found[("pool gpu-a10g", "node image")] == ("1.33.5-20251120", "1.33.5-20251204")
+    assert found[("pool gpu-a10g", "generation 4")] == ("580.173.02 on 1.33.5-20251120", "580.173.02 on 1.33.5-20251204")
+    # The AMI release is updated in place (EKS rolls the node group): no replacement verdict.
+    assert not [v for v in stack_diff(report, "eks-prod").introduced if v.policy == "cloud-pool-not-replaced"]
+
+
+def test_changing_a_replace_only_field_is_a_new_mandatory_violation_with_its_remedy(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+    repo.pool("eks-prod", "gpu-l40s", lambda p: p["eks"].update(instanceTypes=["g6e.24xlarge"]))
+
+    diff = stack_diff(verb.build(repo.root, base, None, ["eks-prod"]), "eks-prod")
+
+    # Head is rendered against base's outputs as its last deployment, so the pack's own rule sees the step.
+    introduced = {(v.policy, v.resource, v.enforcement.value) for v in diff.introduced}
+    assert ("cloud-pool-not-replaced", "gpu-l40s-g2", "mandatory") in introduced
+    (risk,) = [r for r in diff.risks if r.policy == "cloud-pool-not-replaced" and "gpu-l40s-g2" in r.text]
+    assert risk.kind == compare.RiskKind.NEW_VIOLATION and risk.enforcement == "mandatory"
+    assert "instanceTypes g6e.12xlarge -> g6e.24xlarge" in risk.text and "new generation" in risk.text
+    assert ("pool gpu-l40s", "replace-only gpu-l40s-g2 instanceTypes") in {(c.subject, c.field) for c in diff.changes}
+    assert diff.fixed == ()
+
+
+def test_a_pool_added_is_one_row_with_its_facts(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+
+    def add_pool(pools: list[dict]) -> None:
+        extra = json.loads(json.dumps(pools[0]))
+        extra["name"] = "gput4b"
+        pools.append(extra)
+
+    repo.edit("prod", "nodePools", add_pool)
+
+    found = rows(verb.build(repo.root, base, None, ["prod"]), "prod")
+
+    old, new = found[("pool gput4b", "")]
+    assert old is None and new is not None
+    assert "driver 580.173.02" in new and "state released" in new and "cloud pools gput4b" in new
+    assert ("NVIDIADriver gpu-gput4b", "") in found
+
+
+def test_a_model_image_and_cuda_change_are_rows(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+
+    def newer_server(models: list[dict]) -> None:
+        models[0].update(image="vllm/vllm-openai:v0.11.0", cudaVersion="12.6")
+
+    repo.edit("prod", "models", newer_server)
+
+    report = verb.build(repo.root, base, None, ["prod"])
+
+    found = rows(report, "prod")
+    # Base is judged as deployed and head as the step from it: a change no rule cares about moves no verdict.
+    assert (stack_diff(report, "prod").introduced, stack_diff(report, "prod").fixed) == ((), ())
+    assert found[("model llm-chat", "image")] == ("vllm/vllm-openai:v0.10.2", "vllm/vllm-openai:v0.11.0")
+    assert found[("model llm-chat", "CUDA")] == ("12.8", "12.6")
+
+
+def test_a_stack_file_added_and_one_removed(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+    (repo.root / "Pulumi.staging.yaml").write_text((repo.root / "Pulumi.canary.yaml").read_text())
+    repo.git("rm", "-q", "Pulumi.existing-canary.yaml")
+    head = repo.commit("staging in, existing-canary out")
+
+    report = verb.build(repo.root, base, head, None)
+
+    added, removed = stack_diff(report, "staging"), stack_diff(report, "existing-canary")
+    assert added.status == compare.Status.ADDED and removed.status == compare.Status.REMOVED
+    assert rows(report, "staging")[("driver", "")][0] is None
+    assert "version 580.173.02" in str(rows(report, "staging")[("driver", "")][1])
+    assert rows(report, "existing-canary")[("driver", "")][1] is None
+    assert [r.kind for r in removed.risks] == [compare.RiskKind.STACK_REMOVED]
+    assert removed.file == f"{base}:Pulumi.existing-canary.yaml"
+    assert added.file == f"{head}:Pulumi.staging.yaml"
+
+
+def test_only_comment_changes_leave_a_stack_unchanged(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+    path = repo.root / "Pulumi.prod.yaml"
+    path.write_text("# reviewed again\n" + path.read_text())
+
+    report = verb.build(repo.root, base, None, None)
+
+    assert report.stacks == () and "prod" in report.unchanged
+
+
+# ---------------------------------------------------------------- revisions
+
+
+def test_the_default_base_is_the_merge_base_with_the_default_branch(repo: GitRepo) -> None:
+    fork = repo.git("rev-parse", "HEAD")
+    repo.git("checkout", "-q", "-b", "feature")
+    repo.pool("prod", "gpua100", lambda p: p["rollout"].update(released=True))
+    repo.commit("release gpua100 on a branch")
+    repo.git("checkout", "-q", "main")
+    repo.edit("canary", "driver", lambda d: d.update(version="580.159.04"))
+    repo.commit("main moves on")
+    repo.git("checkout", "-q", "feature")
+
+    report = verb.build(repo.root, None, None, None)
+
+    assert report.base["commit"] == fork  # not main's tip: canary's change on main is not this branch's
+    assert [s.stack for s in report.stacks] == ["prod"]
+
+
+def test_no_default_branch_is_a_clear_error(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "fleet", branch="trunk")
+    code, _, err = invoke(repo, "--markdown")
+    assert code == 2
+    assert "--base" in err and "no default branch" in err and "origin/HEAD" in err
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--base", "no-such-rev"), ("--head", "no-such-rev"), ("--base", "--all")])
+def test_a_bad_revision_exits_2_naming_the_flag_and_the_revision(repo: GitRepo, flag: str, value: str) -> None:
+    code, out, err = invoke(repo, f"{flag}={value}", "--json")
+    assert code == 2 and out == ""
+    assert flag in err and value in err
+
+
+def test_an_unknown_stack_exits_2_naming_it(repo: GitRepo) -> None:
+    code, _, err = invoke(repo, "--base", "HEAD", "--stack", "staging")
+    assert code == 2 and "--stack" in err and "Pulumi.staging.yaml" in err
+
+
+def test_a_project_outside_git_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.yaml").write_text("name: x\n")
+    result = runner.invoke(app, ["diff", "--project-dir", str(tmp_path), "--base", "HEAD"], env=GIT_ENV)
+    assert result.exit_code == 2 and "not in a git repository" in result.stderr
+
+
+def test_an_unreadable_stack_file_at_a_revision_is_named_at_that_revision(repo: GitRepo) -> None:
+    (repo.root / "Pulumi.prod.yaml").write_text("config: [unclosed\n")
+    broken = repo.commit("broken prod")
+    code, _, err = invoke(repo, "--base", "HEAD~1", "--head", broken)
+    assert code == 2
+    assert f"{broken}:Pulumi.prod.yaml" in err and "not valid YAML" in err and "gpu-rollout-diff-" not in err
+
+
+def test_a_base_the_program_refuses_is_a_note_and_head_shown_whole(repo: GitRepo) -> None:
+    repo.edit("prod", "driver", lambda d: d.update(owner="nobody"))
+    base = repo.commit("a base the program refuses")
+    repo.edit("prod", "driver", lambda d: d.update(owner="operator"))
+
+    diff = stack_diff(verb.build(repo.root, base, None, ["prod"]), "prod")
+
+    assert diff.status == compare.Status.CHANGED
+    assert diff.note is not None and "driver.owner" in diff.note and f"{base}:Pulumi.prod.yaml" in diff.note
+    assert ("driver", "") in {(c.subject, c.field) for c in diff.changes}
+
+
+def test_markdown_and_json_together_are_refused(repo: GitRepo) -> None:
+    code, _, err = invoke(repo, "--base", "HEAD", "--markdown", "--json")
+    assert code == 2 and "not both" in err
+
+
+# ---------------------------------------------------------------- output
+
+
+def test_json_is_one_stable_document(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+    repo.edit("canary", "driver", lambda d: d.update(version="580.159.04"))
+
+    code, out, _ = invoke(repo, "--base", base, "--json")
+
+    assert code == 0
+    document = json.loads(out)
+    assert set(document) == {"base", "head", "stacks", "unchanged"}
+    (stack,) = document["stacks"]
+    assert set(stack) == {"stack", "file", "status", "changes", "violations", "risks", "note"}
+    assert {"subject": "driver", "field": "version", "base": "580.173.02", "head": "580.159.04"} in stack["changes"]
+    assert set(stack["violations"]) == {"introduced", "fixed"}
+
+
+def test_markdown_is_one_comment_with_a_table_and_the_risks(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+    repo.pool("eks-prod", "gpu-l40s", lambda p: p["eks"].update(instanceTypes=["g6e.24xlarge"]))
+
+    code, out, _ = invoke(repo, "--base", base, "--markdown")
+
+    assert code == 0  # risks and new mandatory verdicts are reported, not an exit code (rollout/diff.py)
+    lines = out.splitlines()
+    assert lines[0].startswith("### ") and base[:12] in lines[0]
+    assert "#### `eks-prod` (changed: `Pulumi.eks-prod.yaml`)" in lines
+    header = lines.index("| what | field | base | head |")
+    assert lines[header + 1] == "|---|---|---|---|"
+    risks = lines[lines.index("**Risks**") + 1:]
+    assert any(line.startswith("- gpu-l40s-g2: instanceTypes g6e.12xlarge -> g6e.24xlarge") for line in risks)
+
+
+def test_markdown_cells_cannot_break_the_table_or_inject_markup() -> None:
+    side = compare.StackView("x", "prod", {("model m", "image"): "a|b`<img>`"}, {})
+    other = compare.StackView("x", "prod", {("model m", "image"): "c"}, {})
+    report = compare.Report({"revision": "a", "commit": None}, {"revision": "b", "commit": None},
+                            (compare.compare("x", "Pulumi.x.yaml", side, other),))
+    (row,) = [line for line in compare.markdown(report).splitlines() if line.startswith("| model m")]
+    assert row.count(" | ") == 3 and "a\\|b'<img>'" in row  # one code span per cell, the pipe escaped
+
+
+# ---------------------------------------------------------------- one process, many renderings
+
+
+def test_renderings_in_one_process_match_a_fresh_process(repo: GitRepo) -> None:
+    """The mock runtime and the program's modules live on between renderings: a stack rendered after others
+    in this process must read exactly as it does in a process of its own."""
+    base = repo.git("rev-parse", "HEAD")
+    repo.pool("prod", "gpua100", lambda p: p["rollout"].update(released=True))
+    repo.pool("eks-prod", "gpu-l40s", lambda p: p["eks"].update(instanceTypes=["g6e.24xlarge"]))
+
+    together = verb.build(repo.root, base, None, None)  # eks-prod's two sides, then prod's, in this process
+    again = verb.build(repo.root, base, None, ["prod"])
+    alone = subprocess.run(
+        [sys.executable, "-m", "rollout", "diff", "--project-dir", str(repo.root), "--base", base, "--stack",
+         "prod", "--json"], capture_output=True, text=True, check=True, env={**os.environ, **GIT_ENV},
+    )
+
+    assert [s.stack for s in together.stacks] == ["eks-prod", "prod"]
+    fresh = json.loads(alone.stdout)["stacks"]
+    assert fresh == [stack_diff(together, "prod").as_json()] == [s.as_json() for s in again.stacks]
+    assert fresh[0]["changes"]  # a real comparison, not two empty ones
+
+
+def test_an_attested_driver_is_no_risk_and_an_unattested_one_says_why() -> None:
+    def side(driver: str) -> compare.StackView:
+        return compare.StackView("prod", "prod", {("pool gpuh100", "driver"): driver}, {"gpuh100": driver})
+
+    def unattested(driver: str) -> str | None:
+        return None if driver == "580.173.02" else "no attestations/595.91.07.json"
+
+    attested = compare.compare("prod", "Pulumi.prod.yaml", side("570.195.03"), side("580.173.02"), unattested)
+    missing = compare.compare("prod", "Pulumi.prod.yaml", side("570.195.03"), side("595.91.07"), unattested)
+    unmoved = compare.compare("prod", "Pulumi.prod.yaml", side("595.91.07"), side("595.91.07"), unattested)
+
+    assert [r.kind for r in attested.risks] == [] == [r.kind for r in unmoved.risks]
+    (risk,) = missing.risks
+    assert risk.text == "prod pool gpuh100 moves to 595.91.07, which the canary has not attested " \
+        "(no attestations/595.91.07.json)"
