@@ -21,9 +21,21 @@ venv: $(BIN)/gpu-rollout
 plan: venv
 	$(BIN)/gpu-rollout plan --stack $(STACK)
 
-test: venv
+test: venv prometheus
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n auto -q
+
+# Debian's Prometheus 2.42 (prometheus, promtool) for the verify tests (tests/prometheus): the package is
+# downloaded by apt and unpacked into .tools/prometheus, no root needed (apt's lists once: apt-get update).
+PROMETHEUS := .tools/prometheus/usr/bin/prometheus
+.PHONY: prometheus
+prometheus: $(PROMETHEUS)
+
+$(PROMETHEUS):
+	rm -rf .tools/prometheus .tools/deb && mkdir -p .tools/deb
+	cd .tools/deb && (apt-get download prometheus || (apt-get update -qq && apt-get download prometheus))
+	dpkg-deb -x .tools/deb/prometheus_*.deb .tools/prometheus && rm -rf .tools/deb
+	$(PROMETHEUS) --version >/dev/null && touch $@
 
 # The e2e tier (docs/e2e.md): builds whatever is missing of the Pulumi CLI, the Kubernetes provider, etcd,
 # kube-apiserver, kube-controller-manager, kube-scheduler and kwok from the pinned Go modules in e2e/tools

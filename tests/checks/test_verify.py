@@ -1,0 +1,262 @@
+"""`gpu-rollout verify` against the fake API (with the pod proxy) and a real Prometheus on loopback.
+
+A clean canary passes every check and writes its attestation; each failure mode of runbook section 5 gives
+its check's status (fail, or inconclusive where the evidence is missing), exit 1 with the reason on stderr,
+and no attestation. The cluster side is tests/checks/verify_world.py; Prometheus is Debian's 2.42 with an
+hour of backfilled history (tests/prometheus/server.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from checks.validation import EXPECTED_XIDS
+from rollout import context
+from rollout import verify as verb
+from rollout.cli import app
+from rollout.exits import Exit
+from spec import attestation, labels
+from tests.checks.verify_world import NEW, OLD, ProxyKube, World, build, git_project, history, write_result
+from tests.fakekube.fixtures import driver_labels, set_pod_ready
+from tests.fakekube.plugin import FAST
+from tests.prometheus.server import MISSING, History, binary, start
+from tests.workload.openai_server import Behaviour, OpenAIServer
+
+IDS = ["driver-version", "gpu-count", "operator-validator", "model-answers", "latency-throughput", "no-new-xid",
+       "dcgm-metrics", "validation-job"]
+PROMETHEUS_CHECKS = {"latency-throughput", "no-new-xid", "dcgm-metrics"}
+
+needs_prometheus = pytest.mark.skipif(binary("prometheus") is None or binary("promtool") is None, reason=MISSING)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    with ProxyKube() as fake:
+        built = build(fake, tmp_path)
+        servers = []
+        for pod in built.canary_pods:
+            server = OpenAIServer(Behaviour(model="llm-chat")).start()
+            fake.backends[("inference", pod)] = server.url
+            servers.append(server)
+        built.extra["servers"] = servers
+        try:
+            yield built
+        finally:
+            for server in servers:
+                server.stop()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    directory = tmp_path / "project"
+    directory.mkdir()
+    git_project(directory)
+    return directory
+
+
+def run(world: World, project: Path, prometheus: str | None, capsys: pytest.CaptureFixture[str]
+        ) -> tuple[Exit, dict[str, Any], str]:
+    """verify as the CLI runs it (context.open_live, rollout.verify.execute), with the tests' short retries."""
+    kubeconfig = world.fake.write_kubeconfig(project.parent / "kubeconfig")
+    live = context.open_live(None, world.stack_file, project, str(kubeconfig), None, settings=FAST)
+    code = verb.execute(live.stack.name, live.spec, live.kube, project_dir=project, prometheus_url=prometheus,
+                        as_json=True)
+    out = capsys.readouterr()
+    return code, json.loads(out.out), out.err
+
+
+def statuses(doc: dict[str, Any]) -> dict[tuple[str, str], str]:
+    return {(c["id"], c["subject"]): c["status"] for c in doc["checks"]}
+
+
+def by_check(doc: dict[str, Any], check_id: str) -> list[dict[str, Any]]:
+    return [c for c in doc["checks"] if c["id"] == check_id]
+
+
+def assert_refused(code: Exit, doc: dict[str, Any], project: Path) -> None:
+    assert code == Exit.FAILED and doc["passed"] is False and doc["attestation"] is None
+    assert not (project / attestation.ATTESTATION_DIR).exists()
+
+
+# ---------------------------------------------------------------- the clean canary
+
+
+@needs_prometheus
+def test_a_clean_canary_passes_every_check_and_writes_its_attestation(world: World, project: Path,
+                                                                      tmp_path: Path) -> None:
+    kubeconfig = world.fake.write_kubeconfig(tmp_path / "kubeconfig")
+    with start(history(world), tmp_path / "prometheus") as url:
+        result = CliRunner().invoke(app, ["verify", "--stack-file", str(world.stack_file), "--project-dir",
+                                          str(project), "--kubeconfig", str(kubeconfig), "--prometheus", url, "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert [c["id"] for c in doc["checks"] if c["status"] != "pass"] == []
+    assert list(dict.fromkeys(c["id"] for c in doc["checks"])) == IDS  # the runbook's order
+    assert {c["subject"] for c in by_check(doc, "driver-version")} == set(world.canary_nodes)
+    assert {c["subject"] for c in by_check(doc, "model-answers")} == {f"inference/{p}" for p in world.canary_pods}
+    latency = by_check(doc, "latency-throughput")[0]["evidence"]
+    assert latency["newPods"] == world.canary_pods and latency["oldPods"] == world.old_pods
+    values = {key: q["value"] for key, q in latency["queries"].items()}
+    assert values["p95LatencySeconds new"] == pytest.approx(1.75, rel=0.02)
+    assert values["p95LatencySeconds old"] == pytest.approx(1.75, rel=0.02)
+    assert values["tokensPerSecond new"] == pytest.approx(100.0, rel=0.02)  # 100 tokens per 1 s request
+    xids = by_check(doc, "no-new-xid")
+    assert all("ignored, expected during pod deletion: 43" in c["message"] for c in xids)
+    assert all(c["evidence"]["seriesByDriver"] == {NEW: 1} for c in by_check(doc, "dcgm-metrics"))
+
+    written = project / attestation.ATTESTATION_DIR / f"{NEW}.json"
+    assert doc["attestation"] == str(written)
+    sealed = attestation.load(written)
+    assert (sealed.driver, sealed.stack, sealed.cluster, sealed.operatorChart) == (NEW, "canary", "inference-weu-1",
+                                                                                  "v26.7.0")
+    assert [(p.name, p.gpuProduct, p.architecture) for p in sealed.pools] == [("gpucanary", "NVIDIA-H100-NVL",
+                                                                              "hopper")]
+    assert [c.id for c in sealed.checks] == [c["id"] for c in doc["checks"]]
+    assert sealed.soakStart.timestamp() == int(world.soak_start)  # the last canary node's upgrade-done
+    assert 0 <= sealed.soakEnd.timestamp() - world.now < 120
+    head = (project / ".git" / "HEAD").read_text().split()[-1]
+    assert sealed.gitCommit == (project / ".git" / head).read_text().strip()
+    assert world.fake.writes == 0  # verify only reads the cluster
+    assert {(m, port, path) for m, _, _, port, path in world.fake.proxied} == {
+        ("GET", 8000, "v1/models"), ("POST", 8000, "v1/completions")}
+
+
+# ---------------------------------------------------------------- each failure mode: its status, exit 1, no attestation
+
+
+@needs_prometheus
+def test_a_node_on_the_old_driver_fails_driver_version(world: World, project: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    node = world.canary_nodes[1]
+    world.fake.update("nodes", node, {"metadata": {"labels": driver_labels(OLD)}})  # GFD: the old driver came back
+    with start(history(world, lost_driver_on=node), tmp_path / "prometheus") as url:
+        code, doc, err = run(world, project, url, capsys)
+    assert_refused(code, doc, project)
+    assert statuses(doc)[("driver-version", node)] == "fail"
+    assert f"GFD reports {OLD}" in by_check(doc, "driver-version")[1]["message"]
+    assert statuses(doc)[("dcgm-metrics", node)] == "fail"  # DCGM says the old driver too
+    assert {s for (i, n), s in statuses(doc).items() if i == "driver-version" and n != node} == {"pass"}
+    assert f"fail: driver-version {node}: target {NEW}: GFD reports {OLD}" in err
+
+
+@needs_prometheus
+def test_a_lost_gpu_fails_gpu_count(world: World, project: Path, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    node = world.canary_nodes[0]
+    world.fake.update("nodes", node, {"status": {"allocatable": {labels.GPU_RESOURCE: "0"}}})
+    with start(history(world), tmp_path / "prometheus") as url:
+        code, doc, _ = run(world, project, url, capsys)
+    assert_refused(code, doc, project)
+    found = next(c for c in by_check(doc, "gpu-count") if c["subject"] == node)
+    assert found["status"] == "fail" and "allocatable nvidia.com/gpu is 0, pool gpucanary declares 1" in found["message"]
+    assert [c["status"] for c in doc["checks"] if c["status"] != "pass"] == ["fail"]
+
+
+@needs_prometheus
+def test_a_validator_not_ready_fails_operator_validator(world: World, project: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    node = world.canary_nodes[2]
+    validator = next(p["metadata"]["name"] for p in world.fake.objects("pods")
+                     if p["spec"]["nodeName"] == node and p["metadata"]["labels"].get("app") == "nvidia-operator-validator")
+    set_pod_ready(world.fake, "gpu-operator", validator, False)
+    with start(history(world), tmp_path / "prometheus") as url:
+        code, doc, _ = run(world, project, url, capsys)
+    assert_refused(code, doc, project)
+    assert statuses(doc)[("operator-validator", node)] == "fail"
+    assert f"validator not Ready: {validator}" in next(c["message"] for c in by_check(doc, "operator-validator")
+                                                       if c["subject"] == node)
+
+
+@needs_prometheus
+def test_a_model_pod_that_does_not_answer_fails_model_answers(world: World, project: Path, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    world.extra["servers"][0].stop()  # the server in the first canary pod is gone; the pod still says Ready
+    with start(history(world), tmp_path / "prometheus") as url:
+        code, doc, err = run(world, project, url, capsys)
+    assert_refused(code, doc, project)
+    dead, alive = (f"inference/{p}" for p in world.canary_pods)
+    assert statuses(doc)[("model-answers", dead)] == "fail" and statuses(doc)[("model-answers", alive)] == "pass"
+    assert "connection refused" in next(c["message"] for c in by_check(doc, "model-answers") if c["subject"] == dead)
+    assert f"fail: model-answers {dead}" in err
+
+
+@needs_prometheus
+def test_a_canary_slower_than_the_tolerance_fails_latency_throughput(world: World, project: Path, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    with start(history(world, slower=True), tmp_path / "prometheus") as url:
+        code, doc, _ = run(world, project, url, capsys)
+    assert_refused(code, doc, project)
+    (found,) = by_check(doc, "latency-throughput")
+    assert found["status"] == "fail" and found["subject"] == "inference/llm-chat-canary"
+    assert "p95 latency 2.25s vs 1.75s on old-driver pods (more than 20% higher)" in found["message"]
+    assert "tokens/s 66.7 vs 100 on old-driver pods (more than 10% lower)" in found["message"]
+    assert found["evidence"]["tolerance"] == {"p95Latency": 0.2, "tokensPerSecond": 0.1}
+
+
+@needs_prometheus
+def test_empty_metrics_are_inconclusive_never_a_pass(world: World, project: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    with start(History(), tmp_path / "prometheus") as url:  # a Prometheus that has no series at all
+        code, doc, err = run(world, project, url, capsys)
+    assert_refused(code, doc, project)
+    assert {c["id"] for c in doc["checks"] if c["status"] == "inconclusive"} == PROMETHEUS_CHECKS
+    assert {c["id"] for c in doc["checks"] if c["status"] == "pass"} == set(IDS) - PROMETHEUS_CHECKS
+    assert "no data: p95LatencySeconds new: empty result for histogram_quantile" in by_check(
+        doc, "latency-throughput")[0]["message"]
+    assert "inconclusive: dcgm-metrics" in err and "no DCGM_FI_DEV_GPU_UTIL series for this node" in err
+
+
+@needs_prometheus
+def test_xid_79_after_the_upgrade_fails_no_new_xid(world: World, project: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    node = world.canary_nodes[1]
+    with start(history(world, xid_on=node, xid=79), tmp_path / "prometheus") as url:
+        code, doc, _ = run(world, project, url, capsys)
+    assert_refused(code, doc, project)
+    assert [(c["id"], c["subject"]) for c in doc["checks"] if c["status"] != "pass"] == [("no-new-xid", node)]
+    found = next(c for c in by_check(doc, "no-new-xid") if c["subject"] == node)
+    assert found["status"] == "fail" and found["message"].startswith("Xid 79 since the upgrade finished")
+    assert {x["xid"]: x["expected"] for x in found["evidence"]["xids"]} == {43: True, 79: False}
+    assert set(EXPECTED_XIDS) == {43, 45}
+
+
+@needs_prometheus
+def test_a_failed_validation_job_fails_validation_job(world: World, project: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    node = world.canary_nodes[0]
+    write_result(world.fake, world.spec, node, world.finished[node], failed_check="tokens-per-second")
+    with start(history(world), tmp_path / "prometheus") as url:
+        code, doc, _ = run(world, project, url, capsys)
+    assert_refused(code, doc, project)
+    found = next(c for c in by_check(doc, "validation-job") if c["subject"] == node)
+    assert found["status"] == "fail" and found["message"] == "the job failed: tokens-per-second: 12.0 tokens/s, below 40"
+
+
+def test_without_prometheus_the_metric_checks_are_inconclusive(world: World, project: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc, err = run(world, project, None, capsys)
+    assert_refused(code, doc, project)
+    assert {c["id"] for c in doc["checks"] if c["status"] == "inconclusive"} == PROMETHEUS_CHECKS
+    assert "no Prometheus: pass --prometheus URL" in err
+
+
+def test_a_missing_job_result_is_inconclusive(world: World, project: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    node = world.canary_nodes[2]
+    world.fake.update("nodes", node, {"metadata": {"annotations": {f"validation.gpu-driver-upgrade.io/{NEW}": None}}})
+    _, doc, _ = run(world, project, None, capsys)
+    assert statuses(doc)[("validation-job", node)] == "inconclusive"
+
+
+def test_a_bad_prometheus_url_exits_2(world: World, project: Path, tmp_path: Path) -> None:
+    kubeconfig = world.fake.write_kubeconfig(tmp_path / "kubeconfig")
+    result = CliRunner().invoke(app, ["verify", "--stack-file", str(world.stack_file), "--project-dir", str(project),
+                                      "--kubeconfig", str(kubeconfig), "--prometheus", "prometheus:9090"])
+    assert result.exit_code == 2 and "--prometheus" in result.output
+    assert world.fake.counts["list"] == 0

@@ -1,0 +1,111 @@
+"""A real Prometheus on loopback for the verify tests, with history already in it.
+
+Debian's ``prometheus`` package (2.42: ``prometheus`` and ``promtool``), unpacked by ``make prometheus`` into
+``.tools/prometheus`` (found there, else on ``PATH``). :class:`History` collects samples at chosen times and
+writes them as OpenMetrics text; :func:`start` backfills them into a fresh TSDB with ``promtool tsdb
+create-blocks-from openmetrics`` and starts ``prometheus`` on a free loopback port over it, so the server
+holds an hour of history the moment it reports ready. Nothing is downloaded here.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.conftest import PROJECT_DIR
+
+LOCAL = PROJECT_DIR / ".tools" / "prometheus" / "usr" / "bin"
+
+
+def binary(name: str) -> Path | None:
+    """``prometheus`` or ``promtool``: the project's unpacked copy, else one on PATH."""
+    local = LOCAL / name
+    if local.is_file():
+        return local
+    found = shutil.which(name)
+    return Path(found) if found else None
+
+
+MISSING = ("Debian's prometheus package is not unpacked: run `make prometheus` (make test does it) or "
+           "`apt-get install prometheus`")
+
+
+@dataclass
+class History:
+    """Samples per series, written as OpenMetrics (every series its own gauge family, samples in time order)."""
+
+    series: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[float, float]]] = field(default_factory=dict)
+
+    def add(self, name: str, labels: dict[str, str], at: float, value: float) -> None:
+        self.series.setdefault((name, tuple(sorted(labels.items()))), []).append((at, value))
+
+    def openmetrics(self) -> str:
+        families: dict[str, list[str]] = {}
+        for (name, labels), points in sorted(self.series.items()):
+            text = ",".join(f'{key}="{value}"' for key, value in labels)
+            families.setdefault(name, []).extend(
+                f"{name}{{{text}}} {value!r} {at:.3f}" for at, value in sorted(points))
+        lines = []
+        for name, samples in families.items():
+            lines += [f"# TYPE {name} gauge", *samples]
+        return "\n".join([*lines, "# EOF"]) + "\n"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def start(history: History, workdir: Path, timeout: float = 60.0) -> Iterator[str]:
+    """A Prometheus serving ``history`` on 127.0.0.1; yields its base URL and stops it afterwards."""
+    prometheus, promtool = binary("prometheus"), binary("promtool")
+    assert prometheus is not None and promtool is not None, MISSING
+    data = workdir / "tsdb"
+    data.mkdir(parents=True)
+    if history.series:
+        source = workdir / "history.om"
+        source.write_text(history.openmetrics(), encoding="utf-8")
+        subprocess.run([str(promtool), "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
+                       check=True, capture_output=True, timeout=timeout)
+    config = workdir / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 1h\n", encoding="utf-8")  # scrapes nothing: history only
+    port = _free_port()
+    log = (workdir / "prometheus.log").open("wb")
+    process = subprocess.Popen(
+        [str(prometheus), f"--config.file={config}", f"--storage.tsdb.path={data}",
+         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+        stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"prometheus exited {process.returncode}: "
+                                   f"{(workdir / 'prometheus.log').read_text(errors='replace')[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as response:  # noqa: S310 - loopback
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"prometheus on {url} not ready after {timeout:.0f}s")
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+        log.close()
