@@ -143,16 +143,16 @@ def _plan_document(plan: history.Plan, commands: list[list[str]]) -> dict[str, A
 def _print_plan(plan: history.Plan, commands: list[list[str]]) -> None:
     console = stdout(highlight=False)
     console.print(f"Rollback of stack {plan.stack} to update {plan.target.version} ({plan.target.start_time}): "
-                  f"driver {plan.current_driver} -> {plan.target_driver}", markup=False)
-    console.print(plan.how, markup=False)
-    console.print(f"canary: {plan.canary}", markup=False)
-    console.print("config that changes (now -> update %d):" % plan.target.version, markup=False)
+                  f"driver {plan.current_driver} -> {plan.target_driver}", markup=False, soft_wrap=True)
+    console.print(plan.how, markup=False, soft_wrap=True)
+    console.print(f"canary: {plan.canary}", markup=False, soft_wrap=True)
+    console.print("config that changes (now -> update %d):" % plan.target.version, markup=False, soft_wrap=True)
     for c in plan.changes:
-        console.print(f"  {c.path}: {c.shown(c.old)} -> {c.shown(c.new)}", markup=False)
+        console.print(f"  {c.path}: {c.shown(c.old)} -> {c.shown(c.new)}", markup=False, soft_wrap=True)
     for number, (step, cmds) in enumerate(zip(plan.steps, commands, strict=True), start=1):
-        console.print(f"step {number}: {step.title}", markup=False)
+        console.print(f"step {number}: {step.title}", markup=False, soft_wrap=True)
         for line in cmds:
-            console.print(f"  {line}", markup=False)
+            console.print(f"  {line}", markup=False, soft_wrap=True)
 
 
 def _apply(stack: auto.Stack, step: history.Step) -> None:

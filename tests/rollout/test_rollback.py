@@ -321,3 +321,38 @@ def test_a_step_whose_config_the_program_refuses_is_refused_before_any_change() 
         history.plan_rollback("eks-prod", past, history.parse_config(cli_config(now)))
     assert caught.value.code == Exit.FAILED
     assert f"{KEY}nodePools[2].generations: pool 'gpu-h100' is held" in str(caught.value)
+
+
+# ---------------------------------------------------------------- how --yes hands the changes to the CLI
+
+
+class RecordingStack:
+    """Stands in for the Automation API's Stack: records the config calls the verb makes, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def set_all_config(self, values: dict[str, Any], *, path: bool = False) -> None:
+        self.calls.append(("set-all", path, {k: (v.value, v.secret) for k, v in values.items()}))
+
+    def set_config(self, key: str, value: Any, *, path: bool = False) -> None:
+        self.calls.append(("set", path, key, value.value, value.secret))
+
+    def remove_all_config(self, keys: list[str], *, path: bool = False) -> None:
+        self.calls.append(("rm-all", path, keys))
+
+
+def test_yes_batches_plain_leaves_and_sets_secrets_one_by_one_in_order() -> None:
+    from rollout import rollback
+
+    old = with_driver(CANARY_A, "570.195.03", None)
+    past = [entry(2, cli_config(CANARY_B, {KEY + "changeTicket": "CHG-B"})),
+            entry(1, cli_config(old, {KEY + "changeTicket": "CHG-A"}))]
+    result = plan(past, cli_config(CANARY_B, {KEY + "changeTicket": "CHG-B"}), to_version=1)
+    stack = RecordingStack()
+    rollback._apply(stack, result.steps[0])  # type: ignore[arg-type]
+    assert stack.calls == [  # in the order of the config (keys sorted, as the CLI writes them)
+        ("set", False, KEY + "changeTicket", "CHG-A", True),
+        ("rm-all", True, [KEY + "driver.previousVersion"]),
+        ("set-all", True, {KEY + "driver.version": ("570.195.03", False)}),
+    ]
