@@ -55,10 +55,12 @@ policy-pack: venv
 	$(BIN)/python -m policy.bundle $(POLICY_PACK_DIR)
 
 # How preflight scales with the fleet (API calls and seconds at 10, 100 and 1,000 nodes) and how the offline
-# plan scales (seconds and peak memory at 3, 30 and 150 pools; the prod example against the SDK imports).
+# plan scales (seconds and peak memory at 3, 30 and 150 pools; the prod example against the SDK imports); what a
+# diff of the four example stacks costs against one plan of the prod stack.
 bench: venv
 	$(BIN)/python -m benchmarks.checks_scale
 	$(BIN)/python -m benchmarks.plan_scale
+	$(BIN)/python -m benchmarks.diff_scale
 
 # Re-pin every transitive dependency after a change to pyproject.toml.
 constraints:

@@ -192,12 +192,12 @@ def diff(
     """Driver, operator, pool, image and policy changes per stack between two git revisions (offline)."""
 
     def call() -> Exit:
-        from rollout import context
+        from preview.run import default_project_dir  # not rollout.context's: it loads the cluster client
         from rollout import diff as verb
 
         if as_markdown and as_json:
             raise typer.BadParameter("give --markdown or --json, not both", param_hint="--markdown")
-        project = project_dir if project_dir is not None else context.default_project_dir()
+        project = project_dir if project_dir is not None else default_project_dir()
         return verb.execute(project, base, head, stacks, as_markdown=as_markdown, as_json=as_json)
 
     run(call, debug)
