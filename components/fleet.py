@@ -12,9 +12,10 @@ from components.gpu_operator import DriverPolicy, DriverPolicyArgs, PoolDriver, 
 from components import previous
 from components.node_pools import AksGpuPool, EksGpuPool, ExistingGpuPool, GpuPoolArgs
 from components.previous import PreviousDeployment
+from components.promotion import CanaryGate, CanaryGateArgs
 from components.validation import ValidationJob, ValidationJobArgs
 from spec import manifests
-from spec.model import Cloud, ClusterPolicyMode, DriverOwner, FleetSpec, NodePool
+from spec.model import Cloud, ClusterPolicyMode, DriverOwner, FleetSpec, NodePool, Stage
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,10 @@ class GpuFleet(pulumi.ComponentResource):
         # The post-upgrade validation job (docs/validation.md): its pods place themselves on upgraded nodes.
         if spec.validation is not None:
             ValidationJob("validation", ValidationJobArgs(spec), opts=k8s_opts)
+
+        # The prod gate (canary-attested): the canary's attestations and drivers, where the pack sees them.
+        if spec.stage == Stage.PROD and spec.promotion is not None:
+            CanaryGate("promotion", CanaryGateArgs(spec), opts=k8s_opts)
 
         self.cloud_pools = {
             name: record

@@ -98,13 +98,26 @@ STACK_REFERENCE = "pulumi:pulumi:StackReference"
 class RecordingMocks(pulumi.runtime.Mocks):
     """Records each registration in order; a resource's state is its inputs plus a fake id.
 
-    A stack reference (the program reads its own last deployment through one) answers with
-    ``previous_outputs``: the outputs `pulumi stack output --json` shows, or none before a first deployment.
+    A stack reference answers with the outputs `pulumi stack output --json` shows: a reference to the
+    stack itself (the program reads its own last deployment through one) with ``previous_outputs``, none
+    before a first deployment; a reference to another stack (a prod stack reads its canary's) with that
+    stack's entry in ``stack_outputs``, keyed by its name as the reference's last part, none when absent.
     """
 
-    def __init__(self, previous_outputs: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, previous_outputs: dict[str, Any] | None = None, stack_outputs: dict[str, dict[str, Any]] | None = None,
+        stack: str | None = None,
+    ) -> None:
         self.resources: list[RegisteredResource] = []
         self.previous_outputs = dict(previous_outputs or {})
+        self.stack_outputs = {name: dict(outputs) for name, outputs in (stack_outputs or {}).items()}
+        self.stack = stack
+
+    def referenced_outputs(self, reference: object) -> dict[str, Any]:
+        name = str(reference).rsplit("/", 1)[-1]
+        if self.stack is None or name == self.stack:
+            return self.previous_outputs
+        return self.stack_outputs.get(name, {})
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         if any(r.type == args.typ and r.name == args.name for r in self.resources):
@@ -114,7 +127,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             RegisteredResource(args.typ, args.name, _plain(dict(args.inputs)), bool(args.custom), provider=args.provider or "")
         )
         if args.typ == STACK_REFERENCE:
-            return f"{args.name}-id", {**args.inputs, "outputs": self.previous_outputs, "secretOutputNames": []}
+            outputs = self.referenced_outputs(args.inputs.get("name"))
+            return f"{args.name}-id", {**args.inputs, "outputs": outputs, "secretOutputNames": []}
         return f"{args.name}-id", dict(args.inputs)
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
@@ -165,10 +179,13 @@ def run_program(
     stack: str,
     program: Path = SOURCE_DIR / PROGRAM_FILE,
     previous_outputs: dict[str, Any] | None = None,
+    stack_outputs: dict[str, dict[str, Any]] | None = None,
 ) -> ProgramRun:
     """Run ``program`` under mocks with ``config`` (engine-style strings) and return what it registered.
 
-    ``previous_outputs`` are the stack's last deployment as its outputs (none: a first deployment).
+    ``previous_outputs`` are the stack's last deployment as its outputs (none: a first deployment);
+    ``stack_outputs`` the outputs of other stacks the program references, by stack name. The program runs
+    in its own folder, as the engine runs it (it reads the project's ``attestations/`` there).
     Exceptions the program raises (a SpecError for bad config) propagate unchanged.
     """
     # The mock runtime needs a current event loop (Python 3.12+ no longer makes one implicitly).
@@ -184,12 +201,14 @@ def run_program(
         asyncio.set_event_loop(worker_loops[-1])
 
     loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="mock-monitor", initializer=_give_worker_a_loop))
-    mocks = RecordingMocks(previous_outputs)
+    mocks = RecordingMocks(previous_outputs, stack_outputs, stack)
     outputs: dict[str, Any] = {}
     # Only the given config may reach the program: an ambient PULUMI_CONFIG (say, from a Pulumi hook)
     # would otherwise leak into the preview through the runtime's environment fallback.
     ambient = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("PULUMI_CONFIG")}
+    working_dir, program = Path.cwd(), program.absolute()
     try:
+        os.chdir(program.parent)
         pulumi.runtime.reset_options(project=PROJECT, stack=stack, preview=True)
         monitor = _DependencyRecordingMonitor(mocks)
         pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=True, monitor=monitor)
@@ -211,6 +230,7 @@ def run_program(
             worker_loop.close()
         loop.close()
         os.environ.update(ambient)
+        os.chdir(working_dir)
         asyncio.set_event_loop(None)
     resources = []
     for recorded in mocks.resources:

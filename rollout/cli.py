@@ -145,6 +145,17 @@ PreviousOutputsOption = Annotated[
 ]
 
 
+CanaryOutputsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--canary-outputs",
+        help="A prod stack's canary (promotion.canaryStack), as `pulumi stack output --json --stack <canary>` "
+        "prints it (default: the canary's stack file beside this one, rendered offline); the prod gate checks "
+        "that the canary runs the attested driver.",
+    ),
+]
+
+
 @app.command()
 def plan(
     stack: StackOption = None,
@@ -152,6 +163,7 @@ def plan(
     project_dir: ProjectDirOption = None,
     as_json: JsonOption = False,
     previous_outputs: PreviousOutputsOption = None,
+    canary_outputs: CanaryOutputsOption = None,
     debug: DebugOption = False,
 ) -> None:
     """Offline preview of a stack: what `pulumi up` would send, with no cloud and no Pulumi CLI."""
@@ -162,8 +174,9 @@ def plan(
 
         target = context.resolve_stack(stack, stack_file_path, project_dir)
         previous = verb.read_previous_outputs(previous_outputs) if previous_outputs is not None else None
+        canary = verb.read_previous_outputs(canary_outputs, "--canary-outputs") if canary_outputs is not None else None
         return verb.execute(target.name, target.path, as_json=as_json, project_dir=target.project_dir,
-                            previous_outputs=previous)
+                            previous_outputs=previous, canary_outputs=canary)
 
     run(call, debug)
 

@@ -21,20 +21,23 @@ from spec.model import PROJECT
 from spec.ownership import shared_objects
 
 
-def read_previous_outputs(path: Path) -> dict[str, Any]:
-    """The stack's outputs as `pulumi stack output --json` prints them; anything else is invalid input."""
+def read_previous_outputs(path: Path, flag: str = "--previous-outputs") -> dict[str, Any]:
+    """A stack's outputs as `pulumi stack output --json` prints them; anything else is invalid input."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise SpecError([SpecProblem("--previous-outputs", f"cannot read {path}: {exc.strerror}")]) from None
+        raise SpecError([SpecProblem(flag, f"cannot read {path}: {exc.strerror}")]) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SpecError([SpecProblem("--previous-outputs", f"{path} is not JSON: {exc}")]) from None
+        raise SpecError([SpecProblem(flag, f"{path} is not JSON: {exc}")]) from None
     if not isinstance(document, dict):
-        raise SpecError([SpecProblem("--previous-outputs", f"{path} must hold a JSON object of stack outputs")])
+        raise SpecError([SpecProblem(flag, f"{path} must hold a JSON object of stack outputs")])
     return document
 
 
-def run(stack: str, path: Path, project_dir: Path, previous_outputs: dict[str, Any] | None = None) -> ProgramRun:
+def run(
+    stack: str, path: Path, project_dir: Path, previous_outputs: dict[str, Any] | None = None,
+    canary_outputs: dict[str, Any] | None = None,
+) -> ProgramRun:
     """Render ``stack`` from its stack file with the project's program; SpecError means exit 2."""
     program = project_dir / PROGRAM_FILE
     if not program.is_file():
@@ -42,7 +45,27 @@ def run(stack: str, path: Path, project_dir: Path, previous_outputs: dict[str, A
                                      "folder (the one with Pulumi.yaml) or pass --project-dir")])
     config = read_stack_file(path)
     check_ownership(config, path)
-    return run_program(config, stack, program, previous_outputs)
+    referenced = canary_stack_outputs(config, path, program, canary_outputs)
+    return run_program(config, stack, program, previous_outputs, referenced)
+
+
+def canary_stack_outputs(
+    config: dict[str, str], path: Path, program: Path, given: dict[str, Any] | None
+) -> dict[str, dict[str, Any]]:
+    """What the StackReference of a promoted stack to its canary reads offline: the outputs given
+    (``--canary-outputs``: `pulumi stack output --json --stack <canary>`), else those of the canary's stack
+    file beside this one, rendered as plan renders it (what the canary declares; the engine's preview reads
+    what it runs), else none."""
+    spec = spec_from_config(config, source=str(path))
+    if spec.promotion is None:
+        return {}
+    name = spec.promotion.canaryStack.rsplit("/", 1)[-1]
+    if given is not None:
+        return {name: given}
+    canary_path = stack_file(path.parent, name)
+    if not canary_path.is_file():
+        return {}
+    return {name: run_program(read_stack_file(canary_path), name, program).outputs}
 
 
 def check_ownership(config: dict[str, str], path: Path) -> None:
@@ -106,10 +129,11 @@ def render_table(result: ProgramRun, console: Console) -> None:
 
 
 def execute(
-    stack: str, stack_file: Path, as_json: bool, project_dir: Path, previous_outputs: dict[str, Any] | None = None
+    stack: str, stack_file: Path, as_json: bool, project_dir: Path, previous_outputs: dict[str, Any] | None = None,
+    canary_outputs: dict[str, Any] | None = None,
 ) -> Exit:
     """Render, run the policies, print (table or one JSON document); 1 on a mandatory violation."""
-    result = run(stack, stack_file, project_dir, previous_outputs)
+    result = run(stack, stack_file, project_dir, previous_outputs, canary_outputs)
     violations = policy_report(result)
     if as_json:
         sys.stdout.write(render_json(result, violations) + "\n")

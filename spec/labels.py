@@ -36,6 +36,7 @@ MODEL = f"{DOMAIN}/model"
 RECORD = f"{DOMAIN}/record"
 RECORD_CLUSTER_IDENTITY = "cluster-identity"
 RECORD_POOL = "pool"
+RECORD_PROMOTION = "promotion"  # a prod stack's gate record: the canary attestations it relies on (issue 10)
 ANNOTATION_NODE_SELECTOR = f"{DOMAIN}/node-selector"  # a pool record's declared nodeSelector, as JSON
 
 # Annotations carrying facts the policy pack needs to see on the resource itself.

@@ -102,6 +102,16 @@ from spec.resource_facts.records import (
     stated_change_tickets,
     stated_batch_selectors,
 )
+from spec.resource_facts.promotion import (
+    PromotionFacts,
+    promotion_labels,
+    promotion_annotations,
+    promotion_data,
+    is_promotion_record,
+    read_promotion,
+    attestation_key,
+    drivers_text,
+)
 
 __all__ = [
     "AKS_POOL",
@@ -177,4 +187,12 @@ __all__ = [
     "stated_stages",
     "stated_change_tickets",
     "stated_batch_selectors",
+    "PromotionFacts",
+    "promotion_labels",
+    "promotion_annotations",
+    "promotion_data",
+    "is_promotion_record",
+    "read_promotion",
+    "attestation_key",
+    "drivers_text",
 ]

@@ -1,0 +1,127 @@
+"""CanaryGate: what a prod stack's promotion relies on, stated where the policy pack sees it.
+
+A prod stack with a ``promotion`` block reads two things the pack cannot: the attestation files the canary's
+`gpu-rollout verify` wrote (``attestations/<driver>.json`` in the project folder, where the engine runs the
+program) and the canary stack's outputs (through a StackReference to ``promotion.canaryStack``). It writes
+both, unjudged, on one ConfigMap record in the cluster (``spec.resource_facts.promotion``); the policy
+``canary-attested`` judges them. So `pulumi preview`/`up` with the pack and `gpu-rollout plan` refuse the same
+attestations, and the cluster keeps a record of what each prod deployment was promoted on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from spec import attestation
+from spec import resource_facts as rf
+from spec.manifests import RECORD_NAMESPACE
+from spec.model import PROJECT, DriverOwner, FleetSpec
+from spec.versions import parse_driver
+
+# The canary stack's outputs this module reads (__main__ exports them).
+CANARY_DRIVER_VERSION = "driverVersion"
+CANARY_POOLS = "pools"
+
+
+@dataclass(frozen=True)
+class CanaryGateArgs:
+    spec: FleetSpec
+    # Relative paths are the project folder's: the engine runs the program there (so does `gpu-rollout plan`).
+    attestation_dir: Path = Path(attestation.ATTESTATION_DIR)
+
+
+def record_name() -> str:
+    return f"{PROJECT}-promotion"
+
+
+def canary_stack_name(canary_stack: str) -> str:
+    """A stack name as a StackReference takes it: ``org/project/stack``; a bare name is this project's."""
+    if "/" in canary_stack:
+        return canary_stack
+    return f"{pulumi.get_organization()}/{pulumi.get_project()}/{canary_stack}"
+
+
+def released_drivers(spec: FleetSpec) -> set[str]:
+    """Drivers the stack's released pools move to: an image pool's newest live generation's, else the pool's pin
+    (what the pool summary of components.fleet shows)."""
+    found: set[str] = set()
+    for pool in spec.nodePools:
+        if spec.pool_held(pool):
+            continue
+        newest = max(pool.live_generations, key=lambda g: g.id) if pool.live_generations else None
+        if spec.driver.owner == DriverOwner.IMAGE and newest is not None:
+            found.add(newest.driverVersion)
+        else:
+            found.add(spec.pool_driver_version(pool))
+    return found
+
+
+def canary_runs(driver_version: Any, pools: Any) -> str:
+    """The drivers the canary stack's released pools run, from its outputs; empty when they show none."""
+    if isinstance(pools, dict) and pools:
+        running = {
+            p["driverVersion"] for p in pools.values()
+            if isinstance(p, dict) and not p.get("held") and isinstance(p.get("driverVersion"), str)
+        }
+    else:
+        running = {driver_version} if isinstance(driver_version, str) and driver_version else set()
+    return rf.drivers_text(running)
+
+
+def attested_drivers(directory: Path) -> set[str]:
+    """The drivers the attestation folder holds a file for (judged by the pack, not here)."""
+    if not directory.is_dir():
+        return set()
+    return {path.stem for path in directory.glob("*.json") if path.is_file() and parse_driver(path.stem) is not None}
+
+
+def attestation_texts(directory: Path, drivers: set[str]) -> dict[str, str]:
+    """The text of each driver's attestation file, as found; a file that cannot be read is left out (the
+    pack then reports it missing, with the folder's other drivers)."""
+    texts = {}
+    for driver in sorted(drivers):
+        try:
+            texts[driver] = attestation.read_text(attestation.path_for(directory, driver))
+        except attestation.AttestationError:
+            continue
+    return texts
+
+
+class CanaryGate(pulumi.ComponentResource):
+    """The promotion record of a prod stack: the canary's drivers and the attestations of its own targets."""
+
+    def __init__(self, name: str, args: CanaryGateArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpu-driver-upgrade:promotion:CanaryGate", name, None, opts)
+        spec = args.spec
+        assert spec.promotion is not None
+        canary = pulumi.StackReference(
+            "canary-stack", stack_name=canary_stack_name(spec.promotion.canaryStack),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        running = pulumi.Output.all(
+            canary.get_output(CANARY_DRIVER_VERSION), canary.get_output(CANARY_POOLS)
+        ).apply(lambda outputs: canary_runs(*outputs))
+        drivers = released_drivers(spec)
+        self.record = k8s.core.v1.ConfigMap(
+            record_name(),
+            metadata={
+                "name": record_name(),
+                "namespace": RECORD_NAMESPACE,
+                "labels": rf.promotion_labels(),
+                "annotations": rf.promotion_annotations(spec.stage),
+            },
+            data=rf.promotion_data(
+                spec.promotion.canaryStack,
+                spec.promotion.minSoakHours,
+                running,
+                attested_drivers(args.attestation_dir),
+                attestation_texts(args.attestation_dir, drivers),
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.register_outputs({"canaryStack": spec.promotion.canaryStack})

@@ -1,0 +1,94 @@
+"""The promotion record (a ConfigMap of a prod stack): the canary attestations this deployment relies on.
+
+The pack cannot read files or other stacks; the program can. So a prod stack with a ``promotion`` block
+states, on a record the pack sees, what the gate needs: which stack is its canary and how long it must have
+soaked, which drivers that canary stack runs (read through a StackReference), which drivers the project's
+``attestations/`` folder holds an attestation for, and the text of the attestation of each driver its
+released pools target, as read from the file. The rule (``canary-attested``) judges that text itself
+(``spec.attestation``): a changed byte fails the digest there, not only in the program.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from spec import labels
+from spec.base import Stage
+from spec.resource_facts.values import prop
+
+CANARY_STACK = "canaryStack"
+MIN_SOAK_HOURS = "minSoakHours"
+CANARY_DRIVERS = "canaryDrivers"  # comma-separated; empty when the canary stack shows none
+ATTESTED = "attested"  # comma-separated drivers with a file in attestations/
+ATTESTATION_SUFFIX = ".json"  # data key <driver>.json: the text of attestations/<driver>.json
+
+
+@dataclass(frozen=True)
+class PromotionFacts:
+    canary_stack: str | None
+    min_soak_hours: float | None
+    canary_drivers: frozenset[str] | None  # None: the record does not say (hand-edited)
+    attested: frozenset[str] = frozenset()
+    attestations: Mapping[str, str] = field(default_factory=dict)  # driver -> the file's text
+
+
+def promotion_labels() -> dict[str, str]:
+    return {labels.RECORD: labels.RECORD_PROMOTION}
+
+
+def promotion_annotations(stage: Stage) -> dict[str, str]:
+    return {labels.ANNOTATION_STAGE: stage.value}
+
+
+def drivers_text(versions: Iterable[str]) -> str:
+    return ",".join(sorted(set(versions)))
+
+
+def read_drivers(text: Any) -> frozenset[str] | None:
+    if not isinstance(text, str):
+        return None
+    return frozenset(v.strip() for v in text.split(",") if v.strip())
+
+
+def attestation_key(driver: str) -> str:
+    return f"{driver}{ATTESTATION_SUFFIX}"
+
+
+def promotion_data(
+    canary_stack: str, min_soak_hours: float, canary_drivers: Any, attested: Iterable[str], texts: Mapping[str, str]
+) -> dict[str, Any]:
+    """The record's data; ``canary_drivers`` may be the program's Output of ``drivers_text``."""
+    return {
+        CANARY_STACK: canary_stack,
+        MIN_SOAK_HOURS: f"{min_soak_hours:g}",
+        CANARY_DRIVERS: canary_drivers,
+        ATTESTED: drivers_text(attested),
+        **{attestation_key(driver): text for driver, text in sorted(texts.items())},
+    }
+
+
+def is_promotion_record(props: Mapping[str, Any]) -> bool:
+    return prop(props, "metadata", "labels", labels.RECORD) == labels.RECORD_PROMOTION
+
+
+def read_promotion(props: Mapping[str, Any]) -> PromotionFacts:
+    data = props.get("data") or {}
+    try:
+        hours: float | None = float(data.get(MIN_SOAK_HOURS))
+    except (TypeError, ValueError):
+        hours = None
+    stack = data.get(CANARY_STACK)
+    texts = {
+        key.removesuffix(ATTESTATION_SUFFIX): value
+        for key, value in data.items()
+        if key.endswith(ATTESTATION_SUFFIX) and isinstance(value, str)
+    }
+    return PromotionFacts(
+        canary_stack=stack if isinstance(stack, str) and stack else None,
+        min_soak_hours=hours,
+        canary_drivers=read_drivers(data.get(CANARY_DRIVERS)),
+        attested=read_drivers(data.get(ATTESTED)) or frozenset(),
+        attestations=texts,
+    )

@@ -1,0 +1,292 @@
+"""The prod gate, canary-attested (policy/promotion_rules.py), through the real program and `gpu-rollout plan`.
+
+Each test builds a project folder of its own (the program linked, the stack files copied) whose
+``attestations/`` holds what the case needs. A passing attestation is sealed here, through
+``spec.attestation.seal``, standing in for the canary's `gpu-rollout verify`; none is written by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from policy.evaluate import Violation, evaluate, from_registered, load_config
+from preview.run import PROGRAM_FILE, run_program
+from rollout.cli import app
+from spec import attestation as att
+from spec.attestation import AttestedCheck, AttestedPool
+from tests.conftest import PROJECT_DIR, change, stack_config
+
+POLICY = "canary-attested"
+PROD, CANARY = "existing-prod", "existing-canary"  # prod releases l40s-serving (ada); the canary runs L40S
+DRIVER = "580.173.02"
+NOW = datetime.now(UTC)
+runner = CliRunner()
+
+
+def seal(**overrides: Any) -> att.Attestation:
+    """What a passing verify of the canary writes: 200 hours of soak, ended an hour ago."""
+    fields: dict[str, Any] = {
+        "stack": CANARY,
+        "cluster": "lab-gpu-1",
+        "driver": DRIVER,
+        "operator_chart": "v26.7.0",
+        "pools": [AttestedPool.of("l40s-canary", "NVIDIA-L40S")],
+        "checks": [
+            AttestedCheck(id="driver-version", status="pass", subject="node l40s-0", message="580.173.02 on 1/1",
+                          evidence={"target": DRIVER}),
+            AttestedCheck(id="validation-job", status="pass", subject="pool l40s-canary", message="1 node passed"),
+        ],
+        "soak_start": NOW - timedelta(hours=201),
+        "soak_end": NOW - timedelta(hours=1),
+        "git_commit": "0123456789abcdef0123456789abcdef01234567",
+    }
+    fields.update(overrides)
+    return att.seal(**fields)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project folder: the checkout's program linked, the existing-cluster stack files beside it."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / PROGRAM_FILE).symlink_to(PROJECT_DIR / PROGRAM_FILE)
+    for stack in (PROD, CANARY):
+        shutil.copy2(PROJECT_DIR / f"Pulumi.{stack}.yaml", folder / f"Pulumi.{stack}.yaml")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def canary_outputs() -> dict[str, Any]:
+    return run_program(stack_config(CANARY), CANARY).outputs
+
+
+def gate(
+    project: Path, canary: dict[str, Any] | None, config: dict[str, str] | None = None,
+    previous: dict[str, Any] | None = None,
+) -> list[Violation]:
+    """The canary-attested findings of prod, rendered from ``project`` with the canary's ``canary`` outputs."""
+    run = run_program(
+        config or stack_config(PROD), PROD, project / PROGRAM_FILE, previous,
+        {CANARY: canary} if canary is not None else None,
+    )
+    return [v for v in evaluate(from_registered(run.resources), load_config("prod")) if v.policy == POLICY]
+
+
+def messages(violations: list[Violation], level: str = "mandatory") -> list[str]:
+    return [v.message for v in violations if v.enforcement.value == level]
+
+
+def test_an_attested_driver_passes(project: Path, canary_outputs: dict[str, Any]) -> None:
+    att.write(project / att.ATTESTATION_DIR, seal())
+    assert gate(project, canary_outputs) == []
+
+
+def test_missing_attestation_is_refused(project: Path, canary_outputs: dict[str, Any]) -> None:
+    att.write(project / att.ATTESTATION_DIR, seal(driver="570.195.03"))  # another version only
+    assert messages(gate(project, canary_outputs)) == [
+        "driver 580.173.02 (pools l40s-serving; ada): no attestation attestations/580.173.02.json (the folder "
+        "holds: 570.195.03); run `gpu-rollout verify --stack existing-canary` on the canary once it has soaked"
+    ]
+
+
+def test_tampered_attestation_is_refused(project: Path, canary_outputs: dict[str, Any]) -> None:
+    path = att.write(project / att.ATTESTATION_DIR, seal(soak_start=NOW - timedelta(hours=3)))
+    document = json.loads(path.read_text())
+    document["soakStart"] = "2026-01-01T00:00:00Z"  # a longer soak than verify saw
+    path.write_text(json.dumps(document))
+    assert messages(gate(project, canary_outputs)) == [
+        "driver 580.173.02 (pools l40s-serving; ada): attestations/580.173.02.json: digest mismatch: the content "
+        "was changed after verify sealed it"
+    ]
+
+
+def test_too_young_attestation_is_refused(project: Path, canary_outputs: dict[str, Any]) -> None:
+    att.write(project / att.ATTESTATION_DIR, seal(soak_start=NOW - timedelta(hours=50)))
+    (message,) = messages(gate(project, canary_outputs))
+    assert message.endswith("attestations/580.173.02.json: its soak lasted 49.0 h, less than "
+                            "promotion.minSoakHours (168 h)")
+
+
+def test_attestation_of_another_version_is_refused(project: Path, canary_outputs: dict[str, Any]) -> None:
+    """A file named after the target but sealed for another driver (renamed by hand)."""
+    other = att.write(project / att.ATTESTATION_DIR, seal(driver="580.159.04"))
+    other.rename(att.path_for(project / att.ATTESTATION_DIR, DRIVER))
+    (message,) = messages(gate(project, canary_outputs))
+    assert message.endswith("attestations/580.173.02.json: it attests driver 580.159.04, not 580.173.02")
+
+
+def test_attestation_of_another_gpu_architecture_is_refused(project: Path, canary_outputs: dict[str, Any]) -> None:
+    att.write(project / att.ATTESTATION_DIR, seal(pools=[AttestedPool.of("h100-canary", "NVIDIA-H100-80GB-HBM3")]))
+    (message,) = messages(gate(project, canary_outputs))
+    assert message.endswith("attestations/580.173.02.json: it covers hopper GPUs, not ada")
+
+
+def test_attestation_from_another_stack_is_refused(project: Path, canary_outputs: dict[str, Any]) -> None:
+    att.write(project / att.ATTESTATION_DIR, seal(stack="dev"))
+    (message,) = messages(gate(project, canary_outputs))
+    assert message.endswith("attestations/580.173.02.json was made on stack 'dev', not on the canary stack "
+                            "'existing-canary'")
+
+
+def test_canary_running_another_driver_is_refused(project: Path, canary_outputs: dict[str, Any]) -> None:
+    att.write(project / att.ATTESTATION_DIR, seal())
+    rolled_back = {**canary_outputs, "driverVersion": "570.195.03",
+                   "pools": {"l40s-canary": {**canary_outputs["pools"]["l40s-canary"], "driverVersion": "570.195.03"}}}
+    (message,) = messages(gate(project, rolled_back))
+    assert message.endswith("the canary stack 'existing-canary' runs 570.195.03, not 580.173.02: the canary has "
+                            "moved on or was rolled back since it was attested")
+
+
+def test_unavailable_canary_stack_is_refused(project: Path) -> None:
+    att.write(project / att.ATTESTATION_DIR, seal())
+    (message,) = messages(gate(project, None))
+    assert "the canary stack 'existing-canary' shows no driver (no driverVersion or pools output" in message
+
+
+def test_hmac_is_checked_when_the_key_is_set(project: Path, canary_outputs: dict[str, Any],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    att.write(project / att.ATTESTATION_DIR, seal())  # sealed without a key
+    monkeypatch.setenv(att.HMAC_KEY_ENV, "prod-gate-key")
+    (message,) = messages(gate(project, canary_outputs))
+    assert message.endswith(f"no hmac, but {att.HMAC_KEY_ENV} is set: it was not sealed with the key")
+    keyed = seal(soak_end=NOW - timedelta(minutes=30), hmac_key=b"prod-gate-key")
+    att.write(project / att.ATTESTATION_DIR, keyed)
+    assert gate(project, canary_outputs) == []
+
+
+def test_a_driver_the_fleet_ran_is_not_blocked(project: Path, canary_outputs: dict[str, Any]) -> None:
+    """Redeploying (or rolling back to) a driver the last deployment ran is no promotion: advice only."""
+    previous = run_program(stack_config(PROD), PROD).outputs  # the last deployment ran 580.173.02
+    found = gate(project, canary_outputs, previous=previous)
+    assert messages(found) == []
+    (advice,) = messages(found, "advisory")
+    assert "no attestation attestations/580.173.02.json" in advice
+    assert advice.endswith("(the fleet ran 580.173.02 as of its last deployment: not a promotion, not blocked)")
+
+
+def test_a_held_pool_needs_no_attestation(project: Path, canary_outputs: dict[str, Any]) -> None:
+    def hold_all(pools: list[dict]) -> None:
+        for pool in pools:
+            pool["rollout"]["released"] = False
+
+    assert gate(project, canary_outputs, change(stack_config(PROD), "nodePools", hold_all)) == []
+
+
+def test_a_prod_stack_without_promotion_is_refused(project: Path) -> None:
+    config = stack_config(PROD)
+    del config["gpu-driver-upgrade:promotion"]
+    assert messages(gate(project, None, config)) == [
+        "driver 580.173.02 (pools l40s-serving; ada): this prod stack has no promotion record: set "
+        "promotion.canaryStack and promotion.minSoakHours"
+    ]
+
+
+def test_a_gpu_the_architecture_table_does_not_know_is_refused(project: Path, canary_outputs: dict[str, Any]) -> None:
+    att.write(project / att.ATTESTATION_DIR, seal())
+    config = change(stack_config(PROD), "nodePools", lambda pools: pools[0].update(gpuProduct="NVIDIA-X9000"))
+    assert messages(gate(project, canary_outputs, config)) == [
+        "pool l40s-serving: GPU product 'NVIDIA-X9000' is not in the architecture table; check its branch support "
+        "by hand; no attestation can cover a GPU the architecture table does not know (add it to "
+        "spec/compat_data.py)"
+    ]
+
+
+def test_the_canary_stage_is_not_gated() -> None:
+    run = run_program(stack_config(CANARY), CANARY)
+    assert [v for v in evaluate(from_registered(run.resources), load_config("canary")) if v.policy == POLICY] == []
+
+
+def test_the_record_states_what_the_gate_reads(project: Path, canary_outputs: dict[str, Any]) -> None:
+    sealed = seal()
+    att.write(project / att.ATTESTATION_DIR, sealed)
+    att.write(project / att.ATTESTATION_DIR, seal(driver="570.195.03"))
+    run = run_program(stack_config(PROD), PROD, project / PROGRAM_FILE, None, {CANARY: canary_outputs})
+    (record,) = [r for r in run.resources if r.name == "gpu-driver-upgrade-promotion"]
+    assert record.inputs["metadata"]["labels"] == {"gpu-driver-upgrade.io/record": "promotion"}
+    data = record.inputs["data"]
+    assert {k: v for k, v in data.items() if not k.endswith(".json")} == {
+        "canaryStack": CANARY, "minSoakHours": "168", "canaryDrivers": DRIVER, "attested": f"570.195.03,{DRIVER}",
+    }
+    # Only the target's attestation travels, as the file holds it; the rule judges it there.
+    assert att.parse(data[f"{DRIVER}.json"], "record") == sealed
+    assert set(data) - {"canaryStack", "minSoakHours", "canaryDrivers", "attested"} == {f"{DRIVER}.json"}
+
+
+# ---------------------------------------------------------------- `gpu-rollout plan`
+
+
+def plan(project: Path, *extra: str) -> tuple[int, list[dict[str, str]]]:
+    result = runner.invoke(app, ["plan", "--stack-file", str(project / f"Pulumi.{PROD}.yaml"),
+                                 "--project-dir", str(project), "--json", *extra])
+    document = json.loads(result.stdout)
+    return result.exit_code, [v for v in document["violations"] if v["policy"] == POLICY]
+
+
+def test_plan_passes_an_attested_driver(project: Path) -> None:
+    att.write(project / att.ATTESTATION_DIR, seal())
+    assert plan(project) == (0, [])
+
+
+@pytest.mark.parametrize(
+    ("case", "reason"),
+    [
+        ("missing", "no attestation attestations/580.173.02.json (the folder holds: none)"),
+        ("tampered", "digest mismatch"),
+        ("too young", "less than promotion.minSoakHours (168 h)"),
+        ("another version", "it attests driver 580.173.03, not 580.173.02"),
+        ("another architecture", "it covers ampere GPUs, not ada"),
+    ],
+)
+def test_plan_refuses(project: Path, case: str, reason: str) -> None:
+    folder = project / att.ATTESTATION_DIR
+    if case == "tampered":
+        path = att.write(folder, seal())
+        path.write_text(path.read_text().replace('"l40s-canary"', '"l40s-serving"'))
+    elif case == "too young":
+        att.write(folder, seal(soak_start=NOW - timedelta(hours=10)))
+    elif case == "another version":
+        att.write(folder, seal(driver="580.173.03")).rename(att.path_for(folder, DRIVER))
+    elif case == "another architecture":
+        att.write(folder, seal(pools=[AttestedPool.of("a100-canary", "NVIDIA-A100-80GB-PCIe")]))
+    code, violations = plan(project)
+    assert code == 1
+    assert [v["enforcement"] for v in violations] == ["mandatory"]
+    assert reason in violations[0]["message"]
+
+
+def test_plan_reads_the_canary_outputs_given(project: Path, tmp_path: Path, canary_outputs: dict[str, Any]) -> None:
+    att.write(project / att.ATTESTATION_DIR, seal())
+    given = tmp_path / "canary.json"
+    given.write_text(json.dumps({**canary_outputs, "pools": {}, "driverVersion": "595.58.03"}))
+    code, violations = plan(project, "--canary-outputs", str(given))
+    assert code == 1
+    assert "the canary stack 'existing-canary' runs 595.58.03, not 580.173.02" in violations[0]["message"]
+    given.write_text("[]")
+    result = runner.invoke(app, ["plan", "--stack-file", str(project / f"Pulumi.{PROD}.yaml"),
+                                 "--project-dir", str(project), "--canary-outputs", str(given)])
+    assert result.exit_code == 2
+    assert "--canary-outputs" in result.output and "must hold a JSON object of stack outputs" in result.output
+
+
+def test_plan_without_the_canary_stack_file_cannot_confirm_the_canary(project: Path) -> None:
+    att.write(project / att.ATTESTATION_DIR, seal())
+    (project / f"Pulumi.{CANARY}.yaml").unlink()
+    code, violations = plan(project)
+    assert code == 1
+    assert "shows no driver" in violations[0]["message"]
+
+
+def test_examples_state_their_canary() -> None:
+    """The shipped prod stacks name canaries whose stack files sit beside them (plan reads them offline)."""
+    for stack in ("prod", "eks-prod", PROD):
+        document = yaml.safe_load((PROJECT_DIR / f"Pulumi.{stack}.yaml").read_text())
+        canary = document["config"]["gpu-driver-upgrade:promotion"]["canaryStack"]
+        assert (PROJECT_DIR / f"Pulumi.{canary}.yaml").is_file()
