@@ -148,7 +148,8 @@ def view(stack: str, resources: Sequence[Resource], outputs: Mapping[str, Any],
             for key, value in _replace_only(res).items():
                 facts[(subject, f"{REPLACE_ONLY} {res.name} {key}")] = value
 
-    for driver in found.drivers:
+    # Registration order follows the engine's resolution of dependencies, not the config: sort by name.
+    for driver in sorted(found.drivers, key=lambda d: d.resource.name):
         if driver.cluster_wide:
             continue
         subject = f"NVIDIADriver {driver.resource.name}"
@@ -157,7 +158,7 @@ def view(stack: str, resources: Sequence[Resource], outputs: Mapping[str, Any],
         for key, value in flat_policy(driver.upgrade_policy).items():
             facts[(subject, f"upgrade policy {key}")] = value
 
-    for model in found.models:
+    for model in sorted(found.models, key=lambda m: m.name):
         subject = f"model {model.name}"
         put(subject, "image", model.facts.image)
         put(subject, "CUDA", model.cuda)

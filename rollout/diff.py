@@ -26,13 +26,14 @@ from typing import Any
 
 from policy.evaluate import from_registered
 from preview import diff as compare
+from preview.run import ProgramRun
 from preview.revisions import Repository, RevisionError, Side
 from rollout import console as consoles
 from rollout import plan
 from rollout.console import say
 from rollout.exits import Exit
 from spec import attestation
-from spec.load import SpecError, SpecProblem, read_stack_file
+from spec.load import SpecError, SpecProblem, read_stack_file, spec_from_config
 
 
 class _Files:
@@ -89,18 +90,65 @@ def _unattested(project_dir: Path) -> Callable[[str], str | None]:
     return why
 
 
-def _render(stack: str, path: Path, project_dir: Path, previous: dict[str, Any] | None) -> tuple[compare.StackView, dict[str, Any]]:
-    result = plan.run(stack, path, project_dir, previous)
-    violations = plan.policy_report(result)
-    return compare.view(stack, from_registered(result.resources), result.outputs, violations), result.outputs
+class _Renderer:
+    """Renders stack files with `plan`'s engine, each side's stack files read once, and answers a promoted
+    stack's reference to its canary from the canary's own rendering on the same side (rendered once per
+    content when the diff has not rendered it already), instead of `plan.run` rendering the canary again
+    for every rendering of the prod stack. The canary reference reads the canary's driver and pools."""
 
+    def __init__(self, files: _Files, project_dir: Path) -> None:
+        self.files, self.project_dir = files, project_dir
+        self._configs: dict[tuple[str, str], dict[str, str]] = {}
+        self._outputs: dict[tuple[str, str], dict[str, Any]] = {}  # (side, stack) -> a rendering's outputs
+        self._first: dict[tuple[str, frozenset[tuple[str, str]]], dict[str, Any]] = {}  # by content
+        self._canaries: dict[tuple[str, str], str | None] = {}
 
-def _deployed(stack: str, path: Path, project_dir: Path) -> tuple[compare.StackView, dict[str, Any]]:
-    """Base as deployed: rendered once for its outputs, then again with them as its last deployment, so the
-    rules that compare with a deployment see base in its steady state and head as the step from it (rendered
-    once, base would be judged as a first deployment and every such rule would differ between the sides)."""
-    outputs = plan.run(stack, path, project_dir, None).outputs
-    return _render(stack, path, project_dir, outputs)
+    def config(self, side: Side, stack: str) -> dict[str, str]:
+        key = (side.flag, stack)
+        if key not in self._configs:
+            self._configs[key] = read_stack_file(self.files.path(side, stack))
+        return self._configs[key]
+
+    def canary(self, side: Side, stack: str) -> str | None:
+        """The canary stack a stack is promoted from, when that stack file is on this side."""
+        key = (side.flag, stack)
+        if key not in self._canaries:
+            promotion = spec_from_config(self.config(side, stack), source=stack).promotion
+            name = promotion.canaryStack.rsplit("/", 1)[-1] if promotion is not None else None
+            self._canaries[key] = name if name in side.files and name != stack else None
+        return self._canaries[key]
+
+    def _canary_outputs(self, side: Side, stack: str) -> dict[str, Any] | None:
+        name = self.canary(side, stack)
+        if name is None:
+            return None
+        return self._outputs.get((side.flag, name)) or self.first_outputs(side, name)
+
+    def first_outputs(self, side: Side, stack: str) -> dict[str, Any]:
+        """The outputs of a first deployment of the side's stack file (once per content)."""
+        key = (stack, frozenset(self.config(side, stack).items()))
+        if key not in self._first:
+            self._first[key] = self._run(side, stack, None).outputs
+        return self._first[key]
+
+    def _run(self, side: Side, stack: str, previous: dict[str, Any] | None) -> ProgramRun:
+        return plan.run(stack, self.files.path(side, stack), self.project_dir, previous,
+                        self._canary_outputs(side, stack))
+
+    def render(self, side: Side, stack: str, previous: dict[str, Any] | None) -> compare.StackView:
+        """One side of a stack: rendered on ``previous`` as its last deployment, with its policy report."""
+        result = self._run(side, stack, previous)
+        self._outputs[(side.flag, stack)] = result.outputs
+        violations = plan.policy_report(result)
+        return compare.view(stack, from_registered(result.resources), result.outputs, violations)
+
+    def deployed(self, side: Side, stack: str) -> tuple[compare.StackView, dict[str, Any]]:
+        """Base as deployed: rendered once for its outputs, then again with them as its last deployment, so
+        the rules that compare with a deployment see base in its steady state and head as the step from it
+        (rendered once, base would be judged as a first deployment, and every such rule would differ
+        between the sides)."""
+        outputs = self.first_outputs(side, stack)
+        return self.render(side, stack, outputs), outputs
 
 
 def build(project_dir: Path, base: str | None, head: str | None, stacks: list[str] | None) -> compare.Report:
@@ -117,35 +165,68 @@ def build(project_dir: Path, base: str | None, head: str | None, stacks: list[st
                                 f"{base_side.label} or {head_side.label}")
     chosen = [n for n in names if not stacks or n in stacks]
     unattested = _unattested(project_dir)
-    diffs, unchanged = [], []
+    found: dict[str, compare.StackDiff] = {}
+    unchanged = []
     with ExitStack() as exits:
         files = _Files(repo, exits, base_side, head_side)
+        renderer = _Renderer(files, project_dir)
         try:
-            for stack in chosen:
-                old = files.path(base_side, stack) if stack in base_side.files else None
-                new = files.path(head_side, stack) if stack in head_side.files else None
-                if old is not None and new is not None and read_stack_file(old) == read_stack_file(new):
+            # Canary stacks first: a promoted stack's reference to its canary reuses the canary's rendering.
+            promoted = {n for n in chosen for side in (base_side, head_side)
+                        if n in side.files and _readable(renderer, side, n) and renderer.canary(side, n)}
+            for stack in sorted(chosen, key=lambda n: n in promoted):
+                diff = _one(repo, renderer, base_side, head_side, stack, unattested)
+                if diff is None:
                     unchanged.append(stack)
-                    continue
-                base_view, outputs, base_error = None, None, None
-                if old is not None:
-                    try:
-                        base_view, outputs = _deployed(stack, old, project_dir)
-                    except SpecError as error:
-                        if new is None:
-                            raise
-                        problems = "; ".join(str(problem) for problem in files.named(error).problems)
-                        base_error = f"{repo.display_path(base_side, stack)}: {problems}"
-                head_view = _render(stack, new, project_dir, outputs)[0] if new is not None else None
-                shown = repo.display_path(head_side if new is not None else base_side, stack)
-                diffs.append(compare.compare(stack, shown, base_view, head_view, unattested, base_error))
+                else:
+                    found[stack] = diff
         except SpecError as error:
             raise files.named(error) from None
     return compare.Report(
         base={"revision": base_side.label, "commit": base_side.commit},
         head={"revision": head_side.label, "commit": head_side.commit},
-        stacks=tuple(diffs), unchanged=tuple(unchanged),
+        stacks=tuple(found[n] for n in sorted(found)), unchanged=tuple(sorted(unchanged)),
     )
+
+
+def _readable(renderer: _Renderer, side: Side, stack: str) -> bool:
+    """The side's stack file reads as a stack; a file that does not is reported where it is compared."""
+    try:
+        spec_from_config(renderer.config(side, stack), source=stack)
+    except SpecError:
+        return False
+    return True
+
+
+def _one(repo: Repository, renderer: _Renderer, base_side: Side, head_side: Side, stack: str,
+         unattested: Callable[[str], str | None]) -> compare.StackDiff | None:
+    """The diff of one stack; None when its config is the same on both sides (comments, order)."""
+    old, new = stack in base_side.files, stack in head_side.files
+    head_config = renderer.config(head_side, stack) if new else None
+    base_error = None
+    try:
+        base_config = renderer.config(base_side, stack) if old else None
+    except SpecError as error:
+        if not new:
+            raise
+        base_config, base_error = None, error
+    if old and new and base_config == head_config:
+        return None
+    base_view, outputs = None, None
+    if old and base_error is None:
+        try:
+            base_view, outputs = renderer.deployed(base_side, stack)
+        except SpecError as error:
+            if not new:
+                raise
+            base_error = error
+    note = None
+    if base_error is not None:
+        problems = "; ".join(str(problem) for problem in renderer.files.named(base_error).problems)
+        note = f"{repo.display_path(base_side, stack)}: {problems}"
+    head_view = renderer.render(head_side, stack, outputs) if new else None
+    shown = repo.display_path(head_side if new else base_side, stack)
+    return compare.compare(stack, shown, base_view, head_view, unattested, note)
 
 
 def execute(project_dir: Path, base: str | None, head: str | None, stacks: list[str] | None, *,

@@ -328,3 +328,23 @@ def test_an_attested_driver_is_no_risk_and_an_unattested_one_says_why() -> None:
     (risk,) = missing.risks
     assert risk.text == "prod pool gpuh100 moves to 595.91.07, which the canary has not attested " \
         "(no attestations/595.91.07.json)"
+
+
+def test_a_promoted_stack_reads_its_canary_as_plan_does(repo: GitRepo) -> None:
+    """The diff answers a prod stack's reference to its canary from its own rendering of the canary file on
+    the same side; `plan` renders that file itself. Both must see the same thing."""
+    from policy.evaluate import from_registered
+    from rollout import plan
+
+    base = repo.git("rev-parse", "HEAD")
+    (repo.root / "Pulumi.prod2.yaml").write_text((repo.root / "Pulumi.prod.yaml").read_text())
+
+    diff = stack_diff(verb.build(repo.root, base, None, ["prod2"]), "prod2")
+    rendered = plan.run("prod2", repo.root / "Pulumi.prod2.yaml", repo.root)
+    alone = compare.view("prod2", from_registered(rendered.resources), rendered.outputs, plan.policy_report(rendered))
+
+    assert diff.status == compare.Status.ADDED
+    assert [(c.subject, c.head) for c in diff.changes] == [(c.subject, c.head) for c in compare.changes(None, alone)]
+    assert {(v.policy, v.resource, v.message) for v in diff.introduced} == \
+        {(v.policy, v.resource, v.message) for v in alone.violations}
+    assert any(v.policy == "canary-attested" for v in alone.violations)  # the canary reference was read
