@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -260,3 +261,22 @@ def test_a_bad_prometheus_url_exits_2(world: World, project: Path, tmp_path: Pat
                                       "--kubeconfig", str(kubeconfig), "--prometheus", "prometheus:9090"])
     assert result.exit_code == 2 and "--prometheus" in result.output
     assert world.fake.counts["list"] == 0
+
+
+@needs_prometheus
+def test_a_newer_attestation_is_never_replaced(world: World, project: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """verify refuses to overwrite an attestation of the same driver whose soak ended later: exit 1, file intact."""
+    later = datetime.fromtimestamp(world.now + 7200, UTC)
+    newer = attestation.seal(
+        stack="canary", cluster="inference-weu-1", driver=NEW, operator_chart="v26.7.0",
+        pools=[attestation.AttestedPool.of("gpucanary", "NVIDIA-H100-NVL")],
+        checks=[attestation.AttestedCheck(id="validation-job", status="pass", subject="n", message="m")],
+        soak_start=datetime.fromtimestamp(world.soak_start, UTC), soak_end=later, git_commit="0123456789abcdef")
+    path = attestation.write(project / attestation.ATTESTATION_DIR, newer)
+    before = path.read_bytes()
+    with start(history(world), tmp_path / "prometheus") as url:
+        code, doc, err = run(world, project, url, capsys)
+    assert code == Exit.FAILED and doc["passed"] is True and doc["attestation"] is None
+    assert "refusing to replace a newer attestation" in doc["attestationError"] and "attestation not written" in err
+    assert path.read_bytes() == before
