@@ -19,13 +19,17 @@ from typer.testing import CliRunner
 from checks import kube as kube_module
 from checks.prometheus import Prometheus, PrometheusError
 from checks.registry import CATALOGUE
+from checks.objects import labels_of, name_of
 from checks.validation import DEFAULT_QUERIES, engine_of, fill, gather
 from rollout.cli import app
 from spec.load import SpecError, load_stack_file
+from spec import labels
 from spec.model import ServingEngine
 from tests.checks.verify_world import ProxyKube, World, build, write_stack
-from tests.fakekube.fixtures import identity_record
+from tests.conftest import PROJECT_DIR
+from tests.fakekube.fixtures import identity_record, seed
 from tests.fakekube.plugin import FAST
+from tests.fakekube.server import FakeKube
 from tests.prometheus.server import MISSING, History, binary, start
 
 needs_prometheus = pytest.mark.skipif(binary("prometheus") is None or binary("promtool") is None, reason=MISSING)
@@ -203,3 +207,21 @@ def test_bad_serving_config_is_refused_at_its_key(tmp_path: Path, serving: dict[
         load_stack_file(path)
     (problem,) = caught.value.problems
     assert problem.path.endswith(f"models[0].{key}") and reason in problem.message, (problem.path, problem.message)
+
+
+def test_an_image_owned_canary_checks_its_newest_generation(tmp_path: Path) -> None:
+    """EKS canary, driver in the AMI: generation 2 (580.173.02) is what is verified; generation 1's nodes (the
+    old AMI, leaving) are not upgraded nodes. No driver pod is asked for: the node image carries the driver."""
+    spec = load_stack_file(PROJECT_DIR / "Pulumi.eks-canary.yaml")
+    with FakeKube() as fake:
+        seed(fake, spec)
+        kube = kube_module.connect(str(fake.write_kubeconfig(tmp_path / "kubeconfig")), settings=FAST)
+        facts = gather(kube, spec, None)
+        results = CATALOGUE.run("verify", facts)
+    newest = {name_of(n) for n in fake.objects("nodes") if labels_of(n).get(labels.GENERATION) == "2"}
+    assert newest and {n.name for n in facts.nodes} == newest and {n.target for n in facts.nodes} == {"580.173.02"}
+    driver = [r for r in results if r.id == "driver-version"]
+    assert {r.status.value for r in driver} == {"pass"} and all("(GFD label)" in r.message for r in driver)
+    assert "driverPods" not in driver[0].evidence
+    # The stack declares no validation job: that is a failure, not something missing.
+    assert {r.status.value for r in results if r.id == "validation-job"} == {"fail"}
