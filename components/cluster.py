@@ -17,9 +17,7 @@ import pulumi_aws as aws
 import pulumi_azure_native as azure_native
 import pulumi_kubernetes as k8s
 
-from components import previous
-from components.previous import PreviousDeployment
-from spec import manifests, resource_facts
+from spec import manifests
 from spec.model import Cloud, FleetSpec
 
 
@@ -64,7 +62,6 @@ def kubernetes_provider(spec: FleetSpec, parent: pulumi.Resource) -> k8s.Provide
 @dataclass(frozen=True)
 class ClusterIdentityArgs:
     spec: FleetSpec
-    previous: PreviousDeployment | None = None
 
 
 class ClusterIdentity(pulumi.ComponentResource):
@@ -75,18 +72,6 @@ class ClusterIdentity(pulumi.ComponentResource):
         spec = args.spec
         metadata: dict[str, Any] = manifests.identity_metadata(spec)
         data = manifests.identity_data(spec)
-        if args.previous is not None:
-            # The last deployment's operator release and driver mode, beside this one's in data, so the
-            # pack sees a transition (per-pool mode switched on together with an operator upgrade).
-            metadata["annotations"] = {
-                **metadata["annotations"],
-                **resource_facts.previous_deployment_annotations(
-                    operator_version=args.previous.output(previous.OPERATOR_VERSION, data["operatorVersion"]),
-                    per_pool_drivers=args.previous.output(previous.PER_POOL_DRIVERS, data["perPoolDrivers"]),
-                    # A rollback goes back to a driver the fleet ran: rules it already broke give advice.
-                    drivers_ran=args.previous.drivers_ran(),
-                ),
-            }
         self.record = k8s.core.v1.ConfigMap(
             manifests.identity_name(spec),
             metadata=metadata,

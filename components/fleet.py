@@ -71,7 +71,7 @@ class GpuFleet(pulumi.ComponentResource):
         # Kubernetes objects go only to the stack's own cluster, never to the shell's current context.
         k8s_opts = pulumi.ResourceOptions(parent=self, providers=[kubernetes_provider(spec, self)])
         last = PreviousDeployment(self)
-        ClusterIdentity("cluster-identity", ClusterIdentityArgs(spec, last), opts=k8s_opts)
+        ClusterIdentity("cluster-identity", ClusterIdentityArgs(spec), opts=k8s_opts)
 
         # PDBs first: nothing may evict a model server before its budget exists. Each pool and pool driver
         # waits for the budgets of the models that run on it (not every budget: the plan stays linear in

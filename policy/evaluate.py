@@ -19,6 +19,7 @@ from typing import Any
 from policy.facts import Resource, StackFacts
 from policy.findings import Level
 from policy.registry import ADVICE_POLICY_ID, REGISTRY, PolicyDef
+from spec import resource_facts as rf
 
 POLICY_DIR = Path(__file__).resolve().parent
 
@@ -117,8 +118,9 @@ def evaluate(resources: Sequence[Resource], config: Mapping[str, Any]) -> list[V
 
 
 def from_registered(registered: Iterable[Any]) -> list[Resource]:
-    """Resources as ``preview.run`` records them (custom resources only: components carry no props)."""
-    return [Resource(r.type, r.name, r.inputs, r.urn) for r in registered if r.custom]
+    """Resources as ``preview.run`` records them: custom resources (components carry no props) and stack
+    references, whose recorded state is the referenced stack's outputs (the stack's last deployment)."""
+    return [Resource(r.type, r.name, r.inputs, r.urn) for r in registered if r.custom or r.type == rf.STACK_REFERENCE]
 
 
 def mandatory(violations: Iterable[Violation]) -> list[Violation]:

@@ -468,10 +468,20 @@ class StackFacts:
         return identity_records(self.resources)
 
     @cached_property
+    def previous(self) -> rf.PreviousDeployment:
+        """The stack's last deployment: the outputs of the program's StackReference to its own stack (the
+        engine shows stack policies every resource's outputs; `gpu-rollout plan` the same property).
+        Empty before a first deployment, and where the reference is not visible."""
+        for res in self.resources:
+            if res.type == rf.STACK_REFERENCE and res.name == rf.PREVIOUS_DEPLOYMENT:
+                return rf.read_previous_deployment(rf.stack_reference_outputs(res.props))
+        return rf.PreviousDeployment()
+
+    @property
     def drivers_ran(self) -> frozenset[str]:
-        """Driver versions the fleet ran as of the stack's last deployment (the cluster-identity record):
-        going back to one of them is a rollback, which rules the fleet already broke must not block."""
-        return frozenset(v for record in self.identities for v in record.facts.drivers_ran)
+        """Driver versions the fleet ran as of the stack's last deployment: going back to one of them is a
+        rollback, which rules the fleet already broke must not block."""
+        return self.previous.drivers_ran
 
     def has(self, *type_tokens: str) -> bool:
         """The stack registers a resource of one of these types."""

@@ -90,10 +90,11 @@ def per_pool_mode_own_change(stack: StackFacts) -> Iterator[Finding]:
     patches_policy = stack.has(*rf.CLUSTER_POLICY_TYPES)
     if not (installs_chart or patches_policy):
         return  # this stack does not own the driver mode (canary stacks: clusterPolicy external)
+    last = stack.previous
     for record in stack.identities:
         res, now = record.resource, record.facts
-        was_version = now.previous_operator_version
-        if now.previous_per_pool_drivers is not False or now.per_pool_drivers is not True or was_version == now.operator_version:
+        was_version = last.operator_version
+        if last.per_pool_drivers is not False or now.per_pool_drivers is not True or was_version == now.operator_version:
             continue
         message = (
             f"per-pool NVIDIADriver mode (useNvidiaDriverCrd) is switched on in the same change as the operator "

@@ -123,12 +123,18 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if any(r.type == args.typ and r.name == args.name for r in self.resources):
             # The engine refuses two resources with one URN; so must the offline preview.
             raise ValueError(f"duplicate resource {args.typ} named {args.name!r}")
+        if args.typ == STACK_REFERENCE:
+            outputs = self.referenced_outputs(args.inputs.get("name"))
+            state = {**args.inputs, "outputs": outputs, "secretOutputNames": []}
+            # A read: what the plan records of it is the state read, the referenced stack's outputs, which
+            # the engine shows the pack's stack policies (policy.evaluate hands them to the plan's rules).
+            self.resources.append(
+                RegisteredResource(args.typ, args.name, _plain(state), bool(args.custom), provider=args.provider or "")
+            )
+            return f"{args.name}-id", state
         self.resources.append(
             RegisteredResource(args.typ, args.name, _plain(dict(args.inputs)), bool(args.custom), provider=args.provider or "")
         )
-        if args.typ == STACK_REFERENCE:
-            outputs = self.referenced_outputs(args.inputs.get("name"))
-            return f"{args.name}-id", {**args.inputs, "outputs": outputs, "secretOutputNames": []}
         return f"{args.name}-id", dict(args.inputs)
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:

@@ -79,9 +79,6 @@ TAG_IMAGE_DRIVER = f"{TAG_PREFIX}image-driver"
 TAG_DEPLOYED_WITH = f"{TAG_PREFIX}deployed-with"  # replace-only fields as last deployed (spec.replacement)
 
 # The stack's last deployment, as the cluster-identity record states it for the pack (transition rules).
-ANNOTATION_PREVIOUS_OPERATOR_VERSION = f"{DOMAIN}/previous-operator-version"
-ANNOTATION_PREVIOUS_PER_POOL_DRIVERS = f"{DOMAIN}/previous-per-pool-drivers"
-ANNOTATION_DRIVERS_RAN = f"{DOMAIN}/drivers-ran"  # driver versions the fleet ran as of the last deployment
 
 # ---- added for the live checks (issue 7): more of the clouds' and GFD's own node labels.
 AKS_NODE_IMAGE_VERSION = "kubernetes.azure.com/node-image-version"  # e.g. AKSUbuntu-2204gen2containerd-202510.14.0

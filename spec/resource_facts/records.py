@@ -1,9 +1,10 @@
-"""The cluster-identity record (a ConfigMap): which cluster this is, what this deployment runs and what the
-last one ran; and the stack-wide facts any resource may state (stage, change ticket, batch selectors)."""
+"""The cluster-identity record (a ConfigMap): which cluster this is and what this deployment runs; and the
+stack-wide facts any resource may state (stage, change ticket, batch selectors). What the last deployment
+ran is not here: the pack reads it from the program's StackReference to itself (``previous``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,7 @@ from spec.resource_facts.values import flag, flag_text, prop, read_stage
 
 @dataclass(frozen=True)
 class IdentityFacts:
-    """Which cluster this is and what this deployment runs (data), and what the last one ran (annotations)."""
+    """Which cluster this is and what this deployment runs (the record's data)."""
 
     cluster: str | None
     cloud: str | None
@@ -28,9 +29,6 @@ class IdentityFacts:
     eks_region: str | None = None
     # ClusterPolicy mode: why held pools may be held by the skip label alone (gpuOperator.unpinnedHoldReason)
     unpinned_hold_reason: str | None = None
-    previous_operator_version: str | None = None
-    previous_per_pool_drivers: bool | None = None
-    drivers_ran: frozenset[str] = frozenset()  # driver versions the fleet ran as of the last deployment
 
 
 _IDENTITY_DATA = (
@@ -61,35 +59,13 @@ def identity_data(facts: IdentityFacts) -> dict[str, str]:
     return out
 
 
-def previous_deployment_annotations(operator_version: Any, per_pool_drivers: Any, drivers_ran: Any) -> dict[str, Any]:
-    """The last deployment as the identity record states it (values may be the program's outputs): its
-    operator release, its driver mode ("true"/"false") and the drivers it ran (``drivers_ran_text``)."""
-    return {
-        labels.ANNOTATION_PREVIOUS_OPERATOR_VERSION: operator_version,
-        labels.ANNOTATION_PREVIOUS_PER_POOL_DRIVERS: per_pool_drivers,
-        labels.ANNOTATION_DRIVERS_RAN: drivers_ran,
-    }
-
-
-def drivers_ran_text(versions: Iterable[str]) -> str:
-    return ",".join(sorted(set(versions)))
-
-
-def read_drivers_ran(note: Any) -> frozenset[str]:
-    return frozenset(v.strip() for v in note.split(",") if v.strip()) if isinstance(note, str) else frozenset()
-
-
 def read_identity(props: Mapping[str, Any]) -> IdentityFacts:
     data = props.get("data") or {}
-    notes = prop(props, "metadata", "annotations") or {}
     values = {field: data.get(key) for key, field in _IDENTITY_DATA}
     return IdentityFacts(**{
         **values,
         "stage": read_stage(values["stage"]),
         "per_pool_drivers": flag(values["per_pool_drivers"]),
-        "previous_operator_version": notes.get(labels.ANNOTATION_PREVIOUS_OPERATOR_VERSION),
-        "previous_per_pool_drivers": flag(notes.get(labels.ANNOTATION_PREVIOUS_PER_POOL_DRIVERS)),
-        "drivers_ran": read_drivers_ran(notes.get(labels.ANNOTATION_DRIVERS_RAN)),
     })
 
 

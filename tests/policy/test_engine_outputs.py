@@ -370,10 +370,13 @@ OUTPUT_VARIANTS: dict[str, tuple[str, list[tuple[str, str | None, Callable[[dict
                                  "amazonlinux2023", "metadata.labels")],
         "operator-supports-os", "no driver container for Amazon Linux 2023",
     ),
+    # The last deployment (the StackReference's outputs) ran v26.3.3 in ClusterPolicy mode.
     "identity-per-pool-mode-with-operator-upgrade": (
-        "eks-prod", [(rf.CONFIG_MAP, "gpu-driver-upgrade-prod", lambda p: (
-            p["data"].update(perPoolDrivers="true"),
-            p["metadata"]["annotations"].update({labels.ANNOTATION_PREVIOUS_OPERATOR_VERSION: "v26.3.3"})))],
+        "eks-prod", [
+            (rf.CONFIG_MAP, "gpu-driver-upgrade-prod", lambda p: p["data"].update(perPoolDrivers="true")),
+            (rf.STACK_REFERENCE, rf.PREVIOUS_DEPLOYMENT, lambda p: p["outputs"].update(
+                {rf.OPERATOR_VERSION: "v26.3.3", rf.PER_POOL_DRIVERS: "false"})),
+        ],
         "per-pool-mode-own-change", "switched on in the same change",
     ),
     # One ClusterPolicy driver for every node: the held pool's agent pool gets the autoscaler, room to grow.

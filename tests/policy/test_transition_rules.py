@@ -40,36 +40,31 @@ def test_every_changed_replace_only_field_is_named(rendered):
         assert text in finding.message
 
 
-def _identity(items, **annotations):
-    (record,) = [r for r in items if r.type == rf.CONFIG_MAP and r.props["metadata"]["labels"].get("gpu-driver-upgrade.io/record") == "cluster-identity"]
-    meta = record.props["metadata"]
-    edited = Resource(record.type, record.name, {**record.props, "metadata": {**meta, "annotations": {**meta["annotations"], **annotations}}})
-    return [edited if r is record else r for r in items]
+def _last_deployed(items, **outputs):
+    """``items`` with the stack's last deployment (its StackReference to itself) showing ``outputs``."""
+    (reference,) = [r for r in items if r.type == rf.STACK_REFERENCE and r.name == rf.PREVIOUS_DEPLOYMENT]
+    edited = Resource(reference.type, reference.name, {**reference.props, "outputs": outputs})
+    return [edited if r is reference else r for r in items]
 
 
 def test_per_pool_mode_alone_or_an_upgrade_alone_passes(rendered):
-    items = resources(rendered["prod"])  # patch mode, already per-pool
+    items = resources(rendered["prod"])  # patch mode, already per-pool; a first deployment
+    assert not stack(items).previous.deployed
     assert list(transition_rules.per_pool_mode_own_change(stack(items))) == []
-    upgrade_only = _identity(items, **{"gpu-driver-upgrade.io/previous-operator-version": "v26.3.3"})
+    upgrade_only = _last_deployed(items, operatorVersion="v26.3.3", perPoolDrivers="true")
     assert list(transition_rules.per_pool_mode_own_change(stack(upgrade_only))) == []
-    mode_only = _identity(items, **{"gpu-driver-upgrade.io/previous-per-pool-drivers": "false"})
+    mode_only = _last_deployed(items, operatorVersion="v26.7.0", perPoolDrivers="false")
     assert list(transition_rules.per_pool_mode_own_change(stack(mode_only))) == []
 
 
 def test_per_pool_mode_with_a_declared_upgrade_in_patch_mode_is_advice(rendered):
-    both = _identity(resources(rendered["prod"]), **{
-        "gpu-driver-upgrade.io/previous-operator-version": "v26.3.3",
-        "gpu-driver-upgrade.io/previous-per-pool-drivers": "false",
-    })
+    both = _last_deployed(resources(rendered["prod"]), operatorVersion="v26.3.3", perPoolDrivers="false")
     (finding,) = transition_rules.per_pool_mode_own_change(stack(both))
     assert finding.advisory and "v26.3.3 to v26.7.0" in finding.message
 
 
 def test_a_stack_that_does_not_own_the_driver_mode_is_not_checked(rendered):
-    both = _identity(resources(rendered["canary"]), **{
-        "gpu-driver-upgrade.io/previous-operator-version": "v26.3.3",
-        "gpu-driver-upgrade.io/previous-per-pool-drivers": "false",
-    })
+    both = _last_deployed(resources(rendered["canary"]), operatorVersion="v26.3.3", perPoolDrivers="false")
     assert list(transition_rules.per_pool_mode_own_change(stack(both))) == []
 
 

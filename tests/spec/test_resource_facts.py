@@ -95,15 +95,14 @@ def expected_models(spec: FleetSpec) -> dict[str, rf.ModelFacts]:
 
 
 def expected_identity(spec: FleetSpec) -> rf.IdentityFacts:
-    """Without a last deployment the program states this one as the last (nothing to compare with)."""
+    """This deployment: which cluster, and what it runs (the last one is not copied onto the record)."""
     per_pool = spec.driver.owner == DriverOwner.OPERATOR and spec.gpuOperator.useNvidiaDriverCrd
     aks, eks = spec.cluster.aks, spec.cluster.eks
     return rf.IdentityFacts(
         spec.cluster.name, spec.cluster.cloud.value, spec.stage, spec.gpuOperator.chartVersion, per_pool,
         aks.resourceGroup if aks else None, aks.clusterName if aks else None,
         eks.clusterName if eks else None, eks.region if eks else None,
-        previous_operator_version=spec.gpuOperator.chartVersion, previous_per_pool_drivers=per_pool,
-        drivers_ran=frozenset(),
+        unpinned_hold_reason=spec.gpuOperator.unpinnedHoldReason,
     )
 
 
@@ -176,19 +175,31 @@ def test_generated_fleets_read_back_as_their_spec(fleet: tuple[str, dict[str, st
     check_round_trip(spec, run_program(config, stack))
 
 
-def test_the_last_deployment_reads_back_from_the_identity_record(rendered):
+def test_the_last_deployment_reads_back_from_the_stack_reference(rendered):
     # Per-pool mode switched on in this change; the last deployment ran the example's prod fleet.
     config = edited("existing-prod", "gpuOperator", lambda op: op.update(useNvidiaDriverCrd=False))
     last = run_program(config, "existing-prod").outputs
     run = run_program(stack_config("existing-prod"), "existing-prod", previous_outputs=last)
+    (reference,) = [r for r in run.resources if r.type == rf.STACK_REFERENCE and r.name == rf.PREVIOUS_DEPLOYMENT]
+    previous = rf.read_previous_deployment(rf.stack_reference_outputs(reference.inputs))
     (record,) = [r for r in custom(run) if rf.record_kind(r.inputs) == labels.RECORD_CLUSTER_IDENTITY]
-    facts = rf.read_identity(record.inputs)
-    assert facts.previous_per_pool_drivers is False and facts.per_pool_drivers is True
-    assert facts.previous_operator_version == facts.operator_version
+    now = rf.read_identity(record.inputs)
+    assert previous.per_pool_drivers is False and now.per_pool_drivers is True
+    assert previous.operator_version == now.operator_version == "v26.7.0"
     spec = spec_from_config(config)
-    ran = {spec.driver.version, *([spec.driver.previousVersion] if spec.driver.previousVersion else [])}
-    assert facts.drivers_ran == frozenset(ran) and facts.drivers_ran
-    assert rf.read_drivers_ran(rf.drivers_ran_text(["b", "a", "a"])) == frozenset({"a", "b"})
+    assert spec.driver.previousVersion is not None
+    assert previous.drivers_ran == frozenset({spec.driver.version, spec.driver.previousVersion})
+    assert previous.cloud_pools == last[rf.CLOUD_POOLS]
+    # Nothing of the last deployment is copied onto an object of the cluster: a second `pulumi up` with
+    # no change must change nothing.
+    assert record.inputs == next(r for r in custom(rendered["existing-prod"]) if r.name == record.name).inputs
+
+
+def test_no_last_deployment_reads_as_empty():
+    assert rf.read_previous_deployment({}) == rf.PreviousDeployment()
+    assert not rf.read_previous_deployment(None).deployed
+    odd = rf.read_previous_deployment({"operatorVersion": 3, "perPoolDrivers": "maybe", "pools": {"a": "x"}})
+    assert odd == rf.PreviousDeployment()
 
 
 # ---------------------------------------------------------------- type tokens
@@ -196,7 +207,7 @@ def test_the_last_deployment_reads_back_from_the_identity_record(rendered):
 
 def test_the_type_tokens_are_what_the_program_registers(rendered):
     helm = run_program(edited("prod", "gpuOperator", lambda op: op.update(clusterPolicy="helm")), "prod")
-    # Every type the program registers, but its own components (the stack reference is a read, not custom).
+    # Every type the program registers, but its own components.
     registered = {r.type for run in (*rendered.values(), helm) for r in run.resources
                   if not r.type.startswith("gpu-driver-upgrade:")}
     tokens = {rf.AKS_POOL, rf.EKS_NODE_GROUP, rf.CLUSTER_POLICY_PATCH, rf.NVIDIA_DRIVER, rf.HELM_RELEASE, rf.PDB,
