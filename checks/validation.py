@@ -211,8 +211,9 @@ def engine_of(model: Model) -> ServingEngine | None:
     nvcr.io/nvidia/tritonserver)."""
     if model.serving.engine is not None:
         return model.serving.engine
-    repository = model.image.split("@", 1)[0].rsplit(":", 1)[0].lower() if ":" in model.image.rsplit("/", 1)[-1] \
-        else model.image.split("@", 1)[0].lower()
+    repository = model.image.split("@", 1)[0].lower()
+    if ":" in repository.rsplit("/", 1)[-1]:
+        repository = repository.rsplit(":", 1)[0]  # the tag, not a registry's port
     if "vllm" in repository:
         return ServingEngine.VLLM
     if "text-generation-inference" in repository or "/tgi" in repository:
@@ -334,7 +335,7 @@ def compare(prometheus: Prometheus | None, model: Model, new: list[Obj], old: li
         return Comparison(model, engine, new_pods, old_pods, window, reason="no Prometheus: pass --prometheus URL")
     if not new_pods:
         return Comparison(model, engine, new_pods, old_pods, window,
-                          reason="no pod of the model runs on an upgraded node")
+                          reason="no Ready pod of the model runs on an upgraded node")
     if not old_pods:
         return Comparison(model, engine, new_pods, old_pods, window, reason=(
             "no Ready pod of the model runs on an old-driver node to compare with (the pods matching "
@@ -406,6 +407,7 @@ def gather(kube: k.Kube, spec: FleetSpec, prometheus: Prometheus | None, now: fl
     drivers = {name_of(n): node_driver_version(n) for n in all_nodes}
     soak = facts.soak_start
     window = window_of(None if soak is None else now - soak)
+    old_nodes = {node for node, driver in drivers.items() if driver is not None and driver not in targets}
     for model in spec.models:
         if not released & set(model.nodePools):
             continue
@@ -414,7 +416,6 @@ def gather(kube: k.Kube, spec: FleetSpec, prometheus: Prometheus | None, now: fl
             k.PODS, namespace=model.namespace, label_selector=_baseline_selector(model))
         new = _running_on(pods, names)
         facts.probes += [_probe(ask, model, pod, prompt) for pod in sorted(new, key=name_of)]
-        old_nodes = {node for node, driver in drivers.items() if driver is not None and driver not in targets}
         old = [p for p in _running_on(baseline, old_nodes) if pod_ready(p)]
         facts.comparisons.append(compare(prometheus, model, [p for p in new if pod_ready(p)], old, window, now))
 
