@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
@@ -16,6 +16,27 @@ EXAMPLE_STACKS = ("canary", "prod", "eks-canary", "eks-prod", "existing-canary",
 # The GPU Operator's CRDs travel with the tests (provenance and licence in the folder's PROVENANCE.md).
 OPERATOR_CRDS = PROJECT_DIR / "tests" / "data" / "crds"
 SHARED_CRDS = OPERATOR_CRDS / "v26.7.0"  # the release the examples pin
+
+
+# The prod gate, policy canary-attested (issue 10 point 4), refuses a prod driver until the canary's
+# `gpu-rollout verify` has written its attestation to attestations/. The shipped prod examples carry none yet
+# (it must be made by verify on the test cluster, never by hand), nor do the generated test fleets, so the
+# gate refuses them. Tests about the other policies set it aside with ``past_the_gate``;
+# tests/policy/test_promotion_rules.py pins what it says, on the examples too.
+PROD_GATE = "canary-attested"
+
+
+def past_the_gate(violations: Iterable[Any]) -> list[Any]:
+    """Violations (``Violation``s, their JSON, or "policy: message" lines) of every policy but the prod gate."""
+
+    def policy(v: Any) -> Any:
+        if isinstance(v, dict):
+            return v.get("policy")
+        if isinstance(v, str):
+            return v.split(":", 1)[0]
+        return v.policy
+
+    return [v for v in violations if policy(v) != PROD_GATE]
 
 
 def stack_config(stack: str) -> dict[str, str]:

@@ -13,7 +13,7 @@ from preview.run import OFFLINE_SERVER, SECRET, ProgramRun, run_program
 from spec import labels
 from spec.load import runtime_config, spec_from_config
 from tests.conftest import EXAMPLE_STACKS as EXAMPLES
-from tests.conftest import aks_image_owned, edited, eks_operator_owned, stack_config
+from tests.conftest import aks_image_owned, edited, eks_operator_owned, past_the_gate, stack_config
 
 AGENT_POOL = "azure-native:containerservice:AgentPool"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -84,8 +84,9 @@ def test_canary_driver_selects_its_pool_one_node_at_a_time(rendered: dict[str, P
 
 
 def test_prod_counts(rendered: dict[str, ProgramRun]) -> None:
+    # ConfigMaps: the cluster-identity record and the promotion record (components/promotion.py).
     assert type_counts(rendered["prod"]) == {
-        AGENT_POOL: 3, CLUSTER_POLICY: 1, NVIDIA_DRIVER: 3, PDB: 4, CONFIG_MAP: 1, K8S_PROVIDER: 1
+        AGENT_POOL: 3, CLUSTER_POLICY: 1, NVIDIA_DRIVER: 3, PDB: 4, CONFIG_MAP: 2, K8S_PROVIDER: 1
     }
 
 
@@ -148,7 +149,10 @@ def test_prod_outputs(rendered: dict[str, ProgramRun]) -> None:
 
 
 def test_children_are_parented_to_their_components(rendered: dict[str, ProgramRun]) -> None:
-    parents = {r.type: parent_type(r.urn) for r in rendered["prod"].custom_resources}
+    promotion = "gpu-driver-upgrade-promotion"
+    (record,) = [r for r in rendered["prod"].custom_resources if r.name == promotion]
+    assert parent_type(record.urn) == "gpu-driver-upgrade:promotion:CanaryGate"
+    parents = {r.type: parent_type(r.urn) for r in rendered["prod"].custom_resources if r.name != promotion}
     assert parents == {
         AGENT_POOL: "gpu-driver-upgrade:pools:AksGpuPool",
         CLUSTER_POLICY: "gpu-driver-upgrade:operator:DriverPolicy",
@@ -235,7 +239,8 @@ def test_eks_node_groups_go_to_the_clusters_region(rendered: dict[str, ProgramRu
 
 
 def test_cluster_identity_record_names_the_cluster(rendered: dict[str, ProgramRun]) -> None:
-    (record,) = rendered["prod"].of_type(CONFIG_MAP)
+    (record,) = [r for r in rendered["prod"].of_type(CONFIG_MAP)
+                 if r.inputs["metadata"]["labels"].get(labels.RECORD) == labels.RECORD_CLUSTER_IDENTITY]
     assert record.inputs["metadata"]["namespace"] == "kube-system"
     assert record.inputs["metadata"]["name"] == "gpu-driver-upgrade-prod"
     assert record.inputs["metadata"]["labels"] == {labels.RECORD: labels.RECORD_CLUSTER_IDENTITY}
@@ -272,7 +277,7 @@ def test_eks_prod_drops_retired_generations_and_pins_every_release(rendered: dic
 
 
 def test_eks_prod_installs_the_operator_with_driver_and_toolkit_disabled(rendered: dict[str, ProgramRun]) -> None:
-    assert type_counts(rendered["eks-prod"]) == {NODE_GROUP: 4, HELM_RELEASE: 1, PDB: 4, CONFIG_MAP: 1, K8S_PROVIDER: 1}
+    assert type_counts(rendered["eks-prod"]) == {NODE_GROUP: 4, HELM_RELEASE: 1, PDB: 4, CONFIG_MAP: 2, K8S_PROVIDER: 1}
     (release,) = rendered["eks-prod"].of_type(HELM_RELEASE)
     values = release.inputs["values"]
     assert values["driver"] == {"enabled": False}
@@ -462,7 +467,7 @@ def test_capacity_block_generations_split_the_reservation_between_their_node_gro
     # The pack counts both generations on the one reservation: no false shortage of spare capacity.
     from policy.evaluate import evaluate, from_registered, load_config, mandatory
 
-    assert mandatory(evaluate(from_registered(run.resources), load_config("prod"))) == []
+    assert past_the_gate(mandatory(evaluate(from_registered(run.resources), load_config("prod")))) == []
 
 
 def test_agent_pools_shed_only_the_sdks_api_version_aliases() -> None:

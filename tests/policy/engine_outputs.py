@@ -500,6 +500,9 @@ def component_outputs(run: ProgramRun, component: RegisteredResource) -> dict[st
     if kind == "PoolDriver":
         drivers = [c for c in children if c.type == rf.NVIDIA_DRIVER]
         return {"version": drivers[0].inputs["spec"]["version"]} if drivers else {}
+    if kind == "CanaryGate":
+        (record,) = [c for c in children if c.type == rf.CONFIG_MAP]
+        return {"canaryStack": record.inputs["data"]["canaryStack"]}
     records = [c for c in children if c.type == rf.CONFIG_MAP]
     return {"record": records[0].inputs["metadata"]["name"]} if records else {}
 

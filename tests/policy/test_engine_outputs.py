@@ -36,9 +36,10 @@ from policy.registry import REGISTRY
 from preview.run import ProgramRun, run_program
 from spec import labels
 from spec import resource_facts as rf
-from tests.conftest import EXAMPLE_STACKS, SHARED_CRDS, aks_image_owned, eks_operator_owned, stack_config
+from tests.conftest import EXAMPLE_STACKS, SHARED_CRDS, aks_image_owned, eks_operator_owned, past_the_gate, stack_config
 from tests.conftest import change as change_config
 from tests.policy import engine_outputs as eo
+from tests.policy.attested import attested_prod
 from tests.policy.engine_outputs import EngineResource, edit
 from tests.policy.variants import VARIANTS
 
@@ -92,10 +93,12 @@ def resource_reports(resources: list[EngineResource], stage: str | None) -> list
 
 
 @pytest.fixture(scope="module")
-def runs(rendered) -> dict[str, ProgramRun]:
+def runs(rendered, tmp_path_factory) -> dict[str, ProgramRun]:
     """The example stacks, the AKS prod stack with image-owned drivers (node-image generations) and the EKS
-    prod stack with operator-owned drivers (node groups on custom Ubuntu AMIs from launch templates)."""
+    prod stack with operator-owned drivers (node groups on custom Ubuntu AMIs from launch templates), and the
+    existing-cluster prod stack with the attestation of its canary (tests/policy/attested.py)."""
     return {**rendered, "aks-image-owned": run_program(aks_image_owned(), "prod"),
+            "existing-prod-attested": attested_prod(tmp_path_factory.mktemp("attested") / "project"),
             "eks-operator-owned": run_program(eks_operator_owned(), "eks-prod"),
             "aks-cluster-policy-mode": run_program(
                 change_config(stack_config("prod"), "gpuOperator", lambda op: op.update(useNvidiaDriverCrd=False)),
@@ -210,7 +213,7 @@ def test_node_group_outputs_carry_both_limits_as_the_bridge_stores_them(runs):
 
 # ---------------------------------------------------------------- no false violations
 
-EXAMPLES = [*EXAMPLE_STACKS, "aks-image-owned", "eks-operator-owned"]
+EXAMPLES = [*EXAMPLE_STACKS, "aks-image-owned", "eks-operator-owned", "existing-prod-attested"]
 
 
 @pytest.mark.parametrize("stack", EXAMPLES)
@@ -218,9 +221,14 @@ def test_examples_have_no_mandatory_violation_on_engine_outputs(runs, stack):
     run = runs[stack]
     outputs = eo.stack_outputs(run)
     reports = stack_reports(outputs, _stage(run)) + resource_reports(eo.stack_inputs(run), _stage(run))
-    assert [r for r in reports if r.level == "mandatory"] == []
+    assert past_the_gate(r for r in reports if r.level == "mandatory") == []
     # Every custom resource and component the program registers is there, with its output shape.
     assert {r.type for r in outputs} >= {r.type for r in run.resources}
+
+
+def test_the_prod_gate_admits_an_attested_driver_on_engine_outputs(runs):
+    run = runs["existing-prod-attested"]
+    assert [r for r in stack_reports(eo.stack_outputs(run), "prod") if r.policy == "canary-attested"] == []
 
 
 @pytest.mark.parametrize("stack", EXAMPLES)
@@ -364,6 +372,12 @@ OUTPUT_VARIANTS: dict[str, tuple[str, list[tuple[str, str | None, Callable[[dict
     "custom-ami-group-on-amazon-linux": (
         "eks-operator-owned", [_label(rf.EKS_NODE_GROUP, None, labels.POOL_OS, "amazonlinux2023", "labels")],
         "operator-supports-os", "no driver container for Amazon Linux 2023",
+    ),
+    # The promotion record as the API server returns it, its attestation changed after verify sealed it.
+    "promotion-record-with-a-changed-attestation": (
+        "existing-prod-attested", [(rf.CONFIG_MAP, "gpu-driver-upgrade-promotion", lambda p: p["data"].update(
+            {"580.173.02.json": p["data"]["580.173.02.json"].replace('"l40s-canary"', '"l40s-serving"')}))],
+        "canary-attested", "attestations/580.173.02.json: digest mismatch",
     ),
     "pool-record-on-amazon-linux": (
         "existing-prod", [_label(rf.CONFIG_MAP, "gpu-driver-upgrade-pool-l40s-serving", labels.POOL_OS,

@@ -21,6 +21,7 @@ ISSUE_IDS = {
     "cloud-pool-not-replaced", "per-pool-mode-own-change", "capacity-block-updated-empty",  # issue 7: changes
     # the cloud or the operator cannot take in one step
     "held-pool-pinned",  # issue 13: a held pool is held in every driver mode
+    "canary-attested",  # issue 10: the prod gate
 }
 
 

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rollout.cli import app
-from tests.conftest import PROJECT_DIR
+from tests.conftest import PROJECT_DIR, past_the_gate
 
 runner = CliRunner()
 
@@ -23,7 +23,8 @@ def plan(*args: str) -> tuple[int, str, str]:
 
 def test_plan_table_shows_what_a_reviewer_checks() -> None:
     code, out, _ = plan("--stack", "prod")
-    assert code == 0, out
+    assert code == 1, out  # the prod gate: the example ships no canary attestation yet (tests/conftest.py)
+    assert "canary-attested" in out
     for expected in (
         "gpu-gpua100",
         "nvcr.io/nvidia/driver:570.195.03",
@@ -39,8 +40,8 @@ def test_plan_table_shows_what_a_reviewer_checks() -> None:
 
 def test_plan_json_is_one_document_with_engine_inputs() -> None:
     code, out, _ = plan("--stack", "prod", "--json")
-    assert code == 0
     document = json.loads(out)
+    assert code == 1 and past_the_gate(v for v in document["violations"] if v["enforcement"] == "mandatory") == []
     assert document["stack"] == "prod"
     types = [r["type"] for r in document["resources"]]
     assert types.count("kubernetes:nvidia.com/v1alpha1:NVIDIADriver") == 3
@@ -53,8 +54,9 @@ def test_plan_json_is_one_document_with_engine_inputs() -> None:
 
 def test_plan_json_eks_prod_pins_release_versions_and_disables_the_driver() -> None:
     code, out, _ = plan("--stack", "eks-prod", "--json")
-    assert code == 0
-    resources = json.loads(out)["resources"]
+    document = json.loads(out)
+    assert code == 1 and past_the_gate(v for v in document["violations"] if v["enforcement"] == "mandatory") == []
+    resources = document["resources"]
     groups = [r["inputs"] for r in resources if r["type"] == "aws:eks/nodeGroup:NodeGroup"]
     assert groups and all(g["releaseVersion"] for g in groups)
     (release,) = [r["inputs"] for r in resources if r["type"] == "kubernetes:helm.sh/v3:Release"]
@@ -68,7 +70,7 @@ def test_plan_shows_a_precompiled_branch_as_such(tmp_path: Path) -> None:
     path = tmp_path / "Pulumi.prod.yaml"
     path.write_text(text)
     code, out, err = plan("--stack-file", str(path))
-    assert code == 0, err
+    assert code == 1, err  # the prod gate: no attestation for the branch (tests/conftest.py)
     assert "nvcr.io/nvidia/driver:580 (branch 580, precompiled" in out
     assert "nvcr.io/nvidia/driver:570 (branch 570, precompiled" in out
 

@@ -1,0 +1,54 @@
+"""A prod stack whose canary attested its driver: the existing-cluster example rendered in a project folder of
+its own, beside an attestation sealed here with ``spec.attestation.seal`` (standing in for the canary's
+`gpu-rollout verify`; nothing is written by hand) and with the canary stack's rendered outputs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from preview.run import PROGRAM_FILE, ProgramRun, run_program
+from spec import attestation as att
+from spec.attestation import AttestedCheck, AttestedPool
+from tests.conftest import PROJECT_DIR, stack_config
+
+PROD, CANARY = "existing-prod", "existing-canary"  # prod releases l40s-serving (ada); the canary runs L40S
+DRIVER = "580.173.02"
+
+
+def canary_attestation(**overrides: Any) -> att.Attestation:
+    """What a passing verify of the existing canary writes: 200 hours of soak, ended an hour ago."""
+    now = datetime.now(UTC)
+    fields: dict[str, Any] = {
+        "stack": CANARY,
+        "cluster": "lab-gpu-1",
+        "driver": DRIVER,
+        "operator_chart": "v26.7.0",
+        "pools": [AttestedPool.of("l40s-canary", "NVIDIA-L40S")],
+        "checks": [
+            AttestedCheck(id="driver-version", status="pass", subject="node l40s-0", message="580.173.02 on 1/1",
+                          evidence={"target": DRIVER}),
+            AttestedCheck(id="validation-job", status="pass", subject="pool l40s-canary", message="1 node passed"),
+        ],
+        "soak_start": now - timedelta(hours=201),
+        "soak_end": now - timedelta(hours=1),
+        "git_commit": "0123456789abcdef0123456789abcdef01234567",
+    }
+    fields.update(overrides)
+    return att.seal(**fields)
+
+
+def project_folder(folder: Path) -> Path:
+    """A project folder: the checkout's program linked; attestations/ is the caller's."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / PROGRAM_FILE).symlink_to(PROJECT_DIR / PROGRAM_FILE)
+    return folder
+
+
+def attested_prod(folder: Path) -> ProgramRun:
+    """existing-prod rendered from ``folder`` with a passing attestation and its canary's outputs."""
+    project = project_folder(folder)
+    att.write(project / att.ATTESTATION_DIR, canary_attestation())
+    canary = run_program(stack_config(CANARY), CANARY).outputs
+    return run_program(stack_config(PROD), PROD, project / PROGRAM_FILE, None, {CANARY: canary})
