@@ -107,17 +107,20 @@ def parse_config(raw: Mapping[str, Mapping[str, Any]]) -> dict[str, Entry]:
 
 
 def parse_history(raw: Sequence[Mapping[str, Any]]) -> list[Update]:
-    """`pulumi stack history --json` (newest first) as updates, newest first."""
+    """`pulumi stack history --json` (newest first, every page) as updates, newest first. The service
+    numbers its updates; the file backend gives every update version 0, so they are numbered here as the
+    service would: 1 for the oldest, in the order the history lists them."""
+    numbered = any(item.get("version") for item in raw)
     updates = [
         Update(
-            version=int(item.get("version") or 0),
+            version=int(item.get("version") or 0) if numbered else len(raw) - index,
             kind=str(item.get("kind", "")),
             result=str(item.get("result", "")),
             ended=item.get("endTime") is not None,
             start_time=str(item.get("startTime", "")),
             config=parse_config(item.get("config") or {}),
         )
-        for item in raw
+        for index, item in enumerate(raw)
     ]
     return sorted(updates, key=lambda u: u.version, reverse=True)
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pulumi import automation as auto
 
 PROJECT_NAME = "gpu-driver-upgrade"
+HISTORY_PAGE = 100
 UNDECRYPTABLE_HINTS = ("passphrase", "decrypt", "secrets manager", "secrets provider")
 
 
@@ -71,8 +72,13 @@ def _config_to_json(config: auto.ConfigMap) -> dict[str, Any]:
 def _read_history(stack: auto.Stack) -> list[history.Update]:
     from pulumi.automation import errors
 
+    summaries: list[auto.UpdateSummary] = []
     try:
-        return history.parse_history([_summary_to_json(s) for s in stack.history(show_secrets=True)])
+        while True:  # every page: the CLI returns 10 updates unless asked for more
+            page = stack.history(page_size=HISTORY_PAGE, page=len(summaries) // HISTORY_PAGE + 1, show_secrets=True)
+            summaries += page
+            if len(page) < HISTORY_PAGE:
+                return history.parse_history([_summary_to_json(s) for s in summaries])
     except errors.CommandError as error:
         raise _cli_refusal(f"stack {stack.name}'s history", error) from None
 

@@ -24,7 +24,9 @@ DRIVER_PATH = "/apis/nvidia.com/v1alpha1/nvidiadrivers/gpu-l40s-canary"
 
 
 def _history(pulumi: Pulumi, stack: str) -> list[dict]:
-    return pulumi.json("stack", "history", "--stack", stack, "--json")  # newest first
+    """Every update, newest first (the CLI lists 10 unless asked for more). The file backend gives each
+    version 0: rollback numbers them 1 for the oldest, which is len(history) - index here."""
+    return pulumi.json("stack", "history", "--stack", stack, "--json", "--page-size", "1000")
 
 
 def _driver_of(update: dict) -> str:
@@ -183,7 +185,8 @@ def test_a_driver_the_canary_never_ran_is_refused_unless_forced(prod_up: Result,
     key = KEY + "promotion.canaryStack"
     pulumi.run("config", "set", "--path", "--stack", PROD, key, empty)
     try:
-        last_good = next(u["version"] for u in _history(pulumi, PROD) if u["result"] == "succeeded")
+        past = _history(pulumi, PROD)
+        last_good = next(len(past) - i for i, u in enumerate(past) if u["result"] == "succeeded")
         result = _refused(pulumi, PROD, "--to-version", str(last_good))
         assert result.returncode == 1, result.describe()
         assert f"was never run by the canary stack '{empty}'" in result.stderr

@@ -160,6 +160,14 @@ def test_secrets_that_cannot_be_decrypted_refuse_with_exit_2() -> None:
     assert "secrets cannot be decrypted" in str(refused) and KEY + "changeTicket" in str(refused)
 
 
+def test_the_file_backend_s_unnumbered_updates_are_numbered_from_the_oldest() -> None:
+    raw = [entry(0, cli_config(CANARY_B)), entry(0, cli_config(CANARY_A), result="failed"),
+           entry(0, cli_config(CANARY_A))]  # as `pulumi stack history --json` of a file backend lists them
+    assert [(u.version, u.result) for u in history.parse_history(raw)] == [
+        (3, "succeeded"), (2, "failed"), (1, "succeeded")]
+    assert plan(raw, cli_config(CANARY_B)).target.version == 1
+
+
 def test_a_secret_left_out_by_the_cli_reads_as_secret() -> None:
     parsed = history.parse_config({KEY + "changeTicket": {"secret": True}})
     assert parsed[KEY + "changeTicket"] == history.Entry("[secret]", True)
