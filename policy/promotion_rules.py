@@ -76,6 +76,11 @@ def _targets(stack: StackFacts) -> tuple[dict[str, _Target], list[Finding]]:
     return targets, problems
 
 
+def _stack_name(stack: str) -> str:
+    """A stack's own name: ``org/project/canary`` and ``canary`` are the same canary stack."""
+    return stack.rsplit("/", 1)[-1]
+
+
 def _judge(target: _Target, record: Resource, gate: rf.PromotionFacts) -> Iterator[str]:
     """Why the record does not admit the target's driver: each reason, one line."""
     driver, canary = target.driver, gate.canary_stack or "(none)"
@@ -91,7 +96,7 @@ def _judge(target: _Target, record: Resource, gate: rf.PromotionFacts) -> Iterat
         except attestation.AttestationError as exc:
             yield str(exc)
         else:
-            if gate.canary_stack is not None and sealed.stack != gate.canary_stack:
+            if gate.canary_stack is not None and _stack_name(sealed.stack) != _stack_name(gate.canary_stack):
                 yield f"{source} was made on stack '{sealed.stack}', not on the canary stack '{gate.canary_stack}'"
             if gate.min_soak_hours is None:
                 yield "the promotion record states no minSoakHours"

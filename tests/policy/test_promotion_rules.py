@@ -312,3 +312,9 @@ def test_the_examples_with_their_canarys_attestation(tmp_path: Path, stack: str)
     found = [v["message"] for v in json.loads(result.stdout)["violations"] if v["policy"] == POLICY]
     assert found == UNCOVERED[stack]
     assert result.exit_code == (1 if found else 0)
+
+
+def test_a_fully_qualified_canary_stack_matches_the_attested_one(project: Path, canary_outputs: dict[str, Any]) -> None:
+    att.write(project / att.ATTESTATION_DIR, seal())  # verify records the stack name it was given: existing-canary
+    config = change(stack_config(PROD), "promotion", lambda p: p.update(canaryStack=f"organization/gpu-driver-upgrade/{CANARY}"))
+    assert gate(project, canary_outputs, config) == []
