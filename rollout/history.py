@@ -29,6 +29,8 @@ from spec.load import SpecError, spec_from_config
 SECRET_SHOWN = "[secret]"  # how a secret value is shown, never its text
 UNDECRYPTABLE = "ERROR_UNABLE_TO_DECRYPT"  # what `stack history --show-secrets` prints for a secret it cannot read
 SUCCEEDED, IN_PROGRESS = "succeeded", "in-progress"
+ROLLBACK_MESSAGE = "gpu-rollout rollback to update {version}"  # the message of every update rollback runs
+_ROLLBACK_MESSAGE = re.compile(r"^gpu-rollout rollback to update (\d+)\b")
 
 DRIVER, NODE_POOLS, PROMOTION, STAGE, GPU_OPERATOR = (
     f"{PROJECT}:driver", f"{PROJECT}:nodePools", f"{PROJECT}:promotion", f"{PROJECT}:stage", f"{PROJECT}:gpuOperator",
@@ -72,6 +74,7 @@ class Update:
     ended: bool
     start_time: str
     config: Config
+    message: str = ""
 
     @property
     def good(self) -> bool:
@@ -119,6 +122,7 @@ def parse_history(raw: Sequence[Mapping[str, Any]]) -> list[Update]:
             ended=item.get("endTime") is not None,
             start_time=str(item.get("startTime", "")),
             config=parse_config(item.get("config") or {}),
+            message=str(item.get("message") or ""),
         )
         for index, item in enumerate(raw)
     ]
@@ -217,6 +221,14 @@ def choose_target(history: Sequence[Update], current: Config, stack: str, to_ver
                 Exit.INVALID,
             )
         return found
+    unfinished = _ROLLBACK_MESSAGE.match(history[0].message)
+    if unfinished and not history[0].good:
+        target = unfinished.group(1)
+        raise RollbackRefused(
+            f"stack {stack}: the last update, a rollback to update {target}, {history[0].result}; finish it with "
+            f"`gpu-rollout rollback --stack {stack} --to-version {target} --yes` (or `pulumi up`) rather than "
+            "roll back from its half-set config"
+        )
     now = fingerprint(current)
     for update in history:
         if update.good and fingerprint(update.config) != now:
@@ -482,7 +494,8 @@ def plan_rollback(stack: str, history: Sequence[Update], current: Config, *, to_
     target = choose_target(history, current, stack, to_version)
     check_decryptable([(f"update {target.version} of stack {stack}", target.config)])
     changes = config_changes(current, target.config)
-    if not changes:
+    rerun = not changes and to_version is not None and not history[0].good
+    if not changes and not rerun:
         raise RollbackRefused(f"stack {stack}: update {target.version} ran the config the stack has now: "
                               "nothing to roll back")
     target_driver = driver_version(target.config)
@@ -515,6 +528,9 @@ def plan_rollback(stack: str, history: Sequence[Update], current: Config, *, to_
             _check_spec(stack, title, state)
             steps.append(Step(title, step_changes))
         before = state
+    if rerun:  # the config already holds the target's values, but the last update with them did not succeed
+        steps = [Step(f"`up` again: the config already holds update {target.version}'s values and the last "
+                      f"update {history[0].result}", [])]
     if apply_changes(current, [c for s in steps for c in s.changes]) != dict(target.config):
         raise AssertionError(f"the rollback steps of stack {stack} do not lead to update {target.version}'s config")
     untypeable = [c for s in steps for c in s.changes

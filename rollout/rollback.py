@@ -44,10 +44,11 @@ def _program(project_dir: Path) -> Callable[[], None]:
 
 
 def _first_error_line(error: Exception) -> str:
+    """The CLI's own `error: ...` line out of a CommandError (which holds the code, stdout and stderr)."""
     text = str(error)
-    lines = [line.strip() for line in text.splitlines() if line.strip().startswith("error:")]
-    if lines:
-        return lines[0].removeprefix("error:").strip()
+    for line in text.splitlines():
+        if "error:" in line:
+            return line.split("error:", 1)[1].strip()
     lines = [line.strip() for line in text.splitlines()
              if line.strip() and not line.strip().startswith(("code:", "stdout:", "stderr:"))]
     return lines[-1] if lines else " ".join(text.split())[:300]
@@ -60,6 +61,7 @@ def _summary_to_json(summary: auto.UpdateSummary) -> dict[str, Any]:
         "kind": summary.kind,
         "result": summary.result,
         "startTime": summary.start_time.isoformat() if summary.start_time else "",
+        "message": summary.message,
         "endTime": summary.end_time.isoformat() if summary.end_time else None,
         "config": {key: {"value": value.value, "secret": value.secret} for key, value in summary.config.items()},
     }
@@ -245,7 +247,7 @@ def execute(stack_name: str, project_dir: Path, *, to_version: int | None, dry_r
     say(f"step 1 of {len(plan.steps)}: {step.title}")
     _apply(stack, step)
     try:
-        stack.up(policy_packs=[pack], policy_pack_configs=[pack_config] if pack_config else None,
+        stack.up(message=history.ROLLBACK_MESSAGE.format(version=plan.target.version), policy_packs=[pack], policy_pack_configs=[pack_config] if pack_config else None,
                  on_output=lambda line: say(line.rstrip("\n")), color="never", show_secrets=False)
     except errors.CommandError as error:
         say(f"rollback: `pulumi up` failed after the config of step 1 was set ({_first_error_line(error)}); the "

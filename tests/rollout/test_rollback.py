@@ -207,6 +207,18 @@ def test_to_version_with_the_same_config_refuses() -> None:
     assert refused.code == Exit.FAILED and "nothing to roll back" in str(refused)
 
 
+def test_a_failed_rollback_is_finished_with_to_version_not_rolled_back_from() -> None:
+    failed = entry(4, cli_config(CANARY_A), result="failed")
+    failed["message"] = history.ROLLBACK_MESSAGE.format(version=2)
+    past = [failed, entry(3, cli_config(CANARY_B)), entry(2, cli_config(CANARY_A))]
+    refused = refusal(past, cli_config(CANARY_A))  # else update 3 (driver B) would be the target
+    assert refused.code == Exit.FAILED
+    assert "the last update, a rollback to update 2, failed" in str(refused) and "--to-version 2 --yes" in str(refused)
+    finish = plan(past, cli_config(CANARY_A), to_version=2)  # the config the failed rollback set
+    assert finish.target.version == 2 and finish.changes == []
+    assert [(s.title.split(":")[0], s.changes) for s in finish.steps] == [("`up` again", [])]
+
+
 def test_a_refresh_is_no_update_to_go_back_to() -> None:
     past = [entry(2, cli_config(CANARY_A), kind="refresh"), entry(1, cli_config(CANARY_B))]
     assert plan(past, cli_config(CANARY_A)).target.version == 1
