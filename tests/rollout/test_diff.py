@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from preview import diff as compare
 from rollout import diff as verb
 from rollout.cli import app
+from tests.conftest import PROJECT_DIR
 from tests.rollout.gitrepo import GIT_ENV, GitRepo
 
 runner = CliRunner()
@@ -348,3 +349,65 @@ def test_a_promoted_stack_reads_its_canary_as_plan_does(repo: GitRepo) -> None:
     assert {(v.policy, v.resource, v.message) for v in diff.introduced} == \
         {(v.policy, v.resource, v.message) for v in alone.violations}
     assert any(v.policy == "canary-attested" for v in alone.violations)  # the canary reference was read
+
+
+# ---------------------------------------------------------------- generated stack files (issue 12 point 5)
+
+from hypothesis import event, given, settings  # noqa: E402 - the generated-input section only
+from hypothesis import strategies as st  # noqa: E402
+
+from rollout.exits import Exit  # noqa: E402
+from spec.load import SpecError, load_stack_file  # noqa: E402
+from tests.rollout.test_no_traceback import EXAMPLE, SETTINGS, huge, mutations  # noqa: E402
+
+FUZZ = settings(SETTINGS, max_examples=20)
+
+
+@pytest.fixture(scope="module")
+def fuzz_repo(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    return GitRepo(tmp_path_factory.mktemp("fuzz") / "fleet")
+
+
+def _refused(content: bytes, folder: Path) -> bool:
+    """The loader refuses ``content`` as a stack file (the shape of a stack, not the program's own checks)."""
+    path = folder / "Pulumi.generated.yaml"
+    path.write_bytes(content)
+    try:
+        load_stack_file(path)
+    except SpecError:
+        return True
+    return False
+
+
+@FUZZ
+@given(content=mutations(EXAMPLE, huge(5 * 1024)), side=st.sampled_from(["head", "base"]))
+def test_any_stack_file_on_either_side_gives_an_outcome_never_a_traceback(fuzz_repo: GitRepo, content: bytes,
+                                                                           side: str) -> None:
+    """A generated prod stack file at head (the work tree) or at base (a commit): a head the loader refuses
+    exits 2 with its reasons and prints nothing on stdout; a base it refuses is a note (exit 0); a file that
+    loads renders (0). Never exit 70, never a traceback."""
+    path = fuzz_repo.root / "Pulumi.prod.yaml"
+    valid = (PROJECT_DIR / "Pulumi.prod.yaml").read_bytes()
+    path.write_bytes(content if side == "base" else valid)
+    base = fuzz_repo.commit("generated base" if side == "base" else "valid base")
+    path.write_bytes(content if side == "head" else valid)
+    refused, too_big = _refused(content, fuzz_repo.root.parent), len(content) > 4 * 1024 * 1024
+    event(f"{side}: {'too big' if too_big else 'refused' if refused else 'loads'}")
+    try:
+        result = runner.invoke(app, ["diff", "--project-dir", str(fuzz_repo.root), "--base", base, "--stack",
+                                     "prod", "--json"], env=GIT_ENV)
+    finally:
+        path.write_bytes(valid)
+    assert result.exit_code != Exit.INTERNAL, result.stderr
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output
+    if too_big:  # refused unread, whichever side: the flag and the file are named
+        assert result.exit_code == Exit.INVALID and f"--{side}:" in result.stderr, result.stderr
+    elif refused and side == "head":
+        assert result.exit_code == Exit.INVALID and result.stdout == "", result.output
+        assert result.stderr.startswith("invalid config"), result.stderr
+    elif refused:
+        assert result.exit_code == Exit.OK, result.stderr
+        assert f"{base}:Pulumi.prod.yaml: " in json.loads(result.stdout)["stacks"][0]["note"]
+    else:
+        assert result.exit_code in (Exit.OK, Exit.INVALID), result.output  # INVALID: the program refuses it
