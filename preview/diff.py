@@ -217,6 +217,7 @@ class StackDiff:
     changes: tuple[Change, ...]
     introduced: tuple[Violation, ...]  # verdicts at head that base did not have
     fixed: tuple[Violation, ...]  # verdicts at base that head no longer has
+    standing: tuple[Violation, ...] = ()  # mandatory verdicts at head that base had too (the change keeps them)
     risks: tuple[Risk, ...] = field(default=())
     note: str | None = None  # why a side is missing although its file exists (base not renderable)
 
@@ -229,7 +230,8 @@ class StackDiff:
             "stack": self.stack, "file": self.file, "status": self.status.value,
             "changes": [c.as_json() for c in self.changes],
             "violations": {"introduced": [v.as_json() for v in self.introduced],
-                           "fixed": [v.as_json() for v in self.fixed]},
+                           "fixed": [v.as_json() for v in self.fixed],
+                           "standing": [v.as_json() for v in self.standing]},
             "risks": [r.as_json() for r in self.risks],
             "note": self.note,
         }
@@ -275,8 +277,9 @@ def compare(stack: str, file: str, base: StackView | None, head: StackView | Non
     after = {_verdict(v): v for v in (head.violations if head else ())}
     introduced = tuple(v for key, v in after.items() if key not in before)
     fixed = tuple(v for key, v in before.items() if key not in after) if head is not None else ()
+    standing = tuple(v for key, v in after.items() if key in before and v.enforcement == Level.MANDATORY)
     note = f"the base side does not render with the program under review, so head is shown whole: {base_error}" if base_error else None
-    diff = StackDiff(stack, file, status, tuple(changes(base, head)), introduced, fixed, note=note)
+    diff = StackDiff(stack, file, status, tuple(changes(base, head)), introduced, fixed, standing, note=note)
     return replace(diff, risks=tuple(risks(diff, base, head, unattested)))
 
 
@@ -379,6 +382,10 @@ def markdown(report: Report) -> str:
         if diff.fixed:
             lines.append("**Fixed**")
             lines += [f"- {_line(v.message)} ({v.policy}, {v.enforcement.value})" for v in diff.fixed]
+            lines.append("")
+        if diff.standing:
+            lines.append("**Still refused** (mandatory at base already; this change keeps it)")
+            lines += [f"- {_line(v.message)} ({v.policy})" for v in diff.standing]
             lines.append("")
     if report.unchanged:
         lines.append(f"Unchanged: {', '.join(f'`{s}`' for s in report.unchanged)}.")

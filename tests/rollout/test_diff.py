@@ -7,11 +7,14 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from policy.evaluate import Violation
+from policy.findings import Level
 from preview import diff as compare
 from rollout import diff as verb
 from rollout.cli import app
@@ -263,7 +266,7 @@ def test_json_is_one_stable_document(repo: GitRepo) -> None:
     (stack,) = document["stacks"]
     assert set(stack) == {"stack", "file", "status", "changes", "violations", "risks", "note"}
     assert {"subject": "driver", "field": "version", "base": "580.173.02", "head": "580.159.04"} in stack["changes"]
-    assert set(stack["violations"]) == {"introduced", "fixed"}
+    assert set(stack["violations"]) == {"introduced", "fixed", "standing"}
 
 
 def test_markdown_is_one_comment_with_a_table_and_the_risks(repo: GitRepo) -> None:
@@ -411,3 +414,23 @@ def test_any_stack_file_on_either_side_gives_an_outcome_never_a_traceback(fuzz_r
         assert f"{base}:Pulumi.prod.yaml: " in json.loads(result.stdout)["stacks"][0]["note"]
     else:
         assert result.exit_code in (Exit.OK, Exit.INVALID), result.output  # INVALID: the program refuses it
+
+
+def test_verdicts_are_introduced_fixed_or_standing_by_policy_resource_and_level() -> None:
+    def side(*violations: Violation) -> compare.StackView:
+        return compare.StackView("prod", "prod", {("driver", "version"): "580.173.02"}, {}, violations)
+
+    kept = Violation("canary-attested", Level.MANDATORY, "promotion", "no attestation for 580.173.02")
+    kept_reworded = Violation("canary-attested", Level.MANDATORY, "promotion", "no attestation for 595.91.07")
+    gone = Violation("operator-supports-driver", Level.ADVISORY, "gpu-gpuh100", "R570 not listed")
+    new = Violation("cloud-pool-not-replaced", Level.MANDATORY, "gpuh100", "vmSize changes")
+    raised = Violation("held-pool-pinned", Level.ADVISORY, "gpua100", "may grow")
+
+    diff = compare.compare("prod", "Pulumi.prod.yaml", side(kept, gone, raised),
+                           side(kept_reworded, new, replace(raised, enforcement=Level.MANDATORY)))
+
+    assert [v.policy for v in diff.standing] == ["canary-attested"]  # a message quoting versions is the same verdict
+    assert [v.policy for v in diff.fixed] == ["operator-supports-driver", "held-pool-pinned"]
+    assert [(v.policy, v.enforcement) for v in diff.introduced] == [
+        ("cloud-pool-not-replaced", Level.MANDATORY), ("held-pool-pinned", Level.MANDATORY)]
+    assert diff.newly_mandatory == diff.introduced
