@@ -54,10 +54,6 @@ class Side:
     files: Mapping[str, StackBlob]  # by stack name
     flag: str  # the option that chose it: --base or --head
 
-    @property
-    def short(self) -> str:
-        return self.commit[:12] if self.commit else WORK_TREE
-
 
 class Repository:
     """The git repository holding a Pulumi project folder (which may be a subfolder of it)."""
@@ -128,14 +124,19 @@ class Repository:
                 found[match["stack"]] = StackBlob(match["stack"], name, size, blob=parts[2])
         return found
 
-    def read(self, side: Side, stack: str) -> bytes:
-        """The bytes of a side's stack file; refused unread past the stack-file limit (spec.load)."""
+    def check_size(self, side: Side, stack: str) -> None:
+        """A stack file past the stack-file limit (spec.load) is refused unread."""
         file = side.files[stack]
         if file.size > MAX_STACK_FILE_BYTES:
             raise RevisionError(
                 side.flag,
                 f"{side.label}:{self.prefix}{file.name} is larger than {MAX_STACK_FILE_BYTES // (1024 * 1024)} MiB",
             )
+
+    def read(self, side: Side, stack: str) -> bytes:
+        """The bytes of a side's stack file; refused unread past the stack-file limit."""
+        self.check_size(side, stack)
+        file = side.files[stack]
         if file.path is not None:
             return file.path.read_bytes()
         done = subprocess.run(["git", "cat-file", "blob", str(file.blob)], cwd=self.project_dir, capture_output=True,

@@ -1,8 +1,9 @@
 """`gpu-rollout diff`: what a change to the stack files does to each stack, between two git revisions.
 
-Both sides of every changed stack are rendered in this one process by the engine `gpu-rollout plan` uses
-(:func:`rollout.plan.run`: the project's ``__main__.py`` under Pulumi's mocks, then the stage's policy
-report), so the SDKs are imported once. Both sides run the work tree's program: the diff is of config, as
+Both sides of every changed stack are rendered in this one process by the engine `gpu-rollout plan` uses,
+step for step (:mod:`rollout.plan`: the ownership check, the canary reference, the project's ``__main__.py``
+under Pulumi's mocks through :func:`preview.run.run_program`, then the stage's policy report), so the SDKs
+are imported once. Both sides run the work tree's program: the diff is of config, as
 the code under review would deploy it. The head side is rendered against the base side's outputs as its
 last deployment, so the rules that compare with a deployment (``cloud-pool-not-replaced``,
 ``per-pool-mode-own-change``) judge the step from base to head. The comparison is :mod:`preview.diff`;
@@ -26,7 +27,7 @@ from typing import Any
 
 from policy.evaluate import from_registered
 from preview import diff as compare
-from preview.run import ProgramRun
+from preview.run import PROGRAM_FILE, ProgramRun, run_program
 from preview.revisions import Repository, RevisionError, Side
 from rollout import console as consoles
 from rollout import plan
@@ -49,7 +50,7 @@ class _Files:
     def path(self, side: Side, stack: str) -> Path:
         file = side.files[stack]
         if file.path is not None:
-            self.repo.read(side, stack)  # the size bound, as for a revision's file
+            self.repo.check_size(side, stack)  # the size bound, as for a revision's file
             return file.path
         folder = self._folders.get(side.flag)
         if folder is None:
@@ -97,7 +98,11 @@ class _Renderer:
     for every rendering of the prod stack. The canary reference reads the canary's driver and pools."""
 
     def __init__(self, files: _Files, project_dir: Path) -> None:
-        self.files, self.project_dir = files, project_dir
+        self.files, self.program = files, project_dir / PROGRAM_FILE
+        if not self.program.is_file():
+            raise SpecError([SpecProblem("--project-dir", f"no Pulumi program {self.program}: diff renders both "
+                                         "sides with the project's program (the folder with Pulumi.yaml)")])
+        self._owners_checked: set[tuple[str, str]] = set()
         self._configs: dict[tuple[str, str], dict[str, str]] = {}
         self._outputs: dict[tuple[str, str], dict[str, Any]] = {}  # (side, stack) -> a rendering's outputs
         self._first: dict[tuple[str, frozenset[tuple[str, str]]], dict[str, Any]] = {}  # by content
@@ -110,10 +115,14 @@ class _Renderer:
         return self._configs[key]
 
     def canary(self, side: Side, stack: str) -> str | None:
-        """The canary stack a stack is promoted from, when that stack file is on this side."""
+        """The canary stack a stack is promoted from, when that stack file is on this side (None too for a
+        file that is no valid stack: it is reported where it is compared)."""
         key = (side.flag, stack)
         if key not in self._canaries:
-            promotion = spec_from_config(self.config(side, stack), source=stack).promotion
+            try:
+                promotion = spec_from_config(self.config(side, stack), source=stack).promotion
+            except SpecError:
+                promotion = None
             name = promotion.canaryStack.rsplit("/", 1)[-1] if promotion is not None else None
             self._canaries[key] = name if name in side.files and name != stack else None
         return self._canaries[key]
@@ -132,8 +141,15 @@ class _Renderer:
         return self._first[key]
 
     def _run(self, side: Side, stack: str, previous: dict[str, Any] | None) -> ProgramRun:
-        return plan.run(stack, self.files.path(side, stack), self.project_dir, previous,
-                        self._canary_outputs(side, stack))
+        """What `plan.run` does, with the stack file read once per side and the ownership check (which reads
+        the canary's file) made once per side: YAML is parsed in pure Python, and a diff renders each
+        stack three times."""
+        config, path = self.config(side, stack), self.files.path(side, stack)
+        if (side.flag, stack) not in self._owners_checked:
+            plan.check_ownership(config, path)
+            self._owners_checked.add((side.flag, stack))
+        referenced = plan.canary_stack_outputs(config, path, self.program, self._canary_outputs(side, stack))
+        return run_program(config, stack, self.program, previous, referenced)
 
     def render(self, side: Side, stack: str, previous: dict[str, Any] | None) -> compare.StackView:
         """One side of a stack: rendered on ``previous`` as its last deployment, with its policy report."""
@@ -173,7 +189,7 @@ def build(project_dir: Path, base: str | None, head: str | None, stacks: list[st
         try:
             # Canary stacks first: a promoted stack's reference to its canary reuses the canary's rendering.
             promoted = {n for n in chosen for side in (base_side, head_side)
-                        if n in side.files and _readable(renderer, side, n) and renderer.canary(side, n)}
+                        if n in side.files and _config_reads(renderer, side, n) and renderer.canary(side, n)}
             for stack in sorted(chosen, key=lambda n: n in promoted):
                 diff = _one(repo, renderer, base_side, head_side, stack, unattested)
                 if diff is None:
@@ -189,10 +205,10 @@ def build(project_dir: Path, base: str | None, head: str | None, stacks: list[st
     )
 
 
-def _readable(renderer: _Renderer, side: Side, stack: str) -> bool:
-    """The side's stack file reads as a stack; a file that does not is reported where it is compared."""
+def _config_reads(renderer: _Renderer, side: Side, stack: str) -> bool:
+    """The side's stack file reads as YAML config; one that does not is reported where it is compared."""
     try:
-        spec_from_config(renderer.config(side, stack), source=stack)
+        renderer.config(side, stack)
     except SpecError:
         return False
     return True
