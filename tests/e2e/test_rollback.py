@@ -19,8 +19,11 @@ from tests.e2e.pulumi_cli import Pulumi, Result, gpu_rollout, snapshot
 
 CANARY, PROD = "existing-canary", "existing-prod"
 A, B = "580.173.02", "595.91.07"  # the shipped target, and a release the operator v26.7.0 also supports
-TICKET_A, TICKET_B = "CHG-20261203-0101", "CHG-20261203-0102"  # kept secret: never printed
+NOTE_A, NOTE_B = "rollback-note-a", "rollback-note-b"  # kept secret: never printed
 KEY = "gpu-driver-upgrade:"
+# A secret key outside the project's namespace: the program does not read it (the canary's PDBs and
+# `gpu-rollout plan` of its stack file stay as the other tests expect), the engine records it per update.
+SECRET = "e2e:rollbackNote"
 DRIVER_PATH = "/apis/nvidia.com/v1alpha1/nvidiadrivers/gpu-l40s-canary"
 
 
@@ -51,19 +54,19 @@ def _refused(pulumi: Pulumi, stack: str, *args: str, env: dict[str, str] | None 
 
 @pytest.fixture(scope="module")
 def rolled_back(canary_up: Result, pulumi: Pulumi, policy_pack: Path, cluster: Rest) -> dict:
-    """Canary `up` on driver A, `up` on driver B (both with a secret change ticket), then `rollback --yes`;
+    """Canary `up` on driver A, `up` on driver B (each with another secret), then `rollback --yes`;
     what each step showed, in order."""
     record: dict = {}
     # Before: every good update of the canary ran A, the current driver: nothing earlier to go back to.
     assert {_driver_of(u) for u in _history(pulumi, CANARY) if u["result"] == "succeeded"} == {A}
     record["nothing_earlier"] = _refused(pulumi, CANARY)
 
-    pulumi.run("config", "set", "--secret", "--stack", CANARY, KEY + "changeTicket", TICKET_A)
+    pulumi.run("config", "set", "--secret", "--stack", CANARY, SECRET, NOTE_A)
     _up(pulumi, policy_pack, CANARY)
     record["history_before"] = len(_history(pulumi, CANARY))
     pulumi.run("config", "set", "--path", "--stack", CANARY, KEY + "driver.version", B)
     pulumi.run("config", "set", "--path", "--stack", CANARY, KEY + "driver.previousVersion", A)
-    pulumi.run("config", "set", "--secret", "--stack", CANARY, KEY + "changeTicket", TICKET_B)
+    pulumi.run("config", "set", "--secret", "--stack", CANARY, SECRET, NOTE_B)
     _up(pulumi, policy_pack, CANARY)
     record["driver_on_b"] = cluster.get(DRIVER_PATH)["spec"]["version"]
 
@@ -76,7 +79,7 @@ def rolled_back(canary_up: Result, pulumi: Pulumi, policy_pack: Path, cluster: R
                                      str(policy_pack), "--policy-pack-config", "policy/canary.json")
     record["driver_after"] = cluster.get(DRIVER_PATH)["spec"]["version"]
     record["history_after"] = _history(pulumi, CANARY)
-    record["ticket_after"] = pulumi.run("config", "get", "--stack", CANARY, KEY + "changeTicket").stdout.strip()
+    record["note_after"] = pulumi.run("config", "get", "--stack", CANARY, SECRET).stdout.strip()
     record["stack_file_after"] = (pulumi.project / f"Pulumi.{CANARY}.yaml").read_text()
     return record
 
@@ -95,19 +98,19 @@ def test_rollback_shows_the_changes_and_commands_and_changes_nothing_without_yes
     target = rolled_back["history_before"]  # the update on A with ticket A
     assert f"Rollback of stack {CANARY} to update {target}" in dry.stdout
     assert f"{KEY}driver.version: {B} -> {A}" in dry.stdout
-    assert f"{KEY}changeTicket: [secret] -> [secret]" in dry.stdout
+    assert f"{SECRET}: [secret] -> [secret]" in dry.stdout
     assert f"pulumi config set --path --stack {CANARY} {KEY}driver.version -- {A}" in dry.stdout
-    assert f"pulumi config set --secret --stack {CANARY} {KEY}changeTicket" in dry.stdout
+    assert f"pulumi config set --secret --stack {CANARY} {SECRET}" in dry.stdout
     pack = pulumi.project.resolve() / "policy"  # the project's pack folder, and its stage's config
     assert f"pulumi up --stack {CANARY} --policy-pack {pack} --policy-pack-config {pack / 'canary.json'}" in dry.stdout
     assert "one at a time" in dry.stdout and "maxParallelUpgrades 1" in dry.stdout
     document = json.loads(rolled_back["plan_json"].stdout)
     assert document["target"]["version"] == target and document["applies"] is False
-    assert {c["path"]: (c["old"], c["new"]) for c in document["changes"]}[KEY + "changeTicket"] == (
+    assert {c["path"]: (c["old"], c["new"]) for c in document["changes"]}[SECRET] == (
         "[secret]", "[secret]")
     assert rolled_back["unchanged_by_plans"]
     for result in (dry, rolled_back["plan_json"], rolled_back["rollback"]):
-        assert TICKET_A not in result.output and TICKET_B not in result.output
+        assert NOTE_A not in result.output and NOTE_B not in result.output
 
 
 def test_rollback_yes_puts_the_nvidiadriver_back_and_adds_one_update(rolled_back: dict) -> None:
@@ -120,10 +123,10 @@ def test_rollback_yes_puts_the_nvidiadriver_back_and_adds_one_update(rolled_back
     assert [u["result"] for u in newest] == ["succeeded"] * 3
     assert [_driver_of(u) for u in newest] == [A, B, A]
     assert newest[0]["environment"].get("exec.kind") == "auto.inline"  # run through the Automation API
-    # The secret went back as a secret: encrypted in the stack file and in the history, with ticket A's value.
-    assert newest[0]["config"][KEY + "changeTicket"]["secret"] is True
-    assert rolled_back["ticket_after"] == TICKET_A
-    assert TICKET_A not in rolled_back["stack_file_after"] and "secure:" in rolled_back["stack_file_after"]
+    # The secret went back as a secret: encrypted in the stack file and in the history, with update A's value.
+    assert newest[0]["config"][SECRET]["secret"] is True
+    assert rolled_back["note_after"] == NOTE_A
+    assert NOTE_A not in rolled_back["stack_file_after"] and "secure:" in rolled_back["stack_file_after"]
 
 
 def test_the_engine_ran_the_policy_pack_on_the_rollback(rolled_back: dict) -> None:
