@@ -34,7 +34,7 @@ from rollout import plan
 from rollout.console import say
 from rollout.exits import Exit
 from spec import attestation
-from spec.load import SpecError, SpecProblem, read_stack_file, spec_from_config
+from spec.load import MAX_STACK_FILE_BYTES, SpecError, SpecProblem, read_stack_file, spec_from_config
 
 
 class _Files:
@@ -49,14 +49,15 @@ class _Files:
 
     def path(self, side: Side, stack: str) -> Path:
         file = side.files[stack]
+        self.repo.check_size(side, stack)  # refused unread past the bound, at a revision or in the work tree
         if file.path is not None:
-            self.repo.check_size(side, stack)  # the size bound, as for a revision's file
             return file.path
         folder = self._folders.get(side.flag)
         if folder is None:
             folder = Path(self._exits.enter_context(tempfile.TemporaryDirectory(prefix="gpu-rollout-diff-")))
-            for name in side.files:
-                (folder / side.files[name].name).write_bytes(self.repo.read(side, name))
+            for name, other in side.files.items():
+                if other.size <= MAX_STACK_FILE_BYTES:  # one past the bound fails only where it is compared
+                    (folder / other.name).write_bytes(self.repo.read(side, name))
             self._folders[side.flag] = folder
         return folder / file.name
 
