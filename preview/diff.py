@@ -12,8 +12,8 @@ any two renderings, and the Pulumi SDK is never imported here.
 Risks are said in plain words and come from two places only: the policy verdicts (a verdict new at head,
 such as ``cloud-pool-not-replaced`` when a change would replace a node group, is reported with the rule's
 own message) and what the verdicts cannot know: a prod pool moving to a driver the canary has not attested
-(the attestations are files in the repository, looked up through a callable the caller passes), a stack
-file removed, the driver changing owner.
+(the attestations are files in the repository, looked up through a callable the caller passes), a pool or
+a stack file removed, the driver changing owner.
 """
 
 from __future__ import annotations
@@ -244,7 +244,8 @@ def _verdict(v: Violation) -> tuple[str, str, str]:
 
 
 def _summary(facts: Mapping[str, str]) -> str:
-    """A subject on one side only, in one cell (its upgrade policy is left to the table's own rows)."""
+    """A subject on one side only, in one cell: its main facts (the upgrade policy and the replace-only
+    fields of a pool that only one side has are left out; the rendering shows them)."""
     return ", ".join(f"{name} {value}" for name, value in facts.items()
                      if value != NONE and not name.startswith(("upgrade policy", REPLACE_ONLY)))
 
@@ -327,10 +328,6 @@ class Report:
     head: Mapping[str, str | None]
     stacks: tuple[StackDiff, ...]
     unchanged: tuple[str, ...] = ()
-
-    @property
-    def newly_mandatory(self) -> list[Violation]:
-        return [v for s in self.stacks for v in s.newly_mandatory]
 
     def as_json(self) -> dict[str, Any]:
         return {
