@@ -245,13 +245,15 @@ def execute(stack_name: str, project_dir: Path, *, to_version: int | None, dry_r
         return Exit.FAILED
     step = plan.steps[0]
     say(f"step 1 of {len(plan.steps)}: {step.title}")
-    _apply(stack, step)
     try:
-        stack.up(message=history.ROLLBACK_MESSAGE.format(version=plan.target.version), policy_packs=[pack], policy_pack_configs=[pack_config] if pack_config else None,
+        _apply(stack, step)
+        stack.up(message=history.ROLLBACK_MESSAGE.format(version=plan.target.version), policy_packs=[pack],
+                 policy_pack_configs=[pack_config] if pack_config else None,
                  on_output=lambda line: say(line.rstrip("\n")), color="never", show_secrets=False)
     except errors.CommandError as error:
-        say(f"rollback: `pulumi up` failed after the config of step 1 was set ({_first_error_line(error)}); the "
-            f"stack's config now holds update {plan.target.version}'s values for the keys above")
+        say(f"rollback: the pulumi CLI failed after step 1 began ({_first_error_line(error)}); the stack's config "
+            f"may now hold update {plan.target.version}'s values for the keys above: fix the cause, then "
+            f"`gpu-rollout rollback --stack {stack_name} --to-version {plan.target.version} --yes`")
         return Exit.FAILED
     if len(plan.steps) > 1:
         say(f"step 1 done; when `gpu-rollout watch --stack {stack_name}` shows the pools healthy, continue with "

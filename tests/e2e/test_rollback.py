@@ -123,6 +123,7 @@ def test_rollback_yes_puts_the_nvidiadriver_back_and_adds_one_update(rolled_back
     assert [u["result"] for u in newest] == ["succeeded"] * 3
     assert [_driver_of(u) for u in newest] == [A, B, A]
     assert newest[0]["environment"].get("exec.kind") == "auto.inline"  # run through the Automation API
+    assert newest[0]["message"] == f"gpu-rollout rollback to update {rolled_back['history_before']}"
     # The secret went back as a secret: encrypted in the stack file and in the history, with update A's value.
     assert newest[0]["config"][SECRET]["secret"] is True
     assert rolled_back["note_after"] == NOTE_A
