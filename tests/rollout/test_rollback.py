@@ -376,3 +376,39 @@ def test_yes_batches_plain_leaves_and_sets_secrets_one_by_one_in_order() -> None
         ("rm-all", True, [KEY + "driver.previousVersion"]),
         ("set-all", True, {KEY + "driver.version": ("570.195.03", False)}),
     ]
+
+
+def test_the_automation_api_s_summaries_read_like_the_cli_s_json() -> None:
+    """Stack.history() hands back the SDK's UpdateSummary objects, parsed from `stack history --json`; the
+    verb turns them back into that document, and the analysis reads the same updates from both."""
+    from datetime import datetime
+
+    from pulumi.automation import UpdateSummary
+
+    from rollout import rollback
+
+    raw = [entry(0, cli_config(CANARY_B, {KEY + "changeTicket": "CHG-B"})), entry(0, cli_config(CANARY_A))]
+    raw[0]["message"] = history.ROLLBACK_MESSAGE.format(version=1)
+    summaries = [UpdateSummary(kind=r["kind"], start_time=datetime(2026, 12, 3, 10), message=r["message"],
+                               environment=r["environment"], config=r["config"], result=r["result"],
+                               end_time=datetime(2026, 12, 3, 11), version=r["version"]) for r in raw]
+    via_sdk = history.parse_history([rollback._summary_to_json(s) for s in summaries])
+    direct = history.parse_history(raw)
+    assert [(u.version, u.result, u.message, u.config) for u in via_sdk] == [
+        (u.version, u.result, u.message, u.config) for u in direct]
+    assert via_sdk[0].config[KEY + "changeTicket"] == history.Entry("CHG-B", True)
+
+
+def test_the_cli_s_error_line_is_what_a_refusal_names() -> None:
+    from pulumi.automation.errors import CommandError
+
+    from rollout import rollback
+
+    class Result:
+        def __str__(self) -> str:
+            return ("\n code: 255\n stdout: \n stderr: error: decrypting secrets: incorrect passphrase\n")
+
+    refused = rollback._cli_refusal("stack s's history", CommandError(Result()))  # type: ignore[arg-type]
+    assert refused.code == Exit.INVALID
+    assert str(refused).startswith("stack s's history: secrets cannot be decrypted (decrypting secrets: incorrect "
+                                   "passphrase)")
