@@ -118,7 +118,6 @@ from spec.resource_facts.promotion import (
     promotion_data,
     is_promotion_record,
     read_promotion,
-    attestation_key,
     drivers_text,
 )
 
@@ -209,6 +208,5 @@ __all__ = [
     "promotion_data",
     "is_promotion_record",
     "read_promotion",
-    "attestation_key",
     "drivers_text",
 ]

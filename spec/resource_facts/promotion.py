@@ -10,6 +10,7 @@ released pools target, as read from the file. The rule (``canary-attested``) jud
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +23,10 @@ CANARY_STACK = "canaryStack"
 MIN_SOAK_HOURS = "minSoakHours"
 CANARY_DRIVERS = "canaryDrivers"  # comma-separated; empty when the canary stack shows none
 ATTESTED = "attested"  # comma-separated drivers with a file in attestations/
-ATTESTATION_SUFFIX = ".json"  # data key <driver>.json: the text of attestations/<driver>.json
+# One key, a JSON object driver -> the text of attestations/<driver>.json. Not a key per driver: in a preview
+# the engine shows the pack the API server's dry-run of the apply, merged into the live object, where a key
+# this deployment no longer sends (an attestation file removed) would still be there.
+ATTESTATIONS = "attestations"
 
 
 @dataclass(frozen=True)
@@ -52,10 +56,6 @@ def read_drivers(text: Any) -> frozenset[str] | None:
     return frozenset(v.strip() for v in text.split(",") if v.strip())
 
 
-def attestation_key(driver: str) -> str:
-    return f"{driver}{ATTESTATION_SUFFIX}"
-
-
 def promotion_data(
     canary_stack: str, min_soak_hours: float, canary_drivers: Any, attested: Iterable[str], texts: Mapping[str, str]
 ) -> dict[str, Any]:
@@ -65,7 +65,7 @@ def promotion_data(
         MIN_SOAK_HOURS: f"{min_soak_hours:g}",
         CANARY_DRIVERS: canary_drivers,
         ATTESTED: drivers_text(attested),
-        **{attestation_key(driver): text for driver, text in sorted(texts.items())},
+        ATTESTATIONS: json.dumps(dict(texts), sort_keys=True, ensure_ascii=False),
     }
 
 
@@ -80,11 +80,11 @@ def read_promotion(props: Mapping[str, Any]) -> PromotionFacts:
     except (TypeError, ValueError):
         hours = None
     stack = data.get(CANARY_STACK)
-    texts = {
-        key.removesuffix(ATTESTATION_SUFFIX): value
-        for key, value in data.items()
-        if key.endswith(ATTESTATION_SUFFIX) and isinstance(value, str)
-    }
+    try:
+        found = json.loads(data.get(ATTESTATIONS) or "{}")
+    except (TypeError, ValueError):
+        found = {}
+    texts = {k: v for k, v in found.items() if isinstance(v, str)} if isinstance(found, dict) else {}
     return PromotionFacts(
         canary_stack=stack if isinstance(stack, str) and stack else None,
         min_soak_hours=hours,

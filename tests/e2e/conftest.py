@@ -175,7 +175,20 @@ def canary_up(pulumi: Pulumi, policy_pack: Path):
 
 
 @pytest.fixture(scope="session")
-def prod_up(pulumi: Pulumi, policy_pack: Path, canary_up):
-    """`pulumi up` of the prod stack after the canary's (once per session)."""
+def canary_attested(canary_up, project: Path) -> Path:
+    """The canary's attestation in the project's attestations/, which the prod gate (canary-attested) reads.
+
+    `gpu-rollout verify` writes it after the canary's soak; here the test seals the same record through
+    spec.attestation, covering the canary's own pool with a soak of the prod stack's minSoakHours
+    (tests/policy/attested.py), standing in for verify. Nothing is written by hand."""
+    from spec import attestation
+    from tests.policy.attested import canary_attestation
+
+    return attestation.write(project / attestation.ATTESTATION_DIR, canary_attestation())
+
+
+@pytest.fixture(scope="session")
+def prod_up(pulumi: Pulumi, policy_pack: Path, canary_up, canary_attested):
+    """`pulumi up` of the prod stack after the canary's, which attested its driver (once per session)."""
     return pulumi.run("up", "--stack", "existing-prod", "--yes", "--non-interactive", "--skip-preview",
                       *policy_args(policy_pack, "prod"), program=True)

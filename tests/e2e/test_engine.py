@@ -34,7 +34,9 @@ def preview(pulumi: Pulumi, pack: Path, stack: str, *extra: str, check: bool = T
 
 @pytest.mark.parametrize("stack", [CANARY, PROD])
 def test_preview_with_the_policy_pack_passes_on_the_shipped_stack(pulumi: Pulumi, policy_pack: Path,
-                                                                  stack: str) -> None:
+                                                                  stack: str, request: pytest.FixtureRequest) -> None:
+    if stack == PROD:  # the prod gate: the canary runs the driver and attested it
+        request.getfixturevalue("canary_attested")
     result = preview(pulumi, policy_pack, stack)
     assert "gpu-driver-upgrade" in result.stdout  # the pack ran: its name is in the policy summary
     assert "mandatory" not in result.stdout.lower(), result.describe()
@@ -203,9 +205,12 @@ def test_driver_bump_preview_diff_shows_old_and_new_driver(prod_up: Result, pulu
     key = "gpu-driver-upgrade:driver.version"
     pulumi.run("config", "set", "--path", "--stack", PROD, key, NEW_DRIVER)
     try:
-        result = preview(pulumi, policy_pack, PROD, "--diff")
+        result = preview(pulumi, policy_pack, PROD, "--diff", check=False)
     finally:
         pulumi.run("config", "set", "--path", "--stack", PROD, key, "580.173.02")
+    # The canary never ran the new driver: the prod gate refuses it, and the diff still shows the change.
+    assert result.returncode != 0 and "canary-attested" in result.stdout, result.describe()
+    assert f"no attestation attestations/{NEW_DRIVER}.json" in result.stdout, result.describe()
     blocks = _blocks(result.stdout)
     version_change = re.compile(rf'^\s*~\s*version\s*:\s*"580\.173\.02"\s*=>\s*"{re.escape(NEW_DRIVER)}"', re.M)
     assert version_change.search(blocks.get("gpu-l40s-serving", "")), result.stdout

@@ -376,7 +376,7 @@ OUTPUT_VARIANTS: dict[str, tuple[str, list[tuple[str, str | None, Callable[[dict
     # The promotion record as the API server returns it, its attestation changed after verify sealed it.
     "promotion-record-with-a-changed-attestation": (
         "existing-prod-attested", [(rf.CONFIG_MAP, "gpu-driver-upgrade-promotion", lambda p: p["data"].update(
-            {"580.173.02.json": p["data"]["580.173.02.json"].replace('"l40s-canary"', '"l40s-serving"')}))],
+            attestations=p["data"]["attestations"].replace("l40s-canary", "l40s-serving")))],
         "canary-attested", "attestations/580.173.02.json: digest mismatch",
     ),
     "pool-record-on-amazon-linux": (

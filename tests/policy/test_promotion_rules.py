@@ -22,6 +22,7 @@ from policy.evaluate import Violation, evaluate, from_registered, load_config
 from preview.run import PROGRAM_FILE, run_program
 from rollout.cli import app
 from spec import attestation as att
+from spec import resource_facts as rf
 from spec.attestation import AttestedPool
 from spec.load import spec_from_config
 from tests.conftest import PROJECT_DIR, change, stack_config
@@ -190,13 +191,15 @@ def test_the_record_states_what_the_gate_reads(project: Path, canary_outputs: di
     run = run_program(stack_config(PROD), PROD, project / PROGRAM_FILE, None, {CANARY: canary_outputs})
     (record,) = [r for r in run.resources if r.name == "gpu-driver-upgrade-promotion"]
     assert record.inputs["metadata"]["labels"] == {"gpu-driver-upgrade.io/record": "promotion"}
-    data = record.inputs["data"]
-    assert {k: v for k, v in data.items() if not k.endswith(".json")} == {
+    data = dict(record.inputs["data"])
+    texts = json.loads(data.pop("attestations"))
+    assert data == {
         "canaryStack": CANARY, "minSoakHours": "168", "canaryDrivers": DRIVER, "attested": f"570.195.03,{DRIVER}",
     }
     # Only the target's attestation travels, as the file holds it; the rule judges it there.
-    assert att.parse(data[f"{DRIVER}.json"], "record") == sealed
-    assert set(data) - {"canaryStack", "minSoakHours", "canaryDrivers", "attested"} == {f"{DRIVER}.json"}
+    assert list(texts) == [DRIVER]
+    assert texts[DRIVER] == att.path_for(project / att.ATTESTATION_DIR, DRIVER).read_text()
+    assert att.parse(texts[DRIVER], "record") == sealed
 
 
 # ---------------------------------------------------------------- `gpu-rollout plan`
@@ -318,3 +321,9 @@ def test_a_fully_qualified_canary_stack_matches_the_attested_one(project: Path, 
     att.write(project / att.ATTESTATION_DIR, seal())  # verify records the stack name it was given: existing-canary
     config = change(stack_config(PROD), "promotion", lambda p: p.update(canaryStack=f"organization/gpu-driver-upgrade/{CANARY}"))
     assert gate(project, canary_outputs, config) == []
+
+
+@pytest.mark.parametrize("text", ["{broken", "[1]", '{"580.173.02": 7}'])
+def test_a_record_whose_attestations_cannot_be_read_holds_none(text: str) -> None:
+    facts = rf.read_promotion({"data": {"canaryStack": CANARY, "minSoakHours": "x", "attestations": text}})
+    assert (facts.attestations, facts.min_soak_hours, facts.canary_drivers) == ({}, None, None)
