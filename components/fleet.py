@@ -70,7 +70,7 @@ class GpuFleet(pulumi.ComponentResource):
         spec = args.spec
         # Kubernetes objects go only to the stack's own cluster, never to the shell's current context.
         k8s_opts = pulumi.ResourceOptions(parent=self, providers=[kubernetes_provider(spec, self)])
-        last = PreviousDeployment(self)
+        last = PreviousDeployment("previous", opts=pulumi.ResourceOptions(parent=self))
         ClusterIdentity("cluster-identity", ClusterIdentityArgs(spec), opts=k8s_opts)
 
         # PDBs first: nothing may evict a model server before its budget exists. Each pool and pool driver

@@ -3,10 +3,13 @@
 The engine hands a program only the new config; what the stack deployed last is in its own outputs. A
 change that the cloud or the GPU Operator cannot take in one step (a replace-only field of a cloud pool,
 per-pool driver mode switched on together with an operator upgrade) is only visible against that. The
-reference is itself a resource of the stack: the engine shows its outputs (the last deployment's exports)
-to the pack's stack policies, which read them through ``spec.resource_facts.previous``, and `gpu-rollout
-plan` answers it with ``--previous-outputs``. Each cloud pool also carries the record of its replace-only
+pack's stack policies read the last deployment through ``spec.resource_facts.previous``, and `gpu-rollout
+plan` answers the reference with ``--previous-outputs``. Each cloud pool also carries the record of its replace-only
 fields as last deployed (a tag), for the resource policy that compares them.
+
+The engine hands stack policies no StackReference, only resources and components with their outputs, so
+the reference is held by a component that registers the referenced outputs as its own; a component's
+outputs changing from one deployment to the next is no change to the stack.
 """
 
 from __future__ import annotations
@@ -27,14 +30,17 @@ from spec.resource_facts.previous import (
 )
 
 
-class PreviousDeployment:
-    """Outputs of this stack's last successful deployment (none before the first)."""
+class PreviousDeployment(pulumi.ComponentResource):
+    """Outputs of this stack's last successful deployment (none before the first), registered as this
+    component's output ``outputs`` where the pack's stack policies see them."""
 
-    def __init__(self, parent: pulumi.Resource) -> None:
+    def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(resource_facts.PREVIOUS_DEPLOYMENT_COMPONENT, name, None, opts)
         stack = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
         self._reference = pulumi.StackReference(
-            resource_facts.PREVIOUS_DEPLOYMENT, stack_name=stack, opts=pulumi.ResourceOptions(parent=parent)
+            resource_facts.PREVIOUS_DEPLOYMENT, stack_name=stack, opts=pulumi.ResourceOptions(parent=self)
         )
+        self.register_outputs({"outputs": self._reference.outputs})
 
     def output(self, key: str, default: Any) -> pulumi.Output[Any]:
         return self._reference.get_output(key).apply(lambda value: default if value is None else value)

@@ -118,9 +118,13 @@ def evaluate(resources: Sequence[Resource], config: Mapping[str, Any]) -> list[V
 
 
 def from_registered(registered: Iterable[Any]) -> list[Resource]:
-    """Resources as ``preview.run`` records them: custom resources (components carry no props) and stack
-    references, whose recorded state is the referenced stack's outputs (the stack's last deployment)."""
-    return [Resource(r.type, r.name, r.inputs, r.urn) for r in registered if r.custom or r.type == rf.STACK_REFERENCE]
+    """Resources as ``preview.run`` records them: custom resources with their inputs, and the component
+    holding the stack's last deployment with the outputs it registered (what the engine shows a stack
+    policy of it). Other components carry nothing a rule reads."""
+    return [
+        Resource(r.type, r.name, r.outputs if r.type == rf.PREVIOUS_DEPLOYMENT_COMPONENT else r.inputs, r.urn)
+        for r in registered if r.custom or r.type == rf.PREVIOUS_DEPLOYMENT_COMPONENT
+    ]
 
 
 def mandatory(violations: Iterable[Violation]) -> list[Violation]:

@@ -469,12 +469,13 @@ class StackFacts:
 
     @cached_property
     def previous(self) -> rf.PreviousDeployment:
-        """The stack's last deployment: the outputs of the program's StackReference to its own stack (the
-        engine shows stack policies every resource's outputs; `gpu-rollout plan` the same property).
-        Empty before a first deployment, and where the reference is not visible."""
+        """The stack's last deployment: the outputs of the program's StackReference to its own stack, as
+        the component holding it registers them (the engine shows stack policies components' outputs,
+        never a StackReference; `gpu-rollout plan` records the same). Empty before a first deployment, and
+        where the component is not visible (resource policies)."""
         for res in self.resources:
-            if res.type == rf.STACK_REFERENCE and res.name == rf.PREVIOUS_DEPLOYMENT:
-                return rf.read_previous_deployment(rf.stack_reference_outputs(res.props))
+            if res.type == rf.PREVIOUS_DEPLOYMENT_COMPONENT:
+                return rf.read_previous_deployment(rf.previous_deployment_outputs(res.props))
         return rf.PreviousDeployment()
 
     @property

@@ -46,6 +46,7 @@ class RegisteredResource:
     inputs: dict[str, Any]
     custom: bool
     urn: str = ""
+    outputs: dict[str, Any] = field(default_factory=dict)  # what a component registered (register_outputs)
     dependencies: tuple[str, ...] = ()  # URNs this resource waits for (depends_on and input dependencies)
     provider: str = ""  # "<provider URN>::<id>" of an explicit provider; empty for the default provider
 
@@ -123,18 +124,12 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if any(r.type == args.typ and r.name == args.name for r in self.resources):
             # The engine refuses two resources with one URN; so must the offline preview.
             raise ValueError(f"duplicate resource {args.typ} named {args.name!r}")
-        if args.typ == STACK_REFERENCE:
-            outputs = self.referenced_outputs(args.inputs.get("name"))
-            state = {**args.inputs, "outputs": outputs, "secretOutputNames": []}
-            # A read: what the plan records of it is the state read, the referenced stack's outputs, which
-            # the engine shows the pack's stack policies (policy.evaluate hands them to the plan's rules).
-            self.resources.append(
-                RegisteredResource(args.typ, args.name, _plain(state), bool(args.custom), provider=args.provider or "")
-            )
-            return f"{args.name}-id", state
         self.resources.append(
             RegisteredResource(args.typ, args.name, _plain(dict(args.inputs)), bool(args.custom), provider=args.provider or "")
         )
+        if args.typ == STACK_REFERENCE:
+            outputs = self.referenced_outputs(args.inputs.get("name"))
+            return f"{args.name}-id", {**args.inputs, "outputs": outputs, "secretOutputNames": []}
         return f"{args.name}-id", dict(args.inputs)
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
@@ -152,11 +147,17 @@ class _DependencyRecordingMonitor(MockMonitor):
     def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
         super().__init__(mocks)
         self.dependencies: dict[str, tuple[str, ...]] = {}
+        self.component_outputs: dict[str, dict[str, Any]] = {}
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
         response = super().RegisterResource(request)
         self.dependencies[response.urn] = tuple(request.dependencies)
         return response
+
+    def RegisterResourceOutputs(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        # What a component registers is what the engine shows a stack policy of it.
+        self.component_outputs[request.urn] = _plain(pulumi_rpc.deserialize_properties(request.outputs))
+        return super().RegisterResourceOutputs(request)
 
 
 @dataclass
@@ -241,7 +242,8 @@ def run_program(
     resources = []
     for recorded in mocks.resources:
         urn = urns.get((recorded.type, recorded.name), "")
-        resources.append(replace(recorded, urn=urn, dependencies=monitor.dependencies.get(urn, ())))
+        resources.append(replace(recorded, urn=urn, dependencies=monitor.dependencies.get(urn, ()),
+                                 outputs=monitor.component_outputs.get(urn, {})))
     return ProgramRun(stack=stack, resources=resources, outputs=outputs)
 
 

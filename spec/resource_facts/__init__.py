@@ -26,6 +26,7 @@ from spec.resource_facts.tokens import (
     CONFIG_MAP,
     KUBERNETES_PROVIDER,
     STACK_REFERENCE,
+    PREVIOUS_DEPLOYMENT_COMPONENT,
     CLOUD_POOL_TYPES,
     POOL_TYPES,
     DRIVER_TYPES,
@@ -109,7 +110,7 @@ from spec.resource_facts.previous import (
     POOLS,
     PreviousDeployment,
     read_previous_deployment,
-    stack_reference_outputs,
+    previous_deployment_outputs,
 )
 from spec.resource_facts.promotion import (
     PromotionFacts,
@@ -132,6 +133,7 @@ __all__ = [
     "CONFIG_MAP",
     "KUBERNETES_PROVIDER",
     "STACK_REFERENCE",
+    "PREVIOUS_DEPLOYMENT_COMPONENT",
     "CLOUD_POOL_TYPES",
     "POOL_TYPES",
     "DRIVER_TYPES",
@@ -201,7 +203,7 @@ __all__ = [
     "POOLS",
     "PreviousDeployment",
     "read_previous_deployment",
-    "stack_reference_outputs",
+    "previous_deployment_outputs",
     "PromotionFacts",
     "promotion_labels",
     "promotion_annotations",

@@ -1,11 +1,12 @@
 """The stack's last deployment, as the program's StackReference to its own stack shows it.
 
-The program reads its own last outputs through a StackReference (components/previous.py). The engine hands
-stack policies every resource's outputs, that reference's included: its ``outputs`` are the last
-deployment's exports. So the pack reads what the fleet ran straight from there, and no object in the
-cluster or the cloud has to carry it (a copy on one would change on every deployment, and a second
-`pulumi up` with no change would still update it). `gpu-rollout plan` answers the reference with
-``--previous-outputs`` and shows the rules the same property.
+The program reads its own last outputs through a StackReference held by a component
+(components/previous.py), which registers them as its output ``outputs``. The engine hands stack policies
+every resource's and component's outputs, but no StackReference, so the pack reads what the fleet ran from
+that component; no object in the cluster or the cloud has to carry it (a copy on one would change on every
+deployment, so a second `pulumi up` with no change would still update it, while a component's outputs are
+not a change). `gpu-rollout plan` answers the reference with ``--previous-outputs`` and records the
+component's registered outputs the same way.
 """
 
 from __future__ import annotations
@@ -63,6 +64,6 @@ def read_previous_deployment(outputs: Any) -> PreviousDeployment:
     )
 
 
-def stack_reference_outputs(props: Mapping[str, Any]) -> Any:
-    """The referenced stack's outputs, as a StackReference resource's state holds them."""
+def previous_deployment_outputs(props: Mapping[str, Any]) -> Any:
+    """The last deployment's outputs, as the component's registered outputs hold them."""
     return props.get("outputs")

@@ -12,6 +12,9 @@ PDB = "kubernetes:policy/v1:PodDisruptionBudget"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"  # the records: cluster identity, a pool of an existing cluster
 KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"
 STACK_REFERENCE = "pulumi:pulumi:StackReference"  # the stack's own last deployment (components/previous.py)
+# The component that holds that reference and registers its outputs: stack policies see a component's
+# registered outputs, and no StackReference at all.
+PREVIOUS_DEPLOYMENT_COMPONENT = "gpu-driver-upgrade:fleet:PreviousDeployment"
 
 CLOUD_POOL_TYPES = (AKS_POOL, EKS_NODE_GROUP)
 POOL_TYPES = (AKS_POOL, EKS_NODE_GROUP, CONFIG_MAP)  # a ConfigMap only when it is a pool record

@@ -151,10 +151,6 @@ def _up_again(pulumi: Pulumi, pack: Path) -> dict:
 NO_CHANGE = {"same", "read"}  # the program's StackReference to its own stack is read on every run
 
 
-@pytest.mark.xfail(strict=True, reason="product defect: the cluster-identity ConfigMap's annotation "
-                   "gpu-driver-upgrade.io/drivers-ran is computed from the stack's previous outputs (StackReference "
-                   "previous-deployment), so the first up writes '' and the second '570.195.03,580.173.02': "
-                   "a second `up` with no change updates it")
 def test_second_canary_up_changes_nothing(canary_up: Result, pulumi: Pulumi, policy_pack: Path) -> None:
     changes = _up_again(pulumi, policy_pack)
     assert set(changes) <= NO_CHANGE, changes

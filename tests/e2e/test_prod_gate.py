@@ -119,10 +119,6 @@ def test_a_canary_stack_that_does_not_exist_fails_the_preview_naming_it(
     assert "no-such-canary" in result.output, result.describe()
 
 
-@pytest.mark.xfail(strict=True, reason="product defect: the engine hands stack policies no StackReference (a read "
-                   "resource; seen: every custom resource and component, not the two references), so the pack never "
-                   "sees the last deployment (previous-deployment) and drivers_ran is empty: a driver prod already runs "
-                   "is refused like a promotion; `gpu-rollout plan --previous-outputs` gives the advice")
 def test_a_driver_prod_already_runs_is_not_blocked(pulumi: Pulumi, policy_pack: Path, prod_up: Result,
                                                    attestations: Path) -> None:
     """Once prod runs 580.173.02, a preview without its attestation (a redeployment, a rollback) passes; the

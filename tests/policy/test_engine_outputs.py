@@ -222,8 +222,10 @@ def test_examples_have_no_mandatory_violation_on_engine_outputs(runs, stack):
     outputs = eo.stack_outputs(run)
     reports = stack_reports(outputs, _stage(run)) + resource_reports(eo.stack_inputs(run), _stage(run))
     assert past_the_gate(r for r in reports if r.level == "mandatory") == []
-    # Every custom resource and component the program registers is there, with its output shape.
-    assert {r.type for r in outputs} >= {r.type for r in run.resources}
+    # Every custom resource and component the program registers is there, with its output shape; the
+    # engine hands stack policies no StackReference (a read).
+    assert {r.type for r in outputs} >= {r.type for r in run.resources} - {rf.STACK_REFERENCE}
+    assert rf.STACK_REFERENCE not in {r.type for r in outputs}
 
 
 def test_the_prod_gate_admits_an_attested_driver_on_engine_outputs(runs):
@@ -384,11 +386,11 @@ OUTPUT_VARIANTS: dict[str, tuple[str, list[tuple[str, str | None, Callable[[dict
                                  "amazonlinux2023", "metadata.labels")],
         "operator-supports-os", "no driver container for Amazon Linux 2023",
     ),
-    # The last deployment (the StackReference's outputs) ran v26.3.3 in ClusterPolicy mode.
+    # The last deployment (the outputs its component registers) ran v26.3.3 in ClusterPolicy mode.
     "identity-per-pool-mode-with-operator-upgrade": (
         "eks-prod", [
             (rf.CONFIG_MAP, "gpu-driver-upgrade-prod", lambda p: p["data"].update(perPoolDrivers="true")),
-            (rf.STACK_REFERENCE, rf.PREVIOUS_DEPLOYMENT, lambda p: p["outputs"].update(
+            (rf.PREVIOUS_DEPLOYMENT_COMPONENT, None, lambda p: p["outputs"].update(
                 {rf.OPERATOR_VERSION: "v26.3.3", rf.PER_POOL_DRIVERS: "false"})),
         ],
         "per-pool-mode-own-change", "switched on in the same change",

@@ -41,8 +41,9 @@ def test_every_changed_replace_only_field_is_named(rendered):
 
 
 def _last_deployed(items, **outputs):
-    """``items`` with the stack's last deployment (its StackReference to itself) showing ``outputs``."""
-    (reference,) = [r for r in items if r.type == rf.STACK_REFERENCE and r.name == rf.PREVIOUS_DEPLOYMENT]
+    """``items`` with the stack's last deployment (the component holding its StackReference to itself)
+    showing ``outputs``."""
+    (reference,) = [r for r in items if r.type == rf.PREVIOUS_DEPLOYMENT_COMPONENT]
     edited = Resource(reference.type, reference.name, {**reference.props, "outputs": outputs})
     return [edited if r is reference else r for r in items]
 

@@ -175,13 +175,15 @@ def test_generated_fleets_read_back_as_their_spec(fleet: tuple[str, dict[str, st
     check_round_trip(spec, run_program(config, stack))
 
 
-def test_the_last_deployment_reads_back_from_the_stack_reference(rendered):
+def test_the_last_deployment_reads_back_from_its_component(rendered):
     # Per-pool mode switched on in this change; the last deployment ran the example's prod fleet.
     config = edited("existing-prod", "gpuOperator", lambda op: op.update(useNvidiaDriverCrd=False))
     last = run_program(config, "existing-prod").outputs
     run = run_program(stack_config("existing-prod"), "existing-prod", previous_outputs=last)
+    (component,) = [r for r in run.resources if r.type == rf.PREVIOUS_DEPLOYMENT_COMPONENT]
     (reference,) = [r for r in run.resources if r.type == rf.STACK_REFERENCE and r.name == rf.PREVIOUS_DEPLOYMENT]
-    previous = rf.read_previous_deployment(rf.stack_reference_outputs(reference.inputs))
+    assert reference.urn.split("::")[2].endswith(f"{rf.PREVIOUS_DEPLOYMENT_COMPONENT}${rf.STACK_REFERENCE}")
+    previous = rf.read_previous_deployment(rf.previous_deployment_outputs(component.outputs))
     (record,) = [r for r in custom(run) if rf.record_kind(r.inputs) == labels.RECORD_CLUSTER_IDENTITY]
     now = rf.read_identity(record.inputs)
     assert previous.per_pool_drivers is False and now.per_pool_drivers is True
