@@ -29,7 +29,6 @@ from spec import attestation
 from spec.model import FleetSpec, Stage
 
 _STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.INCONCLUSIVE: "magenta"}
-UNKNOWN_COMMIT = "unknown"
 
 
 def git_commit(project_dir: Path) -> str:
@@ -38,9 +37,9 @@ def git_commit(project_dir: Path) -> str:
         done = subprocess.run(["git", "-C", str(project_dir), "rev-parse", "HEAD"], capture_output=True, text=True,
                               timeout=10, check=False)
     except (OSError, subprocess.SubprocessError):
-        return UNKNOWN_COMMIT
+        return attestation.UNKNOWN_COMMIT
     commit = done.stdout.strip()
-    return commit if done.returncode == 0 and commit else UNKNOWN_COMMIT
+    return commit if done.returncode == 0 and commit else attestation.UNKNOWN_COMMIT
 
 
 def render_table(stack: str, results: list[CheckResult], console: Console) -> None:

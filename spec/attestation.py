@@ -114,6 +114,10 @@ def _utc(value: datetime) -> datetime:
     return value.astimezone(UTC).replace(microsecond=0)
 
 
+# The commit of a verify run outside a git checkout (or without git): recorded as such, never invented.
+UNKNOWN_COMMIT = "unknown"
+
+
 class Attestation(_Record):
     apiVersion: Literal["gpu-driver-upgrade.io/attestation/v1"] = API_VERSION
     stack: Text
@@ -124,7 +128,7 @@ class Attestation(_Record):
     checks: list[AttestedCheck] = Field(min_length=1)
     soakStart: datetime
     soakEnd: datetime
-    gitCommit: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")]
+    gitCommit: Annotated[str, StringConstraints(pattern=rf"^([0-9a-f]{{7,64}}|{UNKNOWN_COMMIT})$")]
     digest: Digest
     hmac: Hmac | None = None
 

@@ -184,6 +184,14 @@ def test_seal_refuses_bad_fields(overrides: dict[str, Any], reason: str) -> None
         _sealed(**overrides)
 
 
+def test_a_run_outside_git_records_its_commit_as_unknown(tmp_path: Path) -> None:
+    sealed = _sealed(git_commit=att.UNKNOWN_COMMIT)
+    path = att.write(tmp_path, sealed)
+    assert att.load(path).gitCommit == "unknown"
+    with pytest.raises(AttestationError, match="gitCommit: String should match pattern"):
+        _sealed(git_commit="unknown-ish")
+
+
 def test_times_are_kept_in_utc_whole_seconds(tmp_path: Path) -> None:
     cet = timezone(timedelta(hours=1))
     sealed = _sealed(soak_start=datetime(2026, 11, 20, 9, 0, 0, 123456, tzinfo=cet))
