@@ -84,6 +84,7 @@ class Resource:
 
 NODES = Resource("", "v1", "nodes", False)
 PODS = Resource("", "v1", "pods", True)
+POD_PROXY = Resource("", "v1", "pods/proxy", True)  # for messages: RBAC grants the proxy as this subresource
 EVENTS = Resource("", "v1", "events", True)
 DEPLOYMENTS = Resource("apps", "v1", "deployments", True)
 DAEMONSETS = Resource("apps", "v1", "daemonsets", True)
@@ -195,6 +196,15 @@ class Kube:
         return self._request("PATCH", resource.path(namespace, name), [("fieldManager", FIELD_MANAGER)],
                              verb="patch", resource=resource,
                              namespace=namespace, body=body, content_type=content_type)
+
+    def proxy(self, namespace: str, pod: str, port: int, path: str, body: Any = None) -> Obj:
+        """A request to ``pod``'s ``port`` through the API server's pod proxy (``pods/<pod>:<port>/proxy``):
+        GET, or POST of ``body`` as JSON; with the adapter's bounds, retries and error mapping (RBAC: the
+        ``pods/proxy`` subresource)."""
+        url = PODS.path(namespace, f"{pod}:{port}", f"proxy/{path.lstrip('/')}")
+        method, verb = ("POST", "create") if body is not None else ("GET", "get")
+        return self._request(method, url, [], verb=verb, resource=POD_PROXY, namespace=namespace, body=body,
+                             content_type="application/json" if body is not None else None)
 
     # ------------------------------------------------------------ the one place requests are made
 

@@ -54,6 +54,16 @@ def epoch(text: str | None) -> float | None:
         return None
 
 
+def label_written_at(node: Obj, key: str) -> float | None:
+    """``time`` of the managedFields entry that owns label ``key``: the label is at least this old."""
+    field_key = f"f:{key}"
+    for entry in meta(node).get("managedFields") or []:
+        owned = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:labels") or {}
+        if field_key in owned:
+            return epoch(entry.get("time"))
+    return None
+
+
 def model_key(model: Model) -> str:
     return f"{model.namespace}/{model.name}"
 

@@ -27,11 +27,10 @@ from checks.identity import ClusterIdentity, judge, read_records, refuse_if_refu
 from checks.inventory import pool_nodes_of
 from checks.nodestate import NoNodesError, node_driver_version, upgrade_state
 from checks.objects import Obj, labels_of, annotations_of, meta, name_of, namespaced_name, spec_of, status_of
-from checks.progress import epoch, model_selector, pod_ready
+from checks.progress import epoch, label_written_at, model_selector, pod_ready
 from checks.prometheus import Prometheus, PrometheusError, Sample, Series, finite, regex_union
 from checks.registry import VALIDATION, check
 from checks.results import Finding, failed, few, inconclusive, passed
-from checks.watch import _label_written_at
 from spec import attestation, labels
 from spec.model import DriverOwner, FleetSpec, Model, NodePool, ServingEngine
 from spec.base import percent_of
@@ -51,7 +50,6 @@ DCGM_XID = "DCGM_FI_DEV_XID_ERRORS"
 MIN_WINDOW, MAX_WINDOW, DEFAULT_WINDOW = 300, 3600, 1800  # seconds of history the latency comparison reads
 DEFAULT_PROMPT = "Say hello."
 TEST_MAX_TOKENS = 8
-PROXY = k.Resource("", "v1", "pods/proxy", True)  # for messages: RBAC grants the proxy as this subresource
 DEFAULT_PORTS = {ServingEngine.VLLM: 8000, ServingEngine.TGI: 80, ServingEngine.TRITON: 8000}
 
 # The engines' default PromQL (docs/validation.md); {namespace}, {pods} and {window} are filled in. The pod
@@ -155,21 +153,11 @@ class VerifyFacts:
 # ---------------------------------------------------------------- which nodes, which driver
 
 
-def pool_target(spec: FleetSpec, pool: NodePool) -> str | None:
-    """The driver a released pool's nodes run after the upgrade; None for a held pool (they do not move).
-    The same rule as the validation job's (components.validation.validation_target), without Pulumi."""
-    if spec.pool_held(pool):
-        return None
-    if spec.driver.owner == DriverOwner.IMAGE and pool.live_generations:
-        return max(pool.live_generations, key=lambda g: g.id).driverVersion
-    return spec.pool_driver_version(pool)
-
-
 def upgraded_nodes(spec: FleetSpec, nodes: list[Obj]) -> list[UpgradedNode]:
     found = []
     for node, membership in pool_nodes_of(spec, nodes):
         pool = membership.pool
-        target = pool_target(spec, pool)
+        target = spec.pool_validated_driver(pool)
         if target is None:
             continue
         if spec.driver.owner == DriverOwner.IMAGE and pool.live_generations:
@@ -185,7 +173,7 @@ def upgrade_finished_at(node: Obj, target: str) -> float | None:
     state label), else when the validation job started on it for ``target`` (the job starts only on an
     upgraded node); None when the cluster shows neither."""
     if upgrade_state(node) == labels.UPGRADE_DONE:
-        written = _label_written_at(node, labels.UPGRADE_STATE)
+        written = label_written_at(node, labels.UPGRADE_STATE)
         if written is not None:
             return written
     parsed, _ = validation_result(node, target)
@@ -235,11 +223,7 @@ class _Asker:
         self.kube = kube
 
     def __call__(self, pod: Obj, port: int, path: str, body: Any = None) -> Any:
-        namespace = meta(pod).get("namespace") or "default"
-        url = k.PODS.path(namespace, f"{name_of(pod)}:{port}", f"proxy/{path.lstrip('/')}")
-        method, verb = ("POST", "create") if body is not None else ("GET", "get")
-        return self.kube._request(method, url, [], verb=verb, resource=PROXY, namespace=namespace, body=body,  # noqa: SLF001
-                                  content_type="application/json" if body is not None else None)
+        return self.kube.proxy(meta(pod).get("namespace") or "default", name_of(pod), port, path, body)
 
 
 Ask = Callable[[Obj, int, str, Any], Any]

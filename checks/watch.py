@@ -51,7 +51,7 @@ from checks.inventory import pool_nodes_of
 from checks.nodestate import node_done, node_driver_version, require_nodes
 from checks.objects import Obj, labels_of, meta, name_of, status_of
 from checks.pause import ChangeInterrupted, PauseReport, pause
-from checks.progress import StateTracker, Trigger, epoch, list_model_pods, model_rows
+from checks.progress import StateTracker, Trigger, epoch, label_written_at, list_model_pods, model_rows
 from spec import labels
 from spec.model import DriverOwner, FleetSpec
 
@@ -122,16 +122,6 @@ def _entered_at(events: list[Obj]) -> dict[tuple[str, str], float]:
     return out
 
 
-def _label_written_at(node: Obj, key: str) -> float | None:
-    """``time`` of the managedFields entry that owns label ``key``: the label is at least this old."""
-    field_key = f"f:{key}"
-    for entry in meta(node).get("managedFields") or []:
-        owned = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:labels") or {}
-        if field_key in owned:
-            return epoch(entry.get("time"))
-    return None
-
-
 def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: float,
                   stuck_after: float, listed: list[Obj] | None = None) -> Snapshot:
     """One poll: nodes (unless ``listed`` holds every node already), Deployments, events, ClusterPolicies,
@@ -153,7 +143,7 @@ def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: flo
         done = node_done(spec, node)
         since = None
         if state:
-            seen = [entered.get((name, state)), _label_written_at(node, labels.UPGRADE_STATE),
+            seen = [entered.get((name, state)), label_written_at(node, labels.UPGRADE_STATE),
                     tracker.since(name, state, now)]
             since = min(t for t in seen if t is not None)
         seconds = None if since is None else max(0.0, now - since)

@@ -92,19 +92,10 @@ def program_key(file: str) -> str:
 # ---------------------------------------------------------------- what is validated, on which driver
 
 
-def validation_target(spec: FleetSpec, pool: NodePool) -> str | None:
-    """The driver a pool's nodes are validated on; None for a held pool (its nodes do not move)."""
-    if spec.pool_held(pool):
-        return None
-    if spec.driver.owner == DriverOwner.IMAGE and pool.live_generations:
-        return max(pool.live_generations, key=lambda g: g.id).driverVersion
-    return spec.pool_driver_version(pool)
-
-
 def validated_pools(spec: FleetSpec) -> list[tuple[NodePool, str]]:
     found = []
     for pool in spec.nodePools:
-        target = validation_target(spec, pool)
+        target = spec.pool_validated_driver(pool)
         if target is not None:
             found.append((pool, target))
     return found

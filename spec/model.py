@@ -589,6 +589,15 @@ class FleetSpec(SpecModel):
             return self.driver.version
         return self.driver.previousVersion
 
+    def pool_validated_driver(self, pool: NodePool) -> str | None:
+        """The driver a pool's nodes run once upgraded, which the validation job and `verify` check them on:
+        an image-owned pool's newest generation's, else the pool's pin; None for a held pool (it does not move)."""
+        if self.pool_held(pool):
+            return None
+        if self.driver.owner == DriverOwner.IMAGE and pool.live_generations:
+            return max(pool.live_generations, key=lambda g: g.id).driverVersion
+        return self.pool_driver_version(pool)
+
     def pool_held(self, pool: NodePool) -> bool:
         """Held pools carry the skip label: the canary is never held, prod pools until released."""
         return pool.role != "canary" and not pool.rollout.released
