@@ -7,7 +7,7 @@ invalid (the message names the key path, file or flag, and what is wrong); 70 a 
 its input (one line, and the file its traceback was written to). Bad input never ends in a traceback.
 
 Verbs import what they use when they run: ``--help`` and the live verbs never load the Pulumi SDK, which
-only ``plan`` needs.
+only ``plan``, ``diff`` (both render the program offline) and ``rollback`` (the Automation API) need.
 """
 
 from __future__ import annotations
