@@ -116,8 +116,18 @@ class Inventory:
         return None
 
     def gpu_deployments(self) -> list[Obj]:
-        """Deployments whose pods ask for GPUs: the model servers, declared or not."""
-        return [d for d in self.deployments if gpu_request(template_containers(d)) > 0]
+        """Deployments whose pods ask for GPUs, declared as models or not, that this stack's upgrade can
+        disrupt: a pod of theirs runs on a node of the stack's pools, or the stack declares them (a model
+        scaled to zero still needs its budget). Another stack's model servers on other pools are not this
+        stack's upgrade's business (a canary preflight must not fail on prod's)."""
+        pool_nodes = {name_of(n) for n in self.pool_nodes}
+        declared = {(m.namespace, m.name) for m in self.spec.models}
+        return [
+            d for d in self.deployments
+            if gpu_request(template_containers(d)) > 0
+            and ((namespace_of(d), name_of(d)) in declared
+                 or any(spec_of(p).get("nodeName") in pool_nodes for p in self.pods_of(d)))
+        ]
 
     def pdbs_for(self, workload: Obj) -> list[Obj]:
         namespace = namespace_of(workload)

@@ -332,3 +332,29 @@ def test_precompiled_follows_each_nvidia_driver(prod: FakeKube, kube: k.Kube, pr
     prod.update("nvidiadrivers", "gpu-gput4", {"spec": {"usePrecompiled": True}})
     statuses = {r.subject: r.status for r in run_preflight(kube, prod_spec) if r.id == "kernel-precompiled"}
     assert statuses == {"gput4": Status.FAIL, "gpua100": Status.PASS, "gpuh100": Status.PASS}
+
+
+def _gpu_deployment(fake: FakeKube, name: str, namespace: str, node: str) -> None:
+    """A GPU workload the stack does not declare, with one pod on ``node`` and no PodDisruptionBudget."""
+    app_labels = {"app": name}
+    gpu = {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}
+    container = {"name": "trainer", "image": "registry.example.com/trainer:1.0", "resources": gpu}
+    fake.add({"kind": "Deployment", "metadata": {"name": name, "namespace": namespace, "labels": app_labels},
+              "spec": {"replicas": 1, "selector": {"matchLabels": app_labels},
+                       "template": {"metadata": {"labels": app_labels}, "spec": {"containers": [container]}}}})
+    fake.add(pod(f"{name}-5c7d9-000", namespace, node, app_labels, [container], owner=("ReplicaSet", f"{name}-5c7d9")))
+
+
+def test_a_gpu_workload_counts_where_this_stacks_upgrade_reaches_it(prod: FakeKube, kube: k.Kube,
+                                                                   prod_spec: FleetSpec) -> None:
+    # Another team's trainer on a GPU node outside this stack's pools: not this upgrade's to protect (a
+    # canary preflight must not fail on prod's model servers).
+    _gpu_deployment(prod, "trainer-elsewhere", "research", "aks-otherpool-12345678-vmss000000")
+    results = run_preflight(kube, prod_spec)
+    assert not [r for r in results if r.id == "model-pdb" and r.subject == "research/trainer-elsewhere"]
+    # The same kind of workload on a node of one of the stack's pools is evicted by its upgrade: no PDB fails.
+    (node, *_) = [n["metadata"]["name"] for n in prod.objects("nodes")
+                  if n["metadata"]["labels"].get("gpu-driver-upgrade.io/pool") == "gput4"]
+    _gpu_deployment(prod, "trainer-on-t4", "research", node)
+    on_pool = _result(run_preflight(kube, prod_spec), "model-pdb", "research/trainer-on-t4")
+    assert on_pool.status == Status.FAIL and "no PodDisruptionBudget" in on_pool.message
