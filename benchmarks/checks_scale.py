@@ -19,7 +19,7 @@ from pathlib import Path
 
 from checks import kube as k
 from checks.preflight import run_preflight
-from rollout.context import SOURCE_DIR
+from rollout.project import SOURCE_DIR
 from spec.load import read_stack_file, spec_from_config
 from spec.model import FleetSpec
 from tests.fakekube.fixtures import seed

@@ -27,15 +27,6 @@ from spec.model import PROJECT
 SOURCE_DIR = Path(__file__).resolve().parent.parent  # the checkout this package runs from
 
 
-def default_project_dir() -> Path:
-    """The Pulumi project to preview: the current folder when it is one, else this package's checkout."""
-    for candidate in (Path.cwd(), SOURCE_DIR):
-        if (candidate / "Pulumi.yaml").is_file():
-            return candidate
-    return Path.cwd()
-
-
-PROJECT_DIR = default_project_dir()
 PROGRAM_FILE = "__main__.py"
 
 

@@ -205,7 +205,7 @@ def diff(
     """Driver, operator, pool, image and policy changes per stack between two git revisions (offline)."""
 
     def call() -> Exit:
-        from preview.run import default_project_dir  # not rollout.context's: it loads the cluster client
+        from rollout.project import default_project_dir
         from rollout import diff as verb
 
         if as_markdown and as_json:
@@ -361,10 +361,10 @@ def rollback(
     be decrypted, or the canary never ran the target driver (unless --force)."""
 
     def call() -> Exit:
-        from rollout import context
         from rollout import rollback as verb
+        from rollout.project import default_project_dir
 
-        project = project_dir if project_dir is not None else context.default_project_dir()
+        project = project_dir if project_dir is not None else default_project_dir()
         return verb.execute(stack, project, to_version=to_version, dry_run=dry_run, yes=yes, force=force,
                             as_json=as_json, policy_pack=policy_pack, policy_pack_config=policy_pack_config)
 

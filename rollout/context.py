@@ -21,20 +21,10 @@ from pathlib import Path
 import typer
 
 from checks import kube as kube_module
+from rollout.project import default_project_dir
 from spec import load
 from spec.model import FleetSpec
 
-SOURCE_DIR = Path(__file__).resolve().parent.parent  # the checkout gpu-rollout runs from
-PROJECT_FILE = "Pulumi.yaml"
-
-
-def default_project_dir() -> Path:
-    """The Pulumi project a verb reads: the current folder when it is one, else the checkout gpu-rollout runs
-    from (so `gpu-rollout plan --stack prod` works from anywhere in a checkout's shell)."""
-    for candidate in (Path.cwd(), SOURCE_DIR):
-        if (candidate / PROJECT_FILE).is_file():
-            return candidate
-    return Path.cwd()
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from rollout import console, context
+from rollout import console, context, project
 from rollout.exits import Exit
 from spec.load import load_stack_file
 from tests.conftest import PROJECT_DIR
@@ -52,9 +52,9 @@ def test_stack_flags_in_conflict_are_usage_errors(stack, stack_file, message) ->
 
 def test_the_project_is_the_current_folder_when_it_is_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    assert context.default_project_dir() == context.SOURCE_DIR == PROJECT_DIR
+    assert project.default_project_dir() == project.SOURCE_DIR == PROJECT_DIR
     (tmp_path / "Pulumi.yaml").write_text("name: gpu-driver-upgrade\n", encoding="utf-8")
-    assert context.default_project_dir() == tmp_path
+    assert project.default_project_dir() == tmp_path
     assert context.resolve_stack("prod", None, None).path == tmp_path / "Pulumi.prod.yaml"
 
 
