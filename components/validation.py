@@ -329,7 +329,9 @@ def admission_policy_spec(spec: FleetSpec) -> dict[str, Any]:
         ],
         "validations": [
             {
-                "expression": (f"request.subResource == '' && has(request.userInfo.extra) && "
+                # An absent subresource is no key at all in CEL (the real API server says "no such key").
+                "expression": (f"(!has(request.subResource) || request.subResource == '') && "
+                               f"has(request.userInfo.extra) && "
                                f"'{NODE_NAME_CLAIM}' in request.userInfo.extra && "
                                f"request.userInfo.extra['{NODE_NAME_CLAIM}'].exists(n, n == object.metadata.name)"),
                 "message": "the validation job may change only the node its pod runs on",
