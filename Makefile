@@ -37,6 +37,13 @@ $(PROMETHEUS):
 	dpkg-deb -x .tools/deb/prometheus_*.deb .tools/prometheus && rm -rf .tools/deb
 	$(PROMETHEUS) --version >/dev/null && touch $@
 
+# The attestations the example prod stacks ship (attestations/<canary>/<driver>.json): `gpu-rollout verify` of
+# each example canary stack against the test cluster (fake API server, loopback model servers, the Prometheus
+# above), soaked as long as its prod stack's promotion.minSoakHours asks. Re-run after changing a canary stack.
+.PHONY: attest-examples
+attest-examples: venv prometheus
+	$(BIN)/python -m scripts.attest_examples
+
 # The e2e tier (docs/e2e.md): builds whatever is missing of the Pulumi CLI, the Kubernetes provider, etcd,
 # kube-apiserver, kube-controller-manager, kube-scheduler and kwok from the pinned Go modules in e2e/tools
 # into e2e/bin (needs Go and the Go module proxy), then runs tests/e2e against a control plane on loopback.

@@ -1,8 +1,8 @@
 """CanaryGate: what a prod stack's promotion relies on, stated where the policy pack sees it.
 
-A prod stack with a ``promotion`` block reads two things the pack cannot: the attestation files the canary's
-`gpu-rollout verify` wrote (``attestations/<driver>.json`` in the project folder, where the engine runs the
-program) and the canary stack's outputs (through a StackReference to ``promotion.canaryStack``). It writes
+A prod stack with a ``promotion`` block reads two things the pack cannot: the attestation files its canary's
+`gpu-rollout verify` wrote (``attestations/<canary-stack>/<driver>.json`` in the project folder, where the
+engine runs the program) and the canary stack's outputs (through a StackReference to ``promotion.canaryStack``). It writes
 both, unjudged, on one ConfigMap record in the cluster (``spec.resource_facts.promotion``); the policy
 ``canary-attested`` judges them. So `pulumi preview`/`up` with the pack and `gpu-rollout plan` refuse the same
 attestations, and the cluster keeps a record of what each prod deployment was promoted on.
@@ -73,20 +73,24 @@ def canary_runs(driver_version: Any, pools: Any) -> str:
     return rf.drivers_text(running)
 
 
-def attested_drivers(directory: Path) -> set[str]:
-    """The drivers the attestation folder holds a file for (judged by the pack, not here)."""
-    if not directory.is_dir():
+def attested_drivers(directory: Path, canary_stack: str) -> set[str]:
+    """The drivers the canary stack's attestation folder holds a file for (judged by the pack, not here)."""
+    try:
+        folder = attestation.folder_for(directory, canary_stack)
+    except attestation.AttestationError:
         return set()
-    return {path.stem for path in directory.glob("*.json") if path.is_file() and parse_driver(path.stem) is not None}
+    if not folder.is_dir():
+        return set()
+    return {path.stem for path in folder.glob("*.json") if path.is_file() and parse_driver(path.stem) is not None}
 
 
-def attestation_texts(directory: Path, drivers: set[str]) -> dict[str, str]:
-    """The text of each driver's attestation file, as found; a file that cannot be read is left out (the
-    pack then reports it missing, with the folder's other drivers)."""
+def attestation_texts(directory: Path, canary_stack: str, drivers: set[str]) -> dict[str, str]:
+    """The text of each driver's attestation file of the canary stack, as found; a file that cannot be read is
+    left out (the pack then reports it missing, with the folder's other drivers)."""
     texts = {}
     for driver in sorted(drivers):
         try:
-            texts[driver] = attestation.read_text(attestation.path_for(directory, driver))
+            texts[driver] = attestation.read_text(attestation.path_for(directory, canary_stack, driver))
         except attestation.AttestationError:
             continue
     return texts
@@ -119,8 +123,8 @@ class CanaryGate(pulumi.ComponentResource):
                 spec.promotion.canaryStack,
                 spec.promotion.minSoakHours,
                 running,
-                attested_drivers(args.attestation_dir),
-                attestation_texts(args.attestation_dir, drivers),
+                attested_drivers(args.attestation_dir, spec.promotion.canaryStack),
+                attestation_texts(args.attestation_dir, spec.promotion.canaryStack, drivers),
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )

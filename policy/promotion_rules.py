@@ -76,27 +76,35 @@ def _targets(stack: StackFacts) -> tuple[dict[str, _Target], list[Finding]]:
     return targets, problems
 
 
-def _stack_name(stack: str) -> str:
-    """A stack's own name: ``org/project/canary`` and ``canary`` are the same canary stack."""
-    return stack.rsplit("/", 1)[-1]
+def _source(canary: str, driver: str) -> str:
+    """The attestation file as the message names it: ``attestations/<canary-stack>/<driver>.json``."""
+    try:
+        return f"{attestation.ATTESTATION_DIR}/{attestation.stack_name(canary)}/{driver}.json"
+    except attestation.AttestationError:
+        return f"{attestation.ATTESTATION_DIR}/{canary}/{driver}.json"
+
+
+def _same_stack(made_on: str, canary: str) -> bool:
+    """Was the attestation made on the canary stack (``org/project/canary`` and ``canary`` are the same)."""
+    return made_on.rsplit("/", 1)[-1] == canary.rsplit("/", 1)[-1]
 
 
 def _judge(target: _Target, record: Resource, gate: rf.PromotionFacts) -> Iterator[str]:
     """Why the record does not admit the target's driver: each reason, one line."""
     driver, canary = target.driver, gate.canary_stack or "(none)"
+    source = _source(canary, driver)
     text = gate.attestations.get(driver)
     if text is None:
         held = ", ".join(sorted(gate.attested)) or "none"
-        yield (f"no attestation {attestation.ATTESTATION_DIR}/{driver}.json (the folder holds: {held}); run "
+        yield (f"no attestation {source} (the folder holds: {held}); run "
                f"`gpu-rollout verify --stack {canary}` on the canary once it has soaked")
     else:
-        source = f"{attestation.ATTESTATION_DIR}/{driver}.json"
         try:
             sealed = attestation.parse(text, source, attestation.key_from_environment())
         except attestation.AttestationError as exc:
             yield str(exc)
         else:
-            if gate.canary_stack is not None and _stack_name(sealed.stack) != _stack_name(gate.canary_stack):
+            if gate.canary_stack is not None and not _same_stack(sealed.stack, gate.canary_stack):
                 yield f"{source} was made on stack '{sealed.stack}', not on the canary stack '{gate.canary_stack}'"
             if gate.min_soak_hours is None:
                 yield "the promotion record states no minSoakHours"
@@ -124,7 +132,8 @@ def _judge(target: _Target, record: Resource, gate: rf.PromotionFacts) -> Iterat
     "that version, covering the pool's GPU architecture, soaked at least promotion.minSoakHours, from the canary "
     "stack, which still runs it.",
     severity=Severity.CRITICAL, topics=("promotion", "canary"),
-    remediation="Let the canary soak, run `gpu-rollout verify --stack <canary>` so it writes attestations/<driver>.json, "
+    remediation="Let the canary soak, run `gpu-rollout verify --stack <canary>` so it writes "
+    "attestations/<canary>/<driver>.json, "
     "and commit that file with the prod change; never edit an attestation by hand.",
 )
 def canary_attested(stack: StackFacts) -> Iterator[Finding]:

@@ -390,7 +390,7 @@ def verify(
     as_json: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
-    """Validate the upgraded nodes (runbook section 5); a passing canary writes attestations/<driver>.json.
+    """Validate the upgraded nodes (runbook section 5); a passing canary writes attestations/<stack>/<driver>.json.
 
     Exit 0 only when every check passes; a failed or inconclusive check exits 1 with its reason.
     """

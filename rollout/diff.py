@@ -72,24 +72,40 @@ class _Files:
         return SpecError(problems, source=fix(error.source))
 
 
-def _unattested(project_dir: Path) -> Callable[[str], str | None]:
-    """Why the canary has not attested a driver (None: it has), from the project's attestation files as the
-    program and the pack read them (``spec.attestation``). Only whether a sound file exists; the pack's
-    ``canary-attested`` judges soak time and GPU architectures."""
+def _unattested(project_dir: Path) -> Callable[[str | None], Callable[[str], str | None]]:
+    """For a prod stack promoted from a canary stack: why that canary has not attested a driver (None: it has),
+    from the project's attestation files as the program and the pack read them (``spec.attestation``). Only
+    whether a sound file exists; the pack's ``canary-attested`` judges soak time and GPU architectures."""
     directory = project_dir / attestation.ATTESTATION_DIR
     key = attestation.key_from_environment()
 
-    def why(driver: str) -> str | None:
-        try:
-            path = attestation.path_for(directory, driver)
-            if not path.is_file():
-                return f"no {attestation.ATTESTATION_DIR}/{path.name}"
-            attestation.load(path, key)
-        except attestation.AttestationError as error:
-            return str(error)
-        return None
+    def of_canary(canary: str | None) -> Callable[[str], str | None]:
+        def why(driver: str) -> str | None:
+            if canary is None:
+                return "the stack names no promotion.canaryStack"
+            try:
+                path = attestation.path_for(directory, canary, driver)
+                if not path.is_file():
+                    return f"no {path.relative_to(project_dir)}"
+                attestation.load(path, key)
+            except attestation.AttestationError as error:
+                return str(error)
+            return None
 
-    return why
+        return why
+
+    return of_canary
+
+
+def _declared_canary(config: dict[str, str] | None) -> str | None:
+    """The canary stack a stack's config names (promotion.canaryStack); None without one or for invalid config."""
+    if config is None:
+        return None
+    try:
+        promotion = spec_from_config(config, source="stack").promotion
+    except SpecError:
+        return None
+    return promotion.canaryStack if promotion is not None else None
 
 
 class _Renderer:
@@ -216,7 +232,7 @@ def _config_reads(renderer: _Renderer, side: Side, stack: str) -> bool:
 
 
 def _one(repo: Repository, renderer: _Renderer, base_side: Side, head_side: Side, stack: str,
-         unattested: Callable[[str], str | None]) -> compare.StackDiff | None:
+         unattested: Callable[[str | None], Callable[[str], str | None]]) -> compare.StackDiff | None:
     """The diff of one stack; None when its config is the same on both sides (comments, order)."""
     old, new = stack in base_side.files, stack in head_side.files
     head_config = renderer.config(head_side, stack) if new else None
@@ -243,7 +259,7 @@ def _one(repo: Repository, renderer: _Renderer, base_side: Side, head_side: Side
         note = f"{repo.display_path(base_side, stack)}: {problems}"
     head_view = renderer.render(head_side, stack, outputs) if new else None
     shown = repo.display_path(head_side if new else base_side, stack)
-    return compare.compare(stack, shown, base_view, head_view, unattested, note)
+    return compare.compare(stack, shown, base_view, head_view, unattested(_declared_canary(head_config)), note)
 
 
 def execute(project_dir: Path, base: str | None, head: str | None, stacks: list[str] | None, *,

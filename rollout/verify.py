@@ -1,5 +1,5 @@
 """`gpu-rollout verify`: runbook section 5 on the stack's upgraded nodes, as a table or JSON; a passing canary
-writes its attestation (``attestations/<driver>.json`` under the project, spec/attestation.py's format).
+writes its attestation (``attestations/<stack>/<driver>.json`` under the project, spec/attestation.py's format).
 
 Exit 0 only when every check passed (and, on a canary stack, the attestation was written); 1 when one failed
 or was inconclusive (each reason on stderr), or the attestation could not be written.

@@ -1,11 +1,12 @@
 """The canary attestation: what a passing `gpu-rollout verify` of the canary stack records, and the prod gate reads.
 
-One file per driver version, ``attestations/<driver>.json``: the stack and cluster it was verified on, the
-pools and GPU products (with their architecture) it covers, the operator chart, every check with its
-evidence, when the soak started and when verify saw it clean, the git commit, and a sha256 digest over the
-canonical content (every other field as JSON with sorted keys, no whitespace, UTF-8). The digest makes a
-hand edit visible; an optional HMAC-SHA256 over the same bytes, keyed from ``GPU_ROLLOUT_ATTESTATION_KEY``,
-makes forging one need the key as well.
+One file per canary stack and driver version, ``attestations/<canary-stack>/<driver>.json``: each fleet's
+canary attests a driver for its own prod stack, and several fleets move to the same driver. It holds the stack
+and cluster it was verified on, the pools and GPU products (with their architecture) it covers, the operator
+chart, every check with its evidence, when the soak started and when verify saw it clean, the git commit, and
+a sha256 digest over the canonical content (every other field as JSON with sorted keys, no whitespace,
+UTF-8). The digest makes a hand edit visible; an optional HMAC-SHA256 over the same bytes, keyed from
+``GPU_ROLLOUT_ATTESTATION_KEY``, makes forging one need the key as well.
 
 ``seal`` builds a sealed attestation, ``write`` stores it (never over a newer one, atomically), ``load``
 reads one back and refuses anything malformed, of an unknown format, tampered with or wrongly keyed;
@@ -19,6 +20,7 @@ import hashlib
 import hmac as hmac_lib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -241,11 +243,28 @@ def seal(
     )
 
 
-def path_for(directory: Path, driver: str) -> Path:
-    """Where the attestation of ``driver`` lives: ``<directory>/<driver>.json``."""
+# A Pulumi stack name: letters, digits, '-', '_' and '.' (never a folder of its own such as '.' or '..').
+_STACK_NAME = re.compile(r"^(?!\.{1,2}$)[A-Za-z0-9_.-]+$")
+
+
+def stack_name(stack: str) -> str:
+    """A stack's own name: ``org/project/canary`` and ``canary`` are the same canary stack."""
+    name = stack.rsplit("/", 1)[-1]
+    if not _STACK_NAME.match(name):
+        raise AttestationError(f"'{stack}' is not a stack name; no attestation folder is named after it")
+    return name
+
+
+def folder_for(directory: Path, stack: str) -> Path:
+    """The attestations of one canary stack: ``<directory>/<stack>`` (its own name, without org/project)."""
+    return directory / stack_name(stack)
+
+
+def path_for(directory: Path, stack: str, driver: str) -> Path:
+    """Where the canary stack's attestation of ``driver`` lives: ``<directory>/<stack>/<driver>.json``."""
     if parse_driver(driver) is None or driver != driver.strip():
         raise AttestationError(f"'{driver}' is not a driver version; no attestation file is named after it")
-    return directory / f"{driver}.json"
+    return folder_for(directory, stack) / f"{driver}.json"
 
 
 def from_document(document: object, source: str, hmac_key: bytes | None = None) -> Attestation:
@@ -302,11 +321,12 @@ def load(path: Path, hmac_key: bytes | None = None) -> Attestation:
 
 
 def write(directory: Path, attestation: Attestation) -> Path:
-    """Store ``attestation`` as ``<directory>/<driver>.json``, atomically.
+    """Store ``attestation`` as ``<directory>/<stack>/<driver>.json``, atomically.
 
-    Refuses to replace an attestation of the same driver whose soak ended later (a newer verify must not be
-    undone by an older one), and one it cannot read (remove it by hand after looking at it)."""
-    path = path_for(directory, attestation.driver)
+    Refuses to replace an attestation of the same stack and driver whose soak ended later (a newer verify must
+    not be undone by an older one), and one it cannot read (remove it by hand after looking at it)."""
+    path = path_for(directory, attestation.stack, attestation.driver)
+    folder = path.parent
     if path.exists():
         try:
             existing = load(path)
@@ -319,9 +339,9 @@ def write(directory: Path, attestation: Attestation) -> Path:
             )
     text = json.dumps(attestation.document(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
         handle = tempfile.NamedTemporaryFile(
-            "w", encoding="utf-8", dir=directory, prefix=f".{path.name}.", suffix=".tmp", delete=False
+            "w", encoding="utf-8", dir=folder, prefix=f".{path.name}.", suffix=".tmp", delete=False
         )
         try:
             with handle:
@@ -369,6 +389,6 @@ def judge(
 
 __all__ = [
     "API_VERSION", "ATTESTATION_DIR", "HMAC_KEY_ENV", "Attestation", "AttestationError", "AttestedCheck",
-    "AttestedPool", "canonical_json", "covers", "digest_of", "from_document", "hmac_of", "judge",
-    "key_from_environment", "load", "parse", "path_for", "read_text", "seal", "write",
+    "AttestedPool", "canonical_json", "covers", "digest_of", "folder_for", "from_document", "hmac_of", "judge",
+    "key_from_environment", "load", "parse", "path_for", "read_text", "seal", "stack_name", "write",
 ]

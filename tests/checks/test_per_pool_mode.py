@@ -25,6 +25,9 @@ from tests.fakekube.server import FakeKube
 
 runner = CliRunner()
 H100_NVL = {"vm_size": "Standard_NC40ads_H100_v5", "product": "NVIDIA-H100-NVL", "gpus": 1}
+# The canary stack's pools of prod's other GPU architectures: one node each.
+CANARY_POOLS = {"canarya100": {"vm_size": "Standard_NC24ads_A100_v4", "product": "NVIDIA-A100-80GB-PCIe", "gpus": 1},
+                "canaryt4": {"vm_size": "Standard_NC4as_T4_v3", "product": "Tesla-T4", "gpus": 1}}
 
 
 def preflight(stack: str, kubeconfig: Path) -> tuple[int, dict[tuple[str, str], dict]]:
@@ -39,6 +42,8 @@ def cluster(fake: FakeKube) -> dict[str, list[str]]:
     nodes = unlabelled_aks_prod(fake)
     nodes["gpucanary"] = [fake.add(aks_gpu_node("gpucanary", i, driver="570.195.03", **H100_NVL))["metadata"]["name"]
                           for i in range(3)]
+    for pool, shape in CANARY_POOLS.items():
+        nodes[pool] = [fake.add(aks_gpu_node(pool, 0, driver="570.195.03", **shape))["metadata"]["name"]]
     model_server(fake, "llm-chat-canary", "inference", {"app": "llm-chat", "track": "canary"},
                  nodes["gpucanary"][:2], image="vllm/vllm-openai:v0.10.2", gpus=1, min_available=1)
     return nodes
@@ -76,12 +81,13 @@ def test_the_canary_fails_until_the_cluster_is_in_per_pool_mode(cluster: dict, f
     assert code == 0, [c for c in checks.values() if c["status"] == "fail"]
 
     # 3. Per-pool NVIDIADrivers (the stacks' pulumi up): the default still owns the nodes outside them.
-    for pool in ("gput4", "gpua100", "gpuh100", "gpucanary"):
+    for pool in ("gput4", "gpua100", "gpuh100", "gpucanary", *CANARY_POOLS):
         fake.add(nvidia_driver(f"gpu-{pool}", "570.195.03", node_selector={"kubernetes.azure.com/agentpool": pool}))
     code, checks = preflight("canary", kubeconfig)
     assert code == 0 and checks[("per-pool-mode", "cluster")]["status"] == "pass"
     assert preflight("prod", kubeconfig)[1][("per-pool-mode", "cluster")]["message"].endswith(
-        "all have a driver owner: 2 by NVIDIADriver default (the default), 3 by NVIDIADriver gpu-gpucanary")
+        "all have a driver owner: 2 by NVIDIADriver default (the default), 1 by NVIDIADriver gpu-canarya100, "
+        "1 by NVIDIADriver gpu-canaryt4, 3 by NVIDIADriver gpu-gpucanary")
 
 
 def test_a_disabled_clusterpolicy_driver_leaves_the_canary_with_no_driver(cluster: dict, fake: FakeKube,
@@ -94,7 +100,7 @@ def test_a_disabled_clusterpolicy_driver_leaves_the_canary_with_no_driver(cluste
 def test_gpu_nodes_outside_the_pools_without_an_owner_warn(cluster: dict, fake: FakeKube, kube: k.Kube) -> None:
     spec = load_stack_file(SOURCE_DIR / "Pulumi.prod.yaml")
     fake.update("clusterpolicies", "cluster-policy", {"spec": {"driver": {"useNvidiaDriverCRD": True}}})
-    for pool in ("gput4", "gpua100", "gpuh100", "gpucanary"):
+    for pool in ("gput4", "gpua100", "gpuh100", "gpucanary", *CANARY_POOLS):
         fake.add(nvidia_driver(f"gpu-{pool}", "570.195.03", node_selector={"kubernetes.azure.com/agentpool": pool}))
     [result] = [r for r in run_preflight(kube, spec) if r.id == "per-pool-mode"]
     assert result.status == Status.WARN

@@ -111,13 +111,14 @@ def test_a_clean_canary_passes_every_check_and_writes_its_attestation(world: Wor
     assert all("ignored, expected during pod deletion: 43" in c["message"] for c in xids)
     assert all(c["evidence"]["seriesByDriver"] == {NEW: 1} for c in by_check(doc, "dcgm-metrics"))
 
-    written = project / attestation.ATTESTATION_DIR / f"{NEW}.json"
+    written = attestation.path_for(project / attestation.ATTESTATION_DIR, "canary", NEW)
     assert doc["attestation"] == str(written)
     sealed = attestation.load(written)
     assert (sealed.driver, sealed.stack, sealed.cluster, sealed.operatorChart) == (NEW, "canary", "inference-weu-1",
                                                                                   "v26.7.0")
-    assert [(p.name, p.gpuProduct, p.architecture) for p in sealed.pools] == [("gpucanary", "NVIDIA-H100-NVL",
-                                                                              "hopper")]
+    assert [(p.name, p.gpuProduct, p.architecture) for p in sealed.pools] == [
+        ("canarya100", "NVIDIA-A100-80GB-PCIe", "ampere"), ("canaryt4", "Tesla-T4", "turing"),
+        ("gpucanary", "NVIDIA-H100-NVL", "hopper")]  # one canary pool per architecture the prod stack runs
     assert [c.id for c in sealed.checks] == [c["id"] for c in doc["checks"]]
     assert sealed.soakStart.timestamp() == int(world.soak_start)  # the last canary node's upgrade-done
     assert -1 < sealed.soakEnd.timestamp() - world.now < 120  # soakEnd is kept in whole seconds
@@ -155,7 +156,8 @@ def test_a_lost_gpu_fails_gpu_count(world: World, project: Path, tmp_path: Path,
         code, doc, _ = run(world, project, url, capsys)
     assert_refused(code, doc, project)
     found = next(c for c in by_check(doc, "gpu-count") if c["subject"] == node)
-    assert found["status"] == "fail" and "allocatable nvidia.com/gpu is 0, pool gpucanary declares 1" in found["message"]
+    assert found["status"] == "fail"
+    assert f"allocatable nvidia.com/gpu is 0, pool {world.pool_of[node].name} declares 1" in found["message"]
     assert [c["status"] for c in doc["checks"] if c["status"] != "pass"] == ["fail"]
 
 
@@ -274,6 +276,7 @@ def test_a_newer_attestation_is_never_replaced(world: World, project: Path, tmp_
         checks=[attestation.AttestedCheck(id="validation-job", status="pass", subject="n", message="m")],
         soak_start=datetime.fromtimestamp(world.soak_start, UTC), soak_end=later, git_commit="0123456789abcdef")
     path = attestation.write(project / attestation.ATTESTATION_DIR, newer)
+    assert path == attestation.path_for(project / attestation.ATTESTATION_DIR, "canary", NEW)
     before = path.read_bytes()
     with start(history(world), tmp_path / "prometheus") as url:
         code, doc, err = run(world, project, url, capsys)

@@ -44,11 +44,13 @@ def type_counts(run: ProgramRun) -> dict[str, int]:
 
 
 def test_canary_renders_only_what_the_canary_stack_owns(rendered: dict[str, ProgramRun]) -> None:
-    # The validation job's objects (tests/components/test_validation.py): one of each, a DaemonSet for the pool,
-    # and a second ConfigMap, the validation program.
-    validation_job = {token: 1 for token in validation.RESOURCE_TYPES}
-    assert type_counts(rendered["canary"]) == {AGENT_POOL: 1, NVIDIA_DRIVER: 1, PDB: 1, CONFIG_MAP: 2, K8S_PROVIDER: 1,
+    # Three canary pools, one per GPU architecture prod runs (Hopper, Ampere, Turing). The validation job's
+    # objects (tests/components/test_validation.py): one of each, a DaemonSet per pool, and a second ConfigMap,
+    # the validation program.
+    validation_job = {**{token: 1 for token in validation.RESOURCE_TYPES}, "kubernetes:apps/v1:DaemonSet": 3}
+    assert type_counts(rendered["canary"]) == {AGENT_POOL: 3, NVIDIA_DRIVER: 3, PDB: 1, CONFIG_MAP: 2, K8S_PROVIDER: 1,
                                                **validation_job}
+    assert sorted(by_name(rendered["canary"], AGENT_POOL)) == ["canarya100", "canaryt4", "gpucanary"]
 
 
 def test_canary_pool_is_operator_owned_and_released(rendered: dict[str, ProgramRun]) -> None:
@@ -252,11 +254,17 @@ def test_cluster_identity_record_names_the_cluster(rendered: dict[str, ProgramRu
 
 
 def test_eks_canary_runs_two_generations_side_by_side(rendered: dict[str, ProgramRun]) -> None:
-    assert type_counts(rendered["eks-canary"]) == {NODE_GROUP: 2, PDB: 1, CONFIG_MAP: 1, K8S_PROVIDER: 1}
+    # Two canary node groups (Ada, Ampere: the architectures eks-prod moves), each in two generations, and the
+    # validation job (a DaemonSet per pool, its program in a second ConfigMap).
+    validation_job = {**{token: 1 for token in validation.RESOURCE_TYPES}, "kubernetes:apps/v1:DaemonSet": 2}
+    assert type_counts(rendered["eks-canary"]) == {NODE_GROUP: 4, PDB: 1, CONFIG_MAP: 2, K8S_PROVIDER: 1,
+                                                   **validation_job}
     groups = by_name(rendered["eks-canary"], NODE_GROUP)
     assert {n: g["releaseVersion"] for n, g in groups.items()} == {
         "gpu-canary-g1": "1.33.5-20251016",
         "gpu-canary-g2": "1.33.5-20251120",
+        "gpu-canary-a10g-g1": "1.33.5-20251016",
+        "gpu-canary-a10g-g2": "1.33.5-20251120",
     }
     for group in groups.values():
         assert group["amiType"] == "AL2023_x86_64_NVIDIA"

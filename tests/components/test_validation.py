@@ -21,7 +21,7 @@ from workload import result
 from workload.validate import parse_config
 
 KUBERNETES_VERSION = "1.33.0"
-WITH_VALIDATION = ("canary", "existing-canary")
+WITH_VALIDATION = ("canary", "eks-canary", "existing-canary")
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 KINDS = {
@@ -70,9 +70,11 @@ def with_validation(stack: str, **changes: Any) -> dict[str, str]:
 
 @pytest.mark.parametrize("stack", EXAMPLE_STACKS)
 def test_only_stacks_with_a_validation_block_declare_the_job(rendered: dict[str, ProgramRun], stack: str) -> None:
-    types = sorted(r.type for r in job(rendered[stack]))
+    run = rendered[stack]
+    types = sorted(r.type for r in job(run))
     if stack in WITH_VALIDATION:
-        assert types == sorted([*validation.RESOURCE_TYPES, CONFIG_MAP])
+        extra = [DAEMON_SET] * (len(run.outputs["releasedPools"]) - 1)  # a DaemonSet per released pool
+        assert types == sorted([*validation.RESOURCE_TYPES, *extra, CONFIG_MAP])
     else:
         assert types == []
 
@@ -104,7 +106,7 @@ def test_objects_validate_against_kubernetes_openapi(rendered: dict[str, Program
 
 
 def test_the_openapi_check_would_catch_a_misspelt_field(rendered: dict[str, ProgramRun]) -> None:
-    (daemon_set,) = [r for r in job(rendered["canary"]) if r.type == DAEMON_SET]
+    daemon_set = next(r for r in job(rendered["canary"]) if r.type == DAEMON_SET)
     broken = manifest(daemon_set)
     broken["spec"]["template"]["spec"]["tolerations"][0]["efect"] = "NoSchedule"
     with pytest.raises(kubernetes_validate.ValidationError):
@@ -118,7 +120,8 @@ def test_the_configmap_carries_the_program_as_the_tests_test_it(rendered: dict[s
     data = one(rendered["existing-canary"], CONFIG_MAP, "gpu-validation-program")["data"]
     for name in result.PROGRAM_FILES:
         assert data[f"workload.{name}"] == (validation.WORKLOAD_DIR / name).read_text()
-    assert set(data) == {*(f"workload.{n}" for n in result.PROGRAM_FILES), "pool-l40s-canary.json"}
+    assert set(data) == {*(f"workload.{n}" for n in result.PROGRAM_FILES), "pool-h100-canary.json",
+                         "pool-l40s-canary.json"}  # one configuration per pool
 
 
 def test_each_pools_configuration_is_one_the_program_accepts(rendered: dict[str, ProgramRun]) -> None:
@@ -343,9 +346,11 @@ def test_the_admission_policy_is_bound_and_applies_to_the_jobs_identity_only(ren
 def test_the_daemonsets_wait_for_the_policy_that_guards_their_writes(rendered: dict[str, ProgramRun]) -> None:
     run = rendered["existing-canary"]
     urns = {r.type: r.urn for r in job(run)}
-    (daemon_set,) = [r for r in job(run) if r.type == DAEMON_SET]
-    waits_for = set(daemon_set.dependencies)
-    assert urns["kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"] in waits_for
-    assert urns["kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding"] in waits_for
+    daemon_sets = [r for r in job(run) if r.type == DAEMON_SET]
+    assert len(daemon_sets) == 2  # h100-canary and l40s-canary
     program = next(r.urn for r in job(run) if r.type == CONFIG_MAP)
-    assert program in waits_for
+    for daemon_set in daemon_sets:
+        waits_for = set(daemon_set.dependencies)
+        assert urns["kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"] in waits_for
+        assert urns["kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding"] in waits_for
+        assert program in waits_for

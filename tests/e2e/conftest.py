@@ -176,7 +176,7 @@ def canary_up(pulumi: Pulumi, policy_pack: Path):
 
 @pytest.fixture(scope="session")
 def canary_attested(canary_up, project: Path) -> Path:
-    """The canary's attestation in the project's attestations/, which the prod gate (canary-attested) reads.
+    """The canary's attestation in the project's attestations/existing-canary/, which the prod gate reads.
 
     `gpu-rollout verify` writes it after the canary's soak; here the test seals the same record through
     spec.attestation, covering the canary's own pool with a soak of the prod stack's minSoakHours

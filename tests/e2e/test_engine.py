@@ -206,7 +206,7 @@ def test_driver_bump_preview_diff_shows_old_and_new_driver(prod_up: Result, pulu
         pulumi.run("config", "set", "--path", "--stack", PROD, key, "580.173.02")
     # The canary never ran the new driver: the prod gate refuses it, and the diff still shows the change.
     assert result.returncode != 0 and "canary-attested" in result.stdout, result.describe()
-    assert f"no attestation attestations/{NEW_DRIVER}.json" in result.stdout, result.describe()
+    assert f"no attestation attestations/existing-canary/{NEW_DRIVER}.json" in result.stdout, result.describe()
     blocks = _blocks(result.stdout)
     version_change = re.compile(rf'^\s*~\s*version\s*:\s*"580\.173\.02"\s*=>\s*"{re.escape(NEW_DRIVER)}"', re.M)
     assert version_change.search(blocks.get("gpu-l40s-serving", "")), result.stdout

@@ -3,7 +3,7 @@ its canary stack deployed in the same file backend, refuses every attestation th
 
 The attestations are sealed by the test through spec.attestation (tests/policy/attested.py), standing in
 for the canary's `gpu-rollout verify`; a tampered one is a sealed one changed afterwards. Each case leaves
-the project's attestations/ as it found it (the session's passing attestation, which prod `up` relies on).
+the project's attestations/<canary>/ as it found it (the session's passing attestation, which prod `up` relies on).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from tests.e2e.conftest import policy_args
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.pulumi_cli import Pulumi, Result
 from tests.e2e.test_engine import variant_stack
-from tests.policy.attested import DRIVER, canary_attestation
+from tests.policy.attested import CANARY, DRIVER, canary_attestation
 
 PROD = "existing-prod"
 GATE = "canary-attested"
@@ -30,16 +30,17 @@ GATE = "canary-attested"
 
 @pytest.fixture
 def attestations(canary_attested: Path) -> Iterator[Path]:
-    """The project's attestations/ for one case; the session's passing attestation is put back after it."""
+    """The project's attestations/ for one case, emptied of the canary's folder (attestations/<canary>/), which
+    is put back after it with the session's passing attestation."""
     folder = canary_attested.parent
-    kept = folder.parent / "attestations.kept"
+    root = folder.parent
+    kept = root.parent / "attestations.kept"
     shutil.copytree(folder, kept)
     shutil.rmtree(folder)
-    folder.mkdir()
     try:
-        yield folder
+        yield root
     finally:
-        shutil.rmtree(folder)
+        shutil.rmtree(folder, ignore_errors=True)
         kept.rename(folder)
 
 
@@ -76,13 +77,13 @@ def _tampered(folder: Path) -> None:
 
 
 def _renamed(folder: Path) -> None:
-    att.write(folder, canary_attestation(driver="580.159.04")).rename(att.path_for(folder, DRIVER))
+    att.write(folder, canary_attestation(driver="580.159.04")).rename(att.path_for(folder, CANARY, DRIVER))
 
 
 CASES: dict[str, tuple[Callable[[Path], object], str]] = {
     "missing": (lambda folder: att.write(folder, canary_attestation(driver="570.195.03")),
-                f"no attestation attestations/{DRIVER}.json (the folder holds: 570.195.03)"),
-    "tampered": (_tampered, f"attestations/{DRIVER}.json: digest mismatch"),
+                f"no attestation attestations/{CANARY}/{DRIVER}.json (the folder holds: 570.195.03)"),
+    "tampered": (_tampered, f"attestations/{CANARY}/{DRIVER}.json: digest mismatch"),
     "too young": (lambda folder: att.write(folder, canary_attestation(soak_start=datetime.now(UTC) - timedelta(hours=25))),
                   "less than promotion.minSoakHours (168 h)"),
     "another version": (_renamed, f"it attests driver 580.159.04, not {DRIVER}"),

@@ -44,7 +44,7 @@ def test_image_owned_canary_needs_no_operator_upgrade_policy(rendered):
 )
 def test_canary_node_groups_update_one_node_at_a_time(rendered, update_config, flagged):
     items = [copy.deepcopy(r) for r in resources(rendered["eks-canary"])]
-    group = of_type(items, rf.EKS_NODE_GROUP)[0]
+    group = next(g for g in of_type(items, rf.EKS_NODE_GROUP) if g.name == "gpu-canary-g1")  # 2 nodes
     group.props["updateConfig"] = update_config
     findings = list(capacity_rules.canary_one_node_at_a_time(stack(items)))
     if "takes 1" in flagged:
@@ -62,7 +62,7 @@ def test_canary_node_groups_update_one_node_at_a_time(rendered, update_config, f
 ])
 def test_canary_node_group_without_a_visible_size_is_not_capped_at_one(rendered, update_config, flagged):
     items = [copy.deepcopy(r) for r in resources(rendered["eks-canary"])]
-    group = of_type(items, rf.EKS_NODE_GROUP)[0]
+    group = next(g for g in of_type(items, rf.EKS_NODE_GROUP) if g.name == "gpu-canary-g1")
     group.props["updateConfig"] = update_config
     del group.props["scalingConfig"]
     findings = list(capacity_rules.canary_one_node_at_a_time(stack(items)))
@@ -74,8 +74,7 @@ def test_canary_node_group_without_a_visible_size_is_not_capped_at_one(rendered,
 
 
 def _canary_driver(rendered) -> Resource:
-    (driver,) = of_type(resources(rendered["canary"]), rf.NVIDIA_DRIVER)
-    return driver
+    return next(d for d in of_type(resources(rendered["canary"]), rf.NVIDIA_DRIVER) if d.name == "gpu-gpucanary")
 
 
 def test_unset_max_parallel_upgrades_takes_the_default_of_the_resource_kind(rendered, helm_release):

@@ -379,7 +379,7 @@ OUTPUT_VARIANTS: dict[str, tuple[str, list[tuple[str, str | None, Callable[[dict
     "promotion-record-with-a-changed-attestation": (
         "existing-prod-attested", [(rf.CONFIG_MAP, "gpu-driver-upgrade-promotion", lambda p: p["data"].update(
             attestations=p["data"]["attestations"].replace("l40s-canary", "l40s-serving")))],
-        "canary-attested", "attestations/580.173.02.json: digest mismatch",
+        "canary-attested", "attestations/existing-canary/580.173.02.json: digest mismatch",
     ),
     "pool-record-on-amazon-linux": (
         "existing-prod", [_label(rf.CONFIG_MAP, "gpu-driver-upgrade-pool-l40s-serving", labels.POOL_OS,

@@ -72,7 +72,7 @@ def test_an_attested_driver_passes(project: Path, canary_outputs: dict[str, Any]
 def test_missing_attestation_is_refused(project: Path, canary_outputs: dict[str, Any]) -> None:
     att.write(project / att.ATTESTATION_DIR, seal(driver="570.195.03"))  # another version only
     assert messages(gate(project, canary_outputs)) == [
-        "driver 580.173.02 (pools l40s-serving; ada): no attestation attestations/580.173.02.json (the folder "
+        "driver 580.173.02 (pools l40s-serving; ada): no attestation attestations/existing-canary/580.173.02.json (the folder "
         "holds: 570.195.03); run `gpu-rollout verify --stack existing-canary` on the canary once it has soaked"
     ]
 
@@ -83,7 +83,7 @@ def test_tampered_attestation_is_refused(project: Path, canary_outputs: dict[str
     document["soakStart"] = "2026-01-01T00:00:00Z"  # a longer soak than verify saw
     path.write_text(json.dumps(document))
     assert messages(gate(project, canary_outputs)) == [
-        "driver 580.173.02 (pools l40s-serving; ada): attestations/580.173.02.json: digest mismatch: the content "
+        "driver 580.173.02 (pools l40s-serving; ada): attestations/existing-canary/580.173.02.json: digest mismatch: the content "
         "was changed after verify sealed it"
     ]
 
@@ -91,28 +91,32 @@ def test_tampered_attestation_is_refused(project: Path, canary_outputs: dict[str
 def test_too_young_attestation_is_refused(project: Path, canary_outputs: dict[str, Any]) -> None:
     att.write(project / att.ATTESTATION_DIR, seal(soak_start=NOW - timedelta(hours=50)))
     (message,) = messages(gate(project, canary_outputs))
-    assert message.endswith("attestations/580.173.02.json: its soak lasted 49.0 h, less than "
+    assert message.endswith("attestations/existing-canary/580.173.02.json: its soak lasted 49.0 h, less than "
                             "promotion.minSoakHours (168 h)")
 
 
 def test_attestation_of_another_version_is_refused(project: Path, canary_outputs: dict[str, Any]) -> None:
     """A file named after the target but sealed for another driver (renamed by hand)."""
     other = att.write(project / att.ATTESTATION_DIR, seal(driver="580.159.04"))
-    other.rename(att.path_for(project / att.ATTESTATION_DIR, DRIVER))
+    other.rename(att.path_for(project / att.ATTESTATION_DIR, CANARY, DRIVER))
     (message,) = messages(gate(project, canary_outputs))
-    assert message.endswith("attestations/580.173.02.json: it attests driver 580.159.04, not 580.173.02")
+    assert message.endswith("attestations/existing-canary/580.173.02.json: it attests driver 580.159.04, not 580.173.02")
 
 
 def test_attestation_of_another_gpu_architecture_is_refused(project: Path, canary_outputs: dict[str, Any]) -> None:
     att.write(project / att.ATTESTATION_DIR, seal(pools=[AttestedPool.of("h100-canary", "NVIDIA-H100-80GB-HBM3")]))
     (message,) = messages(gate(project, canary_outputs))
-    assert message.endswith("attestations/580.173.02.json: it covers hopper GPUs, not ada")
+    assert message.endswith("attestations/existing-canary/580.173.02.json: it covers hopper GPUs, not ada")
 
 
 def test_attestation_from_another_stack_is_refused(project: Path, canary_outputs: dict[str, Any]) -> None:
-    att.write(project / att.ATTESTATION_DIR, seal(stack="dev"))
+    """Another stack's attestation of the driver, moved into the canary's folder by hand."""
+    folder = project / att.ATTESTATION_DIR
+    other = att.write(folder, seal(stack="dev"))
+    att.folder_for(folder, CANARY).mkdir()
+    other.rename(att.path_for(folder, CANARY, DRIVER))
     (message,) = messages(gate(project, canary_outputs))
-    assert message.endswith("attestations/580.173.02.json was made on stack 'dev', not on the canary stack "
+    assert message.endswith("attestations/existing-canary/580.173.02.json was made on stack 'dev', not on the canary stack "
                             "'existing-canary'")
 
 
@@ -148,7 +152,7 @@ def test_a_driver_the_fleet_ran_is_not_blocked(project: Path, canary_outputs: di
     found = gate(project, canary_outputs, previous=previous)
     assert messages(found) == []
     (advice,) = messages(found, "advisory")
-    assert "no attestation attestations/580.173.02.json" in advice
+    assert "no attestation attestations/existing-canary/580.173.02.json" in advice
     assert advice.endswith("(the fleet ran 580.173.02 as of its last deployment: not a promotion, not blocked)")
 
 
@@ -198,7 +202,7 @@ def test_the_record_states_what_the_gate_reads(project: Path, canary_outputs: di
     }
     # Only the target's attestation travels, as the file holds it; the rule judges it there.
     assert list(texts) == [DRIVER]
-    assert texts[DRIVER] == att.path_for(project / att.ATTESTATION_DIR, DRIVER).read_text()
+    assert texts[DRIVER] == att.path_for(project / att.ATTESTATION_DIR, CANARY, DRIVER).read_text()
     assert att.parse(texts[DRIVER], "record") == sealed
 
 
@@ -220,7 +224,7 @@ def test_plan_passes_an_attested_driver(project: Path) -> None:
 @pytest.mark.parametrize(
     ("case", "reason"),
     [
-        ("missing", "no attestation attestations/580.173.02.json (the folder holds: none)"),
+        ("missing", "no attestation attestations/existing-canary/580.173.02.json (the folder holds: none)"),
         ("tampered", "digest mismatch"),
         ("too young", "less than promotion.minSoakHours (168 h)"),
         ("another version", "it attests driver 580.173.03, not 580.173.02"),
@@ -235,7 +239,7 @@ def test_plan_refuses(project: Path, case: str, reason: str) -> None:
     elif case == "too young":
         att.write(folder, seal(soak_start=NOW - timedelta(hours=10)))
     elif case == "another version":
-        att.write(folder, seal(driver="580.173.03")).rename(att.path_for(folder, DRIVER))
+        att.write(folder, seal(driver="580.173.03")).rename(att.path_for(folder, CANARY, DRIVER))
     elif case == "another architecture":
         att.write(folder, seal(pools=[AttestedPool.of("a100-canary", "NVIDIA-A100-80GB-PCIe")]))
     code, violations = plan(project)
@@ -281,28 +285,20 @@ EXAMPLE_PAIRS = {"prod": "canary", "eks-prod": "eks-canary", "existing-prod": "e
 
 
 @pytest.mark.parametrize("stack", sorted(EXAMPLE_PAIRS))
-def test_the_examples_await_their_canarys_attestation(stack: str) -> None:
-    """No example ships an attestation yet (verify on the test cluster makes it, never a hand): the gate says so."""
+def test_the_examples_plan_clean_on_the_attestations_they_ship(stack: str) -> None:
+    """Each example prod stack ships its canary's attestation (scripts/attest_examples.py, verify on the test
+    cluster): `gpu-rollout plan` passes the gate and every other mandatory policy."""
     result = runner.invoke(app, ["plan", "--stack", stack, "--json"])
-    assert result.exit_code == 1
-    found = [v for v in json.loads(result.stdout)["violations"] if v["policy"] == POLICY]
-    assert [v["enforcement"] for v in found] == ["mandatory"]
-    assert f"no attestation attestations/{DRIVER}.json (the folder holds: none); run `gpu-rollout verify " \
-           f"--stack {EXAMPLE_PAIRS[stack]}`" in found[0]["message"]
-
-
-# What remains once each canary's verify has attested exactly the canary's own pools: the AKS and EKS prod
-# examples release pools of a GPU architecture their canary has no pool of.
-UNCOVERED = {
-    "prod": ["driver 580.173.02 (pools gput4; turing): attestations/580.173.02.json: it covers hopper GPUs, not turing"],
-    "eks-prod": ["driver 580.173.02 (pools gpu-a10g, gpu-l40s; ada, ampere): attestations/580.173.02.json: it covers "
-                 "ada GPUs, not ampere"],
-    "existing-prod": [],
-}
+    violations = json.loads(result.stdout)["violations"]
+    assert [v for v in violations if v["enforcement"] == "mandatory"] == []
+    assert [v for v in violations if v["policy"] == POLICY] == []
+    assert result.exit_code == 0
 
 
 @pytest.mark.parametrize("stack", sorted(EXAMPLE_PAIRS))
-def test_the_examples_with_their_canarys_attestation(tmp_path: Path, stack: str) -> None:
+def test_the_examples_canary_pools_cover_every_released_prod_architecture(tmp_path: Path, stack: str) -> None:
+    """An attestation of exactly the example canary's own pools admits its prod stack's released pools: the canary
+    has a pool of every GPU architecture prod releases (without the shipped files: a project folder of its own)."""
     canary = EXAMPLE_PAIRS[stack]
     folder = project_folder(tmp_path / "project")
     for name in (stack, canary):
@@ -312,9 +308,18 @@ def test_the_examples_with_their_canarys_attestation(tmp_path: Path, stack: str)
     att.write(folder / att.ATTESTATION_DIR, seal(stack=canary, cluster=spec.cluster.name, pools=pools))
     result = runner.invoke(app, ["plan", "--stack-file", str(folder / f"Pulumi.{stack}.yaml"), "--project-dir",
                                  str(folder), "--json"])
+    assert [v["message"] for v in json.loads(result.stdout)["violations"] if v["policy"] == POLICY] == []
+    assert result.exit_code == 0
+    prod = spec_from_config(stack_config(stack))
+    released = next(p for p in prod.nodePools if not prod.pool_held(p))
+    lacking = [p for p in pools if p.architecture != AttestedPool.of(released.name, released.gpuProduct).architecture]
+    # The same canary without its pool of the first released prod pool's architecture: refused.
+    att.write(folder / att.ATTESTATION_DIR, seal(stack=canary, cluster=spec.cluster.name, pools=lacking,
+                                                 soak_end=NOW - timedelta(minutes=30)))
+    result = runner.invoke(app, ["plan", "--stack-file", str(folder / f"Pulumi.{stack}.yaml"), "--project-dir",
+                                 str(folder), "--json"])
     found = [v["message"] for v in json.loads(result.stdout)["violations"] if v["policy"] == POLICY]
-    assert found == UNCOVERED[stack]
-    assert result.exit_code == (1 if found else 0)
+    assert result.exit_code == 1 and len(found) == 1 and ": it covers " in found[0]
 
 
 def test_a_fully_qualified_canary_stack_matches_the_attested_one(project: Path, canary_outputs: dict[str, Any]) -> None:

@@ -40,7 +40,7 @@ def test_batch_selectors_are_seen_in_helm_mode_through_the_pdbs():
 
 def test_unset_auto_upgrade_takes_the_default_of_the_resource_kind(rendered, helm_release):
     # (test_capacity_rules.py checks maxParallelUpgrades' defaults on the same resources.)
-    (stage_canary,) = of_type(resources(rendered["canary"]), rf.NVIDIA_DRIVER)
+    stage_canary = next(d for d in of_type(resources(rendered["canary"]), rf.NVIDIA_DRIVER) if d.name == "gpu-gpucanary")
     # NVIDIADriver CRD: autoUpgrade defaults to true.
     crd = spec_edit(stage_canary, ("spec", "upgradePolicy"), maxParallelUpgrades=None, autoUpgrade=None)
     assert list(upgrade_rules.upgrade_controller_enabled(crd)) == []

@@ -155,5 +155,6 @@ def test_plan_finds_the_project_from_the_current_folder(tmp_path: Path) -> None:
         capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
     )
     assert result.returncode == 0, result.stderr
-    (pool,) = [r for r in json.loads(result.stdout)["resources"] if r["type"].endswith(":AgentPool")]
+    pool = next(r for r in json.loads(result.stdout)["resources"] if r["type"].endswith(":AgentPool")
+                and r["name"] == "gpucanary")
     assert pool["inputs"]["count"] == 4

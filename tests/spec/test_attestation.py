@@ -66,7 +66,7 @@ def test_architecture_comes_from_the_compatibility_table() -> None:
 def test_write_then_load_round_trips(tmp_path: Path) -> None:
     sealed = _sealed(hmac_key=b"k")
     path = att.write(tmp_path / att.ATTESTATION_DIR, sealed)
-    assert path == tmp_path / "attestations" / "580.173.02.json"
+    assert path == tmp_path / "attestations" / "canary" / "580.173.02.json"
     assert att.load(path) == sealed
     assert att.load(path, hmac_key=b"k") == sealed
     assert [p.name for p in path.parent.iterdir()] == ["580.173.02.json"]  # no temporary file left behind
@@ -212,17 +212,31 @@ def test_write_refuses_to_replace_a_newer_attestation(tmp_path: Path) -> None:
 
 
 def test_write_refuses_to_replace_what_it_cannot_read(tmp_path: Path) -> None:
-    path = att.path_for(tmp_path, "580.173.02")
+    path = att.path_for(tmp_path, "canary", "580.173.02")
+    path.parent.mkdir()
     path.write_text("{broken")
     with pytest.raises(AttestationError, match="refusing to replace an attestation that cannot be read"):
         att.write(tmp_path, _sealed())
     assert path.read_text() == "{broken"
 
 
-def test_path_for_names_the_driver_and_nothing_else(tmp_path: Path) -> None:
-    assert att.path_for(tmp_path, "570.195.03") == tmp_path / "570.195.03.json"
+def test_path_for_names_the_canary_stack_and_the_driver_and_nothing_else(tmp_path: Path) -> None:
+    assert att.path_for(tmp_path, "canary", "570.195.03") == tmp_path / "canary" / "570.195.03.json"
+    assert att.path_for(tmp_path, "acme/gpu-driver-upgrade/eks-canary", "570.195.03") == (
+        tmp_path / "eks-canary" / "570.195.03.json")  # a fully qualified stack: its own name
     with pytest.raises(AttestationError, match="'../580' is not a driver version"):
-        att.path_for(tmp_path, "../580")
+        att.path_for(tmp_path, "canary", "../580")
+    for stack in ("..", "org/project/..", "can ary", ""):
+        with pytest.raises(AttestationError, match="is not a stack name"):
+            att.path_for(tmp_path, stack, "570.195.03")
+
+
+def test_each_canary_stack_keeps_its_own_attestation_of_a_driver(tmp_path: Path) -> None:
+    """Two fleets' canaries attest the same driver: neither file replaces the other."""
+    aks, eks = _sealed(), _sealed(stack="eks-canary", soak_end=END + timedelta(hours=1))
+    assert att.write(tmp_path, aks) != att.write(tmp_path, eks)
+    assert att.load(att.path_for(tmp_path, "canary", "580.173.02")) == aks
+    assert att.load(att.path_for(tmp_path, "eks-canary", "580.173.02")) == eks
 
 
 def test_covers_by_driver_and_architecture() -> None:

@@ -222,7 +222,7 @@ def test_generations_are_refused_on_operator_owned_pools() -> None:
 
 
 def test_canary_stage_needs_a_canary_pool() -> None:
-    config = edited("canary", "nodePools", lambda pools: pools[0].update(role="serving"))
+    config = edited("canary", "nodePools", lambda pools: [pool.update(role="serving") for pool in pools])
     assert_problem(config, "gpu-driver-upgrade:nodePools", "role: canary")
 
 

@@ -57,7 +57,7 @@ def test_a_baseline_per_pool_loads() -> None:
     (lambda v: v.update(serverArgs=["--port=9000"]), "serverArgs", "set by the job itself"),
     (lambda v: v.update(textfileDirectory="textfile"), "textfileDirectory", "absolute path"),
     (lambda v: v.update(baselines={"gpu-l40s": {"timeToFirstTokenSeconds": 0.05, "tokensPerSecond": 180}}),
-     "baselines.gpu-l40s", "names no pool of this stack (l40s-canary)"),
+     "baselines.gpu-l40s", "names no pool of this stack (h100-canary, l40s-canary)"),
     (lambda v: v.update(baselines={"l40s-canary": {"timeToFirstTokenSeconds": 0.05, "tokensPerSecond": 180,
                                                    "tokenDigest": "abc"}}),
      "baselines.l40s-canary.tokenDigest", "not a digest"),
