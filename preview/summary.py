@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from spec import labels
 from spec import resource_facts as rf
+from spec.resource_facts import promotion as promotion_facts
 from spec.versions import is_branch_only
+
+
+def _attestations(gate: rf.PromotionFacts) -> str:
+    """The attestations a promotion record carries, one line each (the record holds their whole text, kilobytes
+    of evidence; the pack judges it): driver, stack, GPU architectures, soak and digest, as the file states them."""
+    lines = []
+    for driver, text in sorted(gate.attestations.items()):
+        try:
+            document = json.loads(text)
+            archs = sorted({p.get("architecture") for p in document.get("pools") or [] if isinstance(p, dict)} - {None})
+            lines.append(f"{driver}: stack {document.get('stack')}, {', '.join(archs) or 'no pools'}, soak "
+                         f"{document.get('soakStart')} to {document.get('soakEnd')}, {str(document.get('digest'))[:19]}...")
+        except (ValueError, AttributeError, TypeError):
+            lines.append(f"{driver}: not an attestation (the pack refuses it)")
+    return "\n".join(lines) or "-"
 
 
 def _upgrade_policy(policy: dict[str, Any] | None) -> str:
@@ -107,5 +124,10 @@ def review_fields(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, st
     if type_token == rf.CONFIG_MAP:
         meta = inputs.get("metadata") or {}
         data = inputs.get("data") or {}
-        return [("record", f"{meta.get('namespace')}/{meta.get('name')}"), ("data", ", ".join(f"{k}={v}" for k, v in data.items()))]
+        record = ("record", f"{meta.get('namespace')}/{meta.get('name')}")
+        if rf.is_promotion_record(inputs):
+            shown = {k: v for k, v in data.items() if k != promotion_facts.ATTESTATIONS}
+            return [record, ("data", ", ".join(f"{k}={v}" for k, v in shown.items())),
+                    ("attestations", _attestations(rf.read_promotion(inputs)))]
+        return [record, ("data", ", ".join(f"{k}={v}" for k, v in data.items()))]
     return []

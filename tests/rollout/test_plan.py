@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rollout.cli import app
-from tests.conftest import PROJECT_DIR, past_the_gate
+from tests.conftest import PROJECT_DIR
 
 runner = CliRunner()
 
@@ -23,8 +23,9 @@ def plan(*args: str) -> tuple[int, str, str]:
 
 def test_plan_table_shows_what_a_reviewer_checks() -> None:
     code, out, _ = plan("--stack", "prod")
-    assert code == 1, out  # the prod gate: the example ships no canary attestation yet (tests/conftest.py)
-    assert "canary-attested" in out
+    assert code == 0, out  # the prod gate passes: the example ships its canary's attestation
+    assert "canary-attested" not in out
+    assert "580.173.02: stack canary" in out  # the attestation the promotion record carries, in one line
     for expected in (
         "gpu-gpua100",
         "nvcr.io/nvidia/driver:570.195.03",
@@ -41,7 +42,7 @@ def test_plan_table_shows_what_a_reviewer_checks() -> None:
 def test_plan_json_is_one_document_with_engine_inputs() -> None:
     code, out, _ = plan("--stack", "prod", "--json")
     document = json.loads(out)
-    assert code == 1 and past_the_gate(v for v in document["violations"] if v["enforcement"] == "mandatory") == []
+    assert code == 0 and [v for v in document["violations"] if v["enforcement"] == "mandatory"] == []
     assert document["stack"] == "prod"
     types = [r["type"] for r in document["resources"]]
     assert types.count("kubernetes:nvidia.com/v1alpha1:NVIDIADriver") == 3
@@ -55,7 +56,7 @@ def test_plan_json_is_one_document_with_engine_inputs() -> None:
 def test_plan_json_eks_prod_pins_release_versions_and_disables_the_driver() -> None:
     code, out, _ = plan("--stack", "eks-prod", "--json")
     document = json.loads(out)
-    assert code == 1 and past_the_gate(v for v in document["violations"] if v["enforcement"] == "mandatory") == []
+    assert code == 0 and [v for v in document["violations"] if v["enforcement"] == "mandatory"] == []
     resources = document["resources"]
     groups = [r["inputs"] for r in resources if r["type"] == "aws:eks/nodeGroup:NodeGroup"]
     assert groups and all(g["releaseVersion"] for g in groups)
