@@ -18,7 +18,7 @@ from policy.findings import Level
 from preview import diff as compare
 from rollout import diff as verb
 from rollout.cli import app
-from tests.conftest import PROJECT_DIR
+from tests.conftest import PROJECT_DIR, stack_config
 from tests.rollout.gitrepo import GIT_ENV, GitRepo
 
 runner = CliRunner()
@@ -332,6 +332,23 @@ def test_an_attested_driver_is_no_risk_and_an_unattested_one_says_why() -> None:
     (risk,) = missing.risks
     assert risk.text == "prod pool gpuh100 moves to 595.91.07, which the canary has not attested " \
         "(no attestations/595.91.07.json)"
+
+
+def test_an_unattested_driver_is_looked_up_in_the_stacks_own_canary_folder(tmp_path: Path) -> None:
+    """The diff reads attestations/<canary>/<driver>.json of the canary the prod stack names, like the gate."""
+    from spec import attestation
+    from tests.policy.attested import canary_attestation
+
+    attestation.write(tmp_path / attestation.ATTESTATION_DIR, canary_attestation())  # existing-canary's
+    of_canary = verb._unattested(tmp_path)
+    assert of_canary("existing-canary")("580.173.02") is None
+    assert of_canary("acme/gpu-driver-upgrade/existing-canary")("580.173.02") is None
+    assert of_canary("canary")("580.173.02") == "no attestations/canary/580.173.02.json"  # another fleet's canary
+    assert of_canary(None)("580.173.02") == "the stack names no promotion.canaryStack"
+    assert verb._declared_canary(stack_config("eks-prod")) == "eks-canary"
+    assert verb._declared_canary(stack_config("eks-canary")) is None  # no promotion block
+    # Config the spec refuses (here: only a promotion block) names no canary; the diff reports it elsewhere.
+    assert verb._declared_canary({"gpu-driver-upgrade:promotion": '{"canaryStack": "eks-canary"}'}) is None
 
 
 def test_a_promoted_stack_reads_its_canary_as_plan_does(repo: GitRepo) -> None:
