@@ -275,7 +275,8 @@ def _vllm(history: History, pod_name: str, at: float, step: int, shares: tuple[f
 
 def history(world: World, *, slower: bool = False, xid_on: str | None = None, xid: int = 79,
             lost_driver_on: str | None = None) -> History:
-    """An hour up to now: DCGM for every GPU node (the canary's on the old driver until its upgrade finished,
+    """An hour up to now (for a soak of days, DCGM every SOAK_STEP back to before the first canary node's upgrade
+    as well): DCGM for every GPU node (the canary's on the old driver until its upgrade finished,
     then on the new one; a 45 while its pods were deleted, a 43 after), vLLM for the old pods all hour and for
     the canary pods since the soak started; ``slower`` makes the canary pods slower, ``xid_on`` gives that node
     ``xid`` after its upgrade, ``lost_driver_on`` makes DCGM report the old driver on that node still."""
