@@ -178,13 +178,23 @@ def canary_up(pulumi: Pulumi, policy_pack: Path):
 def canary_attested(canary_up, project: Path) -> Path:
     """The canary's attestation in the project's attestations/existing-canary/, which the prod gate reads.
 
-    `gpu-rollout verify` writes it after the canary's soak; here the test seals the same record through
-    spec.attestation, covering the canary's own pool with a soak of the prod stack's minSoakHours
-    (tests/policy/attested.py), standing in for verify. Nothing is written by hand."""
-    from spec import attestation
-    from tests.policy.attested import canary_attestation
+    The e2e project is a folder of its own (tests/e2e/pulumi_cli.py links the program, not attestations/):
+    the attestation the example ships is copied in, as a pull request carries it. That one was made by
+    `gpu-rollout verify` of the example canary stack on the test cluster (scripts/attest_examples.py); the
+    e2e cluster has the same name (lab-gpu-1) and the canary stack here runs its driver."""
+    import shutil
 
-    return attestation.write(project / attestation.ATTESTATION_DIR, canary_attestation())
+    from spec import attestation
+    from spec.load import spec_from_config
+    from tests.conftest import PROJECT_DIR, stack_config
+
+    driver = spec_from_config(stack_config("existing-canary")).driver.version
+    shipped = attestation.path_for(PROJECT_DIR / attestation.ATTESTATION_DIR, "existing-canary", driver)
+    copy = attestation.path_for(project / attestation.ATTESTATION_DIR, "existing-canary", driver)
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(shipped, copy)
+    attestation.load(copy)  # intact, or the session stops here
+    return copy
 
 
 @pytest.fixture(scope="session")

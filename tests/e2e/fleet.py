@@ -44,6 +44,9 @@ class Pool:
 
 POOLS = (
     Pool("l40s-canary", "gpu-l40s-c", 3, "NVIDIA-L40S", 1, 46068, "ada", (8, 9), "PowerEdge-R760xa", False),
+    # The canary's Hopper node (one HGX box taken from the H100 fleet): what lets the canary attest Hopper.
+    Pool("h100-canary", "gpu-h100-c", 1, "NVIDIA-H100-80GB-HBM3", 8, 81559, "hopper", (9, 0),
+         "PowerEdge-XE9680", True),
     Pool("l40s-serving", "gpu-l40s-s", 4, "NVIDIA-L40S", 4, 46068, "ada", (8, 9), "PowerEdge-R760xa", False),
     Pool("h100-serving", "gpu-h100-s", 4, "NVIDIA-H100-80GB-HBM3", 8, 81559, "hopper", (9, 0),
          "PowerEdge-XE9680", True),
