@@ -4,7 +4,8 @@ import pulumi
 
 from components import previous
 from components.fleet import GpuFleet, GpuFleetArgs
-from spec.load import runtime_config, spec_from_config
+from components.program_config import runtime_config
+from spec.load import spec_from_config
 
 spec = spec_from_config(runtime_config(), source=f"stack {pulumi.get_stack()}")
 fleet = GpuFleet("fleet", GpuFleetArgs(spec))

@@ -164,12 +164,3 @@ def load_stack_file(path: Path) -> FleetSpec:
 
 def stack_file(project_dir: Path, stack: str) -> Path:
     return project_dir / f"Pulumi.{stack}.yaml"
-
-
-def runtime_config() -> dict[str, str]:
-    """The config map the running Pulumi program received (engine or mocks)."""
-    from pulumi.runtime import config as runtime_config_module  # only the program needs pulumi here
-
-    merged = dict(runtime_config_module.get_config_env())
-    merged.update(runtime_config_module.CONFIG.get())
-    return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in merged.items()}
