@@ -132,7 +132,8 @@ def _node_region(node: Obj, region: str) -> tuple[str | None, str]:
 def _judge_eks(spec: FleetSpec, nodes: Iterable[Obj]) -> tuple[list[str], list[str], list[str]]:
     assert spec.cluster.eks is not None
     region = spec.cluster.eks.region
-    inside, outside = 0, {}
+    inside = 0
+    outside: dict[tuple[str, str], list[str]] = {}
     for node in nodes:
         found, source = _node_region(node, region)
         if found is None:
@@ -173,8 +174,8 @@ def judge(spec: FleetSpec, records: list[Obj], nodes: list[Obj]) -> ClusterIdent
     record = f"{manifests.RECORD_NAMESPACE}/{manifests.identity_name(spec)}"
     strong_confirms: list[str] = []
     strong_refutes: list[str] = []
-    for record in sorted(records, key=_record_name):
-        confirms, refutes = _judge_record(spec, record)
+    for found_record in sorted(records, key=_record_name):
+        confirms, refutes = _judge_record(spec, found_record)
         strong_confirms += confirms
         strong_refutes += refutes
     compared = [f"{len(records)} identity record(s) in {manifests.RECORD_NAMESPACE} ({RECORD_SELECTOR})"]

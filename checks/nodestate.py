@@ -13,6 +13,8 @@ it reads GFD labels, so it lives with the live checks.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from checks.errors import ClusterError
 from checks.objects import Obj, labels_of
 from spec import labels
@@ -55,7 +57,10 @@ def node_done(spec: FleetSpec, node: Obj) -> bool:
             and node_driver_version(node) == target)
 
 
-def require_nodes(nodes: list[Obj], spec: FleetSpec, what: str) -> list[Obj]:
+_Node = TypeVar("_Node")
+
+
+def require_nodes(nodes: list[_Node], spec: FleetSpec, what: str) -> list[_Node]:
     """``nodes`` (the stack's pool nodes), or NoNodesError when there are none (a wrong context must not
     look like success)."""
     if not nodes:

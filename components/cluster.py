@@ -47,7 +47,8 @@ def kubernetes_provider(spec: FleetSpec, parent: pulumi.Resource) -> k8s.Provide
     """The explicit Kubernetes provider for the stack's cluster."""
     invoke = pulumi.InvokeOutputOptions(parent=parent)
     if spec.cluster.cloud == Cloud.AKS:
-        return k8s.Provider("cluster", kubeconfig=pulumi.Output.secret(_aks_kubeconfig(spec, invoke)),
+        kubeconfig: pulumi.Output[str] = pulumi.Output.secret(_aks_kubeconfig(spec, invoke))
+        return k8s.Provider("cluster", kubeconfig=kubeconfig,
                             opts=pulumi.ResourceOptions(parent=parent))
     if spec.cluster.cloud == Cloud.EKS:
         return k8s.Provider("cluster", kubeconfig=_eks_kubeconfig(spec, invoke),

@@ -127,7 +127,7 @@ def requirements(external: set[str]) -> list[str]:
     """The distributions providing ``external`` modules, pinned from constraints.txt."""
     providers = importlib.metadata.packages_distributions()
     pins = _pins()
-    wanted = set()
+    wanted: set[str] = set()
     for top in external:
         if top not in providers:
             raise ValueError(f"the pack imports {top}, which no installed distribution provides")

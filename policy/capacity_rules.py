@@ -295,8 +295,8 @@ def _surge(pool: facts.Pool) -> tuple[bool, str]:
         return False, "; its generations cannot surge: " + "; ".join(reasons)
     for res in pool.resources:
         if res.type == rf.AKS_POOL and facts.node_image_owns_driver(res):
-            surge = str(facts.prop(res.props, "upgradeSettings", "maxSurge", default="0"))
-            if surge not in ("0", "0%", ""):
+            max_surge = str(facts.prop(res.props, "upgradeSettings", "maxSurge", default="0"))
+            if max_surge not in ("0", "0%", ""):
                 return True, ""
     return False, ""
 

@@ -92,7 +92,7 @@ def load_config(stage: str | None) -> dict[str, Any]:
     path = POLICY_DIR / f"{stage}.json"
     if stage is None or not path.is_file():
         return {}
-    config = json.loads(path.read_text())
+    config: dict[str, Any] = json.loads(path.read_text())
     check_config(config)
     return config
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pulumi_policy import (
@@ -43,7 +44,7 @@ def _report(findings: list[Finding], report: ReportViolation, *, advice: bool, p
         report(prefix + finding.message, urn)
 
 
-def _resource_validator(policy: PolicyDef):
+def _resource_validator(policy: PolicyDef) -> Callable[[ResourceValidationArgs, ReportViolation], None]:
     def validate(args: ResourceValidationArgs, report: ReportViolation) -> None:
         if args.resource_type not in policy.resource_types:
             return
@@ -60,7 +61,7 @@ def _stack_facts(args: StackValidationArgs) -> StackFacts:
     return StackFacts(Resource(r.resource_type, r.name, EngineProps(r.props), r.urn) for r in args.resources)
 
 
-def _stack_validator(policy: PolicyDef):
+def _stack_validator(policy: PolicyDef) -> Callable[[StackValidationArgs, ReportViolation], None]:
     def validate(args: StackValidationArgs, report: ReportViolation) -> None:
         _report(policy.findings(_stack_facts(args)), report, advice=False)
 

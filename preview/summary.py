@@ -18,7 +18,8 @@ def _attestations(gate: rf.PromotionFacts) -> str:
     for driver, text in sorted(gate.attestations.items()):
         try:
             document = json.loads(text)
-            archs = sorted({p.get("architecture") for p in document.get("pools") or [] if isinstance(p, dict)} - {None})
+            archs = sorted({str(p["architecture"]) for p in document.get("pools") or []
+                            if isinstance(p, dict) and p.get("architecture") is not None})
             lines.append(f"{driver}: stack {document.get('stack')}, {', '.join(archs) or 'no pools'}, soak "
                          f"{document.get('soakStart')} to {document.get('soakEnd')}, {str(document.get('digest'))[:19]}...")
         except (ValueError, AttributeError, TypeError):

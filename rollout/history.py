@@ -162,8 +162,10 @@ def fingerprint(config: Config) -> tuple[Any, ...]:
     EKS AMI release, launch template version) and its live generations with their images and drivers."""
     pools = []
     for pool in _pools(config):
-        eks = pool.get("eks") if isinstance(pool.get("eks"), dict) else {}
-        template = eks.get("launchTemplate") if isinstance(eks.get("launchTemplate"), dict) else {}
+        eks_value = pool.get("eks")
+        eks: dict[str, Any] = eks_value if isinstance(eks_value, dict) else {}
+        template_value = eks.get("launchTemplate")
+        template: dict[str, Any] = template_value if isinstance(template_value, dict) else {}
         gens = tuple(sorted(
             (g.get("id"), g.get("driverVersion"), g.get("releaseVersion"), g.get("nodeImageVersion"))
             for g in live_generations(pool)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 
@@ -37,7 +37,7 @@ def snapshot_view(spec: FleetSpec, snapshot: Snapshot) -> Group:
         if node.state not in ("", "upgrade-done") and node.seconds_in_state is not None:
             moving.add_row(node.name, node.state, f"{node.seconds_in_state / 60:.1f} min", node.driver or "?")
     operator = ", ".join(f"{o['kind']} {o['name']}: {o['state']}" for o in snapshot.operator) or "no operator objects"
-    parts: list[object] = [pools, moving, f"operator: {operator}"]
+    parts: list[RenderableType] = [pools, moving, f"operator: {operator}"]
     parts += [f"event {e['node']}: {e['message']}" for e in snapshot.events[-5:]]
     parts += [f"[bold red]TRIGGER[/] {t.message}" for t in snapshot.triggers]
     return Group(*parts)
@@ -70,7 +70,7 @@ def image_view(spec: FleetSpec, snapshot: ImageSnapshot) -> Group:
         models.add_row(model["model"], str(model["available"]), str(model["minAvailable"]), str(model["replicas"]))
     not_ready = [f"node {n.name} ({n.pool} {generation_title(n.generation)}) not Ready for "
                  f"{(n.seconds_not_ready or 0) / 60:.1f} min" for n in snapshot.nodes if not n.ready]
-    parts: list[object] = [pools, models, "driver owner: node image (nothing to pause: progress is by generation)"]
+    parts: list[RenderableType] = [pools, models, "driver owner: node image (nothing to pause: progress is by generation)"]
     parts += [f"waiting: {line}" for line in waiting] + not_ready
     parts += [f"[bold red]TRIGGER[/] {t.message}" for t in snapshot.triggers]
     return Group(*parts)

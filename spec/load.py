@@ -72,7 +72,7 @@ def _format_path(loc: tuple[object, ...]) -> str:
 def _problems(error: ValidationError) -> list[SpecProblem]:
     problems = []
     for line in error.errors(include_url=False):
-        loc = tuple(line["loc"])
+        loc: tuple[object, ...] = tuple(line["loc"])
         message = line["msg"]
         cause = (line.get("ctx") or {}).get("error")
         if isinstance(cause, LocatedError):

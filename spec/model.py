@@ -499,6 +499,7 @@ class FleetSpec(SpecModel):
         """Operator-owned pools only on operating systems the operator release ships a driver image for."""
         if self.driver.owner != DriverOwner.OPERATOR:
             return
+        key: tuple[str, ...]
         if pool.aks is not None:
             key, systems = ("aks", "osSku"), aks_os(pool.aks.osSku)
         elif pool.eks is not None and pool.eks.launchTemplate is not None:

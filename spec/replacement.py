@@ -47,8 +47,8 @@ def _get(props: Mapping[str, Any], *path: str) -> Any:
     return value
 
 
-EKS_REPLACE_ONLY = ("amiType", "capacityType", "diskSize", "instanceTypes", "launchTemplate", "nodeRoleArn", "subnetIds")
-AKS_REPLACE_ONLY = ("vmSize", "gpuProfile.driver", "gpuInstanceProfile")
+EKS_REPLACE_ONLY: tuple[str, ...] = ("amiType", "capacityType", "diskSize", "instanceTypes", "launchTemplate", "nodeRoleArn", "subnetIds")
+AKS_REPLACE_ONLY: tuple[str, ...] = ("vmSize", "gpuProfile.driver", "gpuInstanceProfile")
 # Updated in place, by rolling the node group's nodes; a Capacity Block node group only at desired size 0
 # (EKS user guide, "Create a managed node group with Capacity Blocks": "When upgrading managed node groups
 # with Capacity Blocks, make sure that the desired size of the node group is set to 0").

@@ -34,7 +34,7 @@ def image_owns_driver(type_token: str, props: Mapping[str, Any]) -> bool:
     """A cloud pool whose node image brings the driver: an AKS pool whose driver AKS installs (anything but
     "None", AKS's default included), or an EKS node group on an NVIDIA AMI."""
     if type_token == AKS_POOL:
-        return prop(props, "gpuProfile", "driver") != AKS_DRIVER_NONE
+        return bool(prop(props, "gpuProfile", "driver") != AKS_DRIVER_NONE)
     if type_token == EKS_NODE_GROUP:
         return is_nvidia_ami(props.get("amiType"))
     return False

@@ -87,7 +87,7 @@ def record_kind(props: Mapping[str, Any]) -> Any:
 def is_pool_resource(type_token: str, props: Mapping[str, Any]) -> bool:
     """An AKS agent pool, an EKS node group, or the record of a pool of an existing cluster."""
     if type_token == CONFIG_MAP:
-        return record_kind(props) == labels.RECORD_POOL
+        return bool(record_kind(props) == labels.RECORD_POOL)
     return type_token in POOL_TYPES
 
 

@@ -70,13 +70,14 @@ def promotion_data(
 
 
 def is_promotion_record(props: Mapping[str, Any]) -> bool:
-    return prop(props, "metadata", "labels", labels.RECORD) == labels.RECORD_PROMOTION
+    return bool(prop(props, "metadata", "labels", labels.RECORD) == labels.RECORD_PROMOTION)
 
 
 def read_promotion(props: Mapping[str, Any]) -> PromotionFacts:
     data = props.get("data") or {}
+    raw_hours = data.get(MIN_SOAK_HOURS)
     try:
-        hours: float | None = float(data.get(MIN_SOAK_HOURS))
+        hours: float | None = None if raw_hours is None else float(raw_hours)
     except (TypeError, ValueError):
         hours = None
     stack = data.get(CANARY_STACK)

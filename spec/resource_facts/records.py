@@ -61,7 +61,7 @@ def identity_data(facts: IdentityFacts) -> dict[str, str]:
 
 def read_identity(props: Mapping[str, Any]) -> IdentityFacts:
     data = props.get("data") or {}
-    values = {field: data.get(key) for key, field in _IDENTITY_DATA}
+    values: dict[str, Any] = {field: data.get(key) for key, field in _IDENTITY_DATA}
     return IdentityFacts(**{
         **values,
         "stage": read_stage(values["stage"]),
