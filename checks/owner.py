@@ -15,7 +15,8 @@ from checks.objects import Obj, labels_of, name_of, node_selector_matches, spec_
 from checks.registry import OWNERSHIP, check
 from checks.results import Finding, failed, few, passed, warned
 from spec import labels, manifests
-from spec.model import Cloud, ClusterPolicyMode, DriverOwner, Stage
+from spec.model import Cloud, ClusterPolicyMode, DriverOwner, FleetSpec, Stage
+from spec.pools import Generation
 from spec.versions import parse_chart
 
 
@@ -240,6 +241,24 @@ def _same_image(reported: str, recorded: str) -> bool:
     return reported == recorded or reported.endswith(f"-{recorded}")
 
 
+def _compare_to_generation(spec: FleetSpec, node: Obj, generation: Generation) -> tuple[list[str], list[str]]:
+    """(how the node differs from its generation's record, which labels it lacks to compare)."""
+    problems: list[str] = []
+    missing: list[str] = []
+    driver = node_driver_version(node)
+    if driver is None:
+        missing.append("no GFD driver label")
+    elif driver != generation.driverVersion:
+        problems.append(f"driver {driver}, g{generation.id} records {generation.driverVersion}")
+    if spec.cluster.cloud == Cloud.AKS and generation.nodeImageVersion:
+        image = labels_of(node).get(labels.AKS_NODE_IMAGE_VERSION)
+        if image is None:
+            missing.append(f"no {labels.AKS_NODE_IMAGE_VERSION}")
+        elif not _same_image(image, generation.nodeImageVersion):
+            problems.append(f"node image {image}, g{generation.id} records {generation.nodeImageVersion}")
+    return problems, missing
+
+
 @check("node-image", OWNERSHIP)
 def check_node_image(inv: Inventory) -> list[Finding]:
     """Image-owned generations: each node's driver (GFD) against its generation's ``driverVersion``, and on
@@ -264,21 +283,11 @@ def check_node_image(inv: Inventory) -> list[Finding]:
             if generation is None:
                 unknown.append(f"{node_name} (generation not told by its labels)")
                 continue
-            problems = []
-            driver = node_driver_version(node)
-            if driver is None:
-                unknown.append(f"{node_name} (no GFD driver label)")
-            elif driver != generation.driverVersion:
-                problems.append(f"driver {driver}, g{generation.id} records {generation.driverVersion}")
-            if spec.cluster.cloud == Cloud.AKS and generation.nodeImageVersion:
-                image = labels_of(node).get(labels.AKS_NODE_IMAGE_VERSION)
-                if image is None:
-                    unknown.append(f"{node_name} (no {labels.AKS_NODE_IMAGE_VERSION})")
-                elif not _same_image(image, generation.nodeImageVersion):
-                    problems.append(f"node image {image}, g{generation.id} records {generation.nodeImageVersion}")
+            problems, missing = _compare_to_generation(spec, node, generation)
+            unknown += [f"{node_name} ({what})" for what in missing]
             if problems:
                 wrong.append(f"{node_name}: {'; '.join(problems)}")
-            elif driver is not None:
+            elif node_driver_version(node) is not None:
                 matching += 1
         if wrong:
             results.append(failed(pool.name, f"{len(wrong)} node(s) do not run what their generation "
