@@ -21,8 +21,11 @@ venv: $(BIN)/gpu-rollout
 plan: venv
 	$(BIN)/gpu-rollout plan --stack $(STACK)
 
+# Gates before the tests: lint (ruff), the layering (import contracts in pyproject.toml), types (mypy).
 test: venv prometheus
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -n auto -q
 
 # Debian's Prometheus 2.42 (prometheus, promtool) for the verify tests (tests/prometheus): the package is
