@@ -33,7 +33,7 @@ def prod_with(nodes: int) -> FleetSpec:
     config = read_stack_file(SOURCE_DIR / "Pulumi.prod.yaml")
     pools = json.loads(config["gpu-driver-upgrade:nodePools"])
     quarter = max(1, nodes // 4)
-    for pool, count in zip(pools, (quarter, nodes - 2 * quarter, quarter)):
+    for pool, count in zip(pools, (quarter, nodes - 2 * quarter, quarter), strict=False):
         pool["nodeCount"] = count
     config["gpu-driver-upgrade:nodePools"] = json.dumps(pools)
     return spec_from_config(config)

@@ -15,6 +15,7 @@ than the request itself on lists of thousands of pods.
 
 from __future__ import annotations
 
+import builtins  # annotations inside Kube, whose method `list` shadows the builtin there
 import json
 import os
 import random
@@ -172,7 +173,7 @@ class Kube:
             except _Expired:
                 # The continue token outlived the server's snapshot: start over once, never splice pages.
                 if restarted:
-                    raise GaveUpError(f"list {resource.kind_name}: the list changed too fast to page through")
+                    raise GaveUpError(f"list {resource.kind_name}: the list changed too fast to page through") from None
                 items, token, restarted = [], None, True
                 continue
             items.extend(doc.get("items") or [])
@@ -180,7 +181,7 @@ class Kube:
             if not token:
                 return items
 
-    def list_optional(self, resource: Resource, **kwargs: Any) -> list[Obj] | None:
+    def list_optional(self, resource: Resource, **kwargs: Any) -> builtins.list[Obj] | None:
         """Like :meth:`list`, but None when the resource type itself is not served (CRD not installed)."""
         try:
             return self.list(resource, **kwargs)
@@ -208,7 +209,7 @@ class Kube:
 
     # ------------------------------------------------------------ the one place requests are made
 
-    def _request(self, method: str, path: str, query: list[tuple[str, object]], *, verb: str, resource: Resource,
+    def _request(self, method: str, path: str, query: builtins.list[tuple[str, object]], *, verb: str, resource: Resource,
                  namespace: str | None, body: Any = None, content_type: str | None = None) -> Obj:
         settings = self.settings
         start = self._monotonic()
@@ -228,7 +229,7 @@ class Kube:
             self._sleep(delay)
         raise GaveUpError(f"{verb} {resource.kind_name} gave up after {attempt + 1} attempt(s): {last}") from last
 
-    def _once(self, method: str, path: str, query: list[tuple[str, object]], verb: str, resource: Resource,
+    def _once(self, method: str, path: str, query: builtins.list[tuple[str, object]], verb: str, resource: Resource,
               namespace: str | None, body: Any, content_type: str | None) -> Obj:
         headers = {"Accept": "application/json"}
         if content_type:

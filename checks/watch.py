@@ -131,8 +131,8 @@ def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: flo
     deployments = kube.list(k.DEPLOYMENTS)
     pods = list_model_pods(kube, spec)
     events = kube.list(k.EVENTS, field_selector=f"involvedObject.kind=Node,reason={EVENT_REASON}")
-    policies = kube.list_optional(k.CLUSTER_POLICIES) or []
-    drivers = kube.list_optional(k.NVIDIA_DRIVERS) or []
+    policies: list[Obj] = kube.list_optional(k.CLUSTER_POLICIES) or []
+    drivers: list[Obj] = kube.list_optional(k.NVIDIA_DRIVERS) or []
     entered = _entered_at(events)
     progress, triggers = [], []
     for node, membership in nodes:

@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -41,7 +41,7 @@ from pydantic import (
 from spec import compat
 from spec.versions import parse_driver
 
-API_VERSION = "gpu-driver-upgrade.io/attestation/v1"
+API_VERSION: Final = "gpu-driver-upgrade.io/attestation/v1"
 ATTESTATION_DIR = "attestations"  # under the project folder (beside Pulumi.yaml)
 HMAC_KEY_ENV = "GPU_ROLLOUT_ATTESTATION_KEY"  # the HMAC key, as text, when attestations are keyed
 DIGEST_PREFIX = "sha256:"
