@@ -27,7 +27,7 @@ def test_evaluate_reads_the_stack_once_and_hands_every_stack_rule_the_same_facts
         monkeypatch.setitem(REGISTRY, policy.id, replace(policy, stack_rule=recording))
     calls = {"pools": 0, "operator_drivers": 0, "model_budgets": 0}
     for name in calls:
-        def counting(resources, original=getattr(facts, name), name=name):
+        def counting(resources, original=getattr(facts, name), name=name):  # noqa: B008 - binds this loop turn's function
             calls[name] += 1
             return original(resources)
 

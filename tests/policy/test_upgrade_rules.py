@@ -94,7 +94,7 @@ def test_cluster_policy_mode_holds_by_the_skip_label_alone_and_says_so():
     # AKS agent pools with no autoscaler cannot grow: advice, naming the version every new node would get.
     found = _held_findings(_cluster_policy_mode("prod"))
     assert set(found) == {"gpua100", "gpuh100"}
-    for pool, (level, message) in found.items():
+    for _pool, (level, message) in found.items():
         assert level == "advisory", message
         assert "580.173.02" in message and "skip label alone" in message and "cannot grow" in message
 

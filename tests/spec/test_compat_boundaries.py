@@ -5,6 +5,8 @@ generated boundary tests would follow it."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from spec import compat, compat_data
@@ -49,7 +51,7 @@ def test_each_cuda_release_runs_from_its_minimum_driver_and_not_below(key, minim
 def test_minimum_drivers_grow_with_the_cuda_release() -> None:
     # A changed row (say 12.8 set to a 12.9 driver) breaks the order the toolkit table has.
     rows = sorted(compat_data.CUDA_MIN_DRIVER.items())
-    for (older, low), (newer, high) in zip(rows, rows[1:]):
+    for (older, low), (newer, high) in itertools.pairwise(rows):
         assert compat.driver_key(low) <= compat.driver_key(high), (older, newer)
 
 

@@ -277,7 +277,7 @@ def test_the_program_starts_and_stops_its_serving_process(gpu: FakeNvml, run_val
     config["server"]["command"] = command
     run = run_validation(config)
     assert run.code == 0, run.result and run.result.to_json()
-    with pytest.raises(OSError):  # stopped before the result was written: nothing listens any more
+    with pytest.raises(ConnectionRefusedError):  # stopped before the result was written: nothing listens any more
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
 
 
