@@ -27,7 +27,7 @@ from typing import Any
 
 from policy.evaluate import from_registered
 from preview import diff as compare
-from preview.run import PROGRAM_FILE, ProgramRun, run_program
+from preview.run import PROGRAM_FILE, ProgramRun, redeployed, run_program
 from preview.revisions import Repository, RevisionError, Side
 from rollout import console as consoles
 from rollout import plan
@@ -122,7 +122,7 @@ class _Renderer:
         self._owners_checked: set[tuple[str, str]] = set()
         self._configs: dict[tuple[str, str], dict[str, str]] = {}
         self._outputs: dict[tuple[str, str], dict[str, Any]] = {}  # (side, stack) -> a rendering's outputs
-        self._first: dict[tuple[str, frozenset[tuple[str, str]]], dict[str, Any]] = {}  # by content
+        self._first: dict[tuple[str, frozenset[tuple[str, str]]], ProgramRun] = {}  # by content
         self._canaries: dict[tuple[str, str], str | None] = {}
 
     def config(self, side: Side, stack: str) -> dict[str, str]:
@@ -152,15 +152,18 @@ class _Renderer:
 
     def first_outputs(self, side: Side, stack: str) -> dict[str, Any]:
         """The outputs of a first deployment of the side's stack file (once per content)."""
+        return self._first_run(side, stack).outputs
+
+    def _first_run(self, side: Side, stack: str) -> ProgramRun:
         key = (stack, frozenset(self.config(side, stack).items()))
         if key not in self._first:
-            self._first[key] = self._run(side, stack, None).outputs
+            self._first[key] = self._run(side, stack, None)
         return self._first[key]
 
     def _run(self, side: Side, stack: str, previous: dict[str, Any] | None) -> ProgramRun:
         """What `plan.run` does, with the stack file read once per side and the ownership check (which reads
         the canary's file) made once per side: YAML is parsed in pure Python, and a diff renders each
-        stack three times."""
+        stack twice."""
         config, path = self.config(side, stack), self.files.path(side, stack)
         if (side.flag, stack) not in self._owners_checked:
             plan.check_ownership(config, path)
@@ -170,18 +173,20 @@ class _Renderer:
 
     def render(self, side: Side, stack: str, previous: dict[str, Any] | None) -> compare.StackView:
         """One side of a stack: rendered on ``previous`` as its last deployment, with its policy report."""
-        result = self._run(side, stack, previous)
+        return self._view(side, stack, self._run(side, stack, previous))
+
+    def _view(self, side: Side, stack: str, result: ProgramRun) -> compare.StackView:
         self._outputs[(side.flag, stack)] = result.outputs
         violations = plan.policy_report(result)
         return compare.view(stack, from_registered(result.resources), result.outputs, violations)
 
     def deployed(self, side: Side, stack: str) -> tuple[compare.StackView, dict[str, Any]]:
-        """Base as deployed: rendered once for its outputs, then again with them as its last deployment, so
+        """Base as deployed: rendered once for its outputs, and seen with that rendering as its own last
+        deployment (``preview.run.redeployed``: what a second rendering would register, without one), so
         the rules that compare with a deployment see base in its steady state and head as the step from it
-        (rendered once, base would be judged as a first deployment, and every such rule would differ
-        between the sides)."""
-        outputs = self.first_outputs(side, stack)
-        return self.render(side, stack, outputs), outputs
+        (judged as a first deployment, base would differ from head in every such rule)."""
+        first = self._first_run(side, stack)
+        return self._view(side, stack, redeployed(first)), first.outputs
 
 
 def build(project_dir: Path, base: str | None, head: str | None, stacks: list[str] | None) -> compare.Report:

@@ -9,8 +9,9 @@ import os
 import pulumi
 import pytest
 
-from preview.run import RecordingMocks, run_program
-from tests.conftest import edited, stack_config
+from preview.run import RecordingMocks, redeployed, run_program
+from spec import resource_facts as rf
+from tests.conftest import EXAMPLE_STACKS, edited, stack_config
 
 NVIDIA_DRIVER = "kubernetes:nvidia.com/v1alpha1:NVIDIADriver"
 
@@ -38,3 +39,23 @@ def test_the_preview_refuses_two_resources_with_one_name() -> None:
     with pytest.raises(ValueError, match="duplicate resource"):
         mocks.new_resource(args)
 
+
+
+def _registered(run) -> list[tuple]:
+    def text(value: object) -> str:  # a preview's unknowns (ids not assigned yet) read as such
+        return json.dumps(value, sort_keys=True, default=lambda unknown: f"[{type(unknown).__name__}]")
+
+    return sorted((r.type, r.name, text(r.inputs), text(r.outputs)) for r in run.resources)
+
+
+@pytest.mark.parametrize("stack", EXAMPLE_STACKS)
+def test_a_stack_redeployed_on_its_own_outputs_is_its_first_rendering_plus_them(stack: str) -> None:
+    """`redeployed` stands for a second rendering (diff's base as deployed): the same registrations, the
+    last deployment's outputs on the component that holds them."""
+    first = run_program(stack_config(stack), stack)
+    again = run_program(stack_config(stack), stack, previous_outputs=first.outputs)
+    assert _registered(redeployed(first)) == _registered(again)
+    assert _registered(first) != _registered(again)  # the component's outputs differ from a first deployment
+    (component,) = [r for r in redeployed(first).resources if r.type == rf.PREVIOUS_DEPLOYMENT_COMPONENT]
+    assert first.outputs and component.outputs["outputs"]["driverVersion"] == first.outputs["driverVersion"]
+    assert component.outputs["outputs"].keys() == first.outputs.keys()
