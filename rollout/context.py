@@ -17,13 +17,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from checks import kube as kube_module
 from rollout.project import default_project_dir
 from spec import load
 from spec.model import FleetSpec
+
+if TYPE_CHECKING:  # the Kubernetes client costs 0.2 s to import; the offline verbs never need it
+    from checks import kube as kube_module
 
 
 
@@ -75,6 +78,8 @@ def open_live(stack: str | None, stack_file: Path | None, project_dir: Path | No
     """Resolve the stack, load its file and connect to its cluster. A bad stack file raises
     :class:`spec.load.SpecError`, an unusable kubeconfig or context :class:`checks.errors.ConfigError`
     (both exit 2); nothing has reached the cluster yet."""
+    from checks import kube as kube_module
+
     ref = resolve_stack(stack, stack_file, project_dir)
     spec = load.load_stack_file(ref.path)
     cluster = resolve_cluster(spec, kubeconfig, context)
