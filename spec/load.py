@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from spec import yaml_files
@@ -36,7 +35,7 @@ class _StackFileLoader(yaml_files.StrictLoader):
 
 _StackFileLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    for first, resolvers in yaml_files.SafeLoader.yaml_implicit_resolvers.items()
 }
 
 

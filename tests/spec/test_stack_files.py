@@ -7,10 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from rollout.cli import app
 from spec.load import SpecError, read_stack_file
+from spec import yaml_files
 from spec.yaml_files import MAX_EXPANDED_NODES
 from tests.conftest import PROJECT_DIR
 
@@ -82,7 +84,24 @@ def test_a_document_nested_too_deeply_is_refused(tmp_path: Path) -> None:
     path.write_text("config: " + "[" * 50_000 + "]" * 50_000 + "\n")
     result = plan(path)
     assert result.exit_code == 2, result.output
-    assert "nested too deeply" in result.output
+    # libyaml stops at depth 1000 and says where; the pure-Python parser runs into the recursion limit
+    assert "exceeded maximum nesting depth (line 1" in result.output or "nested too deeply" in result.output
+
+
+# The reader uses libyaml where PyYAML has it, else PyYAML's own parser: both must refuse the same way.
+PARSERS = pytest.mark.parametrize("parser", [yaml_files.SafeLoader, yaml.SafeLoader], ids=["default", "pure-python"])
+
+
+@PARSERS
+def test_either_parser_refuses_a_bomb_a_duplicate_key_and_deep_nesting(parser: type[yaml.SafeLoader]) -> None:
+    strict = type("Strict", (yaml_files.DuplicateKeysRefused, parser), {})
+    with pytest.raises(yaml_files.YamlFileError, match="excessive aliasing"):
+        yaml_files.parse(_alias_bomb(9), strict)
+    with pytest.raises(yaml_files.YamlFileError, match="key 'a' is given twice, on lines 1 and 3"):
+        yaml_files.parse("a: 1\nb: 2\na: 3\n", strict)
+    with pytest.raises(yaml_files.YamlFileError, match="nested too deeply|exceeded maximum nesting depth"):
+        yaml_files.parse("[" * 50_000 + "]" * 50_000, strict)
+    assert yaml_files.parse("a: [1, {b: c}]\n", strict) == {"a": [1, {"b": "c"}]}
 
 
 def test_an_oversized_stack_file_is_refused_unread(tmp_path: Path) -> None:
