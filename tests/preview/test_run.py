@@ -3,6 +3,7 @@ refuses, and never read the engine's ambient config."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 
@@ -30,6 +31,33 @@ def test_offline_preview_ignores_an_ambient_engine_config(monkeypatch: pytest.Mo
     assert {r.name: r.inputs for r in run.of_type(NVIDIA_DRIVER)}["gpu-gput4"]["spec"]["version"] == "580.173.02"
     assert json.loads(os.environ["PULUMI_CONFIG"]) == ambient  # restored afterwards
 
+
+
+def test_the_preview_pauses_cyclic_gc_while_the_program_runs_and_restores_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[bool] = []
+    record = RecordingMocks.new_resource
+
+    def spy(self: RecordingMocks, args: pulumi.runtime.MockResourceArgs) -> tuple:
+        seen.append(gc.isenabled())
+        return record(self, args)
+
+    monkeypatch.setattr(RecordingMocks, "new_resource", spy)
+    assert gc.isenabled()
+    run_program(stack_config("canary"), "canary")
+    assert seen and not any(seen)
+    assert gc.isenabled()
+    # a program that fails (bad config) leaves collection on as well
+    bad = edited("canary", "driver", lambda d: d.update(version="not-a-version"))
+    with pytest.raises(Exception, match="not-a-version"):
+        run_program(bad, "canary")
+    assert gc.isenabled()
+    # and a caller that turned collection off keeps it off
+    gc.disable()
+    try:
+        run_program(stack_config("canary"), "canary")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_the_preview_refuses_two_resources_with_one_name() -> None:
