@@ -162,8 +162,7 @@ class _Renderer:
 
     def _run(self, side: Side, stack: str, previous: dict[str, Any] | None) -> ProgramRun:
         """What `plan.run` does, with the stack file read once per side and the ownership check (which reads
-        the canary's file) made once per side: YAML is parsed in pure Python, and a diff renders each
-        stack twice."""
+        the canary's file) made once per side, though a diff renders each stack twice."""
         config, path = self.config(side, stack), self.files.path(side, stack)
         if (side.flag, stack) not in self._owners_checked:
             plan.check_ownership(config, path)
