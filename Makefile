@@ -21,6 +21,19 @@ venv: $(BIN)/gpu-rollout
 plan: venv
 	$(BIN)/gpu-rollout plan --stack $(STACK)
 
+# Python 3.13, the newest the README promises: on PATH, else a pyenv install of it; empty where the machine
+# has none. `make test-py313` runs the whole fast tier on it, in a virtual environment of its own.
+PYTHON313 ?= $(shell for p in python3.13 $(wildcard $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions/3.13*/bin/python3.13); do \
+	$$p -c 'import sys; assert sys.version_info[:2] == (3, 13)' 2>/dev/null && { echo $$p; break; }; done)
+
+.PHONY: test-py313 print-python313
+print-python313:
+	@echo $(PYTHON313)
+
+test-py313:
+	@test -n "$(PYTHON313)" || { echo "make test-py313: no Python 3.13 on this machine" >&2; exit 2; }
+	$(MAKE) test PYTHON=$(PYTHON313) VENV=.venv-py313
+
 # Gates before the tests: lint (ruff), the layering (import contracts in pyproject.toml), types (mypy).
 test: venv prometheus
 	$(BIN)/ruff check .
@@ -80,4 +93,4 @@ constraints:
 	mv constraints.txt.new constraints.txt && rm -rf .venv-pins
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-py313 .pytest_cache .hypothesis

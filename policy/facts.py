@@ -146,15 +146,24 @@ class Pool:
 
 
 def pools(resources: Iterable[Resource]) -> dict[str, Pool]:
-    """GPU pools by pool name, from AKS agent pools, EKS node groups and pool records carrying the pool label."""
+    """GPU pools by pool name, from AKS agent pools, EKS node groups and pool records carrying the pool label;
+    in pool-name order, each pool's cloud pools oldest generation first (the newest last)."""
     found: dict[str, Pool] = {}
-    for res in resources:
+    for res in sorted(resources, key=rf.canonical_order):
         if not rf.is_pool_resource(res.type, res.props):
             continue
         name = node_labels(res).get(labels.POOL)
         if name:
             found.setdefault(name, Pool(name)).resources.append(res)
-    return found
+    for pool in found.values():
+        pool.resources.sort(key=_generation_order)
+    return dict(sorted(found.items()))
+
+
+def _generation_order(res: Resource) -> tuple[int, tuple[str, str, str]]:
+    """Generation id first (a pool without generations has one cloud pool), then the canonical order."""
+    generation = rf.read_pool_labels(node_labels(res)).generation
+    return (generation if generation is not None else -1, rf.canonical_order(res))
 
 
 def node_image_owns_driver(res: Resource) -> bool:
@@ -398,7 +407,9 @@ class StackFacts:
     so in the engine a value unknown during preview still fails only the rules that read it."""
 
     def __init__(self, resources: Iterable[Resource]) -> None:
-        self.resources: tuple[Resource, ...] = tuple(resources)
+        # The engine hands resources in the order they registered, which is the SDK's, not the program's:
+        # rules read them in one canonical order, so the pack and `gpu-rollout plan` agree on every run.
+        self.resources: tuple[Resource, ...] = tuple(sorted(resources, key=rf.canonical_order))
 
     @cached_property
     def pools(self) -> dict[str, Pool]:
@@ -411,7 +422,7 @@ class StackFacts:
 
     @cached_property
     def drivers(self) -> list[OperatorDriver]:
-        """The operator's driver objects, in the order the stack registered them."""
+        """The operator's driver objects, in canonical order (type, then name)."""
         return operator_drivers(self.resources)
 
     @cached_property
@@ -427,7 +438,7 @@ class StackFacts:
 
     @cached_property
     def node_groups(self) -> list[NodeGroupUpdate]:
-        """How each EKS node group updates, in registration order."""
+        """How each EKS node group updates, in canonical order (by name)."""
         return [g for g in map(node_group_update, self.resources) if g is not None]
 
     @cached_property

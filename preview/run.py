@@ -92,7 +92,7 @@ STACK_REFERENCE = "pulumi:pulumi:StackReference"
 
 
 class RecordingMocks(pulumi.runtime.Mocks):
-    """Records each registration in order; a resource's state is its inputs plus a fake id.
+    """Records each registration; a resource's state is its inputs plus a fake id.
 
     A stack reference answers with the outputs `pulumi stack output --json` shows: a reference to the
     stack itself (the program reads its own last deployment through one) with ``previous_outputs``, none
@@ -256,6 +256,9 @@ def run_program(
         urn = urns.get((recorded.type, recorded.name), "")
         resources.append(replace(recorded, urn=urn, dependencies=monitor.dependencies.get(urn, ()),
                                  outputs=monitor.component_outputs.get(urn, {})))
+    # The order of arrival is the SDK's (each resource registers when its inputs resolve, on worker
+    # threads): every reader gets them in one canonical order instead.
+    resources.sort(key=resource_facts.canonical_order)
     return ProgramRun(stack=stack, resources=resources, outputs=outputs)
 
 

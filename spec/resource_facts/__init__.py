@@ -32,6 +32,7 @@ from spec.resource_facts.tokens import (
     DRIVER_TYPES,
     CLUSTER_POLICY_TYPES,
     OPERATOR_CHART,
+    canonical_order,
 )
 from spec.resource_facts.values import (
     prop,
@@ -123,6 +124,7 @@ from spec.resource_facts.promotion import (
 )
 
 __all__ = [
+    "canonical_order",
     "AKS_POOL",
     "EKS_NODE_GROUP",
     "CLUSTER_POLICY_PATCH",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 AKS_POOL = "azure-native:containerservice:AgentPool"
 EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 CLUSTER_POLICY_PATCH = "kubernetes:nvidia.com/v1:ClusterPolicyPatch"  # what the program registers (patch mode)
@@ -22,3 +24,24 @@ DRIVER_TYPES = (CLUSTER_POLICY_PATCH, CLUSTER_POLICY_CR, NVIDIA_DRIVER, HELM_REL
 CLUSTER_POLICY_TYPES = (CLUSTER_POLICY_PATCH, CLUSTER_POLICY_CR)
 
 OPERATOR_CHART = "gpu-operator"  # the Helm chart whose Release carries the operator's driver values
+
+
+class Identified(Protocol):
+    """A registered resource as anything records it: the plan's record, a rule's view, the pack's proxy."""
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def urn(self) -> str: ...
+
+
+def canonical_order(resource: Identified) -> tuple[str, str, str]:
+    """The order every list of resources is read in: by type, then name (then URN, unique in the engine).
+    The order resources arrive in is not the program's: the SDK registers each one when its inputs
+    resolve, on worker threads, so two runs of one program (or the engine and `gpu-rollout plan`) may
+    register them in different orders."""
+    return (resource.type, resource.name, resource.urn)

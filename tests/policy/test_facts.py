@@ -79,3 +79,23 @@ def test_a_pool_only_a_model_names_has_its_name_and_nothing_else():
     pool = Pool("named-only")
     assert pool.labels == {labels.POOL: "named-only"} and pool.nodes is None and pool.image_drivers == []
     assert StackFacts([]).pool("named-only").resources == []
+
+
+def test_rules_read_resources_in_one_order_whatever_order_they_arrive_in(rendered):
+    # The engine hands a stack policy its resources in the order they registered, which is the SDK's.
+    items = resources(rendered["eks-prod"])
+    forward, backward = StackFacts(items), StackFacts(list(reversed(items)))
+    assert forward.resources == backward.resources
+    assert list(forward.pools) == sorted(forward.pools)
+    for name, pool in forward.pools.items():
+        assert [r.name for r in pool.resources] == [r.name for r in backward.pools[name].resources]
+    assert [d.resource.name for d in forward.drivers] == [d.resource.name for d in backward.drivers]
+
+
+def test_a_pools_generations_are_oldest_first_by_id_not_by_name():
+    def group(generation: int) -> facts.Resource:
+        node_labels = {labels.POOL: "gpu-l40s", labels.GENERATION: str(generation)}
+        return facts.Resource(rf.EKS_NODE_GROUP, f"gpu-l40s-g{generation}", {"labels": node_labels})
+
+    (pool,) = facts.pools([group(10), group(2), group(9)]).values()
+    assert [r.name for r in pool.resources] == ["gpu-l40s-g2", "gpu-l40s-g9", "gpu-l40s-g10"]
