@@ -35,8 +35,8 @@ def eviction_respects_pdb(res: Resource) -> Iterator[Finding]:
     driver = facts.operator_driver(res)
     policy = driver.rolling_policy if driver is not None else None
     if policy is None:
-        if driver is not None and driver.enabled and driver.upgrade_policy is not None:
-            yield Finding(f"{res.name}: upgradePolicy must be an object, not {driver.upgrade_policy!r}", res)
+        if driver is not None and driver.facts.enabled and driver.facts.upgrade_policy is not None:
+            yield Finding(f"{res.name}: upgradePolicy must be an object, not {driver.facts.upgrade_policy!r}", res)
         return
     deletion, problems = _block(policy, "podDeletion", res)
     drain, more = _block(policy, "drain", res)
@@ -61,9 +61,10 @@ def eviction_respects_pdb(res: Resource) -> Iterator[Finding]:
 )
 def pdb_allows_drain(res: Resource) -> Iterator[Finding]:
     """Every PDB lets at least one pod go."""
-    model = facts.model_budget(res)
-    if model is None:
+    budget = facts.model_budget(res)
+    if budget is None:
         return
+    model = budget.facts
     if model.replicas is None:
         yield advice(f"{res.name}: the model's replicas are not visible; cannot check the PDB", res)
         return
@@ -98,7 +99,7 @@ def model_redundancy(res: Resource) -> Iterator[Finding]:
     model = facts.model_budget(res)
     if model is None:
         return
-    if model.replicas is None:
+    if model.facts.replicas is None:
         yield advice(f"model {model.name}: its replicas are not visible on its PDB; cannot check redundancy", res)
-    elif model.replicas < 2:
-        yield Finding(f"model {model.name}: {model.replicas} replica is gone the moment its node drains", res)
+    elif model.facts.replicas < 2:
+        yield Finding(f"model {model.name}: {model.facts.replicas} replica is gone the moment its node drains", res)

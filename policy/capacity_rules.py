@@ -21,26 +21,26 @@ def _workloads(stack: StackFacts) -> tuple[dict[str, list[capacity.Workload]], l
     per_pool: dict[str, list[capacity.Workload]] = {}
     problems = []
     for model in stack.models:
-        budget = (model.min_available, model.max_unavailable)
-        if model.replicas is None or model.gpus_per_replica is None or budget == (None, None):
+        budget = (model.facts.min_available, model.facts.max_unavailable)
+        if model.facts.replicas is None or model.facts.gpus_per_replica is None or budget == (None, None):
             problems.append(advice(f"model {model.name}: replicas, GPUs per replica or minAvailable not visible"))
             continue
-        workload = capacity.Workload(model.name, model.replicas, model.gpus_per_replica, *budget)
+        workload = capacity.Workload(model.name, model.facts.replicas, model.facts.gpus_per_replica, *budget)
         try:
             workload.disruption_allowed  # noqa: B018 - validates the PDB's values
         except ValueError as error:
             # pdb-allows-drain reports the malformed PDB itself; capacity cannot be computed here.
             problems.append(advice(f"model {model.name}: cannot compute its PDB allowance: {error}", model.resource))
             continue
-        for pool in model.pools:
+        for pool in model.facts.pools:
             per_pool.setdefault(pool, []).append(workload)
     return per_pool, problems
 
 
 def _shape(pool: facts.Pool) -> capacity.PoolShape | None:
-    if pool.nodes is None or pool.gpus_per_node is None:
+    if pool.nodes is None or pool.facts.gpus_per_node is None:
         return None
-    return capacity.PoolShape(pool.name, pool.nodes, pool.gpus_per_node)
+    return capacity.PoolShape(pool.name, pool.nodes, pool.facts.gpus_per_node)
 
 
 # ---------------------------------------------------------------- canary-one-node-at-a-time
@@ -104,7 +104,7 @@ def canary_one_node_at_a_time(stack: StackFacts) -> Iterator[Finding]:
 def _operator_rolls_drivers(stack: StackFacts) -> bool:
     """The operator's driver is in play: an operator driver resource is enabled, or a pool's node image
     ships no driver (so an external ClusterPolicy's driver installs on it)."""
-    if any(d.enabled for d in stack.drivers):
+    if any(d.facts.enabled for d in stack.drivers):
         return True
     return any(not any(facts.node_image_owns_driver(r) for r in pool.resources) for pool in stack.pools.values())
 
@@ -116,19 +116,19 @@ def _policy_groups(stack: StackFacts) -> list[tuple[facts.OperatorDriver, list[f
     """Each upgrade policy with the pools it rolls (an NVIDIADriver that carries its own upgradePolicy,
     else the cluster-wide one over every pool the operator's driver covers)."""
     pools = stack.pools
-    cluster = [d for d in stack.drivers if d.cluster_wide and d.enabled]
+    cluster = [d for d in stack.drivers if d.cluster_wide and d.facts.enabled]
     groups: list[tuple[facts.OperatorDriver, list[facts.Pool]]] = []
     inherited: list[facts.Pool] = []
     for driver in stack.drivers:
         if driver.cluster_wide:
             continue
         selected = [p for p in pools.values() if driver.selects(p.labels)]
-        if driver.upgrade_policy:
+        if driver.facts.upgrade_policy:
             groups.append((driver, selected))
         else:
             inherited.extend(selected)
     for driver in cluster:
-        if driver.upgrade_policy:
+        if driver.facts.upgrade_policy:
             covered = [p for p in pools.values() if driver.selects(p.labels)] + inherited
             groups.append((driver, covered))
     return groups
@@ -248,7 +248,7 @@ def _node_group_parallelism(
                 yield Finding(f"{res.name}: {surge.why}", res)
                 continue
             desired = _count(group.desired_size)
-            if desired is None or pool.gpus_per_node is None:
+            if desired is None or pool.facts.gpus_per_node is None:
                 yield advice(f"{res.name}: scalingConfig.desiredSize or GPUs per node not visible", res)
                 continue
             unavailable = group.setting("maxUnavailable")
@@ -260,7 +260,7 @@ def _node_group_parallelism(
                 continue
             # The pool's models run on all of its nodes: on a Capacity Block those of every generation
             # sharing the reservation (facts.Pool.nodes), elsewhere the group's own.
-            shape = capacity.PoolShape(pool.name, max(desired, pool.nodes or 0), pool.gpus_per_node)
+            shape = capacity.PoolShape(pool.name, max(desired, pool.nodes or 0), pool.facts.gpus_per_node)
             if _no_room_for_one_node(pool, shape, workloads):
                 continue  # spare-capacity reports it
             outcome = capacity.take_nodes_out(shape, workloads.get(pool.name, []), nodes_out)

@@ -28,16 +28,17 @@ from spec.versions import is_branch_only, is_exact_release
 def driver_version_pinned(res: Resource) -> Iterator[Finding]:
     """Exact driver version wherever the operator's driver is set; NVIDIA AMI node groups pin releaseVersion."""
     driver = facts.operator_driver(res)
-    if driver is not None and driver.enabled:
+    if driver is not None and driver.facts.enabled:
+        version = driver.facts.version
         where = "NVIDIADriver spec.version" if res.type == rf.NVIDIA_DRIVER else "driver.version"
-        if not driver.version:
+        if not version:
             yield Finding(f"{res.name}: {where} must be set; without it the operator follows its chart default", res)
-        elif driver.precompiled and isinstance(driver.version, str) and is_branch_only(driver.version.strip()):
+        elif driver.facts.precompiled and isinstance(version, str) and is_branch_only(version.strip()):
             # Precompiled images are tagged by branch only; the kernel decides the build.
-            yield advice(f"{res.name}: precompiled {where} '{driver.version}' pins a branch, not a release", res)
-        elif not is_exact_release(driver.version):
+            yield advice(f"{res.name}: precompiled {where} '{version}' pins a branch, not a release", res)
+        elif not is_exact_release(version):
             yield Finding(
-                f"{res.name}: {where} '{driver.version}' must be an exact release such as 580.173.02 "
+                f"{res.name}: {where} '{version}' must be an exact release such as 580.173.02 "
                 "(a bare branch follows whatever precompiled build is newest)",
                 res,
             )
@@ -88,12 +89,12 @@ def _may_overlap(a: dict[str, str], b: dict[str, str]) -> bool:
 )
 def nvidiadriver_selectors_disjoint(stack: StackFacts) -> Iterator[Finding]:
     """No node is selected by two NVIDIADrivers (the operator then refuses both)."""
-    drivers = [d for d in stack.drivers if d.resource.type == rf.NVIDIA_DRIVER and not d.default]
+    drivers = [d for d in stack.drivers if d.resource.type == rf.NVIDIA_DRIVER and not d.facts.default]
     for first, second in combinations(drivers, 2):
-        if _may_overlap(dict(first.selector or {}), dict(second.selector or {})):
+        if _may_overlap(dict(first.facts.selector or {}), dict(second.facts.selector or {})):
             yield Finding(
-                f"NVIDIADrivers {first.resource.name} ({first.selector or 'all GPU nodes'}) and "
-                f"{second.resource.name} ({second.selector or 'all GPU nodes'}) can select the same node",
+                f"NVIDIADrivers {first.resource.name} ({first.facts.selector or 'all GPU nodes'}) and "
+                f"{second.resource.name} ({second.facts.selector or 'all GPU nodes'}) can select the same node",
                 second.resource,
             )
 
@@ -122,25 +123,25 @@ def cuda_driver_compatible(stack: StackFacts) -> Iterator[Finding]:
     """Each model's CUDA runs on the driver of every pool it runs on, or forward compat covers it."""
     for model in stack.models:
         res = model.resource
-        if not model.cuda:
+        if not model.facts.cuda:
             yield advice(f"model {model.name}: its CUDA version is not visible; cannot check it", res)
             continue
-        for pool_name in model.pools:
+        for pool_name in model.facts.pools:
             versions = facts.pool_driver_versions(stack.pool(pool_name), stack.drivers)
             if not versions:
                 yield advice(f"model {model.name}: no driver version is visible for pool {pool_name}", res)
             for version, _source in versions:
-                yield from _unless_ran(_cuda_on_driver(model, pool_name, version), version, stack.drivers_ran)
+                yield from _unless_ran(_cuda_on_driver(model, pool_name, version), version, stack.previous.drivers_ran)
 
 
 def _cuda_on_driver(model: facts.ModelBudget, pool_name: str, version: str) -> Iterator[Finding]:
     """One model's CUDA against one driver version of a pool it runs on."""
     res, where = model.resource, f"model {model.name} on pool {pool_name}"
-    answer = compat.cuda_runs_on(model.cuda or "", version)
-    if model.forward_compat:
+    answer = compat.cuda_runs_on(model.facts.cuda or "", version)
+    if model.facts.forward_compat:
         # A declared cuda-compat package is used whether or not the driver needs it, and an older compat
         # package is not supported on a newer driver: always check the package against the branch.
-        bridge = compat.forward_compat_supported(model.cuda or "", version)
+        bridge = compat.forward_compat_supported(model.facts.cuda or "", version)
         if bridge.yes:
             return
         if bridge.unknown:
@@ -148,7 +149,7 @@ def _cuda_on_driver(model: facts.ModelBudget, pool_name: str, version: str) -> I
             return
         if answer.yes:
             yield Finding(
-                f"{where}: driver {version} runs CUDA {model.cuda} natively, but the image's cuda-compat package "
+                f"{where}: driver {version} runs CUDA {model.facts.cuda} natively, but the image's cuda-compat package "
                 f"is not supported on it ({bridge.reason}); remove cuda-compat from the image and set "
                 "cudaForwardCompat: false, or pick a target the package supports",
                 res,
@@ -176,18 +177,18 @@ def _cuda_on_driver(model: facts.ModelBudget, pool_name: str, version: str) -> I
 def gpu_supported_by_driver(stack: StackFacts) -> Iterator[Finding]:
     """The driver branch of every pool supports the pool's GPU."""
     for pool in stack.pools.values():
-        res = pool.resources[0]
-        if not pool.product:
+        res, product = pool.resources[0], pool.facts.gpu_product
+        if not product:
             yield advice(f"pool {pool.name}: its GPU product is not visible (label {labels.POOL_GPU_PRODUCT})", res)
             continue
         versions = facts.pool_driver_versions(pool, stack.drivers)
         if not versions:
-            yield advice(f"pool {pool.name}: no driver version is visible; cannot check GPU {pool.product}", res)
+            yield advice(f"pool {pool.name}: no driver version is visible; cannot check GPU {product}", res)
         for version, source in versions:
-            answer = compat.supports(version, pool.product)
+            answer = compat.supports(version, product)
             if answer.no:
                 found = Finding(f"pool {pool.name} (driver {version} from {source.name}): {answer.reason}", res)
-                yield from _unless_ran(iter([found]), version, stack.drivers_ran)
+                yield from _unless_ran(iter([found]), version, stack.previous.drivers_ran)
             elif answer.unknown:
                 yield advice(f"pool {pool.name}: {answer.reason}", res)
 
@@ -202,18 +203,18 @@ def operator_supports_driver(stack: StackFacts) -> Iterator[Finding]:
     """The GPU Operator release lists every driver it installs: advice when only the branch is listed, and
     for a rollback to a driver the fleet ran."""
     for driver in stack.drivers:
-        if driver.version:
-            yield from _unless_ran(_operator_lists(driver), driver.version, stack.drivers_ran)
+        if driver.facts.version:
+            yield from _unless_ran(_operator_lists(driver), driver.facts.version, stack.previous.drivers_ran)
 
 
 def _operator_lists(driver: facts.OperatorDriver) -> Iterator[Finding]:
-    res = driver.resource
-    if not driver.enabled or not driver.version:
+    res, version, operator = driver.resource, driver.facts.version, driver.facts.operator_version
+    if not driver.facts.enabled or not version:
         return
-    if not driver.operator_version:
-        yield advice(f"{res.name}: the GPU Operator release is not visible; cannot check driver {driver.version}", res)
+    if not operator:
+        yield advice(f"{res.name}: the GPU Operator release is not visible; cannot check driver {version}", res)
         return
-    answer = compat.operator_lists(driver.operator_version, driver.version)
+    answer = compat.operator_lists(operator, version)
     support = compat.OperatorSupport
     if answer.support == support.LISTED:
         return

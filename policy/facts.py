@@ -3,10 +3,12 @@
 Rules never see the stack config: every fact comes from resource properties, as the engine shows them
 (camelCase). ``spec.resource_facts`` owns how each fact is written and read back; this module adds what
 only the pack needs: the engine's property shapes (``EngineProps``, EKS ``updateConfig`` as outputs carry
-it), the operator's per-kind defaults, and views that keep each fact beside the resource it was read
-from, so a finding can name it. ``StackFacts`` holds every fact of a stack, decoded once per evaluation
-and handed to every stack rule. The same code serves the CrossGuard pack (``PolicyResource``) and
-``gpu-rollout plan`` (``RegisteredResource``).
+it), the operator's per-kind defaults, and views that keep the decoded facts beside the resource they were
+read from, so a finding can name it. A view's own properties add behaviour (combine a pool's cloud pools,
+apply a default, answer a question); a plain fact is read from the view's ``facts`` (``driver.facts.version``,
+``pool.facts.gpu_product``, ``model.facts.replicas``), never through a second name. ``StackFacts`` holds
+every fact of a stack, decoded once per evaluation and handed to every stack rule. The same code serves the
+CrossGuard pack (``PolicyResource``) and ``gpu-rollout plan`` (``RegisteredResource``).
 """
 
 from __future__ import annotations
@@ -93,14 +95,6 @@ class Pool:
         return rf.read_pool_labels(self.labels)
 
     @property
-    def product(self) -> str | None:
-        return self.facts.gpu_product
-
-    @property
-    def gpus_per_node(self) -> int | None:
-        return self.facts.gpus_per_node
-
-    @property
     def nodes(self) -> int | None:
         """Nodes of the newest cloud pool (every generation is a full pool of the same size), except on a
         Capacity Block, whose live generations share one reservation: then all of them together."""
@@ -111,14 +105,6 @@ class Pool:
             return None if None in counts else sum(c for c in counts if c is not None)
         newest = self.resources[-1]
         return rf.node_count(newest.type, newest.props)
-
-    @property
-    def held(self) -> bool:
-        return self.facts.held
-
-    @property
-    def role(self) -> str | None:
-        return self.facts.role
 
     @property
     def can_grow(self) -> bool | None:
@@ -231,36 +217,8 @@ class OperatorDriver:
     facts: rf.OperatorDriverFacts
 
     @property
-    def enabled(self) -> bool:
-        return self.facts.enabled
-
-    @property
-    def version(self) -> Any:
-        return self.facts.version
-
-    @property
-    def precompiled(self) -> bool:
-        return self.facts.precompiled
-
-    @property
-    def selector(self) -> Mapping[str, str] | None:
-        return self.facts.selector
-
-    @property
-    def default(self) -> bool:
-        return self.facts.default
-
-    @property
-    def upgrade_policy(self) -> Any:
-        """As sent, in the CRD's spelling (podDeletion); None when unset."""
-        return self.facts.upgrade_policy
-
-    @property
-    def operator_version(self) -> str | None:
-        return self.facts.operator_version
-
-    @property
     def held(self) -> bool:
+        """The held annotation as a yes or no: only an NVIDIADriver carries it, so unset means not held."""
         return self.facts.notes.held is True
 
     @property
@@ -270,13 +228,15 @@ class OperatorDriver:
     @property
     def sent_policy(self) -> Mapping[str, Any]:
         """The upgradePolicy keys sent ({} when none, or not a mapping)."""
-        return self.upgrade_policy if isinstance(self.upgrade_policy, Mapping) else {}
+        policy = self.facts.upgrade_policy
+        return policy if isinstance(policy, Mapping) else {}
 
     @property
     def rolling_policy(self) -> Mapping[str, Any] | None:
         """The upgradePolicy of an enabled driver, when it sends one as a mapping: what the rules of the
         operator's upgrade controller read."""
-        return self.upgrade_policy if self.enabled and isinstance(self.upgrade_policy, Mapping) else None
+        policy = self.facts.upgrade_policy
+        return policy if self.facts.enabled and isinstance(policy, Mapping) else None
 
     def policy_setting(self, key: str) -> Any:
         """An ``upgradePolicy`` setting as the operator will see it: the value sent, else the default of
@@ -288,10 +248,10 @@ class OperatorDriver:
 
     def selects(self, pool_labels: Mapping[str, Any]) -> bool:
         if self.cluster_wide:
-            return self.enabled and not self.facts.use_crd
-        if self.default:
+            return self.facts.enabled and not self.facts.use_crd
+        if self.facts.default:
             return False  # the fallback CR only takes nodes no other CR selects
-        return all(pool_labels.get(k) == v for k, v in (self.selector or {}).items())
+        return all(pool_labels.get(k) == v for k, v in (self.facts.selector or {}).items())
 
 
 # What an unset upgradePolicy key becomes, per resource kind (reference gpu-operator.md 1.2):
@@ -319,12 +279,12 @@ def operator_drivers(resources: Iterable[Resource]) -> list[OperatorDriver]:
 
 def drivers_for_pool(pool: Pool, drivers: Sequence[OperatorDriver]) -> list[OperatorDriver]:
     """The operator drivers that install on the pool's nodes."""
-    return [d for d in drivers if d.enabled and d.selects(pool.labels)]
+    return [d for d in drivers if d.facts.enabled and d.selects(pool.labels)]
 
 
 def pool_driver_versions(pool: Pool, drivers: Sequence[OperatorDriver]) -> list[tuple[str, Resource]]:
     """Every driver version the pool's nodes run, with the resource that pins it."""
-    versions = [(d.version, d.resource) for d in drivers_for_pool(pool, drivers) if d.version]
+    versions = [(d.facts.version, d.resource) for d in drivers_for_pool(pool, drivers) if d.facts.version]
     return versions + pool.image_drivers
 
 
@@ -340,35 +300,8 @@ class ModelBudget:
 
     @property
     def name(self) -> str:
+        """The model's name as findings print it (``read_model`` falls back to the PDB's name)."""
         return str(self.facts.name)
-
-    @property
-    def replicas(self) -> int | None:
-        return self.facts.replicas
-
-    @property
-    def gpus_per_replica(self) -> int | None:
-        return self.facts.gpus_per_replica
-
-    @property
-    def min_available(self) -> int | str | None:
-        return self.facts.min_available
-
-    @property
-    def max_unavailable(self) -> int | str | None:
-        return self.facts.max_unavailable
-
-    @property
-    def cuda(self) -> str | None:
-        return self.facts.cuda
-
-    @property
-    def pools(self) -> tuple[str, ...]:
-        return self.facts.pools
-
-    @property
-    def forward_compat(self) -> bool:
-        return self.facts.forward_compat
 
 
 def model_budget(res: Resource) -> ModelBudget | None:
@@ -488,12 +421,6 @@ class StackFacts:
             if res.type == rf.PREVIOUS_DEPLOYMENT_COMPONENT:
                 return rf.read_previous_deployment(rf.previous_deployment_outputs(res.props))
         return rf.PreviousDeployment()
-
-    @property
-    def drivers_ran(self) -> frozenset[str]:
-        """Driver versions the fleet ran as of the stack's last deployment: going back to one of them is a
-        rollback, which rules the fleet already broke must not block."""
-        return self.previous.drivers_ran
 
     def has(self, *type_tokens: str) -> bool:
         """The stack registers a resource of one of these types."""

@@ -36,7 +36,7 @@ def _pool_os(res: Resource, declared: str | None) -> tuple[str, ...]:
 def operator_supports_os(stack: StackFacts) -> Iterator[Finding]:
     """Every pool the operator's driver installs on runs an OS the operator release has a driver image for."""
     for pool in stack.pools.values():
-        owners = [d for d in facts.drivers_for_pool(pool, stack.drivers) if d.version]
+        owners = [d for d in facts.drivers_for_pool(pool, stack.drivers) if d.facts.version]
         for res in pool.resources:
             if not owners or facts.node_image_owns_driver(res):
                 continue  # no operator driver here, or single-driver-owner's concern
@@ -49,10 +49,10 @@ def operator_supports_os(stack: StackFacts) -> Iterator[Finding]:
                 )
                 continue
             for owner in owners:
-                if not owner.operator_version:
+                if not owner.facts.operator_version:
                     continue  # operator-supports-driver already says the release is not visible
                 for os_id in systems:
-                    answer = compat.operator_supports_os(owner.operator_version, os_id)
+                    answer = compat.operator_supports_os(owner.facts.operator_version, os_id)
                     if answer.no:
                         yield Finding(f"pool {pool.name} ({res.name}): {answer.reason}", res)
                     elif answer.unknown:

@@ -40,7 +40,7 @@ class _Target:
 def _target_drivers(pool: facts.Pool, stack: StackFacts) -> set[str]:
     """The drivers a released pool moves to: its operator drivers' versions, and the driver the node image of
     its newest generation ships (an older generation is the one being replaced, on what prod ran before)."""
-    found = {str(d.version) for d in facts.drivers_for_pool(pool, stack.drivers) if d.version}
+    found = {str(d.facts.version) for d in facts.drivers_for_pool(pool, stack.drivers) if d.facts.version}
     shipped = [(rf.read_pool_labels(facts.node_labels(res)).generation or 0, driver) for driver, res in pool.image_drivers]
     if shipped:
         found.add(str(max(shipped)[1]))
@@ -52,16 +52,16 @@ def _targets(stack: StackFacts) -> tuple[dict[str, _Target], list[Finding]]:
     targets: dict[str, _Target] = {}
     problems: list[Finding] = []
     for pool in stack.pools.values():
-        if pool.held or not pool.resources:
+        if pool.facts.held or not pool.resources:
             continue
         res = pool.resources[0]
-        if not pool.product:
+        if not pool.facts.gpu_product:
             problems.append(Finding(
                 f"pool {pool.name}: its GPU product is not visible (label {labels.POOL_GPU_PRODUCT}); no attestation "
                 "can be matched to its GPU architecture", res,
             ))
             continue
-        answer = compat.architecture(pool.product)
+        answer = compat.architecture(pool.facts.gpu_product)
         if answer.value is None:
             problems.append(Finding(
                 f"pool {pool.name}: {answer.reason}; no attestation can cover a GPU the architecture table does not "
@@ -155,7 +155,7 @@ def canary_attested(stack: StackFacts) -> Iterator[Finding]:
             resource = records[0]
         for reason in reasons:
             message = f"{target.where()}: {reason}"
-            if driver in stack.drivers_ran:
+            if driver in stack.previous.drivers_ran:
                 yield advice(
                     f"{message} (the fleet ran {driver} as of its last deployment: not a promotion, not blocked)",
                     resource,

@@ -94,14 +94,15 @@ def held_pool_pinned(stack: StackFacts) -> Iterator[Finding]:
         return
     reason = next((r.facts.unpinned_hold_reason for r in stack.identities if r.facts.unpinned_hold_reason), None)
     for pool in stack.pools.values():
-        if not pool.held:
+        if not pool.facts.held:
             continue
         for driver in facts.drivers_for_pool(pool, cluster_wide):
             kind = "Helm release" if driver.resource.type == rf.HELM_RELEASE else "ClusterPolicy"
+            version = driver.facts.version
             message = (
                 f"pool {pool.name} is held, but the {kind} ({driver.resource.name}) sets one driver, "
-                f"{driver.version}, for every GPU node: the pool is held by the skip label alone, which stops "
-                f"upgrades of its nodes, not installs, so every node added to {pool.name} installs {driver.version} "
+                f"{version}, for every GPU node: the pool is held by the skip label alone, which stops "
+                f"upgrades of its nodes, not installs, so every node added to {pool.name} installs {version} "
                 "at once"
             )
             growth = pool.can_grow

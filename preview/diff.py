@@ -98,7 +98,7 @@ def _driver_owner(stack: StackFacts) -> str:
     cluster_wide = [d for d in stack.drivers if d.cluster_wide]
     images = any(node_image_owns_driver(r) for pool in stack.pools.values() for r in pool.resources
                  if r.type in rf.CLOUD_POOL_TYPES)
-    return "image" if images or (cluster_wide and not cluster_wide[0].enabled) else "operator"
+    return "image" if images or (cluster_wide and not cluster_wide[0].facts.enabled) else "operator"
 
 
 def view(stack: str, resources: Sequence[Resource], outputs: Mapping[str, Any],
@@ -117,13 +117,14 @@ def view(stack: str, resources: Sequence[Resource], outputs: Mapping[str, Any],
     put("driver", "owner", _driver_owner(found))
     put("driver", "version", outputs.get("driverVersion"))
     put("driver", "held pools stay on", outputs.get("previousDriverVersion"))
-    operator = next((d for d in found.drivers if d.operator_version), None)
-    put("GPU Operator", "chart", operator.operator_version if operator else outputs.get("operatorVersion"))
+    operator = next((d for d in found.drivers if d.facts.operator_version), None)
+    put("GPU Operator", "chart", operator.facts.operator_version if operator else outputs.get("operatorVersion"))
     put("GPU Operator", "per-pool NVIDIADrivers", outputs.get("perPoolDrivers"))
     for driver in found.drivers:
         if driver.cluster_wide:
-            put("GPU Operator", "driver", f"{'enabled' if driver.enabled else 'disabled'} {_text(driver.version)}")
-            for key, value in flat_policy(driver.upgrade_policy if driver.enabled else None).items():
+            enabled = driver.facts.enabled
+            put("GPU Operator", "driver", f"{'enabled' if enabled else 'disabled'} {_text(driver.facts.version)}")
+            for key, value in flat_policy(driver.facts.upgrade_policy if enabled else None).items():
                 facts[("upgrade policy", key)] = value
 
     pool_drivers: dict[str, str] = {}
@@ -153,17 +154,17 @@ def view(stack: str, resources: Sequence[Resource], outputs: Mapping[str, Any],
         if driver.cluster_wide:
             continue
         subject = f"NVIDIADriver {driver.resource.name}"
-        put(subject, "version", driver.version)
+        put(subject, "version", driver.facts.version)
         put(subject, "state", "held" if driver.held else "released")
-        for key, value in flat_policy(driver.upgrade_policy).items():
+        for key, value in flat_policy(driver.facts.upgrade_policy).items():
             facts[(subject, f"upgrade policy {key}")] = value
 
     for model in sorted(found.models, key=lambda m: m.name):
         subject = f"model {model.name}"
         put(subject, "image", model.facts.image)
-        put(subject, "CUDA", model.cuda)
-        put(subject, "pools", list(model.pools))
-        put(subject, "replicas", f"{_text(model.replicas)} (min available {_text(model.min_available)})")
+        put(subject, "CUDA", model.facts.cuda)
+        put(subject, "pools", list(model.facts.pools))
+        put(subject, "replicas", f"{_text(model.facts.replicas)} (min available {_text(model.facts.min_available)})")
 
     return StackView(stack, outputs.get("stage"), facts, pool_drivers, tuple(violations))
 

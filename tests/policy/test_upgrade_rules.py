@@ -85,7 +85,7 @@ def _held_findings(items: list[Resource]) -> dict[str, tuple[str, str]]:
 
 def test_per_pool_mode_pins_held_pools_so_nothing_is_found(rendered):
     items = resources(rendered["prod"])
-    held = [p for p in stack(items).pools.values() if p.held]
+    held = [p for p in stack(items).pools.values() if p.facts.held]
     assert {p.name for p in held} == {"gpua100", "gpuh100"}
     assert list(upgrade_rules.held_pool_pinned(stack(items))) == []
 
