@@ -1,9 +1,9 @@
 """`gpu-rollout rollback`: go back to an earlier good update of a stack, through the Pulumi Automation API.
 
 Thin: it reads the stack's history and config (and the canary stack's history) with the Automation API,
-hands them to :mod:`rollout.history`, which decides, prints the plan, and only with ``--yes`` (and not
-``--dry-run``) sets the config of the plan's first step and runs ``up`` with the policy pack. Every refusal
-comes before the first change. The program runs in this process, served to the engine by the SDK's
+as the CLI's documents (:mod:`rollout.pulumi_config`), hands them to :mod:`rollout.history`, which decides,
+prints the plan, and only with ``--yes`` (and not ``--dry-run``) sets the config of the plan's first step
+and runs ``up`` with the policy pack. Every refusal comes before the first change. The program runs in this process, served to the engine by the SDK's
 language runtime (an inline program: :func:`_program`), the way `Stack.up()` serves any inline program;
 it is the project's own ``__main__.py``.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from rollout import history
+from rollout import history, pulumi_config
 from rollout.console import say, stdout
 from rollout.exits import Exit
 
@@ -55,7 +55,7 @@ def _first_error_line(error: Exception) -> str:
 
 
 def _summary_to_json(summary: auto.UpdateSummary) -> dict[str, Any]:
-    """An Automation API UpdateSummary back in the CLI's JSON shape, which rollout.history reads."""
+    """An Automation API UpdateSummary back in the CLI's JSON shape, which rollout.pulumi_config reads."""
     return {
         "version": summary.version,
         "kind": summary.kind,
@@ -71,7 +71,7 @@ def _config_to_json(config: auto.ConfigMap) -> dict[str, Any]:
     return {key: {"value": value.value, "secret": value.secret} for key, value in config.items()}
 
 
-def _read_history(stack: auto.Stack) -> list[history.Update]:
+def _read_history(stack: auto.Stack) -> list[pulumi_config.Update]:
     from pulumi.automation import errors
 
     summaries: list[auto.UpdateSummary] = []
@@ -80,7 +80,7 @@ def _read_history(stack: auto.Stack) -> list[history.Update]:
             page = stack.history(page_size=HISTORY_PAGE, page=len(summaries) // HISTORY_PAGE + 1, show_secrets=True)
             summaries += page
             if len(page) < HISTORY_PAGE:
-                return history.parse_history([_summary_to_json(s) for s in summaries])
+                return pulumi_config.parse_history([_summary_to_json(s) for s in summaries])
     except errors.CommandError as error:
         raise _cli_refusal(f"stack {stack.name}'s history", error) from None
 
@@ -119,7 +119,7 @@ def _select(workspace: auto.LocalWorkspace, name: str) -> auto.Stack:
         raise history.RollbackRefused(f"--stack {name}: no such stack in the backend", Exit.INVALID) from None
 
 
-def _canary_history(workspace: auto.LocalWorkspace, name: str) -> list[history.Update] | None:
+def _canary_history(workspace: auto.LocalWorkspace, name: str) -> list[pulumi_config.Update] | None:
     from pulumi import automation as auto
     from pulumi.automation import errors
 
@@ -131,9 +131,9 @@ def _canary_history(workspace: auto.LocalWorkspace, name: str) -> list[history.U
 
 
 def _plan_document(plan: history.Plan, commands: list[list[str]]) -> dict[str, Any]:
-    def change(c: history.Change) -> dict[str, Any]:
-        return {"path": c.path, "old": c.shown(c.old) if c.secret or c.old is history.ABSENT else c.old,
-                "new": c.shown(c.new) if c.secret or c.new is history.ABSENT else c.new,
+    def change(c: pulumi_config.Change) -> dict[str, Any]:
+        return {"path": c.path, "old": c.shown(c.old) if c.secret or c.old is pulumi_config.ABSENT else c.old,
+                "new": c.shown(c.new) if c.secret or c.new is pulumi_config.ABSENT else c.new,
                 "secret": c.secret, "remove": c.removes}
 
     return {
@@ -168,12 +168,12 @@ def _apply(stack: auto.Stack, step: history.Step) -> None:
     leaves in one `config set-all --path`, consecutive removals in one `config rm-all`."""
     from pulumi import automation as auto
 
-    def kind(change: history.Change) -> str:
+    def kind(change: pulumi_config.Change) -> str:
         if change.removes:
             return "rm-path" if not change.whole_key else "rm"
         return "set-path" if not change.whole_key and not change.secret else "set"
 
-    batch: list[history.Change] = []
+    batch: list[pulumi_config.Change] = []
     for index, change in enumerate(step.changes):
         batch.append(change)
         following = step.changes[index + 1] if index + 1 < len(step.changes) else None
@@ -185,7 +185,7 @@ def _apply(stack: auto.Stack, step: history.Step) -> None:
         elif what == "set-path":
             values = {}
             for leaf in batch:
-                text = history.path_value_text(leaf.new)
+                text = pulumi_config.path_value_text(leaf.new)
                 assert text is not None  # untypeable leaves are refused before anything is applied
                 values[leaf.path] = auto.ConfigValue(text)
             stack.set_all_config(values, path=True)
@@ -210,7 +210,7 @@ def execute(stack_name: str, project_dir: Path, *, to_version: int | None, dry_r
         stack = _select(workspace, stack_name)
         past = _read_history(stack)
         try:
-            current = history.parse_config(_config_to_json(stack.get_all_config()))
+            current = pulumi_config.parse_config(_config_to_json(stack.get_all_config()))
         except errors.CommandError as error:
             raise _cli_refusal(f"stack {stack_name}'s config", error) from None
         locks = _lock_files(workspace, stack_name)
@@ -229,8 +229,8 @@ def execute(stack_name: str, project_dir: Path, *, to_version: int | None, dry_r
     stage = history.stage(plan.target.config) or history.stage(current)
     pack = policy_pack or str(project_dir / "policy")
     pack_config = policy_pack_config or (str(project_dir / "policy" / f"{stage}.json") if stage else None)
-    commands = [[history.command(c, stack_name, plan.target.version) for c in step.changes]
-                + [history.up_command(stack_name, pack, pack_config)] for step in plan.steps]
+    commands = [[pulumi_config.command(c, stack_name, plan.target.version) for c in step.changes]
+                + [pulumi_config.up_command(stack_name, pack, pack_config)] for step in plan.steps]
     if as_json:
         print(json.dumps({**_plan_document(plan, commands), "applies": yes and not dry_run}))
     else:

@@ -1,7 +1,8 @@
-"""`gpu-rollout rollback`'s decisions (rollout/history.py), fed histories shaped as `pulumi stack history
---json` prints them (the Automation API's Stack.history() parses the same document): which update it goes
-back to, every config change and its command, the generation steps of image-owned pools, and each refusal
-with its exit code. The verb over the real CLI is tested in tests/e2e/test_rollback.py."""
+"""`gpu-rollout rollback`'s decisions (rollout/history.py, over the CLI's shapes in rollout/pulumi_config.py),
+fed histories shaped as `pulumi stack history --json` prints them (the Automation API's Stack.history()
+parses the same document): which update it goes back to, every config change and its command, the
+generation steps of image-owned pools, and each refusal with its exit code. The verb over the real CLI is
+tested in tests/e2e/test_rollback.py; the CLI's shapes alone in tests/rollout/test_pulumi_config.py."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from rollout import history
+from rollout import history, pulumi_config
 from rollout.exits import Exit
 from spec.load import SpecError, read_stack_file, spec_from_config
+from spec.operator import UpgradePolicy
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 A, B = "580.173.02", "595.91.07"
@@ -61,7 +63,7 @@ CANARY_B = with_driver(CANARY_A, B, A)
 
 
 def plan(raw_history: list[dict[str, Any]], current: dict[str, dict[str, Any]], **kwargs: Any) -> history.Plan:
-    return history.plan_rollback("canary", history.parse_history(raw_history), history.parse_config(current),
+    return history.plan_rollback("canary", pulumi_config.parse_history(raw_history), pulumi_config.parse_config(current),
                                  **kwargs)
 
 
@@ -85,6 +87,18 @@ def test_goes_back_to_the_newest_good_update_on_another_driver() -> None:
     assert "one at a time" in result.how and "maxParallelUpgrades 1" in result.how
 
 
+def test_the_operator_s_pace_is_the_target_s_upgrade_policy_else_the_model_s_default() -> None:
+    past = [entry(2, cli_config(CANARY_B)), entry(1, cli_config(CANARY_A))]
+    assert "maxParallelUpgrades 1, maxUnavailable 1 " in plan(past, cli_config(CANARY_B)).how  # the example's own
+    unset_a, unset_b = copy.deepcopy(CANARY_A), copy.deepcopy(CANARY_B)
+    for values in (unset_a, unset_b):
+        del values[KEY + "gpuOperator"]["upgradePolicy"]
+    default = UpgradePolicy()  # what the program writes when the config sets none
+    result = plan([entry(2, cli_config(unset_b)), entry(1, cli_config(unset_a))], cli_config(unset_b))
+    assert (f"maxParallelUpgrades {default.maxParallelUpgrades}, maxUnavailable {default.maxUnavailable} "
+            in result.how)
+
+
 def test_a_failed_update_is_skipped() -> None:
     past = [entry(3, cli_config(CANARY_B), result="failed"), entry(2, cli_config(CANARY_B)),
             entry(1, cli_config(CANARY_A))]
@@ -93,12 +107,12 @@ def test_a_failed_update_is_skipped() -> None:
 
 def test_the_commands_set_each_path_and_run_up_with_the_pack() -> None:
     result = plan([entry(2, cli_config(CANARY_B)), entry(1, cli_config(CANARY_A))], cli_config(CANARY_B))
-    commands = [history.command(c, "existing-canary", 1) for c in result.steps[0].changes]
+    commands = [pulumi_config.command(c, "existing-canary", 1) for c in result.steps[0].changes]
     assert sorted(commands) == [
         f"pulumi config set --path --stack existing-canary {KEY}driver.previousVersion -- 570.195.03",
         f"pulumi config set --path --stack existing-canary {KEY}driver.version -- {A}",
     ]
-    assert history.up_command("existing-canary", "policy", "policy/canary.json") == (
+    assert pulumi_config.up_command("existing-canary", "policy", "policy/canary.json") == (
         "pulumi up --stack existing-canary --policy-pack policy --policy-pack-config policy/canary.json")
 
 
@@ -109,7 +123,7 @@ def test_to_version_names_the_update() -> None:
     assert result.target.version == 1
     removed = [c for c in result.changes if c.removes]
     assert [c.path for c in removed] == [KEY + "driver.previousVersion"]
-    assert history.command(removed[0], "s", 1) == f"pulumi config rm --path --stack s {KEY}driver.previousVersion"
+    assert pulumi_config.command(removed[0], "s", 1) == f"pulumi config rm --path --stack s {KEY}driver.previousVersion"
 
 
 def test_paths_quote_keys_with_dots_and_index_lists() -> None:
@@ -118,7 +132,7 @@ def test_paths_quote_keys_with_dots_and_index_lists() -> None:
     result = plan([entry(2, cli_config(CANARY_A)), entry(1, cli_config(moved))], cli_config(CANARY_A), to_version=1)
     assert [c.path for c in result.changes] == [
         KEY + 'nodePools[0].existing.nodeSelector["gpu.example.com/pool"]']
-    assert history.split_path(result.changes[0].path) == (
+    assert pulumi_config.split_path(result.changes[0].path) == (
         KEY + "nodePools", [0, "existing", "nodeSelector", "gpu.example.com/pool"])
 
 
@@ -127,7 +141,7 @@ def test_a_value_the_path_form_would_retype_is_flagged_and_not_applied() -> None
     odd[KEY + "nodePools"][0]["existing"]["nodeSelector"]["gpu.example.com/pool"] = "12345"  # --path: an integer
     result = plan([entry(2, cli_config(CANARY_A)), entry(1, cli_config(odd))], cli_config(CANARY_A), to_version=1)
     assert [c.path for c in result.untypeable] == [KEY + 'nodePools[0].existing.nodeSelector["gpu.example.com/pool"]']
-    assert "edit the stack file" in history.command(result.untypeable[0], "s", 1)
+    assert "edit the stack file" in pulumi_config.command(result.untypeable[0], "s", 1)
 
 
 @pytest.mark.parametrize(("value", "text"), [
@@ -135,7 +149,7 @@ def test_a_value_the_path_form_would_retype_is_flagged_and_not_applied() -> None
     ("true", None), ("42", None), (1.5, None), (None, None),
 ])
 def test_path_value_text_follows_the_cli(value: Any, text: str | None) -> None:
-    assert history.path_value_text(value) == text
+    assert pulumi_config.path_value_text(value) == text
 
 
 # ---------------------------------------------------------------- secrets
@@ -148,13 +162,13 @@ def test_secrets_are_shown_as_secret_and_set_back_as_secrets() -> None:
     ticket = next(c for c in result.changes if c.path == KEY + "changeTicket")
     assert ticket.secret and ticket.new == "CHG-A"  # the value to set back, never shown
     assert (ticket.shown(ticket.old), ticket.shown(ticket.new)) == ("[secret]", "[secret]")
-    line = history.command(ticket, "canary", 1)
+    line = pulumi_config.command(ticket, "canary", 1)
     assert "--secret" in line and "CHG-A" not in line and "CHG-B" not in line
 
 
 def test_secrets_that_cannot_be_decrypted_refuse_with_exit_2() -> None:
     past = [entry(2, cli_config(CANARY_B)),
-            entry(1, cli_config(CANARY_A, {KEY + "changeTicket": history.UNDECRYPTABLE}))]
+            entry(1, cli_config(CANARY_A, {KEY + "changeTicket": pulumi_config.UNDECRYPTABLE}))]
     refused = refusal(past, cli_config(CANARY_B))
     assert refused.code == Exit.INVALID
     assert "secrets cannot be decrypted" in str(refused) and KEY + "changeTicket" in str(refused)
@@ -163,14 +177,14 @@ def test_secrets_that_cannot_be_decrypted_refuse_with_exit_2() -> None:
 def test_the_file_backend_s_unnumbered_updates_are_numbered_from_the_oldest() -> None:
     raw = [entry(0, cli_config(CANARY_B)), entry(0, cli_config(CANARY_A), result="failed"),
            entry(0, cli_config(CANARY_A))]  # as `pulumi stack history --json` of a file backend lists them
-    assert [(u.version, u.result) for u in history.parse_history(raw)] == [
+    assert [(u.version, u.result) for u in pulumi_config.parse_history(raw)] == [
         (3, "succeeded"), (2, "failed"), (1, "succeeded")]
     assert plan(raw, cli_config(CANARY_B)).target.version == 1
 
 
 def test_a_secret_left_out_by_the_cli_reads_as_secret() -> None:
-    parsed = history.parse_config({KEY + "changeTicket": {"secret": True}})
-    assert parsed[KEY + "changeTicket"] == history.Entry("[secret]", True)
+    parsed = pulumi_config.parse_config({KEY + "changeTicket": {"secret": True}})
+    assert parsed[KEY + "changeTicket"] == pulumi_config.Entry("[secret]", True)
 
 
 # ---------------------------------------------------------------- refusals
@@ -234,11 +248,11 @@ PROD_B = with_driver(PROD_A, B, A)
 
 
 def prod_plan(canary: list[dict[str, Any]] | None, force: bool = False) -> history.Plan:
-    past = history.parse_history([entry(2, cli_config(PROD_A)), entry(1, cli_config(PROD_B))])
-    current = history.parse_config(cli_config(PROD_A))
+    past = pulumi_config.parse_history([entry(2, cli_config(PROD_A)), entry(1, cli_config(PROD_B))])
+    current = pulumi_config.parse_config(cli_config(PROD_A))
     assert history.canary_stack_of(current) == "existing-canary"
     return history.plan_rollback("existing-prod", past, current, canary_stack="existing-canary",
-                                 canary_history=None if canary is None else history.parse_history(canary),
+                                 canary_history=None if canary is None else pulumi_config.parse_history(canary),
                                  force=force)
 
 
@@ -282,15 +296,15 @@ def eks_states() -> tuple[dict[str, Any], dict[str, Any]]:
     return before, now
 
 
-def _spec_of(config: dict[str, history.Entry]) -> None:
+def _spec_of(config: dict[str, pulumi_config.Entry]) -> None:
     spec_from_config({k: e.value if isinstance(e.value, str) else json.dumps(e.value) for k, e in config.items()})
 
 
 def test_an_image_owned_pool_moves_back_by_generations_in_three_steps() -> None:
     before, now = eks_states()
-    result = history.plan_rollback("eks-prod", history.parse_history([entry(2, cli_config(now)),
+    result = history.plan_rollback("eks-prod", pulumi_config.parse_history([entry(2, cli_config(now)),
                                                                       entry(1, cli_config(before))]),
-                                   history.parse_config(cli_config(now)))
+                                   pulumi_config.parse_config(cli_config(now)))
     assert result.owner == "image" and result.target.version == 1 and len(result.steps) == 3
     first, hold, retire = (({c.path: c.new for c in s.changes}) for s in result.steps)
     pools = KEY + "nodePools"
@@ -303,20 +317,20 @@ def test_an_image_owned_pool_moves_back_by_generations_in_three_steps() -> None:
     # 3: the new generations retired: their entries removed.
     assert [c.path for c in result.steps[2].changes if c.removes] == [
         f"{pools}[0].generations[1]", f"{pools}[1].generations[1]"]
-    assert all(v is history.ABSENT for v in retire.values())
+    assert all(v is pulumi_config.ABSENT for v in retire.values())
     # Every intermediate config is one the spec accepts, and the last is update 1's.
-    state = history.parse_config(cli_config(now))
+    state = pulumi_config.parse_config(cli_config(now))
     for step in result.steps:
-        state = history.apply_changes(state, step.changes)
+        state = pulumi_config.apply_changes(state, step.changes)
         _spec_of(state)
-    assert state == history.parse_config(cli_config(before))
+    assert state == pulumi_config.parse_config(cli_config(before))
 
 
 def test_a_rerun_with_to_version_continues_with_the_next_step() -> None:
     before, now = eks_states()
-    past = history.parse_history([entry(2, cli_config(now)), entry(1, cli_config(before))])
-    first = history.plan_rollback("eks-prod", past, history.parse_config(cli_config(now)))
-    after_step_1 = history.apply_changes(history.parse_config(cli_config(now)), first.steps[0].changes)
+    past = pulumi_config.parse_history([entry(2, cli_config(now)), entry(1, cli_config(before))])
+    first = history.plan_rollback("eks-prod", past, pulumi_config.parse_config(cli_config(now)))
+    after_step_1 = pulumi_config.apply_changes(pulumi_config.parse_config(cli_config(now)), first.steps[0].changes)
     again = history.plan_rollback("eks-prod", past, after_step_1, to_version=1)
     assert [s.title for s in again.steps] == [s.title for s in first.steps[1:]]
 
@@ -328,7 +342,7 @@ def test_the_spec_refuses_a_state_with_every_generation_retired() -> None:
     for g in broken[KEY + "nodePools"][0]["generations"]:
         g["retired"] = True
     with pytest.raises(SpecError):
-        _spec_of(history.parse_config(cli_config(broken)))
+        _spec_of(pulumi_config.parse_config(cli_config(broken)))
 
 
 def test_a_step_whose_config_the_program_refuses_is_refused_before_any_change() -> None:
@@ -336,9 +350,9 @@ def test_a_step_whose_config_the_program_refuses_is_refused_before_any_change() 
     for pool in before[KEY + "nodePools"]:
         if pool["name"] == "gpu-h100":
             pool["rollout"]["released"] = False  # held, yet its only generation runs the target 570.195.03
-    past = history.parse_history([entry(2, cli_config(now)), entry(1, cli_config(before))])
+    past = pulumi_config.parse_history([entry(2, cli_config(now)), entry(1, cli_config(before))])
     with pytest.raises(history.RollbackRefused) as caught:
-        history.plan_rollback("eks-prod", past, history.parse_config(cli_config(now)))
+        history.plan_rollback("eks-prod", past, pulumi_config.parse_config(cli_config(now)))
     assert caught.value.code == Exit.FAILED
     assert f"{KEY}nodePools[2].generations: pool 'gpu-h100' is held" in str(caught.value)
 
@@ -392,11 +406,11 @@ def test_the_automation_api_s_summaries_read_like_the_cli_s_json() -> None:
     summaries = [UpdateSummary(kind=r["kind"], start_time=datetime(2026, 12, 3, 10), message=r["message"],
                                environment=r["environment"], config=r["config"], result=r["result"],
                                end_time=datetime(2026, 12, 3, 11), version=r["version"]) for r in raw]
-    via_sdk = history.parse_history([rollback._summary_to_json(s) for s in summaries])
-    direct = history.parse_history(raw)
+    via_sdk = pulumi_config.parse_history([rollback._summary_to_json(s) for s in summaries])
+    direct = pulumi_config.parse_history(raw)
     assert [(u.version, u.result, u.message, u.config) for u in via_sdk] == [
         (u.version, u.result, u.message, u.config) for u in direct]
-    assert via_sdk[0].config[KEY + "changeTicket"] == history.Entry("CHG-B", True)
+    assert via_sdk[0].config[KEY + "changeTicket"] == pulumi_config.Entry("CHG-B", True)
 
 
 def test_the_cli_s_error_line_is_what_a_refusal_names() -> None:
