@@ -1,4 +1,4 @@
-"""Live-cluster checks: preflight, watch, pause and resume.
+"""Live-cluster checks: preflight, verify, watch, pause and resume.
 
 The Kubernetes API is reached through one adapter, :mod:`checks.kube`, built on the official
 ``kubernetes`` client. We chose it over ``lightkube`` because it is already a pinned dependency of the
@@ -10,8 +10,9 @@ Modules: ``errors`` (our error hierarchy, retryable vs permanent), ``kube`` (the
 retried, paginated calls), ``objects`` (reading Kubernetes objects: metadata, labels, selectors,
 containers), ``identity`` (is the cluster reached the stack's? every live verb asks it first),
 ``inventory`` (one read of everything preflight needs; a pool's nodes by ``spec.membership``),
-``registry`` (the catalogue: each check's id, runbook section and function, declared once), one module
-per runbook section (``cluster``, ``owner``, ``compatibility``, ``disruption``), ``results`` (what a check
+``metadata`` (a check's id and runbook section, declared on its function), one module per runbook section
+(``cluster``, ``owner``, ``compatibility``, ``disruption`` for preflight, ``validation`` for verify),
+``catalogue`` (imports those modules and gathers their checks in output order), ``results`` (what a check
 returns), ``preflight`` (runs the catalogue), ``nodestate`` (per-node facts shared by watch and pause:
 driver version, done), ``progress`` (what both watches share, models counted from their pods),
 ``pause``, ``watch`` and ``generations`` (the image-owned watch). Every label and annotation key they

@@ -11,7 +11,7 @@ from collections import Counter
 
 from checks.identity import Verdict, judge
 from checks.inventory import Inventory, pool_selectors_text
-from checks.registry import CLUSTER, check
+from checks.metadata import CLUSTER, check
 from checks.results import Finding, failed, passed, warned
 from spec import labels
 from spec.membership import CLOUD_POOL_LABELS, Via

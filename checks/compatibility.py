@@ -21,7 +21,7 @@ from checks.objects import (
     status_of,
     template_containers,
 )
-from checks.registry import COMPATIBILITY, check
+from checks.metadata import COMPATIBILITY, check
 from checks.results import Finding, failed, few, passed, warned
 from spec import compat, gpu_products, labels, manifests
 from spec.model import DriverOwner, NodePool, Stage

@@ -23,7 +23,7 @@ from checks.objects import (
     status_of,
     template_containers,
 )
-from checks.registry import CAPACITY, check
+from checks.metadata import CAPACITY, check
 from checks.results import Finding, failed, passed, warned
 from spec import capacity, labels
 from spec.model import Model

@@ -12,7 +12,7 @@ from collections import Counter
 from checks.inventory import Inventory, pool_selectors_text
 from checks.nodestate import node_driver_version
 from checks.objects import Obj, labels_of, name_of, node_selector_matches, spec_of, status_of
-from checks.registry import OWNERSHIP, check
+from checks.metadata import OWNERSHIP, check
 from checks.results import Finding, failed, few, passed, warned
 from spec import labels, manifests
 from spec.model import Cloud, ClusterPolicyMode, DriverOwner, FleetSpec, Stage

@@ -3,16 +3,17 @@
 One inventory read (a fixed number of LISTs), then the cluster's identity
 (:func:`checks.identity.judge`: another cluster raises :class:`checks.errors.WrongClusterError` before
 any check runs; an unconfirmed one is the ``cluster-identity`` warning), then the checks the catalogue
-(:mod:`checks.registry`) lists for ``preflight``, pure functions over the inventory, in the runbook's
+(:mod:`checks.catalogue`) lists for ``preflight``, pure functions over the inventory, in the runbook's
 order. Nothing here writes to the cluster.
 """
 
 from __future__ import annotations
 
 from checks import kube as k
+from checks.catalogue import CATALOGUE
 from checks.identity import judge, refuse_if_refuted
 from checks.inventory import Inventory, read_inventory
-from checks.registry import CATALOGUE, Section
+from checks.metadata import Section
 from checks.results import CheckResult
 from spec.model import FleetSpec
 

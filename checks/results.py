@@ -1,9 +1,9 @@
 """Typed results of the live checks.
 
 A check function returns :class:`Finding`\\ s (status, subject, message) built with :func:`passed`,
-:func:`warned` and :func:`failed` (and, for ``verify``, :func:`inconclusive`); the runner (:mod:`checks.registry`) stamps each with the id the
-check was registered under, which makes it a :class:`CheckResult`. So an id is written once, where the
-check is declared.
+:func:`warned` and :func:`failed` (and, for ``verify``, :func:`inconclusive`); the runner
+(:meth:`checks.metadata.Check.run`) stamps each with the id the check was declared under, which makes it a
+:class:`CheckResult`. So an id is written once, where the check is declared.
 
 ``inconclusive`` is for checks that read evidence which may be missing (an empty Prometheus query, a
 result the validation job has not written yet): not a pass, and not proof of a failure. Only ``verify``

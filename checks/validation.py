@@ -29,7 +29,7 @@ from checks.nodestate import NoNodesError, node_driver_version, upgrade_state
 from checks.objects import Obj, labels_of, annotations_of, meta, name_of, namespaced_name, spec_of, status_of
 from checks.progress import epoch, label_written_at, model_selector, pod_ready
 from checks.prometheus import Prometheus, PrometheusError, Sample, Series, finite, regex_union
-from checks.registry import VALIDATION, check
+from checks.metadata import VALIDATION, check
 from checks.results import Finding, failed, few, inconclusive, passed
 from spec import attestation, labels
 from spec.model import DriverOwner, FleetSpec, Model, NodePool, ServingEngine

@@ -1,6 +1,8 @@
 """`gpu-rollout`: the command line. Each verb parses its flags, resolves the stack (and, for the live verbs,
 the cluster) through :mod:`rollout.context`, and makes one call into a package; :func:`run` turns what
-that call returns or raises into an exit code (:class:`rollout.exits.Exit`) and a one-line message.
+that call returns or raises into an exit code (:class:`rollout.exits.Exit`) and a one-line message. The live
+verbs declare only their own options: :func:`live_verb` adds the ones they share (:func:`live_target`) and hands
+the verb one :class:`LiveTarget`.
 
 Exit codes (:class:`rollout.exits.Exit`): 0 all good; 1 a check or mandatory policy failed; 2 the input is
 invalid (the message names the key path, file or flag, and what is wrong); 70 a defect of gpu-rollout, not of
@@ -12,12 +14,14 @@ only ``plan``, ``diff`` (both render the program offline) and ``rollback`` (the 
 
 from __future__ import annotations
 
+import inspect
 import sys
 import tempfile
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -219,15 +223,26 @@ def diff(
 # ---------------------------------------------------------------- live cluster verbs
 
 
-def _open_live(stack: str | None, stack_file: Path | None, project_dir: Path | None, kubeconfig: str | None,
-               kube_context: str | None) -> Live:
-    from rollout import context
+@dataclass(frozen=True)
+class LiveTarget:
+    """What every live verb is told by the options they share: which stack, which cluster, how to report."""
 
-    return context.open_live(stack, stack_file, project_dir, kubeconfig, kube_context)
+    stack: str | None
+    stack_file: Path | None
+    project_dir: Path | None
+    kubeconfig: str | None
+    context: str | None
+    as_json: bool
+    debug: bool
+
+    def open(self) -> Live:
+        """The stack's spec and an adapter to its cluster (:func:`rollout.context.open_live`)."""
+        from rollout import context
+
+        return context.open_live(self.stack, self.stack_file, self.project_dir, self.kubeconfig, self.context)
 
 
-@app.command()
-def preflight(
+def live_target(
     stack: StackOption = None,
     stack_file_path: StackFileOption = None,
     project_dir: ProjectDirOption = None,
@@ -235,25 +250,54 @@ def preflight(
     kube_context: ContextOption = None,
     as_json: JsonOption = False,
     debug: DebugOption = False,
-) -> None:
-    """Read-only live checks before a rollout: driver owner, versions, compatibility, capacity, PDBs."""
+) -> LiveTarget:
+    """The options every live verb shares, declared once: :func:`live_verb` gives each verb these parameters."""
+    return LiveTarget(stack, stack_file_path, project_dir, kubeconfig, kube_context, as_json, debug)
 
-    def call() -> Exit:
-        from rollout import preflight as verb
 
-        live = _open_live(stack, stack_file_path, project_dir, kubeconfig, kube_context)
-        return verb.execute(live.stack.name, live.spec, live.kube, as_json)
+_SHARED = tuple(inspect.signature(live_target, eval_str=True).parameters.values())
+_LISTED_LAST = ("as_json", "debug")  # --help lists the verb's own options between the target's and these
 
-    run(call, debug)
+
+def live_verb(verb: Callable[..., Exit]) -> Callable[..., None]:
+    """A live verb's command: the options of :func:`live_target`, then the verb's own (its parameters after the
+    first, a :class:`LiveTarget`). The command builds the target and runs ``verb(target, **own)`` through
+    :func:`run`, which turns what it returns or raises into the exit code."""
+    parameters = list(inspect.signature(verb, eval_str=True).parameters.values())
+    if not parameters or parameters[0].annotation is not LiveTarget:
+        raise TypeError(f"live verb {verb.__name__}: its first parameter takes the LiveTarget")
+    own = parameters[1:]
+    clash = {p.name for p in own} & {p.name for p in _SHARED}
+    if clash:
+        raise TypeError(f"live verb {verb.__name__}: {sorted(clash)} are options every live verb already has")
+
+    def command(**options: Any) -> None:
+        target = live_target(**{p.name: options.pop(p.name) for p in _SHARED})
+        run(lambda: verb(target, **options), target.debug)
+
+    command.__name__ = command.__qualname__ = verb.__name__  # typer names the command after the function
+    command.__doc__ = verb.__doc__
+    command.__module__ = verb.__module__
+    command.__signature__ = inspect.Signature([  # type: ignore[attr-defined]  # typer reads the options from it
+        *(p for p in _SHARED if p.name not in _LISTED_LAST), *own, *(p for p in _SHARED if p.name in _LISTED_LAST),
+    ])
+    return command
 
 
 @app.command()
+@live_verb
+def preflight(target: LiveTarget) -> Exit:
+    """Read-only live checks before a rollout: driver owner, versions, compatibility, capacity, PDBs."""
+    from rollout import preflight as verb
+
+    live = target.open()
+    return verb.execute(live.stack.name, live.spec, live.kube, target.as_json)
+
+
+@app.command()
+@live_verb
 def watch(
-    stack: StackOption = None,
-    stack_file_path: StackFileOption = None,
-    project_dir: ProjectDirOption = None,
-    kubeconfig: KubeconfigOption = None,
-    kube_context: ContextOption = None,
+    target: LiveTarget,
     once: Annotated[bool, typer.Option("--once", help="Print one snapshot and exit.")] = False,
     interval: Annotated[float, typer.Option("--interval", min=1.0, help="Seconds between polls.")] = 30.0,
     stuck_after: Annotated[
@@ -265,69 +309,43 @@ def watch(
         int, typer.Option("--max-failed-polls", min=1,
                           help="Give up after this many polls in a row fail (throttling, 5xx, timeouts).")
     ] = 5,
-    as_json: JsonOption = False,
-    debug: DebugOption = False,
-) -> None:
+) -> Exit:
     """Follow the rollout per pool; on upgrade-failed, a model below minAvailable or a stuck node, pause and exit 1.
 
     On an image-owned stack it follows the generations instead, and reports a trigger without pausing.
     """
+    from rollout import watch as verb
 
-    def call() -> Exit:
-        from rollout import watch as verb
-
-        live = _open_live(stack, stack_file_path, project_dir, kubeconfig, kube_context)
-        return verb.execute(live.stack.name, live.spec, live.kube, once=once, interval=interval,
-                            stuck_after=stuck_after * 60, auto_pause=not no_auto_pause, as_json=as_json,
-                            max_failed_polls=max_failed_polls)
-
-    run(call, debug)
+    live = target.open()
+    return verb.execute(live.stack.name, live.spec, live.kube, once=once, interval=interval,
+                        stuck_after=stuck_after * 60, auto_pause=not no_auto_pause, as_json=target.as_json,
+                        max_failed_polls=max_failed_polls)
 
 
 @app.command()
+@live_verb
 def pause(
-    stack: StackOption = None,
-    stack_file_path: StackFileOption = None,
-    project_dir: ProjectDirOption = None,
-    kubeconfig: KubeconfigOption = None,
-    kube_context: ContextOption = None,
+    target: LiveTarget,
     reason: Annotated[str, typer.Option("--reason", help="Why, recorded on each node.")] = "paused by gpu-rollout",
-    as_json: JsonOption = False,
-    debug: DebugOption = False,
-) -> None:
+) -> Exit:
     """Hold back every node of the stack's pools not yet upgraded (skip label, recorded as ours).
 
     Refused on an image-owned stack: there is no operator upgrade to hold.
     """
+    from rollout import pause as verb
 
-    def call() -> Exit:
-        from rollout import pause as verb
-
-        live = _open_live(stack, stack_file_path, project_dir, kubeconfig, kube_context)
-        return verb.execute("pause", live.stack.name, live.spec, live.kube, as_json, reason)
-
-    run(call, debug)
+    live = target.open()
+    return verb.execute("pause", live.stack.name, live.spec, live.kube, target.as_json, reason)
 
 
 @app.command()
-def resume(
-    stack: StackOption = None,
-    stack_file_path: StackFileOption = None,
-    project_dir: ProjectDirOption = None,
-    kubeconfig: KubeconfigOption = None,
-    kube_context: ContextOption = None,
-    as_json: JsonOption = False,
-    debug: DebugOption = False,
-) -> None:
+@live_verb
+def resume(target: LiveTarget) -> Exit:
     """Remove exactly the skip labels `pause` set for this stack; never one someone else set."""
+    from rollout import pause as verb
 
-    def call() -> Exit:
-        from rollout import pause as verb
-
-        live = _open_live(stack, stack_file_path, project_dir, kubeconfig, kube_context)
-        return verb.execute("resume", live.stack.name, live.spec, live.kube, as_json, "")
-
-    run(call, debug)
+    live = target.open()
+    return verb.execute("resume", live.stack.name, live.spec, live.kube, target.as_json, "")
 
 
 # ---------------------------------------------------------------- rollback (the Pulumi engine, Automation API)
@@ -380,35 +398,23 @@ PrometheusOption = Annotated[
 
 
 @app.command()
-def verify(
-    stack: StackOption = None,
-    stack_file_path: StackFileOption = None,
-    project_dir: ProjectDirOption = None,
-    kubeconfig: KubeconfigOption = None,
-    kube_context: ContextOption = None,
-    prometheus: PrometheusOption = None,
-    as_json: JsonOption = False,
-    debug: DebugOption = False,
-) -> None:
+@live_verb
+def verify(target: LiveTarget, prometheus: PrometheusOption = None) -> Exit:
     """Validate the upgraded nodes (runbook section 5); a passing canary writes attestations/<stack>/<driver>.json.
 
     Exit 0 only when every check passes; a failed or inconclusive check exits 1 with its reason.
     """
+    from urllib.parse import urlsplit
 
-    def call() -> Exit:
-        from urllib.parse import urlsplit
+    from rollout import verify as verb
 
-        from rollout import verify as verb
-
-        if prometheus is not None and (urlsplit(prometheus).scheme not in ("http", "https")
-                                       or not urlsplit(prometheus).netloc):
-            raise typer.BadParameter(f"{prometheus!r} is not an http(s) URL such as http://prometheus:9090",
-                                     param_hint="--prometheus")
-        live = _open_live(stack, stack_file_path, project_dir, kubeconfig, kube_context)
-        return verb.execute(live.stack.name, live.spec, live.kube, project_dir=live.stack.project_dir,
-                            prometheus_url=prometheus, as_json=as_json)
-
-    run(call, debug)
+    if prometheus is not None and (urlsplit(prometheus).scheme not in ("http", "https")
+                                   or not urlsplit(prometheus).netloc):
+        raise typer.BadParameter(f"{prometheus!r} is not an http(s) URL such as http://prometheus:9090",
+                                 param_hint="--prometheus")
+    live = target.open()
+    return verb.execute(live.stack.name, live.spec, live.kube, project_dir=live.stack.project_dir,
+                        prometheus_url=prometheus, as_json=target.as_json)
 
 
 def main() -> None:

@@ -18,8 +18,9 @@ from rich.table import Table
 
 from checks import kube as k
 from checks import validation
+from checks.catalogue import CATALOGUE
+from checks.metadata import VALIDATION
 from checks.prometheus import Prometheus
-from checks.registry import CATALOGUE, VALIDATION
 from checks.results import CheckResult, Status
 from rollout import console as consoles
 from rollout.console import say

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from checks import kube as kube_module
 from checks.prometheus import Prometheus, PrometheusError
-from checks.registry import CATALOGUE
+from checks.catalogue import CATALOGUE
 from checks.objects import labels_of, name_of
 from checks.validation import DEFAULT_QUERIES, engine_of, fill, gather
 from rollout.cli import app
