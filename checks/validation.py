@@ -157,14 +157,12 @@ def upgraded_nodes(spec: FleetSpec, nodes: list[Obj]) -> list[UpgradedNode]:
     found = []
     for node, membership in pool_nodes_of(spec, nodes):
         pool = membership.pool
-        target = spec.pool_validated_driver(pool)
-        if target is None:
+        target = spec.pool_target(pool)
+        if not target.moves:
             continue
-        if spec.driver.owner == DriverOwner.IMAGE and pool.live_generations:
-            newest = max(pool.live_generations, key=lambda g: g.id)
-            if membership.generation is None or membership.generation.id != newest.id:
-                continue  # an older generation's node: it leaves with its generation, it is not upgraded
-        found.append(UpgradedNode(node, pool, target))
+        if target.generation is not None and (membership.generation is None or membership.generation.id != target.generation):
+            continue  # an older generation's node: it leaves with its generation, it is not upgraded
+        found.append(UpgradedNode(node, pool, target.driver))
     return found
 
 
@@ -716,10 +714,8 @@ def node_image_of(nodes: list[UpgradedNode], pool: NodePool) -> str | None:
     images = {labels_of(n.node).get(labels.AKS_NODE_IMAGE_VERSION) for n in nodes if n.pool.name == pool.name}
     if len(images) == 1 and None not in images:
         return images.pop()
-    if pool.live_generations:
-        newest = max(pool.live_generations, key=lambda g: g.id)
-        return newest.releaseVersion or newest.nodeImageVersion
-    return None
+    newest = pool.newest_generation
+    return newest.image if newest is not None else None
 
 
 def attest(facts: VerifyFacts, results: list[Any], *, stack: str, git_commit: str,

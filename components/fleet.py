@@ -9,13 +9,13 @@ import pulumi
 from components.cluster import ClusterIdentity, ClusterIdentityArgs, kubernetes_provider
 from components.disruption import ModelBudget, ModelBudgetArgs
 from components.gpu_operator import DriverPolicy, DriverPolicyArgs, PoolDriver, PoolDriverArgs
-from components import previous
 from components.node_pools import AksGpuPool, EksGpuPool, ExistingGpuPool, GpuPoolArgs
 from components.previous import PreviousDeployment
 from components.promotion import CanaryGate, CanaryGateArgs
 from components.validation import ValidationJob, ValidationJobArgs
 from spec import manifests
-from spec.model import Cloud, ClusterPolicyMode, DriverOwner, FleetSpec, NodePool, Stage
+from spec import resource_facts as rf
+from spec.model import Cloud, ClusterPolicyMode, DriverOwner, FleetSpec, Stage
 
 
 @dataclass(frozen=True)
@@ -23,47 +23,8 @@ class GpuFleetArgs:
     spec: FleetSpec
 
 
-def pool_summary(spec: FleetSpec, pool: NodePool) -> dict[str, object]:
-    """What a reviewer wants per pool: the driver it is pinned to, its image, and whether it is held."""
-    generations = [
-        {
-            "id": g.id,
-            "driverVersion": g.driverVersion,
-            "image": g.releaseVersion or g.nodeImageVersion,
-            "retired": g.retired,
-        }
-        for g in pool.generations or []
-    ]
-    newest = max(pool.live_generations, key=lambda g: g.id) if pool.live_generations else None
-    if spec.driver.owner == DriverOwner.IMAGE and newest is not None:
-        driver = newest.driverVersion
-    else:
-        driver = spec.pool_driver_version(pool)
-    if newest is not None:
-        image = newest.releaseVersion or newest.nodeImageVersion
-    else:
-        image = pool.eks.releaseVersion if pool.eks else None
-    return {
-        "role": pool.role,
-        "wave": pool.rollout.wave,
-        "held": spec.pool_held(pool),
-        "driverVersion": driver,
-        "image": image,
-        "generations": generations,
-    }
-
-
 class GpuFleet(pulumi.ComponentResource):
-    stage: str
-    cluster: str
-    driver_version: str
-    pools: dict[str, dict[str, object]]
-    released_pools: list[str]
-    held_pools: list[str]
-    cloud_pools: dict[str, str]  # cloud pool -> replace-only fields it is deployed with (spec.replacement)
-    operator_version: str
-    per_pool_drivers: str
-    previous_driver_version: str
+    stack_outputs: rf.StackOutputs  # what the stack exports (__main__.py), registered as this component's outputs too
 
     def __init__(self, name: str, args: GpuFleetArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-driver-upgrade:fleet:GpuFleet", name, None, opts)
@@ -127,32 +88,5 @@ class GpuFleet(pulumi.ComponentResource):
         if spec.stage == Stage.PROD and spec.promotion is not None:
             CanaryGate("promotion", CanaryGateArgs(spec), opts=k8s_opts)
 
-        self.cloud_pools = {
-            name: record
-            for component in pool_components.values()
-            for name, record in getattr(component, "records", {}).items()
-        }
-        self.operator_version = spec.gpuOperator.chartVersion
-        self.per_pool_drivers = manifests.per_pool_drivers(spec)
-        self.previous_driver_version = spec.driver.previousVersion or ""
-        self.stage = spec.stage.value
-        self.cluster = spec.cluster.name
-        self.driver_version = spec.driver.version
-        self.pools = {pool.name: pool_summary(spec, pool) for pool in spec.nodePools}
-        ordered = sorted(spec.nodePools, key=lambda p: (p.rollout.wave, p.name))
-        self.released_pools = [p.name for p in ordered if not spec.pool_held(p)]
-        self.held_pools = [p.name for p in ordered if spec.pool_held(p)]
-        self.register_outputs(
-            {
-                "stage": self.stage,
-                "cluster": self.cluster,
-                "driverVersion": self.driver_version,
-                "pools": self.pools,
-                "releasedPools": self.released_pools,
-                "heldPools": self.held_pools,
-                previous.CLOUD_POOLS: self.cloud_pools,
-                previous.OPERATOR_VERSION: self.operator_version,
-                previous.PER_POOL_DRIVERS: self.per_pool_drivers,
-                previous.PREVIOUS_DRIVER_VERSION: self.previous_driver_version,
-            }
-        )
+        self.stack_outputs = manifests.stack_outputs(spec)
+        self.register_outputs(self.stack_outputs.as_outputs())

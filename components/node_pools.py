@@ -15,9 +15,8 @@ import pulumi_kubernetes as k8s
 
 from components.options import child_options
 from components.previous import PreviousDeployment
-from spec import manifests, replacement
+from spec import manifests
 from spec.model import AksCluster, EksCluster, FleetSpec, NodePool
-from spec.pools import DEFAULT_EKS_DISK_GIB
 
 
 @dataclass(frozen=True)
@@ -27,9 +26,8 @@ class GpuPoolArgs:
     previous: PreviousDeployment | None = None  # the last deployment (cloud pools compare against it)
 
 
-def _deployed_with(args: GpuPoolArgs, cloud_name: str, planned: dict[str, str]) -> pulumi.Input[str]:
+def _deployed_with(args: GpuPoolArgs, cloud_name: str, record: str) -> pulumi.Input[str]:
     """The tag the pack compares against: the record of the last deployment, else what this one sends."""
-    record = replacement.encode(planned)
     return args.previous.cloud_pool_record(cloud_name, record) if args.previous is not None else record
 
 
@@ -69,10 +67,9 @@ class AksGpuPool(pulumi.ComponentResource):
         gpu_profile = {"driver": manifests.aks_gpu_driver(spec)}
         for generation in manifests.pool_generations(pool):
             cloud_name = pool.cloud_name(generation)
-            planned = replacement.aks_agent_pool_fields({"vmSize": pool.aks.vmSize, "gpuProfile": gpu_profile})
-            self.records[cloud_name] = replacement.encode(planned)
+            self.records[cloud_name] = manifests.cloud_pool_record(spec, pool, generation)
             # AKS takes no node image as input: a generation's version is recorded as a tag and checked live.
-            tags = manifests.cloud_pool_tags(spec, pool, _deployed_with(args, cloud_name, planned), generation)
+            tags = manifests.cloud_pool_tags(spec, pool, _deployed_with(args, cloud_name, self.records[cloud_name]), generation)
             self.agent_pools.append(
                 azure_native.containerservice.AgentPool(
                     cloud_name,
@@ -119,19 +116,12 @@ class EksGpuPool(pulumi.ComponentResource):
         self.node_groups = []
         self.records: dict[str, str] = {}
         ami_type = manifests.eks_ami_type(spec, pool)
-        template = pool.eks.launchTemplate
-        launch_template = {"id": template.id, "version": template.version} if template is not None else None
-        # EKS refuses diskSize beside a launch template: the template's block devices decide.
-        disk_size = (pool.eks.diskSize or DEFAULT_EKS_DISK_GIB) if template is None else None
+        launch_template = manifests.eks_launch_template(pool)
+        disk_size = manifests.eks_disk_size(pool)
         for generation in manifests.pool_generations(pool):
             cloud_name = pool.cloud_name(generation)
-            release = generation.releaseVersion if generation is not None else pool.eks.releaseVersion
-            planned = replacement.eks_node_group_fields({
-                "amiType": ami_type, "capacityType": pool.eks.capacityType, "diskSize": disk_size,
-                "instanceTypes": pool.eks.instanceTypes, "launchTemplate": launch_template,
-                "nodeRoleArn": cluster.nodeRoleArn, "subnetIds": cluster.subnetIds, "releaseVersion": release,
-            })
-            self.records[cloud_name] = replacement.encode(planned)
+            release = manifests.eks_release_version(pool, generation)
+            self.records[cloud_name] = manifests.cloud_pool_record(spec, pool, generation)
             self.node_groups.append(
                 aws.eks.NodeGroup(
                     cloud_name,
@@ -159,7 +149,7 @@ class EksGpuPool(pulumi.ComponentResource):
                     },
                     labels=manifests.pool_labels(spec, pool, generation),
                     taints=[{"key": key, "value": value, "effect": "NO_SCHEDULE"}],
-                    tags=manifests.cloud_pool_tags(spec, pool, _deployed_with(args, cloud_name, planned)),
+                    tags=manifests.cloud_pool_tags(spec, pool, _deployed_with(args, cloud_name, self.records[cloud_name])),
                     opts=child_options(self, opts),
                 )
             )

@@ -14,20 +14,24 @@ outputs changing from one deployment to the next is no change to the stack.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TypeVar
 
 import pulumi
 
 from spec import resource_facts
 
-# The outputs the next deployment reads back (their one home is spec.resource_facts.previous); the program
-# exports them under these names.
-from spec.resource_facts.previous import (
-    CLOUD_POOLS as CLOUD_POOLS,
-    OPERATOR_VERSION as OPERATOR_VERSION,
-    PER_POOL_DRIVERS as PER_POOL_DRIVERS,
-    PREVIOUS_DRIVER_VERSION as PREVIOUS_DRIVER_VERSION,
-)
+T = TypeVar("T")
+
+
+def read_referenced(
+    reference: pulumi.StackReference, names: tuple[str, ...], read: Callable[[resource_facts.StackOutputs], T]
+) -> pulumi.Output[T]:
+    """``read`` of the referenced stack's outputs ``names`` (``spec.resource_facts.outputs``). Each is fetched
+    by name, so it stays secret exactly when the referenced stack made it so."""
+    return pulumi.Output.all(*(reference.get_output(name) for name in names)).apply(
+        lambda values: read(resource_facts.read_stack_outputs(dict(zip(names, values, strict=True))))
+    )
 
 
 class PreviousDeployment(pulumi.ComponentResource):
@@ -42,11 +46,8 @@ class PreviousDeployment(pulumi.ComponentResource):
         )
         self.register_outputs({"outputs": self._reference.outputs})
 
-    def output(self, key: str, default: Any) -> pulumi.Output[Any]:
-        return self._reference.get_output(key).apply(lambda value: default if value is None else value)
-
     def cloud_pool_record(self, cloud_name: str, planned: str) -> pulumi.Output[str]:
         """What the cloud pool was last deployed with; the planned record for a pool not deployed yet."""
-        return self.output(resource_facts.CLOUD_POOLS, {}).apply(
-            lambda pools: str(pools.get(cloud_name, planned)) if isinstance(pools, dict) else planned
+        return read_referenced(
+            self._reference, (resource_facts.CLOUD_POOLS,), lambda last: last.cloud_pools.get(cloud_name, planned)
         )

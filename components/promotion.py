@@ -12,20 +12,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.previous import read_referenced
 from spec import attestation
 from spec import resource_facts as rf
 from spec.manifests import RECORD_NAMESPACE
-from spec.model import PROJECT, DriverOwner, FleetSpec
+from spec.model import PROJECT, FleetSpec
 from spec.versions import parse_driver
 
-# The canary stack's outputs this module reads (__main__ exports them).
-CANARY_DRIVER_VERSION = "driverVersion"
-CANARY_POOLS = "pools"
+# The canary stack's outputs the gate reads (their names: spec.resource_facts.outputs).
+CANARY_OUTPUTS = (rf.DRIVER_VERSION, rf.POOLS)
 
 
 @dataclass(frozen=True)
@@ -46,30 +45,12 @@ def canary_stack_name(canary_stack: str) -> str:
     return f"{pulumi.get_organization()}/{pulumi.get_project()}/{canary_stack}"
 
 
-def released_drivers(spec: FleetSpec) -> set[str]:
-    """Drivers the stack's released pools move to: an image pool's newest live generation's, else the pool's pin
-    (what the pool summary of components.fleet shows)."""
-    found: set[str] = set()
-    for pool in spec.nodePools:
-        if spec.pool_held(pool):
-            continue
-        newest = max(pool.live_generations, key=lambda g: g.id) if pool.live_generations else None
-        if spec.driver.owner == DriverOwner.IMAGE and newest is not None:
-            found.add(newest.driverVersion)
-        else:
-            found.add(spec.pool_driver_version(pool))
-    return found
-
-
-def canary_runs(driver_version: Any, pools: Any) -> str:
+def canary_runs(canary: rf.StackOutputs) -> str:
     """The drivers the canary stack's released pools run, from its outputs; empty when they show none."""
-    if isinstance(pools, dict) and pools:
-        running = {
-            p["driverVersion"] for p in pools.values()
-            if isinstance(p, dict) and not p.get("held") and isinstance(p.get("driverVersion"), str)
-        }
+    if canary.pools:
+        running = {p.driver_version for p in canary.pools.values() if not p.held and p.driver_version is not None}
     else:
-        running = {driver_version} if isinstance(driver_version, str) and driver_version else set()
+        running = {canary.driver_version} if canary.driver_version else set()
     return rf.drivers_text(running)
 
 
@@ -107,10 +88,9 @@ class CanaryGate(pulumi.ComponentResource):
             "canary-stack", stack_name=canary_stack_name(spec.promotion.canaryStack),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        running = pulumi.Output.all(
-            canary.get_output(CANARY_DRIVER_VERSION), canary.get_output(CANARY_POOLS)
-        ).apply(lambda outputs: canary_runs(*outputs))
-        drivers = released_drivers(spec)
+        running = read_referenced(canary, CANARY_OUTPUTS, canary_runs)
+        # The drivers its released pools move to: each needs the canary's attestation.
+        drivers = {target.driver for target in map(spec.pool_target, spec.nodePools) if target.moves}
         self.record = k8s.core.v1.ConfigMap(
             record_name(),
             metadata={

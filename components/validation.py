@@ -93,12 +93,9 @@ def program_key(file: str) -> str:
 
 
 def validated_pools(spec: FleetSpec) -> list[tuple[NodePool, str]]:
-    found = []
-    for pool in spec.nodePools:
-        target = spec.pool_validated_driver(pool)
-        if target is not None:
-            found.append((pool, target))
-    return found
+    """The pools that move (a held one does not), each with the driver its nodes run once upgraded."""
+    targets = [(pool, spec.pool_target(pool)) for pool in spec.nodePools]
+    return [(pool, target.driver) for pool, target in targets if target.moves]
 
 
 def _fraction(percent: str) -> float:

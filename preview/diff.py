@@ -4,7 +4,7 @@ facts of two renderings of a stack (base and head), for `gpu-rollout diff`.
 A side's facts (:class:`StackView`) come from what the offline engine rendered, read the way the policy
 pack reads them (:class:`policy.facts.StackFacts` over ``spec.resource_facts``): the operator's driver
 objects, the cloud pools of each pool, the models' PodDisruptionBudgets; plus the program's own outputs
-for what it states per pool (``components.fleet.pool_summary``: driver, node image, generations, held) and
+for what it states per pool (``spec.resource_facts.PoolSummary``: driver, node image, generations, held) and
 the policy verdicts of the stage. Nothing here re-reads config or renders: :mod:`rollout.diff` renders both
 sides with the engine `gpu-rollout plan` uses and hands the results in, so these functions are tested on
 any two renderings, and the Pulumi SDK is never imported here.
@@ -111,15 +111,16 @@ def view(stack: str, resources: Sequence[Resource], outputs: Mapping[str, Any],
     def put(subject: str, name: str, value: Any) -> None:
         facts[(subject, name)] = _text(value)
 
-    put("stack", "stage", outputs.get("stage"))
-    put("stack", "cluster", outputs.get("cluster"))
+    stated = rf.read_stack_outputs(outputs)
+    put("stack", "stage", stated.stage)
+    put("stack", "cluster", stated.cluster)
     put("stack", "change ticket", found.change_ticket)
     put("driver", "owner", _driver_owner(found))
-    put("driver", "version", outputs.get("driverVersion"))
-    put("driver", "held pools stay on", outputs.get("previousDriverVersion"))
+    put("driver", "version", stated.driver_version)
+    put("driver", "held pools stay on", stated.previous_driver_version)
     operator = next((d for d in found.drivers if d.facts.operator_version), None)
-    put("GPU Operator", "chart", operator.facts.operator_version if operator else outputs.get("operatorVersion"))
-    put("GPU Operator", "per-pool NVIDIADrivers", outputs.get("perPoolDrivers"))
+    put("GPU Operator", "chart", operator.facts.operator_version if operator else stated.operator_version)
+    put("GPU Operator", "per-pool NVIDIADrivers", stated.per_pool_drivers)
     for driver in found.drivers:
         if driver.cluster_wide:
             enabled = driver.facts.enabled
@@ -128,21 +129,18 @@ def view(stack: str, resources: Sequence[Resource], outputs: Mapping[str, Any],
                 facts[("upgrade policy", key)] = value
 
     pool_drivers: dict[str, str] = {}
-    summaries = outputs.get("pools")
-    for name, summary in (summaries.items() if isinstance(summaries, Mapping) else ()):
+    for name, summary in stated.pools.items():
         subject = f"pool {name}"
-        summary = summary if isinstance(summary, Mapping) else {}
-        pool_drivers[name] = _text(summary.get("driverVersion"))
-        put(subject, "driver", summary.get("driverVersion"))
-        put(subject, "node image", summary.get("image"))
-        put(subject, "state", "held" if summary.get("held") else "released")
-        put(subject, "wave", summary.get("wave"))
-        for generation in summary.get("generations") or []:
-            if isinstance(generation, Mapping):
-                put(subject, f"generation {generation.get('id')}",
-                    f"{_text(generation.get('driverVersion'))} on {_text(generation.get('image'))}"
-                    + (" (retired)" if generation.get("retired") else ""))
-        cloud = [r for r in found.pool(str(name)).resources if r.type in rf.CLOUD_POOL_TYPES]
+        pool_drivers[name] = _text(summary.driver_version)
+        put(subject, "driver", summary.driver_version)
+        put(subject, "node image", summary.image)
+        put(subject, "state", "held" if summary.held else "released")
+        put(subject, "wave", summary.wave)
+        for generation in summary.generations:
+            put(subject, f"generation {generation.id}",
+                f"{_text(generation.driver_version)} on {_text(generation.image)}"
+                + (" (retired)" if generation.retired else ""))
+        cloud = [r for r in found.pool(name).resources if r.type in rf.CLOUD_POOL_TYPES]
         if cloud:
             put(subject, "cloud pools", [r.name for r in cloud])
         for res in cloud:
@@ -166,7 +164,7 @@ def view(stack: str, resources: Sequence[Resource], outputs: Mapping[str, Any],
         put(subject, "pools", list(model.facts.pools))
         put(subject, "replicas", f"{_text(model.facts.replicas)} (min available {_text(model.facts.min_available)})")
 
-    return StackView(stack, outputs.get("stage"), facts, pool_drivers, tuple(violations))
+    return StackView(stack, stated.stage, facts, pool_drivers, tuple(violations))
 
 
 # ---------------------------------------------------------------- two sides

@@ -19,6 +19,7 @@ from rollout.exits import Exit
 from spec.load import SpecError, SpecProblem, load_stack_file, read_stack_file, spec_from_config, stack_file
 from spec.model import PROJECT
 from spec.ownership import shared_objects
+from spec.resource_facts import read_stack_outputs
 
 
 def read_previous_outputs(path: Path, flag: str = "--previous-outputs") -> dict[str, Any]:
@@ -88,7 +89,7 @@ def check_ownership(config: dict[str, str], path: Path) -> None:
 
 def policy_report(result: ProgramRun) -> list[Violation]:
     """The pack's rules over what the program registered, at the stage's enforcement (policy/<stage>.json)."""
-    return evaluate(from_registered(result.resources), load_config(result.outputs.get("stage")))
+    return evaluate(from_registered(result.resources), load_config(read_stack_outputs(result.outputs).stage))
 
 
 def render_json(result: ProgramRun, violations: list[Violation] | None = None) -> str:
@@ -120,11 +121,11 @@ def render_table(result: ProgramRun, console: Console) -> None:
         # Values are text, not markup: "[secret]" or a selector in brackets must print as written.
         table.add_row(resource.type, resource.name, escape("\n".join(f"{k}: {v}" for k, v in fields)))
     console.print(table)
-    outputs = result.outputs
+    outputs = read_stack_outputs(result.outputs)
     console.print(
-        f"stage [bold]{outputs.get('stage')}[/], driver [bold]{outputs.get('driverVersion')}[/]; "
-        f"released pools: {', '.join(outputs.get('releasedPools') or []) or '-'}; "
-        f"held pools: {', '.join(outputs.get('heldPools') or []) or '-'}"
+        f"stage [bold]{outputs.stage}[/], driver [bold]{outputs.driver_version}[/]; "
+        f"released pools: {', '.join(outputs.released_pools) or '-'}; "
+        f"held pools: {', '.join(outputs.held_pools) or '-'}"
     )
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from spec import labels
+from spec import labels, replacement
 from spec import resource_facts as rf
 from spec.model import PROJECT, Cloud, DriverOwner, FleetSpec, Generation, Model, NodePool, kubernetes_name
+from spec.pools import DEFAULT_EKS_DISK_GIB
 
 CLUSTER_POLICY_NAME = "cluster-policy"
 OPERATOR_CHART = "gpu-operator"
@@ -116,6 +117,54 @@ def cloud_pool_tags(
 def pool_generations(pool: NodePool) -> list[Generation | None]:
     """The cloud pools a pool renders to: one per live generation, or the pool itself."""
     return list(pool.live_generations) if pool.generations else [None]
+
+
+def eks_launch_template(pool: NodePool) -> dict[str, str] | None:
+    assert pool.eks is not None
+    template = pool.eks.launchTemplate
+    return {"id": template.id, "version": template.version} if template is not None else None
+
+
+def eks_disk_size(pool: NodePool) -> int | None:
+    """EKS refuses diskSize beside a launch template: the template's block devices decide (None: not sent)."""
+    assert pool.eks is not None
+    return (pool.eks.diskSize or DEFAULT_EKS_DISK_GIB) if pool.eks.launchTemplate is None else None
+
+
+def eks_release_version(pool: NodePool, generation: Generation | None) -> str | None:
+    """The AMI release a node group is pinned to: its generation's, else the pool's."""
+    assert pool.eks is not None
+    return generation.releaseVersion if generation is not None else pool.eks.releaseVersion
+
+
+def cloud_pool_record(spec: FleetSpec, pool: NodePool, generation: Generation | None) -> str:
+    """The replace-only and version fields (``spec.replacement``) the cloud pool of ``pool`` (and
+    ``generation``) is sent with, encoded: what its tag records and the stack output ``cloudPools`` states."""
+    return replacement.encode(_cloud_pool_fields(spec, pool, generation))
+
+
+def _cloud_pool_fields(spec: FleetSpec, pool: NodePool, generation: Generation | None) -> dict[str, str]:
+    if pool.aks is not None:
+        return replacement.aks_agent_pool_fields({"vmSize": pool.aks.vmSize, "gpuProfile": {"driver": aks_gpu_driver(spec)}})
+    assert pool.eks is not None and spec.cluster.eks is not None
+    return replacement.eks_node_group_fields({
+        "amiType": eks_ami_type(spec, pool), "capacityType": pool.eks.capacityType, "diskSize": eks_disk_size(pool),
+        "instanceTypes": pool.eks.instanceTypes, "launchTemplate": eks_launch_template(pool),
+        "nodeRoleArn": spec.cluster.eks.nodeRoleArn, "subnetIds": spec.cluster.eks.subnetIds,
+        "releaseVersion": eks_release_version(pool, generation),
+    })
+
+
+def cloud_pool_records(spec: FleetSpec) -> dict[str, str]:
+    """Cloud pool name -> the record of its replace-only fields, for every cloud pool the stack creates (none
+    on an existing cluster), in the order the pools and their generations are declared."""
+    if spec.cluster.cloud == Cloud.EXISTING:
+        return {}
+    return {
+        pool.cloud_name(generation): cloud_pool_record(spec, pool, generation)
+        for pool in spec.nodePools
+        for generation in pool_generations(pool)
+    }
 
 
 # ---------------------------------------------------------------- GPU Operator
@@ -255,11 +304,6 @@ def owned_per_pool(spec: FleetSpec) -> bool:
     return spec.driver.owner == DriverOwner.OPERATOR and spec.gpuOperator.useNvidiaDriverCrd
 
 
-def per_pool_drivers(spec: FleetSpec) -> str:
-    """"true" when the operator's driver is owned per pool by NVIDIADrivers (the stack output's spelling)."""
-    return "true" if owned_per_pool(spec) else "false"
-
-
 def identity_name(spec: FleetSpec) -> str:
     """One identity record per stage, so a canary and a prod stack on one cluster never share it."""
     return f"{PROJECT}-{spec.stage.value}"
@@ -340,3 +384,40 @@ def eks_kubeconfig(cluster_name: str, region: str, endpoint: str, certificate_au
             }
         ],
     }
+
+
+# ---------------------------------------------------------------- the stack outputs
+
+
+def pool_summary(spec: FleetSpec, pool: NodePool) -> rf.PoolSummary:
+    """What a reviewer wants per pool (its ``FleetSpec.pool_target``): the driver it moves to or stays
+    pinned to, its node image, whether it is held, and its generations, retired ones too."""
+    target = spec.pool_target(pool)
+    return rf.PoolSummary(
+        role=pool.role,
+        wave=pool.rollout.wave,
+        held=target.held,
+        driver_version=target.driver,
+        image=target.image,
+        generations=tuple(
+            rf.GenerationSummary(id=g.id, driver_version=g.driverVersion, image=g.image, retired=g.retired)
+            for g in pool.generations or []
+        ),
+    )
+
+
+def stack_outputs(spec: FleetSpec) -> rf.StackOutputs:
+    """Everything the program exports (``spec.resource_facts.outputs``), from the spec alone."""
+    targets = [spec.pool_target(pool) for pool in sorted(spec.nodePools, key=lambda p: (p.rollout.wave, p.name))]
+    return rf.StackOutputs(
+        stage=spec.stage,
+        cluster=spec.cluster.name,
+        driver_version=spec.driver.version,
+        pools={pool.name: pool_summary(spec, pool) for pool in spec.nodePools},
+        released_pools=tuple(t.pool for t in targets if not t.held),
+        held_pools=tuple(t.pool for t in targets if t.held),
+        cloud_pools=cloud_pool_records(spec),
+        operator_version=spec.gpuOperator.chartVersion,
+        per_pool_drivers=owned_per_pool(spec),
+        previous_driver_version=spec.driver.previousVersion or "",
+    )

@@ -35,7 +35,7 @@ from spec.base import (
     percent_of,
 )
 from spec.operator import Drain, GpuOperator, PodDeletion, UpgradePolicy, WaitForCompletion
-from spec.pools import AksPool, EksPool, ExistingPool, Generation, LaunchTemplate, NodePool, PoolRollout
+from spec.pools import AksPool, EksPool, ExistingPool, Generation, LaunchTemplate, NodePool, PoolRollout, PoolTarget
 from spec.platform import EKS_AMI_OS, aks_os, eks_os
 from spec.resource_facts.cloud import is_nvidia_ami
 from spec.versions import CudaVersion, DriverVersion, is_branch_only
@@ -44,7 +44,7 @@ __all__ = [
     "PROJECT", "AksCluster", "AksPool", "Cloud", "Cluster", "ClusterPolicyMode", "Drain", "Driver", "DriverOwner",
     "EksCluster", "EksPool", "ExistingCluster", "ExistingPool", "FleetSpec", "Generation", "GpuOperator", "LaunchTemplate", "LocatedError", "Model",
     "ModelQueries", "ModelServing", "ServingEngine",
-    "NodePool", "NonNegativeInt", "PodDeletion", "PoolRollout", "PositiveInt", "Promotion", "Stage",
+    "NodePool", "NonNegativeInt", "PodDeletion", "PoolRollout", "PoolTarget", "PositiveInt", "Promotion", "Stage",
     "UpgradePolicy", "Validation", "ValidationBaseline", "ValidationCache", "ValidationTolerance",
     "WaitForCompletion", "int_or_percent", "kubernetes_name",
 ]
@@ -537,10 +537,10 @@ class FleetSpec(SpecModel):
         for g_index, gen in enumerate(pool.generations):
             if is_branch_only(gen.driverVersion):
                 raise at((*where, "generations", g_index, "driverVersion"), "a node image ships an exact release, not a branch")
-        newest = pool.newest_generation
-        assert newest is not None
-        if newest.retired:
-            raise at((*where, "generations"), f"the newest generation g{newest.id} cannot be retired")
+        # The highest id of all, retired or not (newest_generation is the newest live one).
+        last = max(pool.generations, key=lambda g: g.id)
+        if last.retired:
+            raise at((*where, "generations"), f"the newest generation g{last.id} cannot be retired")
         if self.pool_held(pool) and any(g.driverVersion == self.driver.version for g in pool.live_generations):
             raise at(
                 (*where, "generations"),
@@ -590,17 +590,34 @@ class FleetSpec(SpecModel):
             return self.driver.version
         return self.driver.previousVersion
 
-    def pool_validated_driver(self, pool: NodePool) -> str | None:
-        """The driver a pool's nodes run once upgraded, which the validation job and `verify` check them on:
-        an image-owned pool's newest generation's, else the pool's pin; None for a held pool (it does not move)."""
-        if self.pool_held(pool):
-            return None
-        if self.driver.owner == DriverOwner.IMAGE and pool.live_generations:
-            return max(pool.live_generations, key=lambda g: g.id).driverVersion
-        return self.pool_driver_version(pool)
-
     def pool_held(self, pool: NodePool) -> bool:
         """Held pools carry the skip label: the canary is never held, prod pools until released."""
         return pool.role != "canary" and not pool.rollout.released
+
+    def pool_target(self, pool: NodePool) -> PoolTarget:
+        """What ``pool`` moves to: an image-owned pool its newest live generation (that node image and the
+        driver it ships), any other pool the driver it is pinned to (``pool_driver_version``) on the node
+        image it declares; held or released, and why. The pool summary output, the prod gate, the
+        validation job and `verify` all read it from here."""
+        newest = pool.newest_generation
+        held = self.pool_held(pool)
+        if pool.role == "canary":
+            why = "canary"
+        elif held:
+            why = "held: rollout.released is false"
+        else:
+            why = f"released in wave {pool.rollout.wave}"
+        if self.driver.owner == DriverOwner.IMAGE and newest is not None:
+            driver = newest.driverVersion
+        else:
+            driver = self.pool_driver_version(pool)
+        if newest is not None:
+            image = newest.image
+        else:
+            image = pool.eks.releaseVersion if pool.eks is not None else None
+        return PoolTarget(
+            pool=pool.name, driver=driver, image=image, generation=newest.id if newest is not None else None,
+            held=held, why=why,
+        )
 
 

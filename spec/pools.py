@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal, Self
 
 from pydantic import Field, StrictBool, field_validator, model_validator
@@ -125,6 +126,11 @@ class Generation(SpecModel):
         "generations share the reservation, so a move shifts nodes from the old generation to the new one.",
     )
 
+    @property
+    def image(self) -> str | None:
+        """The node image it runs: the EKS AMI release, or the AKS node image version."""
+        return self.releaseVersion or self.nodeImageVersion
+
 
 class PoolRollout(SpecModel):
     wave: NonNegativeInt = Field(0, description="Order in which prod pools are released; lowest first.")
@@ -162,8 +168,9 @@ class NodePool(SpecModel):
 
     @property
     def newest_generation(self) -> Generation | None:
-        gens = self.generations or []
-        return max(gens, key=lambda g: g.id) if gens else None
+        """The live generation with the highest id: the one the pool's nodes move to (None without one)."""
+        live = self.live_generations
+        return max(live, key=lambda g: g.id) if live else None
 
     def cloud_name(self, generation: Generation | None = None) -> str:
         """Name of the cloud pool: generations get a suffix so old and new can run side by side."""
@@ -173,3 +180,21 @@ class NodePool(SpecModel):
         return f"{self.name}{sep}g{generation.id}"
 
 
+
+
+@dataclass(frozen=True)
+class PoolTarget:
+    """What a pool moves to in this deployment (``FleetSpec.pool_target``): the one answer the pool summary
+    output, the prod gate's attestations, the validation job and `verify` all read."""
+
+    pool: str
+    driver: str  # the driver its nodes run once this deployment is done: its pin, or its newest generation's
+    image: str | None  # the node image: its newest generation's, else the EKS node group's release
+    generation: int | None  # the newest live generation's id, on an image-owned pool that has generations
+    held: bool  # kept back by the skip label (and, operator-owned, pinned to the previous driver)
+    why: str  # in words: "canary", "released in wave 2", "held: rollout.released is false"
+
+    @property
+    def moves(self) -> bool:
+        """The pool's nodes take this deployment's driver (what validation and attestation check)."""
+        return not self.held

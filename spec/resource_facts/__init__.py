@@ -6,8 +6,8 @@ operator's driver objects, a model's declared replicas and CUDA on its PodDisrup
 identity and a pool of an existing cluster in ConfigMap records, the stage and change on cloud pool tags.
 This package owns, for each fact set, its typed value, its encoding (``*_labels``, ``*_annotations``,
 ``*_data``) and its decoding (``read_*``), so what is written is what is read (``pools``, ``drivers``,
-``models``, ``records``); the type tokens of the resources they live on (``tokens``); and the per-cloud
-rules both directions need (``cloud``: which node images carry the driver, AKS ``gpuProfile.driver``, the
+``models``, ``records``, and the stack outputs, ``outputs``); the type tokens of the resources they live on
+(``tokens``); and the per-cloud rules both directions need (``cloud``: which node images carry the driver, AKS ``gpuProfile.driver``, the
 gpu-operator chart's own key names). Everything is re-exported here: ``from spec import resource_facts as rf``.
 
 Decoding is tolerant: a fact a hand-edited resource lacks, or states malformed, reads as None (or False),
@@ -101,14 +101,27 @@ from spec.resource_facts.records import (
     stated_change_tickets,
     stated_batch_selectors,
 )
-from spec.resource_facts.previous import (
-    PREVIOUS_DEPLOYMENT,
+from spec.resource_facts.outputs import (
+    STAGE,
+    CLUSTER,
+    DRIVER_VERSION,
+    POOLS,
+    RELEASED_POOLS,
+    HELD_POOLS,
     CLOUD_POOLS,
     OPERATOR_VERSION,
     PER_POOL_DRIVERS,
-    DRIVER_VERSION,
     PREVIOUS_DRIVER_VERSION,
-    POOLS,
+    OUTPUT_NAMES,
+    GenerationSummary,
+    PoolSummary,
+    StackOutputs,
+    read_pools,
+    read_cloud_pools,
+    read_stack_outputs,
+)
+from spec.resource_facts.previous import (
+    PREVIOUS_DEPLOYMENT,
     PreviousDeployment,
     read_previous_deployment,
     previous_deployment_outputs,
@@ -196,13 +209,24 @@ __all__ = [
     "stated_stages",
     "stated_change_tickets",
     "stated_batch_selectors",
-    "PREVIOUS_DEPLOYMENT",
+    "STAGE",
+    "CLUSTER",
+    "DRIVER_VERSION",
+    "POOLS",
+    "RELEASED_POOLS",
+    "HELD_POOLS",
     "CLOUD_POOLS",
     "OPERATOR_VERSION",
     "PER_POOL_DRIVERS",
-    "DRIVER_VERSION",
     "PREVIOUS_DRIVER_VERSION",
-    "POOLS",
+    "OUTPUT_NAMES",
+    "GenerationSummary",
+    "PoolSummary",
+    "StackOutputs",
+    "read_pools",
+    "read_cloud_pools",
+    "read_stack_outputs",
+    "PREVIOUS_DEPLOYMENT",
     "PreviousDeployment",
     "read_previous_deployment",
     "previous_deployment_outputs",

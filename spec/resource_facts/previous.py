@@ -15,17 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spec.resource_facts.values import flag
+from spec.resource_facts.outputs import read_stack_outputs
 
 PREVIOUS_DEPLOYMENT = "previous-deployment"  # the logical name of the StackReference to the stack itself
-
-# Stack outputs the next deployment reads back; __main__ exports them under these names.
-CLOUD_POOLS = "cloudPools"  # cloud pool name -> replace-only fields it was deployed with (spec.replacement)
-OPERATOR_VERSION = "operatorVersion"
-PER_POOL_DRIVERS = "perPoolDrivers"
-DRIVER_VERSION = "driverVersion"  # the target of the last deployment
-PREVIOUS_DRIVER_VERSION = "previousDriverVersion"  # what its held pools stayed on
-POOLS = "pools"  # pool -> {"driverVersion": ...} as the last deployment pinned it
 
 
 @dataclass(frozen=True)
@@ -43,24 +35,16 @@ class PreviousDeployment:
 
 
 def read_previous_deployment(outputs: Any) -> PreviousDeployment:
-    """The last deployment from its stack outputs (a mapping; anything else reads as no deployment)."""
-    if not isinstance(outputs, Mapping):
-        return PreviousDeployment()
-    operator_version = outputs.get(OPERATOR_VERSION)
-    per_pool = outputs.get(PER_POOL_DRIVERS)
-    ran = {v for v in (outputs.get(DRIVER_VERSION), outputs.get(PREVIOUS_DRIVER_VERSION)) if isinstance(v, str) and v}
-    pools = outputs.get(POOLS)
-    if isinstance(pools, Mapping):
-        ran |= {
-            p["driverVersion"] for p in pools.values()
-            if isinstance(p, Mapping) and isinstance(p.get("driverVersion"), str) and p["driverVersion"]
-        }
-    cloud_pools = outputs.get(CLOUD_POOLS)
+    """The last deployment from its stack outputs (``spec.resource_facts.outputs``; anything but a mapping
+    reads as no deployment)."""
+    last = read_stack_outputs(outputs)
+    ran = {v for v in (last.driver_version, last.previous_driver_version) if v}
+    ran |= {p.driver_version for p in last.pools.values() if p.driver_version}
     return PreviousDeployment(
-        operator_version=operator_version if isinstance(operator_version, str) and operator_version else None,
-        per_pool_drivers=per_pool if isinstance(per_pool, bool) else flag(per_pool),
+        operator_version=last.operator_version or None,
+        per_pool_drivers=last.per_pool_drivers,
         drivers_ran=frozenset(ran),
-        cloud_pools={str(k): str(v) for k, v in cloud_pools.items()} if isinstance(cloud_pools, Mapping) else {},
+        cloud_pools=dict(last.cloud_pools),
     )
 
 

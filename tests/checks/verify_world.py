@@ -185,8 +185,8 @@ def _upgrade_operator_node(fake: ProxyKube, spec: FleetSpec, node: str, done: fl
 
 def _upgraded_nodes(fake: ProxyKube, spec: FleetSpec, pool: NodePool, seeded: list[str]) -> list[str]:
     """The nodes of ``pool`` the upgrade moves: all of them, or an image-owned pool's newest generation's."""
-    if spec.driver.owner == DriverOwner.IMAGE and pool.live_generations:
-        newest = max(pool.live_generations, key=lambda g: g.id)
+    newest = pool.newest_generation
+    if spec.driver.owner == DriverOwner.IMAGE and newest is not None:
         return generation_nodes(fake, pool.name, newest.id)
     return sorted(seeded)
 

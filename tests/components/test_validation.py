@@ -287,8 +287,8 @@ def test_image_owned_pools_are_validated_on_their_newest_generations_driver() ->
     keys = {e["key"] for t in pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
             ["nodeSelectorTerms"] for e in t["matchExpressions"]}
     assert labels.UPGRADE_STATE not in keys  # no operator upgrade controller on image-owned nodes
-    (pool,) = [p for p in spec.nodePools if spec.pool_validated_driver(p)]
-    assert spec.pool_validated_driver(pool) == "580.173.02"  # generation 2's driver
+    (pool,) = [p for p in spec.nodePools if spec.pool_target(p).moves]
+    assert spec.pool_target(pool).driver == "580.173.02"  # generation 2's driver
     node = {labels.AKS_AGENT_POOL: "gpuh100g2", labels.GFD_DRIVER_VERSION: "580.173.02"}
     assert selects(pod["affinity"], node)
     assert not selects(pod["affinity"], {**node, labels.GFD_DRIVER_VERSION: "570.195.03",
