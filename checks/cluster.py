@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from checks.identity import Verdict, judge
+from checks.identity import Verdict, identify_cluster
 from checks.inventory import Inventory, pool_selectors_text
 from checks.metadata import CLUSTER, check
 from checks.results import Finding, failed, passed, warned
@@ -21,7 +21,7 @@ from spec.model import Cloud
 @check("cluster-identity", CLUSTER)
 def check_cluster_identity(inv: Inventory) -> list[Finding]:
     """Confirmed by an identity record or the nodes: pass; nothing to compare yet: warn."""
-    identity = judge(inv.spec, inv.identity_records, inv.nodes)
+    identity = identify_cluster(inv.spec, inv.identity_records, inv.nodes)
     status = passed if identity.verdict == Verdict.CONFIRMED else warned
     return [status("cluster", identity.message)]
 

@@ -168,7 +168,7 @@ def _judge_aks(spec: FleetSpec, nodes: Iterable[Obj]) -> tuple[list[str], list[s
             compared)
 
 
-def judge(spec: FleetSpec, records: list[Obj], nodes: list[Obj]) -> ClusterIdentity:
+def identify_cluster(spec: FleetSpec, records: list[Obj], nodes: list[Obj]) -> ClusterIdentity:
     """The verdict from the identity records and the nodes (pure)."""
     expected = expected_cluster(spec)
     record = f"{manifests.RECORD_NAMESPACE}/{manifests.identity_name(spec)}"
@@ -212,7 +212,7 @@ def require_stack_cluster(kube: k.Kube, spec: FleetSpec, nodes: list[Obj] | None
     records = read_records(kube)
     if nodes is None:
         nodes = kube.list(k.NODES) if spec.cluster.cloud in (Cloud.AKS, Cloud.EKS) else []
-    identity = judge(spec, records, nodes)
+    identity = identify_cluster(spec, records, nodes)
     refuse_if_refuted(kube, identity)
     return identity
 

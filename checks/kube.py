@@ -44,6 +44,7 @@ from checks.errors import (
 )
 from checks import kubeconfig as kubeconfig_files
 from checks.objects import Obj
+from spec import kinds
 
 
 @dataclass(frozen=True)
@@ -60,18 +61,17 @@ class ClientSettings:
 
 @dataclass(frozen=True)
 class Resource:
-    """A resource kind as the API addresses it."""
+    """A kind as the API addresses it (``spec.kinds``), or one of its subresources as RBAC names it."""
 
-    group: str  # "" for the core group
-    version: str
-    plural: str
-    namespaced: bool
+    kind: kinds.Kind
+    subresource: str | None = None  # for messages only: a request names its subresource in its path
 
     def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
-        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
-        if self.namespaced and namespace:
+        kind = self.kind
+        base = f"/api/{kind.version}" if not kind.group else f"/apis/{kind.group}/{kind.version}"
+        if kind.namespaced and namespace:
             base += f"/namespaces/{quote(namespace, safe='')}"
-        base += f"/{self.plural}"
+        base += f"/{kind.plural}"
         if name:
             base += f"/{quote(name, safe='')}"
         if subresource:
@@ -80,19 +80,21 @@ class Resource:
 
     @property
     def kind_name(self) -> str:
-        return f"{self.plural}.{self.group}" if self.group else self.plural
+        """``plural[/subresource][.group]``, as RBAC rules and kubectl name it."""
+        name = f"{self.kind.plural}/{self.subresource}" if self.subresource else self.kind.plural
+        return f"{name}.{self.kind.group}" if self.kind.group else name
 
 
-NODES = Resource("", "v1", "nodes", False)
-PODS = Resource("", "v1", "pods", True)
-POD_PROXY = Resource("", "v1", "pods/proxy", True)  # for messages: RBAC grants the proxy as this subresource
-EVENTS = Resource("", "v1", "events", True)
-DEPLOYMENTS = Resource("apps", "v1", "deployments", True)
-DAEMONSETS = Resource("apps", "v1", "daemonsets", True)
-PDBS = Resource("policy", "v1", "poddisruptionbudgets", True)
-CLUSTER_POLICIES = Resource("nvidia.com", "v1", "clusterpolicies", False)
-NVIDIA_DRIVERS = Resource("nvidia.com", "v1alpha1", "nvidiadrivers", False)
-CONFIGMAPS = Resource("", "v1", "configmaps", True)  # only the stack's records in kube-system
+NODES = Resource(kinds.NODE)
+PODS = Resource(kinds.POD)
+POD_PROXY = Resource(kinds.POD, "proxy")  # for messages: RBAC grants the proxy as this subresource
+EVENTS = Resource(kinds.EVENT)
+DEPLOYMENTS = Resource(kinds.DEPLOYMENT)
+DAEMONSETS = Resource(kinds.DAEMON_SET)
+PDBS = Resource(kinds.POD_DISRUPTION_BUDGET)
+CLUSTER_POLICIES = Resource(kinds.CLUSTER_POLICY)
+NVIDIA_DRIVERS = Resource(kinds.NVIDIA_DRIVER)
+CONFIGMAPS = Resource(kinds.CONFIG_MAP)  # only the stack's records in kube-system
 
 MERGE_PATCH = "application/merge-patch+json"
 FIELD_MANAGER = "gpu-rollout"

@@ -32,7 +32,8 @@ def node_driver_version(node: Obj) -> str | None:
     full = node_labels.get(labels.GFD_DRIVER_VERSION)
     if full:
         return full
-    parts = [node_labels.get(key) for key in (labels.GFD_DRIVER_MAJOR, labels.GFD_DRIVER_MINOR, labels.GFD_DRIVER_REV)]
+    parts = [node_labels.get(key) for key in (labels.GFD_DRIVER_MAJOR_DEPRECATED, labels.GFD_DRIVER_MINOR_DEPRECATED,
+                                               labels.GFD_DRIVER_REV_DEPRECATED)]
     if parts[0] and parts[1]:
         return ".".join(p for p in parts if p)
     return None

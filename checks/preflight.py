@@ -1,7 +1,7 @@
 """Preflight: every live check of the runbook's opening and sections 1-2, read-only.
 
 One inventory read (a fixed number of LISTs), then the cluster's identity
-(:func:`checks.identity.judge`: another cluster raises :class:`checks.errors.WrongClusterError` before
+(:func:`checks.identity.identify_cluster`: another cluster raises :class:`checks.errors.WrongClusterError` before
 any check runs; an unconfirmed one is the ``cluster-identity`` warning), then the checks the catalogue
 (:mod:`checks.catalogue`) lists for ``preflight``, pure functions over the inventory, in the runbook's
 order. Nothing here writes to the cluster.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from checks import kube as k
 from checks.catalogue import CATALOGUE
-from checks.identity import judge, refuse_if_refuted
+from checks.identity import identify_cluster, refuse_if_refuted
 from checks.inventory import Inventory, read_inventory
 from checks.metadata import Section
 from checks.results import CheckResult
@@ -38,5 +38,5 @@ def run_preflight(kube: k.Kube, spec: FleetSpec) -> list[CheckResult]:
     """Read the cluster once, refuse another cluster, and run every check; ClusterError propagates (no
     partial report), WrongClusterError included."""
     inventory = read_inventory(kube, spec)
-    refuse_if_refuted(kube, judge(spec, inventory.identity_records, inventory.nodes))
+    refuse_if_refuted(kube, identify_cluster(spec, inventory.identity_records, inventory.nodes))
     return evaluate(inventory)

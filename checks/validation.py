@@ -23,7 +23,7 @@ from typing import Any
 
 from checks import kube as k
 from checks.errors import AccessDeniedError, ClusterError
-from checks.identity import ClusterIdentity, judge, read_records, refuse_if_refuted
+from checks.identity import ClusterIdentity, identify_cluster, read_records, refuse_if_refuted
 from checks.inventory import pool_nodes_of
 from checks.nodestate import NoNodesError, node_driver_version, upgrade_state
 from checks.objects import Obj, labels_of, annotations_of, meta, name_of, namespaced_name, spec_of, status_of
@@ -366,7 +366,7 @@ def gather(kube: k.Kube, spec: FleetSpec, prometheus: Prometheus | None, now: fl
     """Everything the checks judge, read once; another cluster raises WrongClusterError before anything else."""
     now = datetime.now(UTC).timestamp() if now is None else now
     all_nodes = kube.list(k.NODES)
-    identity = judge(spec, read_records(kube), all_nodes)
+    identity = identify_cluster(spec, read_records(kube), all_nodes)
     refuse_if_refuted(kube, identity)
     nodes = upgraded_nodes(spec, all_nodes)
     if not nodes:
@@ -440,7 +440,7 @@ def check_driver_version(facts: VerifyFacts) -> list[Finding]:
         evidence: dict[str, Any] = {"target": node.target, "gfd": reported, "upgradeState": state or None}
         problems = []
         if reported is None:
-            problems.append("GFD reports no driver version (nvidia.com/cuda.driver-version.full)")
+            problems.append(f"GFD reports no driver version ({labels.GFD_DRIVER_VERSION})")
         elif not job_result.driver_matches(node.target, reported):
             problems.append(f"GFD reports {reported}")
         if operator_owned:

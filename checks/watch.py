@@ -52,7 +52,7 @@ from checks.nodestate import node_done, node_driver_version, require_nodes
 from checks.objects import Obj, labels_of, meta, name_of, status_of
 from checks.pause import ChangeInterrupted, PauseReport, pause
 from checks.progress import StateTracker, Trigger, epoch, label_written_at, list_model_pods, model_rows
-from spec import labels
+from spec import kinds, labels
 from spec.model import DriverOwner, FleetSpec
 
 EVENT_REASON = "GPUDriverUpgrade"
@@ -130,7 +130,7 @@ def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: flo
     require_nodes(nodes, spec, "watch")
     deployments = kube.list(k.DEPLOYMENTS)
     pods = list_model_pods(kube, spec)
-    events = kube.list(k.EVENTS, field_selector=f"involvedObject.kind=Node,reason={EVENT_REASON}")
+    events = kube.list(k.EVENTS, field_selector=f"involvedObject.kind={kinds.NODE.kind},reason={EVENT_REASON}")
     policies: list[Obj] = kube.list_optional(k.CLUSTER_POLICIES) or []
     drivers: list[Obj] = kube.list_optional(k.NVIDIA_DRIVERS) or []
     entered = _entered_at(events)
@@ -158,7 +158,8 @@ def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: flo
     models, model_triggers = model_rows(spec, deployments, pods)
     triggers += model_triggers
     operator = [{"kind": o.get("kind", kind), "name": name_of(o), "state": str(status_of(o).get("state", "?"))}
-                for kind, objs in (("ClusterPolicy", policies), ("NVIDIADriver", drivers)) for o in objs]
+                for kind, objs in ((kinds.CLUSTER_POLICY.kind, policies), (kinds.NVIDIA_DRIVER.kind, drivers))
+                for o in objs]
     recent = sorted(events, key=lambda e: epoch(e.get("lastTimestamp") or meta(e).get("creationTimestamp")) or 0)
     event_rows = [{"node": (e.get("involvedObject") or {}).get("name", ""), "message": e.get("message", "")}
                   for e in recent[-10:]]

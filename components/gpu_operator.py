@@ -9,7 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.options import child_options
-from spec import manifests
+from spec import kinds, manifests
 from spec.model import ClusterPolicyMode, FleetSpec, NodePool
 
 
@@ -49,8 +49,8 @@ class DriverPolicy(pulumi.ComponentResource):
         else:
             self.resource = k8s.apiextensions.CustomResourcePatch(
                 manifests.CLUSTER_POLICY_NAME,
-                api_version=manifests.CLUSTER_POLICY_API,
-                kind="ClusterPolicy",
+                api_version=kinds.CLUSTER_POLICY.api_version,
+                kind=kinds.CLUSTER_POLICY.kind,
                 metadata={
                     "name": manifests.CLUSTER_POLICY_NAME,
                     "annotations": {"pulumi.com/patchForce": "true", **manifests.driver_annotations(spec)},
@@ -76,8 +76,8 @@ class PoolDriver(pulumi.ComponentResource):
         self.version = spec.pool_driver_version(pool)
         self.resource = k8s.apiextensions.CustomResource(
             manifests.nvidia_driver_name(pool),
-            api_version=manifests.NVIDIA_DRIVER_API,
-            kind="NVIDIADriver",
+            api_version=kinds.NVIDIA_DRIVER.api_version,
+            kind=kinds.NVIDIA_DRIVER.kind,
             metadata={
                 "name": manifests.nvidia_driver_name(pool),
                 "labels": manifests.nvidia_driver_labels(spec, pool),

@@ -27,7 +27,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from spec import labels
+from spec import kinds, labels
+from spec import resource_facts as rf
 from spec.membership import pool_node_selectors
 from spec.model import DriverOwner, FleetSpec, NodePool, Validation, kubernetes_name
 from spec.base import percent_of
@@ -40,22 +41,16 @@ SERVICE_ACCOUNT = "gpu-validation"
 PROGRAM_CONFIG_MAP = "gpu-validation-program"
 SERVER_PORT = 8000
 LINGER_SECONDS = 300  # after recording, how long the program waits for the DaemonSet controller to remove its pod
-GFD_DRIVER_MAJOR = "nvidia.com/cuda.driver-version.major"  # GFD's branch label (the full version is spec.labels')
 POD_LABEL_POOL = f"{labels.DOMAIN}/validation-pool"
 APP_LABELS = {"app.kubernetes.io/name": "gpu-validation", "app.kubernetes.io/part-of": "gpu-driver-upgrade"}
 ANNOTATION_PROGRAM = f"{labels.DOMAIN}/validation-program"  # sha256 of the program's files
 ANNOTATION_CONFIG = f"{labels.DOMAIN}/validation-config"  # sha256 of the pool's configuration
 NODE_NAME_CLAIM = "authentication.kubernetes.io/node-name"  # the node a pod-bound token's pod runs on
 # Type tokens of what the job registers (no policy reads them; tests/spec/test_resource_facts.py lists them).
-RESOURCE_TYPES = (
-    "kubernetes:core/v1:Namespace",
-    "kubernetes:core/v1:ServiceAccount",
-    "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole",
-    "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding",
-    "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
-    "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
-    "kubernetes:apps/v1:DaemonSet",
-)
+RESOURCE_TYPES = tuple(rf.kubernetes_type(kind) for kind in (
+    kinds.NAMESPACE, kinds.SERVICE_ACCOUNT, kinds.CLUSTER_ROLE, kinds.CLUSTER_ROLE_BINDING,
+    kinds.VALIDATING_ADMISSION_POLICY, kinds.VALIDATING_ADMISSION_POLICY_BINDING, kinds.DAEMON_SET,
+))
 # The serving process reads weights only from the pod's filesystem: no hub, no telemetry.
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
                "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
@@ -171,7 +166,7 @@ def node_affinity(spec: FleetSpec, pool: NodePool, target: str) -> dict[str, Any
     One term per way the pool's nodes are found (spec.membership: the project's pool label, else the cloud's
     pool label or the declared nodeSelector, the latter only on nodes no stack has labelled yet).
     """
-    driver_label = labels.GFD_DRIVER_VERSION if "." in target else GFD_DRIVER_MAJOR
+    driver_label = labels.GFD_DRIVER_VERSION if "." in target else labels.GFD_DRIVER_VERSION_MAJOR
     common = [{"key": driver_label, "operator": "In", "values": [target]}]
     if spec.driver.owner == DriverOwner.OPERATOR and spec.gpuOperator.upgradePolicy.autoUpgrade:
         # The upgrade controller's last state: uncordoned, driver pod in sync, operator validator passed.
@@ -296,7 +291,7 @@ def daemonset_body(spec: FleetSpec, pool: NodePool, target: str) -> dict[str, An
 
 def cluster_role_rules() -> list[dict[str, Any]]:
     """Patch nodes, and nothing else: the program's one API call (workload/kube.py)."""
-    return [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]}]
+    return [{"apiGroups": [kinds.NODE.group], "resources": [kinds.NODE.plural], "verbs": ["patch"]}]
 
 
 def admission_policy_spec(spec: FleetSpec) -> dict[str, Any]:
@@ -311,8 +306,8 @@ def admission_policy_spec(spec: FleetSpec) -> dict[str, Any]:
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {
-            "resourceRules": [{"apiGroups": [""], "apiVersions": ["*"], "operations": ["UPDATE"],
-                               "resources": ["nodes", "nodes/status"]}],
+            "resourceRules": [{"apiGroups": [kinds.NODE.group], "apiVersions": ["*"], "operations": ["UPDATE"],
+                               "resources": [kinds.NODE.plural, f"{kinds.NODE.plural}/status"]}],
         },
         "matchConditions": [{"name": "validation-job",
                              "expression": f"request.userInfo.username == '{service_account_user(spec)}'"}],
@@ -402,8 +397,8 @@ class ValidationJob(pulumi.ComponentResource):
         binding = k8s.rbac.v1.ClusterRoleBinding(
             cluster_name,
             metadata={"name": cluster_name, "labels": APP_LABELS},
-            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_name},
-            subjects=[{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": self.namespace}],
+            role_ref={"apiGroup": kinds.CLUSTER_ROLE.group, "kind": kinds.CLUSTER_ROLE.kind, "name": cluster_name},
+            subjects=[{"kind": kinds.SERVICE_ACCOUNT.kind, "name": SERVICE_ACCOUNT, "namespace": self.namespace}],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[role, account]),
         )
         policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(

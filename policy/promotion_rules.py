@@ -19,7 +19,7 @@ from policy import facts
 from policy.facts import Resource, StackFacts
 from policy.findings import Finding, advice
 from policy.metadata import Severity, stack_policy
-from spec import attestation, compat, labels
+from spec import attestation, compat, labels, stacks
 from spec import resource_facts as rf
 from spec.base import Stage
 
@@ -78,18 +78,11 @@ def _targets(stack: StackFacts) -> tuple[dict[str, _Target], list[Finding]]:
 
 def _source(canary: str, driver: str) -> str:
     """The attestation file as the message names it: ``attestations/<canary-stack>/<driver>.json``."""
-    try:
-        return f"{attestation.ATTESTATION_DIR}/{attestation.stack_name(canary)}/{driver}.json"
-    except attestation.AttestationError:
-        return f"{attestation.ATTESTATION_DIR}/{canary}/{driver}.json"
+    name = stacks.stack_name(canary)
+    return f"{attestation.ATTESTATION_DIR}/{name if stacks.is_stack_name(name) else canary}/{driver}.json"
 
 
-def _same_stack(made_on: str, canary: str) -> bool:
-    """Was the attestation made on the canary stack (``org/project/canary`` and ``canary`` are the same)."""
-    return made_on.rsplit("/", 1)[-1] == canary.rsplit("/", 1)[-1]
-
-
-def _judge(target: _Target, record: Resource, gate: rf.PromotionFacts) -> Iterator[str]:
+def _admission_problems(target: _Target, record: Resource, gate: rf.PromotionFacts) -> Iterator[str]:
     """Why the record does not admit the target's driver: each reason, one line."""
     driver, canary = target.driver, gate.canary_stack or "(none)"
     source = _source(canary, driver)
@@ -104,12 +97,12 @@ def _judge(target: _Target, record: Resource, gate: rf.PromotionFacts) -> Iterat
         except attestation.AttestationError as exc:
             yield str(exc)
         else:
-            if gate.canary_stack is not None and not _same_stack(sealed.stack, gate.canary_stack):
+            if gate.canary_stack is not None and not stacks.same_stack(sealed.stack, gate.canary_stack):
                 yield f"{source} was made on stack '{sealed.stack}', not on the canary stack '{gate.canary_stack}'"
             if gate.min_soak_hours is None:
                 yield "the promotion record states no minSoakHours"
             else:
-                for problem in attestation.judge(
+                for problem in attestation.admission_problems(
                     sealed, driver=driver, architectures=sorted(target.architectures),
                     min_soak_hours=gate.min_soak_hours,
                 ):
@@ -151,7 +144,7 @@ def canary_attested(stack: StackFacts) -> Iterator[Finding]:
             reasons = ["this prod stack has no promotion record: set promotion.canaryStack and promotion.minSoakHours"]
             resource = target.resource
         else:
-            reasons = list(_judge(target, records[0], rf.read_promotion(records[0].props)))
+            reasons = list(_admission_problems(target, records[0], rf.read_promotion(records[0].props)))
             resource = records[0]
         for reason in reasons:
             message = f"{target.where()}: {reason}"

@@ -10,6 +10,7 @@ from policy import facts
 from policy.facts import Resource, StackFacts
 from policy.findings import Finding, Level, advice
 from policy.metadata import Severity, resource_policy, stack_policy
+from spec import kinds
 from spec import resource_facts as rf
 
 
@@ -97,7 +98,7 @@ def held_pool_pinned(stack: StackFacts) -> Iterator[Finding]:
         if not pool.facts.held:
             continue
         for driver in facts.drivers_for_pool(pool, cluster_wide):
-            kind = "Helm release" if driver.resource.type == rf.HELM_RELEASE else "ClusterPolicy"
+            kind = "Helm release" if driver.resource.type == rf.HELM_RELEASE else kinds.CLUSTER_POLICY.kind
             version = driver.facts.version
             message = (
                 f"pool {pool.name} is held, but the {kind} ({driver.resource.name}) sets one driver, "

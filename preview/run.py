@@ -27,6 +27,7 @@ from pulumi.runtime.mocks import MockMonitor
 
 from spec import resource_facts
 from spec.model import PROJECT
+from spec.stacks import stack_name
 
 SOURCE_DIR = Path(__file__).resolve().parent.parent  # the checkout this package runs from
 
@@ -110,7 +111,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.stack = stack
 
     def referenced_outputs(self, reference: object) -> dict[str, Any]:
-        name = str(reference).rsplit("/", 1)[-1]
+        name = stack_name(str(reference))
         if self.stack is None or name == self.stack:
             return self.previous_outputs
         return self.stack_outputs.get(name, {})

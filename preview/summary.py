@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from spec import labels
+from spec import attestation, labels
 from spec import resource_facts as rf
 from spec.resource_facts import promotion as promotion_facts
 from spec.versions import is_branch_only
@@ -13,17 +12,18 @@ from spec.versions import is_branch_only
 
 def _attestations(gate: rf.PromotionFacts) -> str:
     """The attestations a promotion record carries, one line each (the record holds their whole text, kilobytes
-    of evidence; the pack judges it): driver, stack, GPU architectures, soak and digest, as the file states them."""
+    of evidence; the pack judges it, seal included): driver, stack, GPU architectures, soak and digest, as the
+    file states them."""
     lines = []
     for driver, text in sorted(gate.attestations.items()):
         try:
-            document = json.loads(text)
-            archs = sorted({str(p["architecture"]) for p in document.get("pools") or []
-                            if isinstance(p, dict) and p.get("architecture") is not None})
-            lines.append(f"{driver}: stack {document.get('stack')}, {', '.join(archs) or 'no pools'}, soak "
-                         f"{document.get('soakStart')} to {document.get('soakEnd')}, {str(document.get('digest'))[:19]}...")
-        except (ValueError, AttributeError, TypeError):
+            stated = attestation.parse_unverified(text, driver)
+        except attestation.AttestationError:
             lines.append(f"{driver}: not an attestation (the pack refuses it)")
+            continue
+        document = stated.document()
+        lines.append(f"{driver}: stack {stated.stack}, {', '.join(sorted(stated.architectures))}, soak "
+                     f"{document['soakStart']} to {document['soakEnd']}, {stated.digest[:19]}...")
     return "\n".join(lines) or "-"
 
 

@@ -35,6 +35,7 @@ from rollout.console import say
 from rollout.exits import Exit
 from spec import attestation
 from spec.load import MAX_STACK_FILE_BYTES, SpecError, SpecProblem, read_stack_file, spec_from_config
+from spec.stacks import stack_name
 
 
 class _Files:
@@ -140,7 +141,7 @@ class _Renderer:
                 promotion = spec_from_config(self.config(side, stack), source=stack).promotion
             except SpecError:
                 promotion = None
-            name = promotion.canaryStack.rsplit("/", 1)[-1] if promotion is not None else None
+            name = stack_name(promotion.canaryStack) if promotion is not None else None
             self._canaries[key] = name if name in side.files and name != stack else None
         return self._canaries[key]
 

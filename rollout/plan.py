@@ -20,6 +20,7 @@ from spec.load import SpecError, SpecProblem, load_stack_file, read_stack_file, 
 from spec.model import PROJECT
 from spec.ownership import shared_objects
 from spec.resource_facts import read_stack_outputs
+from spec.stacks import stack_name
 
 
 def read_previous_outputs(path: Path, flag: str = "--previous-outputs") -> dict[str, Any]:
@@ -60,7 +61,7 @@ def canary_stack_outputs(
     spec = spec_from_config(config, source=str(path))
     if spec.promotion is None:
         return {}
-    name = spec.promotion.canaryStack.rsplit("/", 1)[-1]
+    name = stack_name(spec.promotion.canaryStack)
     if given is not None:
         return {name: given}
     canary_path = stack_file(path.parent, name)

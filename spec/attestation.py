@@ -10,7 +10,8 @@ UTF-8). The digest makes a hand edit visible; an optional HMAC-SHA256 over the s
 
 ``seal`` builds a sealed attestation, ``write`` stores it (never over a newer one, atomically), ``load``
 reads one back and refuses anything malformed, of an unknown format, tampered with or wrongly keyed;
-``judge`` says what keeps an attestation from admitting a driver on a GPU architecture after a soak.
+``admission_problems`` says what keeps an attestation from admitting a driver on a GPU architecture after a
+soak.
 Pure data and files; no Pulumi.
 """
 
@@ -20,7 +21,6 @@ import hashlib
 import hmac as hmac_lib
 import json
 import os
-import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -38,7 +38,7 @@ from pydantic import (
     model_validator,
 )
 
-from spec import compat
+from spec import compat, stacks
 from spec.versions import parse_driver
 
 API_VERSION: Final = "gpu-driver-upgrade.io/attestation/v1"
@@ -243,21 +243,13 @@ def seal(
     )
 
 
-# A Pulumi stack name: letters, digits, '-', '_' and '.' (never a folder of its own such as '.' or '..').
-_STACK_NAME = re.compile(r"^(?!\.{1,2}$)[A-Za-z0-9_.-]+$")
-
-
-def stack_name(stack: str) -> str:
-    """A stack's own name: ``org/project/canary`` and ``canary`` are the same canary stack."""
-    name = stack.rsplit("/", 1)[-1]
-    if not _STACK_NAME.match(name):
-        raise AttestationError(f"'{stack}' is not a stack name; no attestation folder is named after it")
-    return name
-
-
 def folder_for(directory: Path, stack: str) -> Path:
-    """The attestations of one canary stack: ``<directory>/<stack>`` (its own name, without org/project)."""
-    return directory / stack_name(stack)
+    """The attestations of one canary stack: ``<directory>/<stack>`` (its own name, without org/project:
+    ``org/project/canary`` and ``canary`` are the same canary stack)."""
+    name = stacks.stack_name(stack)
+    if not stacks.is_stack_name(name):
+        raise AttestationError(f"'{stack}' is not a stack name; no attestation folder is named after it")
+    return directory / name
 
 
 def path_for(directory: Path, stack: str, driver: str) -> Path:
@@ -267,17 +259,22 @@ def path_for(directory: Path, stack: str, driver: str) -> Path:
     return folder_for(directory, stack) / f"{driver}.json"
 
 
-def from_document(document: object, source: str, hmac_key: bytes | None = None) -> Attestation:
-    """An attestation from its parsed JSON, trusted only when its digest (and HMAC, given a key) match."""
+def _well_formed(document: object, source: str) -> Attestation:
+    """An attestation of the known format from its parsed JSON, its digest and HMAC not yet checked."""
     if not isinstance(document, dict):
         raise AttestationError(f"{source}: not an attestation (a JSON object is expected)")
     api_version = document.get("apiVersion")
     if api_version != API_VERSION:
         raise AttestationError(f"{source}: unknown apiVersion {api_version!r} (this version reads {API_VERSION})")
     try:
-        attestation = Attestation.model_validate(document)
+        return Attestation.model_validate(document)
     except ValidationError as exc:
         raise AttestationError(f"{source}: {_one_line(exc)}") from None
+
+
+def from_document(document: object, source: str, hmac_key: bytes | None = None) -> Attestation:
+    """An attestation from its parsed JSON, trusted only when its digest (and HMAC, given a key) match."""
+    attestation = _well_formed(document, source)
     content = attestation.content()
     if not hmac_lib.compare_digest(digest_of(content), attestation.digest):
         raise AttestationError(f"{source}: digest mismatch: the content was changed after verify sealed it")
@@ -289,13 +286,22 @@ def from_document(document: object, source: str, hmac_key: bytes | None = None) 
     return attestation
 
 
-def parse(text: str, source: str, hmac_key: bytes | None = None) -> Attestation:
-    """An attestation from the text of its file (``source`` names it in errors)."""
+def _json(text: str, source: str) -> object:
     try:
-        document = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise AttestationError(f"{source}: not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    return from_document(document, source, hmac_key)
+
+
+def parse(text: str, source: str, hmac_key: bytes | None = None) -> Attestation:
+    """An attestation from the text of its file (``source`` names it in errors)."""
+    return from_document(_json(text, source), source, hmac_key)
+
+
+def parse_unverified(text: str, source: str) -> Attestation:
+    """What an attestation file states, its digest and HMAC not checked: for showing it to a reviewer, never
+    for admitting a driver (``parse`` is for that)."""
+    return _well_formed(_json(text, source), source)
 
 
 def read_text(path: Path) -> str:
@@ -362,7 +368,7 @@ def covers(attestation: Attestation, driver: str, architecture: str) -> bool:
     return attestation.driver == driver and architecture in attestation.architectures
 
 
-def judge(
+def admission_problems(
     attestation: Attestation, *, driver: str, architectures: Sequence[str], min_soak_hours: float,
     now: datetime | None = None,
 ) -> list[str]:
@@ -389,6 +395,6 @@ def judge(
 
 __all__ = [
     "API_VERSION", "ATTESTATION_DIR", "HMAC_KEY_ENV", "Attestation", "AttestationError", "AttestedCheck",
-    "AttestedPool", "canonical_json", "covers", "digest_of", "folder_for", "from_document", "hmac_of", "judge",
-    "key_from_environment", "load", "parse", "path_for", "read_text", "seal", "stack_name", "write",
+    "AttestedPool", "admission_problems", "canonical_json", "covers", "digest_of", "folder_for", "from_document",
+    "hmac_of", "key_from_environment", "load", "parse", "parse_unverified", "path_for", "read_text", "seal", "write",
 ]

@@ -1,34 +1,81 @@
-"""Label, annotation and taint keys: the GPU Operator's (fixed by NVIDIA) and this project's own.
+"""Label, annotation, taint and tag keys, by who owns them: Kubernetes, GPU Feature Discovery and Node Feature
+Discovery, the GPU Operator, the clouds, and this project.
 
-Kept in one module so components, policy rules and live checks agree on spelling.
+Kept in one module so components, policy rules and live checks agree on spelling. Every key others own is
+spelled as they set it; each label has a name of its own, a deprecated one too.
 """
 
 from __future__ import annotations
 
-# GPU Operator upgrade controller (k8s-operator-libs, driver name "gpu").
+# ---------------------------------------------------------------- Kubernetes
+
+TOPOLOGY_REGION = "topology.kubernetes.io/region"  # the cloud region of a node (EKS: the cluster's region)
+
+# ---------------------------------------------------------------- GPU Feature Discovery and Node Feature Discovery
+
+GPU_PRODUCT = "nvidia.com/gpu.product"
+GPU_COUNT = "nvidia.com/gpu.count"  # GPUs on the node
+GPU_REPLICAS = "nvidia.com/gpu.replicas"  # "1" unless time-slicing/MPS shares each GPU
+GPU_SHARING_STRATEGY = "nvidia.com/gpu.sharing-strategy"  # none | time-slicing | mps
+MIG_STRATEGY = "nvidia.com/mig.strategy"  # none | single | mixed (set on every node under a strategy)
+# A node's driver version (GFD >= v0.15.0), and its branch: the label the validation job selects a bare branch by.
+GFD_DRIVER_VERSION = "nvidia.com/cuda.driver-version.full"
+GFD_DRIVER_VERSION_MAJOR = "nvidia.com/cuda.driver-version.major"
+# The deprecated form of the same, still emitted: read as a fallback where the full version is missing.
+GFD_DRIVER_MAJOR_DEPRECATED = "nvidia.com/cuda.driver.major"
+GFD_DRIVER_MINOR_DEPRECATED = "nvidia.com/cuda.driver.minor"
+GFD_DRIVER_REV_DEPRECATED = "nvidia.com/cuda.driver.rev"
+KERNEL_VERSION = "feature.node.kubernetes.io/kernel-version.full"  # NFD: the node's kernel
+
+# ---------------------------------------------------------------- the GPU Operator and its operands
+
+GPU_PRESENT = "nvidia.com/gpu.present"  # the operator's, from NFD's PCI labels
+DEPLOY_DRIVER = "nvidia.com/gpu.deploy.driver"
+MIG_CONFIG = "nvidia.com/mig.config"  # the MIG layout (operator / mig-manager); default all-disabled
+GPU_RESOURCE = "nvidia.com/gpu"  # the device plugin's extended resource
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"  # extended resources of MIG devices (nvidia.com/mig-1g.10gb ...)
+DRIVER_OWNER = "nvidia.com/gpu-operator.driver.owner"  # operator >= 26.7 sets it; never set by us
+PRECOMPILED = "nvidia.com/precompiled"  # "true" on the operator's precompiled driver DaemonSets
+# The operator's driver pods, by chart release: (label key, value) pairs, any one of which marks one.
+DRIVER_POD_LABELS = (("app.kubernetes.io/component", "nvidia-driver"), ("app", "nvidia-driver-daemonset"))
+
+# The upgrade controller (k8s-operator-libs, driver name "gpu"): a node's state, and the label that holds it.
 UPGRADE_STATE = "nvidia.com/gpu-driver-upgrade-state"
 SKIP_UPGRADE = "nvidia.com/gpu-driver-upgrade.skip"
-DRIVER_OWNER = "nvidia.com/gpu-operator.driver.owner"  # operator >= 26.7 sets it; never set by us
+# The states (values of UPGRADE_STATE) that the live verbs act on.
+UPGRADE_DONE = "upgrade-done"
+UPGRADE_FAILED = "upgrade-failed"
+UPGRADE_IN_PROGRESS = ("cordon-required", "wait-for-jobs-required", "pod-deletion-required", "drain-required",
+                       "pod-restart-required", "validation-required", "uncordon-required")
 
-# GPU Feature Discovery and operator node labels.
-GPU_PRESENT = "nvidia.com/gpu.present"
-GPU_PRODUCT = "nvidia.com/gpu.product"
-DEPLOY_DRIVER = "nvidia.com/gpu.deploy.driver"
-GPU_RESOURCE = "nvidia.com/gpu"
+# ---------------------------------------------------------------- the clouds
 
-# The clouds' own node labels: a pool's nodes carry them from their first boot, before this stack labels them.
+# Their own node labels: a pool's nodes carry them from their first boot, before this stack labels them.
 AKS_AGENT_POOL = "kubernetes.azure.com/agentpool"
 AKS_CLUSTER = "kubernetes.azure.com/cluster"  # the node resource group, MC_<resource group>_<cluster>_<location>
+AKS_NODE_IMAGE_VERSION = "kubernetes.azure.com/node-image-version"  # e.g. AKSUbuntu-2204gen2containerd-202510.14.0
 EKS_NODE_GROUP = "eks.amazonaws.com/nodegroup"
 
-# This project's labels: every GPU node carries its pool, role and rollout wave, so a
-# NVIDIADriver can select one pool and checks can group nodes without cloud-specific labels.
+# ---------------------------------------------------------------- this project
+
+# Every GPU node carries its pool, role and rollout wave, so a NVIDIADriver can select one pool and checks
+# can group nodes without cloud-specific labels.
 DOMAIN = "gpu-driver-upgrade.io"
 POOL = f"{DOMAIN}/pool"
 ROLE = f"{DOMAIN}/role"
 WAVE = f"{DOMAIN}/wave"
 GENERATION = f"{DOMAIN}/generation"
 MODEL = f"{DOMAIN}/model"
+
+# Pool facts on every node of a pool (AKS nodeLabels, EKS labels), so policy rules see the pool's
+# hardware as declared. GFD's nvidia.com/gpu.product stays the observed truth; live checks compare.
+POOL_GPU_PRODUCT = f"{DOMAIN}/gpu-product"
+POOL_GPUS_PER_NODE = f"{DOMAIN}/gpus-per-node"
+POOL_NVSWITCH = f"{DOMAIN}/nvswitch"
+POOL_FABRIC_MANAGER = f"{DOMAIN}/fabric-manager"  # driver-container | image | host
+POOL_FABRIC_MANAGER_VERSION = f"{DOMAIN}/fabric-manager-version"  # host-installed FM only
+POOL_IMAGE_DRIVER = f"{DOMAIN}/image-driver"  # driver shipped by the node image of a generation
+POOL_OS = f"{DOMAIN}/os"  # declared OS of a custom AMI or an existing pool (AKS osSku, EKS amiType say it)
 
 # ConfigMaps a stack writes about itself in the cluster (namespace kube-system), told apart by this label:
 # ``cluster-identity`` (which cluster this is, checked by the live verbs) and ``pool`` (a pool of a
@@ -53,17 +100,13 @@ ANNOTATION_TARGET_DRIVER = f"{DOMAIN}/target-driver"  # the stack's driver.versi
 ANNOTATION_HELD = f"{DOMAIN}/held"  # "true" while the pool is held on previousVersion
 ANNOTATION_BATCH_SELECTORS = f"{DOMAIN}/batch-job-selectors"  # newline-separated label selectors
 
-# Pool facts on every node of a pool (AKS nodeLabels, EKS labels), so policy rules see the pool's
-# hardware as declared. GFD's nvidia.com/gpu.product stays the observed truth; live checks compare.
-POOL_GPU_PRODUCT = f"{DOMAIN}/gpu-product"
-POOL_GPUS_PER_NODE = f"{DOMAIN}/gpus-per-node"
-POOL_NVSWITCH = f"{DOMAIN}/nvswitch"
-POOL_FABRIC_MANAGER = f"{DOMAIN}/fabric-manager"  # driver-container | image | host
-POOL_FABRIC_MANAGER_VERSION = f"{DOMAIN}/fabric-manager-version"  # host-installed FM only
-POOL_IMAGE_DRIVER = f"{DOMAIN}/image-driver"  # driver shipped by the node image of a generation
-POOL_OS = f"{DOMAIN}/os"  # declared OS of a custom AMI or an existing pool (AKS osSku, EKS amiType say it)
+# gpu-rollout pause: the stack that set a node's skip label, and why (resume removes only its own).
+ANNOTATION_PAUSED_BY = f"{DOMAIN}/paused-by"
+ANNOTATION_PAUSED_REASON = f"{DOMAIN}/paused-reason"
+# A model's pod template annotated so declares its weights baked into (and pre-pulled with) the image.
+ANNOTATION_WEIGHTS_IN_IMAGE = f"{DOMAIN}/weights-in-image"
 
-# Taint that keeps non-GPU pods off GPU pools.
+# The taint that keeps non-GPU pods off GPU pools, under NVIDIA's resource name, which the operator's pods tolerate.
 GPU_TAINT_KEY = "nvidia.com/gpu"
 GPU_TAINT_VALUE = "present"
 GPU_TAINT_EFFECT = "NoSchedule"
@@ -77,36 +120,3 @@ TAG_CHANGE_TICKET = f"{TAG_PREFIX}change-ticket"
 TAG_NODE_IMAGE = f"{TAG_PREFIX}node-image"
 TAG_IMAGE_DRIVER = f"{TAG_PREFIX}image-driver"
 TAG_DEPLOYED_WITH = f"{TAG_PREFIX}deployed-with"  # replace-only fields as last deployed (spec.replacement)
-
-# The stack's last deployment, as the cluster-identity record states it for the pack (transition rules).
-
-# ---- added for the live checks (issue 7): more of the clouds' and GFD's own node labels.
-AKS_NODE_IMAGE_VERSION = "kubernetes.azure.com/node-image-version"  # e.g. AKSUbuntu-2204gen2containerd-202510.14.0
-TOPOLOGY_REGION = "topology.kubernetes.io/region"  # the cloud region of a node (EKS: the cluster's region)
-GPU_COUNT = "nvidia.com/gpu.count"  # GFD: GPUs on the node
-GPU_REPLICAS = "nvidia.com/gpu.replicas"  # GFD: "1" unless time-slicing/MPS shares each GPU
-GPU_SHARING_STRATEGY = "nvidia.com/gpu.sharing-strategy"  # GFD: none | time-slicing | mps
-MIG_STRATEGY = "nvidia.com/mig.strategy"  # GFD: none | single | mixed (set on every node under a strategy)
-MIG_CONFIG = "nvidia.com/mig.config"  # operator / mig-manager: the MIG layout; default all-disabled
-
-# ---- added for the live checks and the command line (issue 8): every key checks/ and rollout/ read or write.
-# GFD's driver version of a node; the major/minor/rev labels are its deprecated form, read as a fallback.
-GFD_DRIVER_VERSION = "nvidia.com/cuda.driver-version.full"
-GFD_DRIVER_MAJOR = "nvidia.com/cuda.driver.major"
-GFD_DRIVER_MINOR = "nvidia.com/cuda.driver.minor"
-GFD_DRIVER_REV = "nvidia.com/cuda.driver.rev"
-KERNEL_VERSION = "feature.node.kubernetes.io/kernel-version.full"  # NFD: the node's kernel
-PRECOMPILED = "nvidia.com/precompiled"  # "true" on the operator's precompiled driver DaemonSets
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"  # extended resources of MIG devices (nvidia.com/mig-1g.10gb ...)
-# The operator's driver pods, by chart release: (label key, value) pairs, any one of which marks one.
-DRIVER_POD_LABELS = (("app.kubernetes.io/component", "nvidia-driver"), ("app", "nvidia-driver-daemonset"))
-# The upgrade controller's states (values of UPGRADE_STATE) that the live verbs act on.
-UPGRADE_DONE = "upgrade-done"
-UPGRADE_FAILED = "upgrade-failed"
-UPGRADE_IN_PROGRESS = ("cordon-required", "wait-for-jobs-required", "pod-deletion-required", "drain-required",
-                       "pod-restart-required", "validation-required", "uncordon-required")
-# gpu-rollout pause: the stack that set a node's skip label, and why (resume removes only its own).
-ANNOTATION_PAUSED_BY = f"{DOMAIN}/paused-by"
-ANNOTATION_PAUSED_REASON = f"{DOMAIN}/paused-reason"
-# A model's pod template annotated so declares its weights baked into (and pre-pulled with) the image.
-ANNOTATION_WEIGHTS_IN_IMAGE = f"{DOMAIN}/weights-in-image"

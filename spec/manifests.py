@@ -18,8 +18,6 @@ from spec.pools import DEFAULT_EKS_DISK_GIB
 CLUSTER_POLICY_NAME = "cluster-policy"
 OPERATOR_CHART = "gpu-operator"
 OPERATOR_CHART_REPO = "https://helm.ngc.nvidia.com/nvidia"
-NVIDIA_DRIVER_API = "nvidia.com/v1alpha1"
-CLUSTER_POLICY_API = "nvidia.com/v1"
 
 
 # ---------------------------------------------------------------- node pools

@@ -7,7 +7,7 @@ NVIDIADrivers and the prod PDBs. Two owners of one object would undo each other'
 
 from __future__ import annotations
 
-from spec import manifests
+from spec import kinds, manifests
 from spec.model import ClusterPolicyMode, DriverOwner, FleetSpec
 
 
@@ -18,11 +18,11 @@ def owned_objects(spec: FleetSpec) -> set[str]:
         for generation in manifests.pool_generations(pool):
             owned.add(f"node pool {pool.cloud_name(generation)}")
         if spec.driver.owner == DriverOwner.OPERATOR and spec.gpuOperator.useNvidiaDriverCrd:
-            owned.add(f"NVIDIADriver {manifests.nvidia_driver_name(pool)}")
+            owned.add(f"{kinds.NVIDIA_DRIVER.kind} {manifests.nvidia_driver_name(pool)}")
     if spec.gpuOperator.clusterPolicy != ClusterPolicyMode.EXTERNAL:
-        owned.add(f"ClusterPolicy {manifests.CLUSTER_POLICY_NAME}")
+        owned.add(f"{kinds.CLUSTER_POLICY.kind} {manifests.CLUSTER_POLICY_NAME}")
     for model in spec.models:
-        owned.add(f"PodDisruptionBudget {model.namespace}/{manifests.pdb_name(model)}")
+        owned.add(f"{kinds.POD_DISRUPTION_BUDGET.kind} {model.namespace}/{manifests.pdb_name(model)}")
     return owned
 
 

@@ -51,7 +51,7 @@ def test_the_shipped_attestation_is_the_example_canarys(canary: str) -> None:
     assert {c.id for c in sealed.checks} >= {"driver-version", "gpu-count", "model-answers", "validation-job"}
     released = {compat.architecture(p.gpuProduct).value for p in prod.nodePools if not prod.pool_held(p)}
     assert prod.promotion is not None
-    assert att.judge(sealed, driver=prod.driver.version, architectures=sorted(released),
+    assert att.admission_problems(sealed, driver=prod.driver.version, architectures=sorted(released),
                      min_soak_hours=prod.promotion.minSoakHours) == []
 
 

@@ -33,6 +33,7 @@ from spec.resource_facts.tokens import (
     CLUSTER_POLICY_TYPES,
     OPERATOR_CHART,
     canonical_order,
+    kubernetes_type,
 )
 from spec.resource_facts.values import (
     prop,
@@ -138,6 +139,7 @@ from spec.resource_facts.promotion import (
 
 __all__ = [
     "canonical_order",
+    "kubernetes_type",
     "AKS_POOL",
     "EKS_NODE_GROUP",
     "CLUSTER_POLICY_PATCH",

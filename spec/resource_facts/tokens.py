@@ -4,14 +4,23 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from spec import kinds
+
+
+def kubernetes_type(kind: kinds.Kind, *, patch: bool = False) -> str:
+    """pulumi_kubernetes' type token of a kind (``core`` for the core group); ``patch``: its server-side-apply
+    patch resource, which takes over only the fields it states."""
+    return f"kubernetes:{kind.group or 'core'}/{kind.version}:{kind.kind}{'Patch' if patch else ''}"
+
+
 AKS_POOL = "azure-native:containerservice:AgentPool"
 EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
-CLUSTER_POLICY_PATCH = "kubernetes:nvidia.com/v1:ClusterPolicyPatch"  # what the program registers (patch mode)
-CLUSTER_POLICY_CR = "kubernetes:nvidia.com/v1:ClusterPolicy"  # the whole CR, as a stack that created it registers it
-NVIDIA_DRIVER = "kubernetes:nvidia.com/v1alpha1:NVIDIADriver"
-HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
-PDB = "kubernetes:policy/v1:PodDisruptionBudget"
-CONFIG_MAP = "kubernetes:core/v1:ConfigMap"  # the records: cluster identity, a pool of an existing cluster
+CLUSTER_POLICY_PATCH = kubernetes_type(kinds.CLUSTER_POLICY, patch=True)  # what the program registers (patch mode)
+CLUSTER_POLICY_CR = kubernetes_type(kinds.CLUSTER_POLICY)  # the whole CR, as a stack that created it registers it
+NVIDIA_DRIVER = kubernetes_type(kinds.NVIDIA_DRIVER)
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"  # the provider's own resource type, no Kubernetes kind
+PDB = kubernetes_type(kinds.POD_DISRUPTION_BUDGET)
+CONFIG_MAP = kubernetes_type(kinds.CONFIG_MAP)  # the records: cluster identity, a pool of an existing cluster
 KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"
 STACK_REFERENCE = "pulumi:pulumi:StackReference"  # the stack's own last deployment (components/previous.py)
 # The component that holds that reference and registers its outputs: stack policies see a component's

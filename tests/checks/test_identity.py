@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from checks.identity import Verdict, judge
+from checks.identity import Verdict, identify_cluster
 from preview.run import SOURCE_DIR
 from rollout.cli import app
 from spec.load import load_stack_file
@@ -143,14 +143,14 @@ def _eks_node(zone: str, region_label: str | None) -> dict:
 ])
 def test_eks_regions(zone: str, region_label: str | None, verdict: Verdict) -> None:
     spec = load_stack_file(SOURCE_DIR / "Pulumi.eks-prod.yaml")
-    assert judge(spec, [], [_eks_node(zone, region_label)]).verdict == verdict
+    assert identify_cluster(spec, [], [_eks_node(zone, region_label)]).verdict == verdict
 
 
 def test_aks_nodes_with_a_custom_node_resource_group_are_no_evidence() -> None:
     spec = load_stack_file(SOURCE_DIR / "Pulumi.prod.yaml")
     node = aks_gpu_node("gput4", 0, vm_size="Standard_NC64as_T4_v3", product="Tesla-T4", gpus=4, driver="570.195.03",
                         node_rg="my-custom-nodes")
-    identity = judge(spec, [], [node])
+    identity = identify_cluster(spec, [], [node])
     assert identity.verdict == Verdict.UNCONFIRMED and identity.refutes == ()
 
 
@@ -158,7 +158,7 @@ def test_existing_clusters_are_judged_by_their_records_only() -> None:
     spec = load_stack_file(SOURCE_DIR / "Pulumi.existing-prod.yaml")
     ours = identity_configmap("canary", {"cluster": "lab-gpu-1", "cloud": "existing", "stage": "canary"})
     theirs = identity_configmap("prod", {"cluster": "lab-gpu-2", "cloud": "existing", "stage": "prod"})
-    assert judge(spec, [], []).verdict == Verdict.UNCONFIRMED
-    assert judge(spec, [ours], []).verdict == Verdict.CONFIRMED
-    refuted = judge(spec, [ours, theirs], [])  # any record naming another cluster refutes
+    assert identify_cluster(spec, [], []).verdict == Verdict.UNCONFIRMED
+    assert identify_cluster(spec, [ours], []).verdict == Verdict.CONFIRMED
+    refuted = identify_cluster(spec, [ours, theirs], [])  # any record naming another cluster refutes
     assert refuted.verdict == Verdict.REFUTED and "names cluster 'lab-gpu-2'" in refuted.message

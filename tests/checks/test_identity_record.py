@@ -5,7 +5,7 @@ mypy caught it when the type gates came in.)"""
 
 from __future__ import annotations
 
-from checks.identity import Verdict, judge
+from checks.identity import Verdict, identify_cluster
 from preview.run import SOURCE_DIR
 from spec import manifests
 from spec.load import load_stack_file
@@ -18,6 +18,6 @@ def test_the_verdict_names_the_stacks_own_record_not_the_last_one_read() -> None
     theirs = identity_configmap("prod", {"cluster": "lab-gpu-2", "cloud": "existing", "stage": "prod"})
     expected = f"{manifests.RECORD_NAMESPACE}/{manifests.identity_name(spec)}"
     for records in ([], [ours], [ours, theirs]):
-        identity = judge(spec, records, [])
+        identity = identify_cluster(spec, records, [])
         assert identity.record == expected, (records, identity.verdict)
-    assert judge(spec, [ours, theirs], []).verdict == Verdict.REFUTED
+    assert identify_cluster(spec, [ours, theirs], []).verdict == Verdict.REFUTED

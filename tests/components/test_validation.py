@@ -300,9 +300,9 @@ def test_a_branch_target_selects_by_the_drivers_major_label() -> None:
     config = change(config, "driver", lambda d: d.update(version="580", previousVersion="570"))
     config = change(config, "gpuOperator", lambda o: o.update(usePrecompiled=True))
     pod = daemon_sets(run_program(config, "existing-canary"))["gpu-validation-l40s-canary"]["spec"]["template"]["spec"]
-    node = {**UPGRADED, labels.GFD_DRIVER_VERSION: "580.95.05", validation.GFD_DRIVER_MAJOR: "580"}
+    node = {**UPGRADED, labels.GFD_DRIVER_VERSION: "580.95.05", labels.GFD_DRIVER_VERSION_MAJOR: "580"}
     assert selects(pod["affinity"], node)
-    assert not selects(pod["affinity"], {**node, validation.GFD_DRIVER_MAJOR: "570"})
+    assert not selects(pod["affinity"], {**node, labels.GFD_DRIVER_VERSION_MAJOR: "570"})
 
 
 def test_without_the_operators_upgrade_controller_the_state_label_is_not_required() -> None:

@@ -90,6 +90,19 @@ def test_load_refuses_a_changed_check_evidence(tmp_path: Path) -> None:
         att.load(path)
 
 
+def test_parse_unverified_reads_what_a_changed_file_states_and_nothing_that_is_no_attestation() -> None:
+    document = _sealed().document()
+    document["soakStart"] = "2026-11-01T08:00:00Z"  # changed after sealing: the pack refuses it, a reviewer sees it
+    stated = att.parse_unverified(json.dumps(document), "580.173.02")
+    assert stated.document()["soakStart"] == "2026-11-01T08:00:00Z" and stated.architectures == {"hopper", "turing"}
+    with pytest.raises(AttestationError, match="digest mismatch"):
+        att.parse(json.dumps(document), "580.173.02")
+    with pytest.raises(AttestationError, match="580.173.02: unknown apiVersion 'v0'"):
+        att.parse_unverified(json.dumps({**document, "apiVersion": "v0"}), "580.173.02")
+    with pytest.raises(AttestationError, match="580.173.02: not JSON"):
+        att.parse_unverified("{broken", "580.173.02")
+
+
 def test_load_checks_the_hmac_only_when_given_a_key(tmp_path: Path) -> None:
     keyed = att.write(tmp_path / "a", _sealed(hmac_key=b"right"))
     with pytest.raises(AttestationError, match="hmac mismatch: sealed with another key"):
@@ -247,16 +260,16 @@ def test_covers_by_driver_and_architecture() -> None:
     assert not att.covers(sealed, "580.173.03", "hopper")
 
 
-def test_judge_names_every_reason() -> None:
+def test_admission_problems_names_every_reason() -> None:
     now = END + timedelta(days=1)
     sealed = _sealed(soak_end=START + timedelta(hours=30))
-    assert att.judge(sealed, driver="580.173.02", architectures=["hopper"], min_soak_hours=24, now=now) == []
-    assert att.judge(sealed, driver="580.173.03", architectures=["hopper", "ampere"], min_soak_hours=168, now=now) == [
+    assert att.admission_problems(sealed, driver="580.173.02", architectures=["hopper"], min_soak_hours=24, now=now) == []
+    assert att.admission_problems(sealed, driver="580.173.03", architectures=["hopper", "ampere"], min_soak_hours=168, now=now) == [
         "it attests driver 580.173.02, not 580.173.03",
         "it covers hopper, turing GPUs, not ampere",
         "its soak lasted 30.0 h, less than promotion.minSoakHours (168 h)",
     ]
-    assert att.judge(sealed, driver="580.173.02", architectures=[], min_soak_hours=0, now=START) == [
+    assert att.admission_problems(sealed, driver="580.173.02", architectures=[], min_soak_hours=0, now=START) == [
         "its soak ends in the future (2026-11-21T14:00:00Z)"
     ]
 
