@@ -11,6 +11,7 @@ from kubernetes_validate.utils import schema_contents
 
 from spec import kinds
 from spec import resource_facts as rf
+from tests.product_source import product_files
 from tests.conftest import OPERATOR_CRDS, PROJECT_DIR
 
 KUBERNETES_VERSION = "1.33.0"
@@ -76,7 +77,6 @@ def test_the_type_tokens_are_pulumi_kubernetes_spelling_of_the_kinds() -> None:
 # ---------------------------------------------------------------- no group, version or plural outside spec/kinds.py
 
 HOME = Path("spec/kinds.py")
-PRODUCT = ("__main__.py", "spec", "components", "preview", "policy", "checks", "rollout", "scripts", "benchmarks")
 # workload/ is left out: it is shipped to a pod alone and imports nothing of the project (its one API call
 # patches a node). The fake API server in tests/ plays the API server and keeps its own spelling.
 # Spellings that name a kind and nothing else here: an apiVersion with a group, a group that is a domain ("apps"
@@ -110,11 +110,7 @@ def stray_kind_spellings(source: str, module: str) -> list[str]:
 
 
 def test_no_product_module_spells_a_kind_s_group_version_or_plural() -> None:
-    files = []
-    for entry in PRODUCT:
-        path = PROJECT_DIR / entry
-        files += [path] if path.is_file() else sorted(path.rglob("*.py"))
-    files = [f for f in files if f.relative_to(PROJECT_DIR) != HOME]
+    files = product_files(home=HOME, leave_out=("workload",))
     assert len(files) > 50 and PROJECT_DIR / "checks" / "kube.py" in files
     stray = [hit for f in files for hit in stray_kind_spellings(f.read_text(encoding="utf-8"),
                                                                  f.relative_to(PROJECT_DIR).as_posix())]

@@ -20,6 +20,7 @@ from spec import resource_facts as rf
 from spec.load import spec_from_config
 from spec.model import DriverOwner, FleetSpec, Stage
 from spec.pools import Generation, NodePool
+from tests.product_source import product_files
 from tests.conftest import PROJECT_DIR, aks_image_owned, edited, eks_operator_owned, stack_config
 
 # ---------------------------------------------------------------- what a pool moves to
@@ -141,8 +142,6 @@ def test_outputs_a_stack_lacks_or_states_malformed_read_as_nothing() -> None:
 # ---------------------------------------------------------------- no output name outside its home
 
 HOME = Path("spec/resource_facts/outputs.py")
-PRODUCT = ("__main__.py", "spec", "components", "preview", "policy", "checks", "rollout", "workload", "scripts",
-           "benchmarks")
 # These words also name other things here (a check's subject, a kubeconfig section, a key of the stack config,
 # an attestation or the validation job's config): elsewhere they are refused only where they name an output
 # (exported, registered, fetched from a stack reference, or looked up in something called *outputs*).
@@ -220,16 +219,8 @@ def stray_output_names(source: str, module: str) -> list[str]:
     ]
 
 
-def product_files() -> list[Path]:
-    files = []
-    for entry in PRODUCT:
-        path = PROJECT_DIR / entry
-        files += [path] if path.is_file() else sorted(path.rglob("*.py"))
-    return [f for f in files if f.relative_to(PROJECT_DIR) != HOME]
-
-
 def test_no_product_module_spells_a_stack_output_name() -> None:
-    files = product_files()
+    files = product_files(home=HOME)
     assert len(files) > 50 and PROJECT_DIR / "rollout" / "plan.py" in files
     stray = [hit for f in files for hit in stray_output_names(f.read_text(encoding="utf-8"),
                                                                f.relative_to(PROJECT_DIR).as_posix())]
