@@ -312,9 +312,15 @@ class _Run:
         slots = capacity.upgrade_slots(policy.max_parallel, policy.max_unavailable, self.total[g],
                                        upgrade_required=self.required[g], in_progress=self.in_progress[g],
                                        unavailable=self.unavailable[g])
+        started = []
         while waiting and slots > 0:
-            self._start(waiting.popleft(), CORDON)
+            started.append(waiting.popleft())
             slots -= 1
+        # One reconcile cordons every node it admits before any of them gets to pod deletion.
+        for i in started:
+            self._cordon(i)
+        for i in started:
+            self._enter(i, WAIT_JOBS)
 
     def _wave_maybe_done(self, w: int) -> None:
         if self.wave_left[w] == 0 and self.wave_end[w] is None and self.wave_start[w] is not None:
@@ -325,18 +331,21 @@ class _Run:
     # ------------------------------------------------------------ one node's states
 
     def _start(self, i: int, state: int) -> None:
+        self._cordon(i)
+        self._enter(i, WAIT_JOBS if state == CORDON else state)
+
+    def _cordon(self, i: int) -> None:
+        """cordon-required: the node leaves upgrade-required and is cordoned at once."""
         g = self.node_group[i]
         self.required[g] -= 1
         self.in_progress[g] += 1
+        self.state[i] = CORDON
         pool = self.node_pool[i]
         if self.pool_start[pool] is None:
             self.pool_start[pool] = self.now
         if not self.cordoned[i]:
             self._set_unavailable(i, +1)
             self.cordoned[i] = True
-        if state == CORDON:
-            state = WAIT_JOBS
-        self._enter(i, state)
 
     def _enter(self, i: int, state: int) -> None:
         self.state[i] = state
@@ -480,8 +489,10 @@ class _Run:
             pdb = model.pdb_name or f"{model.name} (PDB)"
             self._open_stall(i, why.PDB, f"PDB {pdb} allows 0 disruptions ({self.ready_count[blocking]} of "
                              f"{model.replicas} replicas Ready)", pdb)
-        elif not self.pods_on[i] and not self.terminating[i]:
-            self._pods_gone(i)
+        else:
+            self._close_stall(i)  # the last refused eviction went through
+            if not self.pods_on[i] and not self.terminating[i]:
+                self._pods_gone(i)
 
     def _may_evict(self, p: int, m: int) -> bool:
         """The Eviction API's answer: a PDB's allowance; an unready pod may also go while the budget is healthy."""
@@ -672,11 +683,14 @@ class _Run:
             s.permanent for s in self.stalls)
         last_done = max((e for e in self.pool_end if e is not None), default=0.0)
         pools = self.fleet.pools
-        waves = tuple(Span(f"wave {w}", len(self.wave_nodes[k]), self.wave_start[k], self.wave_end[k])
-                      for k, w in enumerate(self.waves))
+        # A pool or wave with a node stopped for good did not finish, whatever came after it.
+        stopped = {s.pool for s in self.stalls if s.permanent}
         pool_spans = tuple(Span(p.name, self.pool_count[k], self.pool_start[k],
-                                self.pool_end[k] if self.pool_left[k] == 0 else None)
+                                self.pool_end[k] if self.pool_left[k] == 0 and p.name not in stopped else None)
                            for k, p in enumerate(pools))
+        waves = tuple(Span(f"wave {w}", len(self.wave_nodes[k]), self.wave_start[k],
+                           None if any(p.wave == w and p.name in stopped for p in pools) else self.wave_end[k])
+                      for k, w in enumerate(self.waves))
         models = tuple(ModelOutcome(m.name, m.replicas, m.minimum, self.lowest[k], self.below_total[k],
                                     self.ready_at_start[k])
                        for k, m in enumerate(self.models))
