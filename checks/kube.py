@@ -107,7 +107,7 @@ _WHOLE = msgspec.json.Decoder()
 def _list_decoder(shape: Any) -> msgspec.json.Decoder[Any]:
     """A decoder of a LIST response that keeps only ``shape``'s fields of each item."""
     document = TypedDict(f"{shape.__name__}List", {"metadata": slim.ListMeta | None,  # type: ignore[misc]
-                                                   "items": list[shape] | None}, total=False)  # type: ignore[valid-type]
+                                                   "items": list[shape] | None}, total=False)
     return msgspec.json.Decoder(document)
 FIELD_MANAGER = "gpu-rollout"
 
