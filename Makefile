@@ -77,13 +77,16 @@ POLICY_PACK_DIR ?= build/policy-pack
 policy-pack: venv
 	$(BIN)/python -m policy.bundle $(POLICY_PACK_DIR)
 
-# How preflight scales with the fleet (API calls and seconds at 10, 100 and 1,000 nodes) and how the offline
+# How preflight scales with the fleet (API calls and seconds at 10, 100 and 1,000 nodes; then preflight, verify and
+# simulate --from-cluster reading 1k, 3k and 10k nodes of 8 pods each: seconds and peak memory) and how the offline
 # plan scales (seconds and peak memory at 3, 30 and 150 pools; the prod example against the SDK imports); what a
-# diff of the four example stacks costs against one plan of the prod stack.
+# diff of the four example stacks costs against one plan of the prod stack; the simulator on 100, 1,000 and 10,000
+# nodes (seconds and peak memory).
 bench: venv
 	$(BIN)/python -m benchmarks.checks_scale
 	$(BIN)/python -m benchmarks.plan_scale
 	$(BIN)/python -m benchmarks.diff_scale
+	$(BIN)/python -m benchmarks.simulate_scale
 
 # Re-pin every transitive dependency after a change to pyproject.toml.
 constraints:

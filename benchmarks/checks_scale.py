@@ -8,14 +8,23 @@ PDBs, the operator's DaemonSets, ClusterPolicies and NVIDIADrivers. Only continu
 ``page_size`` objects, because large lists are paged on purpose.
 
     .venv/bin/python -m benchmarks.checks_scale
+
+At scale (``make bench``): preflight, verify's read and ``simulate --from-cluster``'s read of 1,000, 3,000 and
+10,000 GPU nodes with 8 pods each (driver, validator and six node agents; the model replicas come on top), the fake
+API in a process of its own and each read in a fresh interpreter, so the seconds and the peak resident memory are
+the reader's own. Verify's test requests to the model pods are answered in memory: they are no read.
 """
 
 from __future__ import annotations
 
 import json
+import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from checks import kube as k
 from checks.preflight import run_preflight
@@ -55,6 +64,65 @@ def measure(nodes: int, settings: k.ClientSettings) -> dict[str, float]:
                 "seconds": seconds}
 
 
+SIZES = (1_000, 3_000, 10_000)
+PODS_PER_NODE_AT_SCALE = 8
+VERBS = ("preflight", "verify", "simulate")
+
+
+def serve(nodes: int) -> None:
+    """The fake API seeded with ``nodes`` nodes, until stdin closes; prints its kubeconfig and pod count."""
+    spec = prod_with(nodes)
+    with FakeKube() as fake, tempfile.TemporaryDirectory() as tmp:
+        seed(fake, spec, filler_pods_per_node=PODS_PER_NODE_AT_SCALE - 2)
+        path = fake.write_kubeconfig(Path(tmp) / "kubeconfig")
+        print(json.dumps({"kubeconfig": str(path), "pods": len(fake.store["pods"])}), flush=True)
+        sys.stdin.read()
+
+
+def _answer(pod: Any, port: int, path: str, body: Any = None) -> dict[str, Any]:
+    """A model server's answer to verify's test request, in memory."""
+    return {"data": [{"id": "model"}], "choices": [{"text": "hello"}], "usage": {"completion_tokens": 2},
+            "generated_text": "hello", "text_output": "hello"}
+
+
+def read(verb: str, nodes: int, kubeconfig: str) -> dict[str, float]:
+    """One verb's read of the cluster, in this interpreter: seconds and peak resident memory."""
+    from checks import snapshot, validation
+
+    spec = prod_with(nodes)
+    adapter = k.connect(kubeconfig, settings=k.ClientSettings())
+    start = time.perf_counter()
+    if verb == "preflight":
+        count = len(run_preflight(adapter, spec))
+    elif verb == "verify":
+        count = len(validation.gather(adapter, spec, None, ask=_answer).nodes)
+    else:
+        count = len(snapshot.read_fleet(adapter, spec).nodes)
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"seconds": seconds, "peak_mb": peak, "count": count}
+
+
+def at_scale() -> None:
+    print("reads at scale: the fake API in its own process, each read in a fresh interpreter")
+    print(f"{'nodes':>6} {'pods':>7} {'verb':>10} {'seconds':>8} {'peak MB':>8}")
+    for nodes in SIZES:
+        server = subprocess.Popen([sys.executable, "-m", "benchmarks.checks_scale", "--serve", str(nodes)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert server.stdout is not None
+            ready = json.loads(server.stdout.readline())
+            for verb in VERBS:
+                done = subprocess.run([sys.executable, "-m", "benchmarks.checks_scale", "--read", verb, str(nodes),
+                                       ready["kubeconfig"]], capture_output=True, text=True, check=True)
+                row = json.loads(done.stdout)
+                print(f"{nodes:>6} {ready['pods']:>7} {verb:>10} {row['seconds']:>8.2f} {row['peak_mb']:>8.0f}")
+        finally:
+            assert server.stdin is not None
+            server.stdin.close()
+            server.wait(timeout=60)
+
+
 def main() -> None:
     for label, settings in (("page size 500 (default)", k.ClientSettings()),
                             ("one page per LIST", k.ClientSettings(page_size=100_000))):
@@ -67,4 +135,12 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--serve"]:
+        serve(int(sys.argv[2]))
+    elif sys.argv[1:2] == ["--read"]:
+        print(json.dumps(read(sys.argv[2], int(sys.argv[3]), sys.argv[4])))
+    elif sys.argv[1:2] == ["--at-scale"]:
+        at_scale()
+    else:
+        main()
+        at_scale()

@@ -192,7 +192,8 @@ def check_readiness_probe(inv: Inventory) -> list[Finding]:
     return results
 
 
-def _caches_weights(pod: Obj) -> bool:
+def caches_weights(pod: Obj) -> bool:
+    """The pod loads its weights from a cache: baked into its image (annotated), a PVC or a host path."""
     if annotations_of(pod).get(labels.ANNOTATION_WEIGHTS_IN_IMAGE) == "true":
         return True
     # A generic ephemeral volume is a PVC created and deleted with the pod: empty on every reschedule.
@@ -204,7 +205,7 @@ def check_weights_cache(inv: Inventory) -> list[Finding]:
     results = []
     for deployment in inv.gpu_deployments():
         pods = inv.pods_of(deployment)
-        uncached = [name_of(p) for p in pods if not _caches_weights(p)]
+        uncached = [name_of(p) for p in pods if not caches_weights(p)]
         if uncached:
             results.append(warned(namespaced_name(deployment), f"{len(uncached)} pod(s) load weights without a "
                                   f"PVC, host path or pre-pulled image ({labels.ANNOTATION_WEIGHTS_IN_IMAGE}=true): "

@@ -10,22 +10,25 @@ call per node.
 Objects come back as the API's JSON (dicts, camelCase keys), the same shape for core objects and for
 the operator's custom resources. We use the client for what it is good at (kubeconfig, contexts, exec
 logins, TLS, auth headers, URL building) and skip its typed-model deserialization, which costs more
-than the request itself on lists of thousands of pods.
+than the request itself on lists of thousands of pods. Responses are parsed by msgspec straight from the
+bytes; a LIST of a large kind (nodes, pods, Deployments, DaemonSets, PDBs) keeps only the fields the checks
+read (:mod:`checks.slim`), so 80,000 pods fit in a fraction of the memory their whole objects take.
 """
 
 from __future__ import annotations
 
 import builtins  # annotations inside Kube, whose method `list` shadows the builtin there
-import json
+import functools
 import os
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import quote
 
+import msgspec
 import urllib3
 import yaml
 from kubernetes import client as k8s_client
@@ -43,6 +46,7 @@ from checks.errors import (
     RetryableError,
 )
 from checks import kubeconfig as kubeconfig_files
+from checks import slim
 from checks.objects import Obj
 from spec import kinds
 
@@ -65,6 +69,7 @@ class Resource:
 
     kind: kinds.Kind
     subresource: str | None = None  # for messages only: a request names its subresource in its path
+    shape: Any = None  # the fields a LIST keeps (checks.slim); None: whole objects
 
     def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
         kind = self.kind
@@ -85,18 +90,27 @@ class Resource:
         return f"{name}.{self.kind.group}" if self.kind.group else name
 
 
-NODES = Resource(kinds.NODE)
-PODS = Resource(kinds.POD)
+NODES = Resource(kinds.NODE, shape=slim.Node)
+PODS = Resource(kinds.POD, shape=slim.Pod)
 POD_PROXY = Resource(kinds.POD, "proxy")  # for messages: RBAC grants the proxy as this subresource
 EVENTS = Resource(kinds.EVENT)
-DEPLOYMENTS = Resource(kinds.DEPLOYMENT)
-DAEMONSETS = Resource(kinds.DAEMON_SET)
-PDBS = Resource(kinds.POD_DISRUPTION_BUDGET)
+DEPLOYMENTS = Resource(kinds.DEPLOYMENT, shape=slim.Workload)
+DAEMONSETS = Resource(kinds.DAEMON_SET, shape=slim.Workload)
+PDBS = Resource(kinds.POD_DISRUPTION_BUDGET, shape=slim.Budget)
 CLUSTER_POLICIES = Resource(kinds.CLUSTER_POLICY)
 NVIDIA_DRIVERS = Resource(kinds.NVIDIA_DRIVER)
 CONFIGMAPS = Resource(kinds.CONFIG_MAP)  # only the stack's records in kube-system
 
 MERGE_PATCH = "application/merge-patch+json"
+_WHOLE = msgspec.json.Decoder()
+
+
+@functools.cache
+def _list_decoder(shape: Any) -> msgspec.json.Decoder[Any]:
+    """A decoder of a LIST response that keeps only ``shape``'s fields of each item."""
+    document = TypedDict(f"{shape.__name__}List", {"metadata": slim.ListMeta | None,  # type: ignore[misc]
+                                                   "items": list[shape] | None}, total=False)
+    return msgspec.json.Decoder(document)
 FIELD_MANAGER = "gpu-rollout"
 
 
@@ -171,7 +185,8 @@ class Kube:
             page_query = query + ([("continue", token)] if token else [])
             try:
                 doc = self._request("GET", resource.path(namespace), page_query, verb="list", resource=resource,
-                                    namespace=namespace)
+                                    namespace=namespace,
+                                    decoder=_list_decoder(resource.shape) if resource.shape is not None else _WHOLE)
             except _Expired:
                 # The continue token outlived the server's snapshot: start over once, never splice pages.
                 if restarted:
@@ -212,13 +227,14 @@ class Kube:
     # ------------------------------------------------------------ the one place requests are made
 
     def _request(self, method: str, path: str, query: builtins.list[tuple[str, object]], *, verb: str, resource: Resource,
-                 namespace: str | None, body: Any = None, content_type: str | None = None) -> Obj:
+                 namespace: str | None, body: Any = None, content_type: str | None = None,
+                 decoder: msgspec.json.Decoder[Any] = _WHOLE) -> Obj:
         settings = self.settings
         start = self._monotonic()
         last: RetryableError | None = None
         for attempt in range(settings.attempts):
             try:
-                return self._once(method, path, query, verb, resource, namespace, body, content_type)
+                return self._once(method, path, query, verb, resource, namespace, body, content_type, decoder)
             except RetryableError as exc:
                 last = exc
             if attempt + 1 >= settings.attempts:
@@ -232,7 +248,7 @@ class Kube:
         raise GaveUpError(f"{verb} {resource.kind_name} gave up after {attempt + 1} attempt(s): {last}") from last
 
     def _once(self, method: str, path: str, query: builtins.list[tuple[str, object]], verb: str, resource: Resource,
-              namespace: str | None, body: Any, content_type: str | None) -> Obj:
+              namespace: str | None, body: Any, content_type: str | None, decoder: msgspec.json.Decoder[Any]) -> Obj:
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
@@ -251,8 +267,14 @@ class Kube:
         status = response.status
         if 200 <= status < 300:
             try:
-                doc = json.loads(data or b"{}")
-            except ValueError as exc:
+                doc = decoder.decode(data or b"{}")
+            except msgspec.ValidationError as exc:
+                # JSON, but not the shape of a list: no object at all (a proxy's answer), or a field of the wrong type.
+                whole = _WHOLE.decode(data or b"{}")
+                if isinstance(whole, dict):
+                    raise PermanentError(f"{what}: the server sent an object of an unexpected shape: {exc}") from exc
+                doc = whole
+            except msgspec.DecodeError as exc:
                 raise RetryableError(f"{what}: the server sent a body that is not JSON") from exc
             if not isinstance(doc, dict):
                 raise RetryableError(f"{what}: the server sent JSON that is not an object")
@@ -266,8 +288,8 @@ class _Expired(PermanentError):
 
 def _status_message(data: bytes | None) -> str:
     try:
-        doc = json.loads(data or b"{}")
-    except ValueError:
+        doc = _WHOLE.decode(data or b"{}")
+    except msgspec.DecodeError:
         return (data or b"")[:200].decode("utf-8", "replace")
     return str(doc.get("message") or doc.get("reason") or "")[:300]
 

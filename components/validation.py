@@ -27,7 +27,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from spec import kinds, labels
+from spec import capacity, kinds, labels
 from spec import resource_facts as rf
 from spec.membership import pool_node_selectors
 from spec.model import DriverOwner, FleetSpec, NodePool, Validation, kubernetes_name
@@ -235,6 +235,7 @@ def daemonset_body(spec: FleetSpec, pool: NodePool, target: str) -> dict[str, An
         *({"name": key, "value": value} for key, value in sorted(OFFLINE_ENV.items())),
     ]
     config_path = f"{PROGRAM_DIR}/pools/{config_key(pool)}"
+    gpus = capacity.validation_gpus(pool.gpusPerNode)  # the whole node (spec.capacity counts it for the simulator)
     container = {
         "name": "validate",
         "image": validation.image,
@@ -243,8 +244,8 @@ def daemonset_body(spec: FleetSpec, pool: NodePool, target: str) -> dict[str, An
                     "--linger", str(LINGER_SECONDS)],
         "workingDir": PROGRAM_DIR,
         "env": env,
-        "resources": {"requests": {"cpu": "2", "memory": "8Gi", labels.GPU_RESOURCE: str(pool.gpusPerNode)},
-                      "limits": {labels.GPU_RESOURCE: str(pool.gpusPerNode)}},
+        "resources": {"requests": {"cpu": "2", "memory": "8Gi", labels.GPU_RESOURCE: str(gpus)},
+                      "limits": {labels.GPU_RESOURCE: str(gpus)}},
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
                             "runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
                             "seccompProfile": {"type": "RuntimeDefault"}},

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from spec import labels
+from spec import labels, operator
 from spec import resource_facts as rf
 from spec.base import Stage
 
@@ -254,17 +254,12 @@ class OperatorDriver:
         return all(pool_labels.get(k) == v for k, v in (self.facts.selector or {}).items())
 
 
-# What an unset upgradePolicy key becomes, per resource kind (reference gpu-operator.md 1.2):
-# - Helm values: the chart template renders `autoUpgrade | default false` and
-#   `maxParallelUpgrades | default 0` (0 = unlimited);
-# - ClusterPolicy CRD: autoUpgrade false, maxParallelUpgrades 1, maxUnavailable 25%;
-# - NVIDIADriver CRD (26.7.0+): autoUpgrade true (unlike ClusterPolicy), maxParallelUpgrades 1, 25%.
-_CRD_DEFAULTS = {"autoUpgrade": False, "maxParallelUpgrades": 1, "maxUnavailable": "25%"}
+# What an unset upgradePolicy key becomes, per resource kind (spec.operator has the defaults and their source).
 POLICY_DEFAULTS: dict[str, dict[str, Any]] = {
-    rf.HELM_RELEASE: {"autoUpgrade": False, "maxParallelUpgrades": 0, "maxUnavailable": "25%"},
-    rf.CLUSTER_POLICY_PATCH: _CRD_DEFAULTS,
-    rf.CLUSTER_POLICY_CR: _CRD_DEFAULTS,
-    rf.NVIDIA_DRIVER: {**_CRD_DEFAULTS, "autoUpgrade": True},
+    rf.HELM_RELEASE: operator.HELM_POLICY_DEFAULTS,
+    rf.CLUSTER_POLICY_PATCH: operator.CLUSTER_POLICY_DEFAULTS,
+    rf.CLUSTER_POLICY_CR: operator.CLUSTER_POLICY_DEFAULTS,
+    rf.NVIDIA_DRIVER: operator.NVIDIA_DRIVER_POLICY_DEFAULTS,
 }
 
 

@@ -348,6 +348,38 @@ def resume(target: LiveTarget) -> Exit:
     return verb.execute("resume", live.stack.name, live.spec, live.kube, target.as_json, "")
 
 
+@app.command()
+@live_verb
+def simulate(
+    target: LiveTarget,
+    from_cluster: Annotated[
+        bool, typer.Option("--from-cluster", help="Read nodes, pods, PDBs and the operator's policy from the live "
+                           "cluster (read-only) instead of the stack; without it no cluster is reached.")
+    ] = False,
+    parallel: Annotated[
+        int | None, typer.Option("--parallel", min=0, help="Simulate with this maxParallelUpgrades instead of the "
+                                 "configured one (0: unlimited).")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the simulated durations' spread.")] = 0,
+) -> Exit:
+    """Predict the rollout before it starts: time per wave and pool, models below minAvailable, stalls, and the
+    safest fast parallelism. Exit 1 when the configured policy would stall or drop a model below its minimum."""
+    from rollout import simulate as verb
+
+    if from_cluster:
+        live = target.open()
+        return verb.execute(live.stack.name, lambda: verb.cluster_fleet(live.kube, live.spec), parallel=parallel,
+                            seed=seed, as_json=target.as_json)
+    if target.kubeconfig or target.context:
+        raise typer.BadParameter("they choose a cluster to read: give them with --from-cluster (without it no "
+                                 "cluster is reached)", param_hint="--kubeconfig/--context")
+    from rollout import context
+
+    ref = context.resolve_stack(target.stack, target.stack_file, target.project_dir)
+    return verb.execute(ref.name, lambda: verb.stack_fleet(ref.path), parallel=parallel, seed=seed,
+                        as_json=target.as_json)
+
+
 # ---------------------------------------------------------------- rollback (the Pulumi engine, Automation API)
 
 

@@ -23,7 +23,10 @@ Planned capacity (from the config)
   ``PoolShape(name, nodes, gpus_per_node)`` and ``Workload(name, replicas, gpus_per_replica,
   min_available)``; ``spare_gpus(pool, workloads)``, ``spare_nodes(pool, workloads)`` and
   ``take_nodes_out(pool, workloads, nodes_out) -> Disruption`` (is the loss covered by spare
-  capacity, and which workloads would drop below minAvailable in the worst case).
+  capacity, and which workloads would drop below minAvailable in the worst case);
+  ``nodes_out_within_budgets(pool, workloads)``: the most nodes that can be out at once while the
+  replicas every PDB keeps still fit on the others (what no schedule can beat: the simulator's lower
+  bound); ``validation_gpus(gpus_per_node)``: what the post-upgrade validation job's pod holds.
 Measured capacity (from live nodes)
   ``spare_capacity([NodeGpus(name, allocatable, requested), ...]) -> SpareCapacity``: spare GPUs
   of a pool against its largest node.
@@ -284,6 +287,26 @@ def take_nodes_out(pool: PoolShape, workloads: Sequence[Workload], nodes_out: in
     return Disruption(pool.name, nodes_out, gpus_out, spare, tuple(below))
 
 
+def nodes_out_within_budgets(pool: PoolShape, workloads: Iterable[Workload], *, unavailable: int = 0) -> int:
+    """The most nodes of ``pool`` that can be out at once (evicted, upgrading) while every replica the PDBs keep
+    (``Workload.min_replicas``) still runs on the other nodes, ``unavailable`` of which are out for other reasons
+    (cordoned, NotReady). Counted in GPUs, so it can only overstate what fits: a bound no schedule that honours
+    the PDBs beats. 0 when even the kept replicas do not fit on the nodes in service."""
+    kept = sum(w.min_replicas * w.gpus_per_replica for w in workloads)
+    in_service = pool.nodes - unavailable
+    if pool.gpus_per_node <= 0 or in_service <= 0:
+        return 0
+    return max(0, in_service - math.ceil(kept / pool.gpus_per_node))
+
+
+def validation_gpus(gpus_per_node: int) -> int:
+    """``nvidia.com/gpu`` the post-upgrade validation job's pod requests on a node (components/validation.py): every
+    GPU of the node, so it measures the whole node and runs only where no model replica has landed yet."""
+    if gpus_per_node <= 0:
+        raise ValueError(f"gpus per node must be positive, got {gpus_per_node}")
+    return gpus_per_node
+
+
 # ---------------------------------------------------------------- measured capacity (from live nodes)
 
 
@@ -344,6 +367,7 @@ __all__ = [
     "Workload",
     "max_unavailable_nodes",
     "min_available_replicas",
+    "nodes_out_within_budgets",
     "node_group_surges",
     "node_group_unavailable",
     "pdb_disruptions_allowed",
@@ -354,4 +378,5 @@ __all__ = [
     "spare_nodes",
     "take_nodes_out",
     "upgrade_slots",
+    "validation_gpus",
 ]

@@ -37,6 +37,7 @@ from spec.base import (
 from spec.operator import Drain, GpuOperator, PodDeletion, UpgradePolicy, WaitForCompletion
 from spec.pools import AksPool, EksPool, ExistingPool, Generation, LaunchTemplate, NodePool, PoolRollout, PoolTarget
 from spec.platform import EKS_AMI_OS, aks_os, eks_os
+from spec.simulation import Simulation
 from spec.resource_facts.cloud import is_nvidia_ami
 from spec.versions import CudaVersion, DriverVersion, is_branch_only
 
@@ -44,7 +45,8 @@ __all__ = [
     "PROJECT", "AksCluster", "AksPool", "Cloud", "Cluster", "ClusterPolicyMode", "Drain", "Driver", "DriverOwner",
     "EksCluster", "EksPool", "ExistingCluster", "ExistingPool", "FleetSpec", "Generation", "GpuOperator", "LaunchTemplate", "LocatedError", "Model",
     "ModelQueries", "ModelServing", "ServingEngine",
-    "NodePool", "NonNegativeInt", "PodDeletion", "PoolRollout", "PoolTarget", "PositiveInt", "Promotion", "Stage",
+    "NodePool", "NonNegativeInt", "PodDeletion", "PoolRollout", "PoolTarget", "PositiveInt", "Promotion", "Simulation",
+    "Stage",
     "UpgradePolicy", "Validation", "ValidationBaseline", "ValidationCache", "ValidationTolerance",
     "WaitForCompletion", "int_or_percent", "kubernetes_name",
 ]
@@ -158,6 +160,11 @@ class Model(SpecModel):
     nodePools: list[str] = Field(min_length=1, description="Pools the model's pods run on.")
     cudaForwardCompat: StrictBool = Field(False, description="Image ships cuda-compat for a newer CUDA.")
     serving: ModelServing = ModelServing()
+    weightsCached: StrictBool = Field(
+        False, description="A rescheduled replica loads its weights from a cache (PVC, host path, weights in the "
+        "image), not from a download: simulate's cachedLoadSeconds instead of uncachedLoadSeconds.")
+    loadSeconds: PositiveInt | None = Field(
+        None, description="Seconds a rescheduled replica takes until Ready, measured; default: by weightsCached.")
 
     @field_validator("minAvailable", mode="before")
     @classmethod
@@ -339,6 +346,7 @@ class FleetSpec(SpecModel):
     models: list[Model] = Field(default_factory=list)
     validation: Validation | None = None
     promotion: Promotion | None = None
+    simulation: Simulation = Simulation()
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

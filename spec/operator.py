@@ -11,6 +11,17 @@ from spec.base import ClusterPolicyMode, NonNegativeInt, SpecModel, int_or_perce
 from spec.versions import ChartVersion, chart_key
 
 
+# What an unset upgradePolicy key becomes, per kind of object that carries it (reference gpu-operator.md 1.2):
+# - ClusterPolicy CRD: autoUpgrade false, maxParallelUpgrades 1, maxUnavailable 25%;
+# - NVIDIADriver CRD (26.7.0+): autoUpgrade true (unlike ClusterPolicy), maxParallelUpgrades 1, 25%;
+# - Helm values: the chart template renders `autoUpgrade | default false` and `maxParallelUpgrades | default 0`
+#   (0 = unlimited).
+# The policy pack reads the stack's resources by them, `simulate --from-cluster` the live objects.
+CLUSTER_POLICY_DEFAULTS: dict[str, object] = {"autoUpgrade": False, "maxParallelUpgrades": 1, "maxUnavailable": "25%"}
+NVIDIA_DRIVER_POLICY_DEFAULTS: dict[str, object] = {**CLUSTER_POLICY_DEFAULTS, "autoUpgrade": True}
+HELM_POLICY_DEFAULTS: dict[str, object] = {"autoUpgrade": False, "maxParallelUpgrades": 0, "maxUnavailable": "25%"}
+
+
 class WaitForCompletion(SpecModel):
     podSelector: str = Field("", description="Label selector of jobs the upgrade waits for before evicting.")
     timeoutSeconds: NonNegativeInt = Field(0, description="How long to wait; 0 waits forever.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from benchmarks.checks_scale import measure
 from checks import kube as k
+from tests.fakekube.plugin import fake, kubeconfig  # noqa: F401 - fixtures
 
 
 def test_preflight_benchmark_runs_and_its_query_count_does_not_grow() -> None:
@@ -11,3 +12,22 @@ def test_preflight_benchmark_runs_and_its_query_count_does_not_grow() -> None:
     assert small["writes"] == larger["writes"] == 0
     assert small["queries"] == larger["queries"] > 0
     assert larger["pods"] > small["pods"]
+
+
+def test_the_simulator_benchmark_runs_and_grows_with_the_fleet() -> None:
+    from benchmarks.simulate_scale import measure as simulate_measure
+
+    small, larger = simulate_measure(40), simulate_measure(120)
+    assert larger["nodes"] == 3 * small["nodes"] and larger["replicas"] == 3 * small["replicas"]
+    assert small["peak_mb"] > 0
+
+
+def test_a_read_at_scale_reports_its_figures(fake, kubeconfig) -> None:  # noqa: F811 - the fixtures above
+    from benchmarks.checks_scale import prod_with, read
+    from tests.fakekube.fixtures import seed
+
+    seed(fake, prod_with(12), filler_pods_per_node=6)
+    for verb in ("preflight", "verify", "simulate"):
+        row = read(verb, 12, str(kubeconfig))
+        assert row["count"] > 0 and row["peak_mb"] > 0
+    assert fake.writes == 0

@@ -243,8 +243,13 @@ def model_deployment(model: Model) -> Obj:
     }
 
 
-def _short_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:5]
+def _short_hash(text: str, length: int = 5) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def _node_suffix(node: str) -> str:
+    """A per-node pod's suffix: long enough that 10,000 nodes never collide (5 hex digits did at 2,000)."""
+    return _short_hash(node, 10)
 
 
 def seed(fake: FakeKube, spec: FleetSpec, *, filler_pods_per_node: int = 0) -> dict[str, list[str]]:
@@ -299,17 +304,17 @@ def seed(fake: FakeKube, spec: FleetSpec, *, filler_pods_per_node: int = 0) -> d
                                    "template": {"metadata": {"labels": ds_labels}, "spec": {"containers": [
                                        {"name": "nvidia-driver-ctr", "image": image}]}}}})
             for node in nodes[pool.name]:
-                fake.add(pod(f"{ds_name}-{_short_hash(node)}", op.namespace, node, ds_labels,
+                fake.add(pod(f"{ds_name}-{_node_suffix(node)}", op.namespace, node, ds_labels,
                              [{"name": "nvidia-driver-ctr",
                                "image": f"{op.driverRepository}/driver:{current_driver(spec)}-ubuntu22.04"}],
                              owner=("DaemonSet", ds_name)))
         for node in nodes[pool.name]:
-            fake.add(pod(f"nvidia-operator-validator-{_short_hash(node)}", op.namespace, node,
+            fake.add(pod(f"nvidia-operator-validator-{_node_suffix(node)}", op.namespace, node,
                          {"app": "nvidia-operator-validator", "app.kubernetes.io/part-of": "gpu-operator"},
                          [{"name": "nvidia-operator-validator", "image": "nvcr.io/nvidia/gpu-operator:validator"}],
                          owner=("DaemonSet", "nvidia-operator-validator")))
             for filler in range(filler_pods_per_node):
-                fake.add(pod(f"agent-{filler}-{_short_hash(node)}", "kube-system", node, {"app": f"agent-{filler}"},
+                fake.add(pod(f"agent-{filler}-{_node_suffix(node)}", "kube-system", node, {"app": f"agent-{filler}"},
                              [{"name": "agent", "image": "registry.k8s.io/pause:3.10"}],
                              owner=("DaemonSet", f"agent-{filler}")))
 

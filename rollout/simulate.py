@@ -1,0 +1,159 @@
+"""`gpu-rollout simulate`: the rollout predicted before it starts (docs/simulate.md), from the stack or, with
+``--from-cluster``, from the live cluster (read-only). Prints the predicted time per wave and pool, each model's
+lowest availability, every stall with its cause, the peak of what is out at once, the lower bound and the safest
+fast parallelism as the stack-file change that applies it.
+
+Exit 0 when the configured policy completes with every model at or above its minimum; 1 when it would stop a
+node for good (a failed node, a PDB that never lets go, a skip label) or drop a model below its minimum; 2 for
+bad input (a stack whose node image owns the driver: nothing to simulate).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.table import Table
+
+from rollout import console as consoles
+from rollout.console import say
+from rollout.exits import Exit
+from simulate.assess import Assessment, assess
+from simulate.fleet import Fleet, NotSimulated, fleet_from_spec
+from simulate.outcome import Outcome
+from spec import load
+from spec.model import PROJECT, FleetSpec
+
+if TYPE_CHECKING:  # the Kubernetes client only where a cluster is read
+    from checks import kube as kube_module
+
+POLICY_KEY = "gpuOperator.upgradePolicy"  # the stack key every NVIDIADriver and the ClusterPolicy take their policy from
+STALLS_SHOWN = 20
+
+
+def stack_change(max_parallel: int, max_unavailable: int) -> list[dict[str, Any]]:
+    """The stack-file keys (full config key paths) and values that apply a recommendation."""
+    return [{"key": f"{PROJECT}:{POLICY_KEY}.maxParallelUpgrades", "value": max_parallel},
+            {"key": f"{PROJECT}:{POLICY_KEY}.maxUnavailable", "value": max_unavailable}]
+
+
+def stack_fleet(path: Path) -> Fleet:
+    """The fleet the stack file declares; no cluster is reached."""
+    return fleet_from_spec(load.load_stack_file(path))
+
+
+def cluster_fleet(kube: kube_module.Kube, spec: FleetSpec) -> Fleet:
+    """The fleet as the live cluster shows it (read-only)."""
+    from checks import snapshot
+
+    return snapshot.read_fleet(kube, spec)
+
+
+def execute(stack: str, read_fleet: Callable[[], Fleet], *, parallel: int | None, seed: int, as_json: bool) -> Exit:
+    try:
+        fleet = read_fleet()
+    except NotSimulated as error:
+        say(f"simulate: {error}")
+        return Exit.INVALID
+    assessment = assess(fleet, seed, parallel)
+    if as_json:
+        document = {"stack": stack, **assessment.as_json()}
+        recommended = assessment.recommended
+        if recommended.max_parallel is not None and recommended.max_unavailable is not None:
+            document["recommended"]["stackChange"] = stack_change(recommended.max_parallel,
+                                                                  recommended.max_unavailable)
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+    else:
+        render(stack, assessment, consoles.stdout())
+    outcome = assessment.outcome
+    for model in outcome.below_minimum:
+        say(f"model {model.name} drops to {model.lowest} available replica(s), below its minAvailable "
+            f"{model.minimum}, for {model.seconds_below / 60:.1f} min")
+    permanent = outcome.permanent_stalls
+    if permanent:
+        first = permanent[0]
+        say(f"the rollout stops for good: {len(permanent)} node(s), first {first.node} in {first.state}: "
+            f"{first.detail}")
+    return Exit.failed_if(not outcome.ok)
+
+
+# ---------------------------------------------------------------- the table view
+
+
+def _minutes(seconds: float | None) -> str:
+    return "never" if seconds is None else f"{seconds / 60:.1f}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "does not finish"
+    return f"{seconds / 3600:.1f} h ({seconds / 60:.0f} min)"
+
+
+def render(stack: str, assessment: Assessment, console: Console) -> None:
+    outcome = assessment.outcome
+    source = "the live cluster" if assessment.fleet.source == "cluster" else "the stack"
+    policies = "; ".join(f"{g.title}: maxParallelUpgrades {g.policy.max_parallel}, maxUnavailable "
+                         f"{g.policy.max_unavailable}" + ("" if g.policy.auto_upgrade else ", autoUpgrade false")
+                         for g in assessment.fleet.groups)
+    console.print(f"simulate (stack {stack}, from {source}, seed {assessment.seed}): {policies}")
+    ratio = assessment.ratio
+    bound = assessment.lower_bound
+    console.print(f"predicted: {_duration(outcome.seconds)}; lower bound {_duration(bound.seconds)}"
+                  + (f", ratio {ratio:.2f}" if ratio is not None else "") + f" (limited by {bound.limited_by})")
+    console.print(f"peak unavailable: {outcome.peak_unavailable_nodes} node(s), {outcome.peak_unavailable_gpus} GPU(s)")
+    render_outcome(outcome, console)
+    render_recommendation(assessment, console)
+
+
+def render_outcome(outcome: Outcome, console: Console) -> None:
+    spans = Table(title="waves and pools", title_justify="left")
+    for column in ("wave / pool", "nodes", "start (min)", "end (min)", "minutes"):
+        spans.add_column(column)
+    for span in (*outcome.waves, *outcome.pools):
+        took = None if span.start is None or span.end is None else span.end - span.start
+        spans.add_row(span.name, str(span.nodes), _minutes(span.start), _minutes(span.end), _minutes(took))
+    console.print(spans)
+    models = Table(title="models", title_justify="left")
+    for column in ("model", "replicas", "minAvailable", "lowest available", "minutes below minAvailable"):
+        models.add_column(column)
+    for model in outcome.models:
+        style = "bold red" if model.below_minimum else ""
+        models.add_row(model.name, str(model.replicas), str(model.minimum), f"[{style}]{model.lowest}[/]" if style
+                       else str(model.lowest), f"{model.seconds_below / 60:.1f}")
+    console.print(models)
+    if not outcome.stalls:
+        console.print("stalls: none")
+        return
+    stalls = Table(title=f"stalls ({len(outcome.stalls)})", title_justify="left")
+    for column in ("node", "pool", "state", "cause", "PDB", "from (min)", "until (min)", "detail"):
+        stalls.add_column(column, overflow="fold")
+    for stall in outcome.stalls[:STALLS_SHOWN]:
+        stalls.add_row(stall.node, stall.pool, stall.state, stall.cause, stall.pdb or "", _minutes(stall.since),
+                       "for good" if stall.until is None else _minutes(stall.until), stall.detail)
+    console.print(stalls)
+    if len(outcome.stalls) > STALLS_SHOWN:
+        console.print(f"... {len(outcome.stalls) - STALLS_SHOWN} more (--json lists them all)")
+
+
+def render_recommendation(assessment: Assessment, console: Console) -> None:
+    recommended = assessment.recommended
+    table = Table(title="safest fast parallelism per policy", title_justify="left")
+    for column in ("policy", "pools", "nodes", "maxParallelUpgrades", "maxUnavailable", "why"):
+        table.add_column(column, overflow="fold")
+    for found in recommended.per_policy:
+        table.add_row(found.group, ", ".join(found.pools), str(found.nodes),
+                      "none" if found.max_parallel is None else str(found.max_parallel),
+                      "none" if found.max_unavailable is None else str(found.max_unavailable), found.reason)
+    console.print(table)
+    if recommended.max_parallel is None or recommended.max_unavailable is None or recommended.outcome is None:
+        console.print("recommended: none: no parallelism keeps every model at its minimum (see why above)")
+        return
+    console.print(f"recommended (the stack sends one {POLICY_KEY} to every policy, so the smallest): predicted "
+                  f"{_duration(recommended.outcome.seconds)}; apply with the stack-file change")
+    for change in stack_change(recommended.max_parallel, recommended.max_unavailable):
+        console.print(f"  {change['key']}: {change['value']}", markup=False, highlight=False)

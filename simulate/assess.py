@@ -1,0 +1,66 @@
+"""`gpu-rollout simulate`'s one call: the rollout under the configured policy (or another parallelism), the lower
+bound it is measured against, and the safest fast parallelism."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from simulate.bounds import LowerBound, lower_bound
+from simulate.engine import simulate
+from simulate.fleet import Fleet
+from simulate.outcome import Outcome
+from simulate.search import Recommended, recommend
+
+
+@dataclass(frozen=True)
+class Assessment:
+    fleet: Fleet
+    seed: int
+    outcome: Outcome  # under the policy as configured (or with --parallel)
+    lower_bound: LowerBound
+    recommended: Recommended
+
+    @property
+    def ratio(self) -> float | None:
+        """Predicted duration over the lower bound (1.0: no schedule could do better)."""
+        if self.outcome.seconds is None or self.lower_bound.seconds <= 0:
+            return None
+        return self.outcome.seconds / self.lower_bound.seconds
+
+    def as_json(self) -> dict[str, Any]:
+        recommended = self.recommended
+        return {
+            "source": self.fleet.source,
+            "seed": self.seed,
+            "policies": [{"policy": g.title, "pools": list(g.pools), "autoUpgrade": g.policy.auto_upgrade,
+                          "maxParallelUpgrades": g.policy.max_parallel, "maxUnavailable": g.policy.max_unavailable}
+                         for g in self.fleet.groups],
+            "predicted": self.outcome.as_json(),
+            "lowerBound": self.lower_bound.as_json(),
+            "ratio": None if self.ratio is None else round(self.ratio, 2),
+            "recommended": {
+                "maxParallelUpgrades": recommended.max_parallel,
+                "maxUnavailable": recommended.max_unavailable,
+                "perPolicy": [r.as_json() for r in recommended.per_policy],
+                "predicted": None if recommended.outcome is None else recommended.outcome.as_json(),
+            },
+        }
+
+
+def with_parallelism(fleet: Fleet, parallel: int) -> Fleet:
+    """Every policy of ``fleet`` with ``maxParallelUpgrades`` set to ``parallel`` (its maxUnavailable kept)."""
+    return fleet.with_policies(tuple(g.policy.with_parallelism(parallel, g.policy.max_unavailable)
+                                     for g in fleet.groups))
+
+
+def assess(fleet: Fleet, seed: int = 0, parallel: int | None = None) -> Assessment:
+    """Simulate ``fleet`` as configured (with ``parallel`` instead of each policy's maxParallelUpgrades when given),
+    bound it, and search the safest fast parallelism."""
+    if parallel is not None:
+        fleet = with_parallelism(fleet, parallel)
+    outcome = simulate(fleet, seed)
+    return Assessment(fleet, seed, outcome, lower_bound(fleet, outcome.models), recommend(fleet, seed))
+
+
+__all__ = ["Assessment", "assess", "with_parallelism"]

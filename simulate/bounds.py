@@ -1,0 +1,125 @@
+"""The least time any schedule needs to roll a fleet, given its spare capacity: what the predicted duration is
+measured against (predicted / lower bound says how much the policy costs).
+
+Two bounds, the larger holds. Per model whose PDB lets ``a`` replicas go: an eviction needs the allowance, and gets
+it back only when a replacement is Ready, a load time later; so ``E`` evictions (its Ready replicas on nodes that
+move) take at least ``(ceil(E / a) - 1)`` load times, and the last node then still installs and validates. Per pool: each node, once its pods are evicted, spends at least the driver install and the validator's time out of
+service (the shortest the spread allows); and no more nodes can be out at once than
+:func:`spec.capacity.nodes_out_within_budgets` allows, since the replicas each PDB keeps (of the models that run on
+that pool alone) must still fit on the others. With identical steps, ``n`` nodes at most ``k`` at a time take at least
+``ceil(n / k)`` steps. Waves run one after the other, with the configured gap between them. Everything ignored
+(waiting for slots, evictions, jobs, loads, models spanning pools) only makes real schedules longer, so the bound
+holds for any schedule that honours the PDBs: the simulator's included.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from simulate.fleet import Fleet
+from simulate.outcome import ModelOutcome
+from spec import capacity
+from spec.simulation import VALIDATION_TIMEOUT_SECONDS
+
+
+@dataclass(frozen=True)
+class PoolBound:
+    pool: str
+    wave: int
+    nodes: int  # nodes to upgrade
+    at_once: int  # the most that can be out at once
+    node_seconds: float  # the least one node is out
+    seconds: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {"pool": self.pool, "wave": self.wave, "nodes": self.nodes, "maxNodesOutAtOnce": self.at_once,
+                "nodeSeconds": round(self.node_seconds, 1), "seconds": round(self.seconds, 1)}
+
+
+@dataclass(frozen=True)
+class ModelBound:
+    model: str
+    evictions: int  # its Ready replicas on nodes that move
+    allowance: int  # replicas its PDB lets go at once
+    load_seconds: float  # the least a replacement takes until Ready
+    seconds: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {"model": self.model, "evictions": self.evictions, "allowance": self.allowance,
+                "loadSeconds": round(self.load_seconds, 1), "seconds": round(self.seconds, 1)}
+
+
+@dataclass(frozen=True)
+class LowerBound:
+    seconds: float
+    pools: tuple[PoolBound, ...]
+    models: tuple[ModelBound, ...] = ()
+
+    @property
+    def limited_by(self) -> str:
+        """What sets the bound: a model's PDB and load time, or the pools' spare capacity."""
+        slowest = max(self.models, key=lambda m: m.seconds, default=None)
+        if slowest is not None and slowest.seconds >= self.seconds:
+            return (f"model {slowest.model}: {slowest.evictions} evictions, {slowest.allowance} at a time, each back "
+                    f"after {slowest.load_seconds / 60:.1f} min")
+        return "spare capacity: " + ", ".join(f"{p.pool} {p.at_once} node(s) at once" for p in self.pools if p.nodes)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"seconds": round(self.seconds, 1), "minutes": round(self.seconds / 60, 1),
+                "limitedBy": self.limited_by, "pools": [p.as_json() for p in self.pools],
+                "models": [m.as_json() for m in self.models]}
+
+
+def lower_bound(fleet: Fleet, models: tuple[ModelOutcome, ...]) -> LowerBound:
+    """The bound for ``fleet``; ``models`` is any run's outcome of it, for the replicas Ready before the rollout
+    (a PDB keeps no more than were Ready)."""
+    durations = fleet.durations
+    shortest = 1 - durations.jitter
+    node_seconds = shortest * (durations.driverInstallSeconds
+                               + min(durations.validatorSeconds, VALIDATION_TIMEOUT_SECONDS))
+    started = {m.name: m.ready_at_start for m in models}
+    bounds = []
+    for pool in fleet.pools:
+        members = [n for n in fleet.nodes if n.pool == pool.name]
+        # What the simulator moves after the wave's release (a node seen mid-upgrade may move any time).
+        moving = sum(1 for n in members if n.needs_upgrade and n.state in ("", "upgrade-required", "upgrade-done")
+                     and n.ready and not n.skip)
+        kept = [capacity.Workload(m.name, kept, m.gpus_per_replica, kept)
+                for m in fleet.models if m.pools == (pool.name,)
+                for kept in [min(m.kept, started.get(m.name, m.replicas))]]
+        largest = max((n.gpus for n in members), default=pool.gpus_per_node)
+        shape = capacity.PoolShape(pool.name, len(members), max(largest, 1))
+        at_once = max(1, capacity.nodes_out_within_budgets(shape, kept))
+        seconds = math.ceil(moving / at_once) * node_seconds if moving else 0.0
+        bounds.append(PoolBound(pool.name, pool.wave, moving, at_once, node_seconds, seconds))
+    waves = sorted({p.wave for p in fleet.pools})
+    total = sum(max(b.seconds for b in bounds if b.wave == w) for w in waves)
+    total += durations.waveGapSeconds * max(0, len(waves) - 1)
+    limits = _model_bounds(fleet, started, node_seconds)
+    return LowerBound(max([total, *(m.seconds for m in limits)]), tuple(bounds), limits)
+
+
+def _model_bounds(fleet: Fleet, started: dict[str, int], node_seconds: float) -> tuple[ModelBound, ...]:
+    shortest = 1 - fleet.durations.jitter
+    moving = {n.name for n in fleet.nodes if n.needs_upgrade and n.ready and not n.skip}
+    on_moving = [0] * len(fleet.models)
+    for pod in fleet.pods:
+        if pod.model is not None and pod.ready and pod.node in moving:
+            on_moving[pod.model] += 1
+    found = []
+    for index, model in enumerate(fleet.models):
+        ready = started.get(model.name, model.replicas)
+        # The stack's case: the scheduler placed the replicas, and every node moves.
+        evictions = min(ready, model.replicas) if fleet.place_replicas else on_moving[index]
+        allowance = max(0, ready - model.kept) if model.pdb is not None else 0
+        if not evictions or not allowance:
+            continue  # no PDB limits it, or none lets a replica go (that stalls: no bound is needed)
+        load = shortest * model.load_seconds
+        seconds = (math.ceil(evictions / allowance) - 1) * load + node_seconds
+        found.append(ModelBound(model.name, evictions, allowance, load, seconds))
+    return tuple(found)
+
+
+__all__ = ["LowerBound", "ModelBound", "PoolBound", "lower_bound"]

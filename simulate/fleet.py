@@ -1,0 +1,188 @@
+"""What the simulator is given: a fleet's nodes, its model servers and their budgets, and the upgrade policies that
+roll its nodes, as plain values. :func:`fleet_from_spec` builds one from a stack (the nodes it declares, the
+replicas placed by the simulator's scheduler); ``checks.snapshot`` builds one from a live cluster.
+
+Nothing here reads a cluster or imports Pulumi.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from spec import capacity, manifests
+from spec.capacity import IntOrPercent
+from spec.model import DriverOwner, FleetSpec, UpgradePolicy
+from spec.simulation import Simulation
+
+CLUSTER_POLICY = "ClusterPolicy"
+NVIDIA_DRIVER = "NVIDIADriver"
+
+
+class NotSimulated(ValueError):
+    """The stack's driver is not rolled by the GPU Operator's upgrade controller (the node image owns it)."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One ``upgradePolicy`` as the upgrade controller reads it (the CRD's spelling in the comments)."""
+
+    auto_upgrade: bool = True  # autoUpgrade
+    max_parallel: int = 1  # maxParallelUpgrades; 0 is unlimited
+    max_unavailable: IntOrPercent = "25%"  # maxUnavailable
+    wait_selector: str = ""  # waitForCompletion.podSelector
+    wait_timeout: int = 0  # waitForCompletion.timeoutSeconds; 0 waits forever
+    deletion_force: bool = False  # podDeletion.force: delete GPU pods no controller owns
+    deletion_timeout: int = 300  # podDeletion.timeoutSeconds; 0 waits forever
+    drain_enable: bool = False  # drain.enable
+    drain_force: bool = False  # drain.force
+    drain_timeout: int = 300  # drain.timeoutSeconds
+
+    @classmethod
+    def from_spec(cls, policy: UpgradePolicy) -> Policy:
+        return cls(policy.autoUpgrade, policy.maxParallelUpgrades, policy.maxUnavailable,
+                   policy.waitForCompletion.podSelector, policy.waitForCompletion.timeoutSeconds,
+                   policy.podDeletion.force, policy.podDeletion.timeoutSeconds, policy.drain.enable,
+                   policy.drain.force, policy.drain.timeoutSeconds)
+
+    def with_parallelism(self, max_parallel: int, max_unavailable: IntOrPercent) -> Policy:
+        return Policy(self.auto_upgrade, max_parallel, max_unavailable, self.wait_selector, self.wait_timeout,
+                      self.deletion_force, self.deletion_timeout, self.drain_enable, self.drain_force,
+                      self.drain_timeout)
+
+
+@dataclass(frozen=True)
+class Group:
+    """The nodes one upgrade policy rolls: an NVIDIADriver's (one pool) or the ClusterPolicy's (every pool)."""
+
+    kind: str  # ClusterPolicy | NVIDIADriver
+    name: str
+    pools: tuple[str, ...]
+    policy: Policy
+
+    @property
+    def title(self) -> str:
+        return f"{self.kind} {self.name}"
+
+
+@dataclass(frozen=True)
+class Pool:
+    name: str
+    wave: int
+    gpus_per_node: int
+    validation_job: bool = False  # this project's validation job takes each node's GPUs after its upgrade
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    pool: str
+    gpus: int
+    needs_upgrade: bool = True  # its driver is not the pool's target yet
+    state: str = ""  # the upgrade-state label now ("" none): a node seen mid-upgrade starts that step over
+    cordoned: bool = False  # unschedulable before the rollout (stays so: the operator records it)
+    ready: bool = True
+    skip: bool = False  # a skip label nobody removes in this rollout (paused, held by hand)
+    jobs: int = 0  # pods matching waitForCompletion.podSelector running on it
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model server: its replicas and the budget its PDB enforces (None: no PDB protects it)."""
+
+    name: str  # namespace/name
+    replicas: int
+    gpus_per_replica: int
+    minimum: int  # the available replicas it must keep (minAvailable); reported against
+    pools: tuple[str, ...]
+    load_seconds: int  # a rescheduled replica until Ready
+    pdb: tuple[IntOrPercent | None, IntOrPercent | None] | None  # (minAvailable, maxUnavailable); None: no PDB
+    pdb_name: str = ""
+
+    def disruptions_allowed(self, ready: int) -> int:
+        """Evictions its PDB allows now (the disruption controller's arithmetic, ``spec.capacity``)."""
+        if self.pdb is None:
+            return self.replicas
+        return capacity.pdb_disruptions_allowed(self.pdb[0], self.pdb[1], self.replicas, healthy=ready)
+
+    @property
+    def kept(self) -> int:
+        """Replicas its PDB keeps while every one is healthy (0 without a PDB)."""
+        return 0 if self.pdb is None else self.replicas - self.disruptions_allowed(self.replicas)
+
+
+@dataclass(frozen=True)
+class Pod:
+    """A GPU pod placed on a node: a model's replica (``model`` its index) or another GPU pod (``model`` None)."""
+
+    node: str
+    gpus: int
+    model: int | None = None
+    ready: bool = True
+    managed: bool = True  # owned by a controller (a bare pod blocks pod deletion unless force)
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Fleet:
+    pools: tuple[Pool, ...]
+    nodes: tuple[Node, ...]
+    models: tuple[Model, ...]
+    groups: tuple[Group, ...]
+    durations: Simulation = field(default_factory=Simulation)
+    pods: tuple[Pod, ...] = ()  # placed pods; with ``place_replicas`` the simulator places the models' replicas
+    place_replicas: bool = False  # the stack's case: no placement is known, the scheduler places every replica
+    source: str = "stack"
+
+    def group_of_pool(self) -> dict[str, int]:
+        return {pool: index for index, group in enumerate(self.groups) for pool in group.pools}
+
+    def with_policy(self, group: int, policy: Policy) -> Fleet:
+        groups = tuple(policy if i == group else g.policy for i, g in enumerate(self.groups))
+        return self.with_policies(groups)
+
+    def with_policies(self, policies: tuple[Policy, ...]) -> Fleet:
+        groups = tuple(Group(g.kind, g.name, g.pools, p) for g, p in zip(self.groups, policies, strict=True))
+        return Fleet(self.pools, self.nodes, self.models, groups, self.durations, self.pods, self.place_replicas,
+                     self.source)
+
+
+def node_name(pool: str, index: int) -> str:
+    """The stack's nodes are not known by name; they sort by pool, then index."""
+    return f"{pool}-{index:05d}"
+
+
+def fleet_from_spec(spec: FleetSpec) -> Fleet:
+    """The stack as the simulator sees it: every pool's ``nodeCount`` nodes needing the new driver, every model's
+    replicas (placed by the simulator's scheduler, as a fresh cluster would spread them) and its PDB, and the
+    upgrade policies: one per NVIDIADriver (operator v26.7.0+ in per-pool mode) or the ClusterPolicy's."""
+    if spec.driver.owner != DriverOwner.OPERATOR:
+        raise NotSimulated("the node image owns the driver (driver.owner: image): pools move by generations, not "
+                           "by the GPU Operator's upgrade controller, so there is nothing to simulate")
+    durations = spec.simulation
+    validated = spec.validation is not None
+    # Every wave is played, held pools included, so the validation job follows every pool's upgrade.
+    pools = tuple(Pool(p.name, p.rollout.wave, p.gpusPerNode, validated) for p in spec.nodePools)
+    nodes = tuple(Node(node_name(p.name, i), p.name, p.gpusPerNode) for p in spec.nodePools
+                  for i in range(p.nodeCount))
+    models = tuple(
+        Model(f"{m.namespace}/{m.name}", m.replicas, m.gpusPerReplica,
+              capacity.min_available_replicas(m.minAvailable, m.replicas), tuple(m.nodePools),
+              durations.load_seconds(m.weightsCached, m.loadSeconds), (m.minAvailable, None),
+              f"{m.namespace}/{m.name}-pdb")
+        for m in spec.models
+    )
+    return Fleet(pools, nodes, models, spec_groups(spec), durations, place_replicas=True)
+
+
+def spec_groups(spec: FleetSpec) -> tuple[Group, ...]:
+    """Who rolls which pool: from operator v26.7.0 each NVIDIADriver by its own policy (the stack sends the same
+    ``gpuOperator.upgradePolicy`` to each); otherwise the ClusterPolicy's policy over every pool."""
+    op = spec.gpuOperator
+    policy = Policy.from_spec(op.upgradePolicy)
+    if op.useNvidiaDriverCrd and op.per_driver_upgrade_policy:
+        return tuple(Group(NVIDIA_DRIVER, manifests.nvidia_driver_name(p), (p.name,), policy) for p in spec.nodePools)
+    return (Group(CLUSTER_POLICY, manifests.CLUSTER_POLICY_NAME, tuple(p.name for p in spec.nodePools), policy),)
+
+
+__all__ = ["CLUSTER_POLICY", "NVIDIA_DRIVER", "Fleet", "Group", "Model", "Node", "NotSimulated", "Pod", "Policy",
+           "Pool", "fleet_from_spec", "node_name", "spec_groups"]
