@@ -19,6 +19,14 @@ class RetryableError(ClusterError):
         self.retry_after = retry_after
 
 
+class TooManyRequestsError(RetryableError):
+    """429: the API server's throttling, or an eviction a PodDisruptionBudget refuses now."""
+
+
+class EvictionRefusedError(ClusterError):
+    """An eviction answered 429 (a PodDisruptionBudget allows no disruption now): ask again later, never force."""
+
+
 class PermanentError(ClusterError):
     """The request cannot succeed as sent; retrying would not help."""
 

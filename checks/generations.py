@@ -44,16 +44,17 @@ JSON (:meth:`ImageSnapshot.as_json`; ``gpu-rollout watch --json`` adds ``"stack"
      "nodes": [{"name", "pool", "generation", "driver", "ready", "schedulable",
                 "secondsNotReady"}],                     # secondsNotReady: null while Ready
      "models": [{"model": "ns/name", "available", "minAvailable", "replicas"}],
-     "triggers": [{"kind": "below-min-available" | "not-ready", "subject", "message"}]}
+     "triggers": [{"kind": "below-min-available" | "validation-failed" | "not-ready", "subject", "message"}]}
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from checks import kube as k
+from checks.hold import HeldNode, held_nodes
 from checks.inventory import pool_nodes_of
 from checks.nodestate import node_driver_version, require_nodes
 from checks.objects import Obj, labels_of, name_of, spec_of, status_of
@@ -146,6 +147,7 @@ class ImageSnapshot:
     nodes: list[GenerationNode]
     models: list[dict[str, Any]]
     triggers: list[Trigger]
+    held: list[HeldNode] = field(default_factory=list)  # nodes held by a failed validation
 
     def pools(self, spec: FleetSpec) -> list[dict[str, Any]]:
         return [pool_progress(spec, pool, self.nodes) for pool in spec.nodePools]
@@ -194,5 +196,6 @@ def take_image_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, no
                                         f"Ready for {seconds / 60:.0f} min (threshold {stuck_after / 60:.0f} min)"))
         nodes.append(GenerationNode(name, pool, generation, node_driver_version(node),
                                     ready, not spec_of(node).get("unschedulable", False), seconds))
+    held = held_nodes(listed)
     models, model_triggers = model_rows(spec, deployments, pods)
-    return ImageSnapshot(now, nodes, models, model_triggers + triggers)
+    return ImageSnapshot(now, nodes, models, model_triggers + [h.trigger() for h in held] + triggers, held)

@@ -40,10 +40,12 @@ from checks.errors import (
     ClusterError,
     ConfigError,
     ConflictError,
+    EvictionRefusedError,
     GaveUpError,
     NotFoundError,
     PermanentError,
     RetryableError,
+    TooManyRequestsError,
 )
 from checks import kubeconfig as kubeconfig_files
 from checks import slim
@@ -93,6 +95,7 @@ class Resource:
 NODES = Resource(kinds.NODE, shape=slim.Node)
 PODS = Resource(kinds.POD, shape=slim.Pod)
 POD_PROXY = Resource(kinds.POD, "proxy")  # for messages: RBAC grants the proxy as this subresource
+POD_EVICTION = Resource(kinds.POD, "eviction")  # RBAC: create pods/eviction
 EVENTS = Resource(kinds.EVENT)
 DEPLOYMENTS = Resource(kinds.DEPLOYMENT, shape=slim.Workload)
 DAEMONSETS = Resource(kinds.DAEMON_SET, shape=slim.Workload)
@@ -215,6 +218,18 @@ class Kube:
                              verb="patch", resource=resource,
                              namespace=namespace, body=body, content_type=content_type)
 
+    def evict(self, namespace: str, pod: str) -> None:
+        """Evict ``pod`` through the Eviction API, so its PodDisruptionBudgets decide. A refusal (429) raises
+        :class:`EvictionRefusedError` at once, never retried here and never forced by a delete: the caller
+        asks again later. Other failures are retried as every request is."""
+        body = {"apiVersion": kinds.EVICTION.api_version, "kind": kinds.EVICTION.kind,
+                "metadata": {"name": pod, "namespace": namespace}}
+        try:
+            self._request("POST", PODS.path(namespace, pod, "eviction"), [], verb="create", resource=POD_EVICTION,
+                          namespace=namespace, body=body, content_type="application/json", retry_throttled=False)
+        except TooManyRequestsError as exc:
+            raise EvictionRefusedError(str(exc)) from exc
+
     def proxy(self, namespace: str, pod: str, port: int, path: str, body: Any = None) -> Obj:
         """A request to ``pod``'s ``port`` through the API server's pod proxy (``pods/<pod>:<port>/proxy``):
         GET, or POST of ``body`` as JSON; with the adapter's bounds, retries and error mapping (RBAC: the
@@ -228,7 +243,7 @@ class Kube:
 
     def _request(self, method: str, path: str, query: builtins.list[tuple[str, object]], *, verb: str, resource: Resource,
                  namespace: str | None, body: Any = None, content_type: str | None = None,
-                 decoder: msgspec.json.Decoder[Any] = _WHOLE) -> Obj:
+                 decoder: msgspec.json.Decoder[Any] = _WHOLE, retry_throttled: bool = True) -> Obj:
         settings = self.settings
         start = self._monotonic()
         last: RetryableError | None = None
@@ -236,6 +251,8 @@ class Kube:
             try:
                 return self._once(method, path, query, verb, resource, namespace, body, content_type, decoder)
             except RetryableError as exc:
+                if not retry_throttled and isinstance(exc, TooManyRequestsError):
+                    raise
                 last = exc
             if attempt + 1 >= settings.attempts:
                 break
@@ -321,5 +338,6 @@ def _error_for(status: int, headers: Any, data: bytes | None, what: str, verb: s
             retry_after = float(headers.get("Retry-After")) if headers and headers.get("Retry-After") else None
         except (TypeError, ValueError):
             retry_after = None
-        return RetryableError(f"{what}: HTTP {status}" + (f" ({message})" if message else ""), retry_after)
+        kind = TooManyRequestsError if status == 429 else RetryableError
+        return kind(f"{what}: HTTP {status}" + (f" ({message})" if message else ""), retry_after)
     return PermanentError(f"{what}: HTTP {status}" + (f" ({message})" if message else ""))

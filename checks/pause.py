@@ -10,6 +10,10 @@ the stack holds now (``FleetSpec.pool_held``), resume drops only our annotations
 the stack wants it there. Both are idempotent: re-running after an interruption finishes the nodes
 that were not done.
 
+Neither touches a node's cordon. A node the validation job holds after a failed validation
+(:mod:`checks.hold`) stays cordoned through `resume`, which lists it (``validation_held``): only
+`gpu-rollout release-node` releases it, and until then `watch` pauses the rollout again.
+
 Each patched node is reported through ``on_change`` as soon as the patch succeeded, and a failure
 midway raises :class:`ChangeInterrupted` carrying what was changed before it, so the caller can show
 exactly what is on the cluster now.
@@ -33,6 +37,7 @@ from dataclasses import dataclass, field
 
 from checks import kube as k
 from checks.errors import ClusterError
+from checks.hold import held_nodes
 from checks.identity import ClusterIdentity, refuse_if_refuted, require_stack_cluster
 from checks.inventory import pool_nodes_of
 from checks.nodestate import node_done, require_nodes
@@ -53,10 +58,11 @@ class PauseReport:
     foreign: list[str] = field(default_factory=list)  # skip label set by someone else: left alone
     done: list[str] = field(default_factory=list)  # upgrade-done on the pool's target driver: nothing to hold
     held: list[str] = field(default_factory=list)  # resume: pool held by the stack; our annotation dropped, label kept
+    validation_held: list[str] = field(default_factory=list)  # resume: cordoned by a failed validation; left so
 
     def as_json(self) -> dict[str, list[str]]:
         return {"changed": self.changed, "unchanged": self.unchanged, "foreign": self.foreign, "done": self.done,
-                "held": self.held}
+                "held": self.held, "validationHeld": self.validation_held}
 
 
 class ImageOwnedDriver(Exception):
@@ -141,7 +147,9 @@ def resume(kube: k.Kube, spec: FleetSpec, stack: str,
     refuse_image_owned(spec, "resume")
     report = PauseReport()
     held = {p.name for p in spec.nodePools if spec.pool_held(p)}
-    for node, membership in _nodes(kube, spec, "resume", identity, on_identity):
+    nodes = _nodes(kube, spec, "resume", identity, on_identity)
+    report.validation_held = [h.name for h in held_nodes(nodes)]
+    for node, membership in nodes:
         name, node_labels = name_of(node), labels_of(node)
         if annotations_of(node).get(labels.ANNOTATION_PAUSED_BY) != stack:
             if node_labels.get(labels.SKIP_UPGRADE) == "true":

@@ -23,6 +23,7 @@ from typing import Any
 
 from checks import kube as k
 from checks.errors import AccessDeniedError, ClusterError
+from checks.hold import read_hold
 from checks.identity import ClusterIdentity, identify_cluster, read_records, refuse_if_refuted
 from checks.inventory import pool_nodes_of
 from checks.nodestate import NoNodesError, node_driver_version, upgrade_state
@@ -673,36 +674,80 @@ def check_dcgm_metrics(facts: VerifyFacts) -> list[Finding]:
     return findings
 
 
+def result_identity_problem(result: job_result.Result, node: UpgradedNode, cluster: str) -> str | None:
+    """Why ``result`` is not this node's validation on its target, or None: it must name the node, the cluster
+    and the target driver, and the driver its own ``driver-version`` check saw must be that driver."""
+    named = []
+    if result.node != node.name:
+        named.append(f"node {result.node}")
+    if result.cluster != cluster:
+        named.append(f"cluster {result.cluster}")
+    if not job_result.driver_matches(node.target, result.targetDriver):
+        named.append(f"driver {result.targetDriver}")
+    if named:
+        return f"the result names {', '.join(named)}, not this node's validation on {node.target} in {cluster}"
+    seen = result.check("driver-version")
+    reported = seen.evidence.get("reported") if seen is not None else None
+    if isinstance(reported, str) and reported and not job_result.driver_matches(node.target, reported):
+        return f"the result's driver-version check saw driver {reported}, not {node.target}"
+    return None
+
+
 @check("validation-job", VALIDATION)
 def check_validation_job(facts: VerifyFacts) -> list[Finding]:
-    """The validation job's result for the target driver passed on the node (workload.result, on the Node)."""
+    """The validation job's result for the target driver passed on the node (workload.result, on the Node), it is
+    that node's result on that driver, and no failed validation holds the node (checks/hold.py)."""
     if facts.spec.validation is None:
         return [failed(n.name, "the stack declares no validation job (the validation block)") for n in facts.nodes]
     findings = []
     for node in facts.nodes:
         parsed, error = validation_result(node.node, node.target)
         key = job_result.result_annotation(node.target)
+        hold = _hold_of(node.node)
         if error:
             findings.append(failed(node.name, error, {"annotation": key}))
-        elif parsed is None:
-            findings.append(inconclusive(node.name, f"no result for {node.target} yet (annotation {key}): the job "
-                                         "has not finished on this node", {"annotation": key}))
-        else:
-            evidence = {"annotation": key, "outcome": parsed.outcome, "startedAt": parsed.startedAt,
-                        "finishedAt": parsed.finishedAt, "program": parsed.program,
-                        "measurements": {k_: v for k_, v in parsed.measurements.items()
-                                         if isinstance(v, (int, float, str)) and not isinstance(v, bool)}}
-            bad = [c for c in parsed.checks if c.status == job_result.FAIL]
-            if parsed.node != node.name or not job_result.driver_matches(node.target, parsed.targetDriver):
-                findings.append(failed(node.name, f"the result names node {parsed.node} and driver "
-                                       f"{parsed.targetDriver}", evidence))
-            elif bad:
-                findings.append(failed(node.name, "the job failed: " + "; ".join(f"{c.id}: {c.message}" for c in bad),
-                                       evidence))
+            continue
+        if parsed is None:
+            if hold is not None:
+                findings.append(failed(node.name, hold["message"], {"annotation": key, "hold": hold}))
             else:
-                findings.append(passed(node.name, f"the job passed at {parsed.finishedAt} "
-                                       f"({len(parsed.checks)} checks)", evidence))
+                findings.append(inconclusive(node.name, f"no result for {node.target} yet (annotation {key}): the "
+                                             "job has not finished on this node", {"annotation": key}))
+            continue
+        evidence: dict[str, Any] = {
+            "annotation": key, "outcome": parsed.outcome, "startedAt": parsed.startedAt,
+            "finishedAt": parsed.finishedAt, "program": parsed.program,
+            "measurements": {k_: v for k_, v in parsed.measurements.items()
+                             if isinstance(v, (int, float, str)) and not isinstance(v, bool)}}
+        if hold is not None:
+            evidence["hold"] = hold
+        bad = [c for c in parsed.checks if c.status == job_result.FAIL]
+        problem = result_identity_problem(parsed, node, facts.spec.cluster.name)
+        if problem:
+            findings.append(failed(node.name, problem, evidence))
+        elif bad:
+            findings.append(failed(node.name, "the job failed: " + "; ".join(f"{c.id}: {c.message}" for c in bad),
+                                   evidence))
+        elif hold is not None:  # validated again and passed, but nobody released the node yet
+            findings.append(failed(node.name, f"the job passed at {parsed.finishedAt}, but the node is still "
+                                   + hold["message"], evidence))
+        else:
+            findings.append(passed(node.name, f"the job passed at {parsed.finishedAt} "
+                                   f"({len(parsed.checks)} checks)", evidence))
     return findings
+
+
+def _hold_of(node: Obj) -> dict[str, Any] | None:
+    """The failed validation holding ``node``, as evidence with a message; None when none does."""
+    read = read_hold(node)
+    if read is None:
+        return None
+    hold, unreadable = read
+    why = hold.describe() if hold is not None else f"its hold record cannot be read ({unreadable})"
+    return {"annotation": job_result.HOLD_ANNOTATION, "driver": hold.driver if hold else None,
+            "checks": list(hold.checks) if hold else [], "at": hold.at if hold else None,
+            "message": f"held by a failed validation ({why}): cordoned until a person releases it "
+                       "(`gpu-rollout release-node`)"}
 
 
 # ---------------------------------------------------------------- the attestation of a passing canary

@@ -1,6 +1,7 @@
 """Watch a rollout: progress per pool, the operator's status and events, and the triggers that pause it.
 
-Triggers: a node in ``upgrade-failed``; a model whose available replicas fall below its minAvailable;
+Triggers: a node in ``upgrade-failed``; a node held by a failed validation (the validation job cordoned it
+and recorded why: :mod:`checks.hold`); a model whose available replicas fall below its minAvailable;
 a node in one in-progress state longer than ``stuck_after``. Time in state is the earliest of: the
 operator's latest ``GPUDriverUpgrade`` event moving the node into that state (events expire after
 about an hour), the ``time`` of the node's ``metadata.managedFields`` entry that owns the state label
@@ -8,7 +9,10 @@ about an hour), the ``time`` of the node's ``metadata.managedFields`` entry that
 in that state. So a node stuck for hours is reported on the first poll, ``--once`` included.
 
 On a trigger the watch pauses the rollout (unless told not to); a pause that fails is reported with
-the trigger, never instead of it. In loop mode a poll that fails after the adapter's retries is
+the trigger, never instead of it. With a node held by a failed validation it also evicts the node's model
+pods where the stack says so (``FleetSpec.evicts_on_failed_validation``), through the Eviction API so their
+PDBs decide: a refusal is asked again at each interval until every such pod is gone or ``stuck_after``
+has passed (with ``once``: at the next run), never forced. In loop mode a poll that fails after the adapter's retries is
 reported and retried at the next interval; ``max_failed_polls`` consecutive failures end the watch.
 Time is injected (``clock``, ``sleep``), so tests never wait.
 
@@ -21,7 +25,8 @@ declared selector), and a model's available replicas are its Ready pods (:mod:`c
 On a stack whose node image owns the driver (``driver.owner: image``) none of that applies: there is
 no upgrade-state label to follow and no operator upgrade to pause. The watch then follows the pools
 by generation instead (:mod:`checks.generations`: its own snapshot, done rule, triggers and JSON
-shape) and, on a trigger, reports it and stops without writing anything.
+shape) and, on a trigger, reports it and stops without writing anything, a held node included (its
+model pods are moved off by hand there: `kubectl drain`, which evicts too).
 
 JSON of the operator snapshot (:meth:`Snapshot.as_json`; ``gpu-rollout watch --json`` adds ``"stack"``,
 ``"paused"`` and ``"pauseError"``)::
@@ -31,7 +36,10 @@ JSON of the operator snapshot (:meth:`Snapshot.as_json`; ``gpu-rollout watch --j
      "nodes": [{"name", "pool", "state", "driver", "done", "secondsInState", "skipped"}],
      "models": [{"model": "ns/name", "available", "minAvailable", "replicas"}],
      "operator": [{"kind", "name", "state"}], "events": [{"node", "message"}],
-     "triggers": [{"kind": "upgrade-failed" | "below-min-available" | "stuck", "subject", "message"}]}
+     "triggers": [{"kind": "upgrade-failed" | "validation-failed" | "below-min-available" | "stuck", "subject",
+                   "message"}]}
+
+and, beside ``"paused"``, ``"evictions"``: ``{"evicted", "refused", "failed", "kept"}`` (pods ``ns/name``) or null.
 """
 
 from __future__ import annotations
@@ -40,12 +48,13 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from checks import kube as k
 from checks.errors import ClusterError, GaveUpError, RetryableError
 from checks.generations import ImageSnapshot, take_image_snapshot
+from checks.hold import Evictions, HeldNode, evict_model_pods, held_nodes
 from checks.identity import ClusterIdentity, require_stack_cluster
 from checks.inventory import pool_nodes_of
 from checks.nodestate import node_done, node_driver_version, require_nodes
@@ -82,6 +91,7 @@ class Snapshot:
     operator: list[dict[str, str]]
     events: list[dict[str, str]]
     triggers: list[Trigger]
+    held: list[HeldNode] = field(default_factory=list)  # nodes held by a failed validation
 
     def pools(self, spec: FleetSpec) -> list[dict[str, Any]]:
         out = []
@@ -155,6 +165,8 @@ def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: flo
         elif state in labels.UPGRADE_IN_PROGRESS and seconds is not None and seconds > stuck_after:
             triggers.append(Trigger("stuck", name, f"node {name} has been in {state} for {seconds / 60:.0f} min "
                                     f"(threshold {stuck_after / 60:.0f} min)"))
+    held = held_nodes(nodes)
+    triggers += [h.trigger() for h in held]
     models, model_triggers = model_rows(spec, deployments, pods)
     triggers += model_triggers
     operator = [{"kind": o.get("kind", kind), "name": name_of(o), "state": str(status_of(o).get("state", "?"))}
@@ -163,7 +175,7 @@ def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: flo
     recent = sorted(events, key=lambda e: epoch(e.get("lastTimestamp") or meta(e).get("creationTimestamp")) or 0)
     event_rows = [{"node": (e.get("involvedObject") or {}).get("name", ""), "message": e.get("message", "")}
                   for e in recent[-10:]]
-    return Snapshot(now, progress, models, operator, event_rows, triggers)
+    return Snapshot(now, progress, models, operator, event_rows, triggers, held)
 
 
 @dataclass
@@ -171,6 +183,7 @@ class WatchOutcome:
     snapshot: Snapshot | ImageSnapshot
     paused: PauseReport | None  # set when the watch paused the rollout itself (partial if pause_error)
     pause_error: str | None = None  # the auto-pause failed: why (the trigger still stands)
+    evictions: Evictions | None = None  # model pods moved off nodes held by a failed validation (auto-pause only)
 
     @property
     def triggered(self) -> bool:
@@ -225,13 +238,36 @@ def watch(kube: k.Kube, spec: FleetSpec, stack: str, *, interval: float = 30.0, 
         if snapshot.triggers:
             if not auto_pause or image_owned:
                 return WatchOutcome(snapshot, None)
+            outcome = WatchOutcome(snapshot, None)
             reason = "; ".join(t.message for t in snapshot.triggers)
             try:
-                return WatchOutcome(snapshot, pause(kube, spec, stack, reason, identity=identity))
+                outcome.paused = pause(kube, spec, stack, reason, identity=identity)
             except ChangeInterrupted as error:
-                return WatchOutcome(snapshot, error.report, str(error))
+                outcome.paused, outcome.pause_error = error.report, str(error)
             except ClusterError as error:
-                return WatchOutcome(snapshot, None, str(error))
+                outcome.pause_error = str(error)
+            if snapshot.held:
+                outcome.evictions = _move_model_pods_off(kube, spec, snapshot.held, once=once, interval=interval,
+                                                         patience=stuck_after, clock=clock, sleep=sleep)
+            return outcome
         if once or snapshot.complete(spec):
             return WatchOutcome(snapshot, None)
+        sleep(interval)
+
+
+def _move_model_pods_off(kube: k.Kube, spec: FleetSpec, held: list[HeldNode], *, once: bool, interval: float,
+                         patience: float, clock: Callable[[], float], sleep: Callable[[float], None]) -> Evictions:
+    """Evict the held nodes' model pods; a refused or failed eviction is asked again every ``interval`` for at
+    most ``patience`` seconds (once: not at all). What was evicted adds up over the rounds."""
+    start = clock()
+    done = Evictions()
+    while True:
+        try:
+            this = evict_model_pods(kube, spec, held)
+        except ClusterError as error:  # listing the model pods failed: report it as this round's failure
+            this = Evictions(failed=[f"listing the model pods: {error}"])
+        done.evicted += this.evicted
+        done.refused, done.failed, done.kept = this.refused, this.failed, this.kept
+        if once or not this.pending or clock() - start + interval > patience:
+            return done
         sleep(interval)

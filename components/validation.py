@@ -11,9 +11,14 @@ pinned serving image, with the pool's GPUs and the model from a cache volume. Wh
 result it labels its node validated for the driver, so the node stops matching and the DaemonSet controller
 removes the pod: its GPUs go back to the model servers. Nothing waits in between holding a GPU.
 
+A failed result holds its node: the same patch cordons it and records why (``workload.result.node_patch``);
+only a person releases it (`gpu-rollout release-node`). A result that cannot be written is retried over a
+bounded number of container starts and never validated again in the pod (``workload.validate``).
+
 The pods' identity may patch nodes and nothing else (RBAC); a ValidatingAdmissionPolicy narrows that to
-the node the pod is bound to (the service-account token's node claim) and to the job's own labels and
-result annotations. docs/validation.md explains the choice.
+the node the pod is bound to (the service-account token's node claim), to the job's own labels, result
+annotations and hold record, and in the node's spec to cordoning it, with a failed result and its hold
+record, and nothing else. docs/validation.md explains the choice.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from spec import capacity, kinds, labels
+from spec import kinds, labels
 from spec import resource_facts as rf
 from spec.membership import pool_node_selectors
 from spec.model import DriverOwner, FleetSpec, NodePool, Validation, kubernetes_name
@@ -235,7 +240,7 @@ def daemonset_body(spec: FleetSpec, pool: NodePool, target: str) -> dict[str, An
         *({"name": key, "value": value} for key, value in sorted(OFFLINE_ENV.items())),
     ]
     config_path = f"{PROGRAM_DIR}/pools/{config_key(pool)}"
-    gpus = capacity.validation_gpus(pool.gpusPerNode)  # the whole node (spec.capacity counts it for the simulator)
+    gpus = spec.validation_gpus(pool)  # the capacity policy, preflight and the simulator count the same number
     container = {
         "name": "validate",
         "image": validation.image,
@@ -246,6 +251,8 @@ def daemonset_body(spec: FleetSpec, pool: NodePool, target: str) -> dict[str, An
         "env": env,
         "resources": {"requests": {"cpu": "2", "memory": "8Gi", labels.GPU_RESOURCE: str(gpus)},
                       "limits": {labels.GPU_RESOURCE: str(gpus)}},
+        # An unrecorded result ends the container with the reason in its log: show its tail in the pod's status.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
                             "runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
                             "seccompProfile": {"type": "RuntimeDefault"}},
@@ -295,15 +302,33 @@ def cluster_role_rules() -> list[dict[str, Any]]:
     return [{"apiGroups": [kinds.NODE.group], "resources": [kinds.NODE.plural], "verbs": ["patch"]}]
 
 
+# Every field of a NodeSpec (core/v1): a cordon may set ``unschedulable`` and must leave each other one as it was.
+NODE_SPEC_FIELDS = ("podCIDR", "podCIDRs", "providerID", "taints", "configSource", "externalID")
+
+
 def admission_policy_spec(spec: FleetSpec) -> dict[str, Any]:
-    """What RBAC cannot say: only the node the pod is bound to, only the job's labels and result annotations."""
+    """What RBAC cannot say: only the node the pod is bound to; only the job's labels, result annotations and hold
+    record; in the spec only a cordon, and only together with a failed result and its hold record."""
     allowed = "[" + ", ".join(f"'{key}'" for key in result.NODE_LABELS) + "]"
     prefix = f"{result.RESULT_ANNOTATION_PREFIX}/"
+    hold = result.HOLD_ANNOTATION
+    failed = (f"('{result.LABEL_OUTCOME}' in variables.newLabels && "
+              f"variables.newLabels['{result.LABEL_OUTCOME}'] == '{result.FAILED}')")
 
     def unchanged_except(new: str, old: str, allowed_key: str) -> str:
         return (f"{new}.all(k, {allowed_key} || (k in {old} && {old}[k] == {new}[k])) && "
                 f"{old}.all(k, {allowed_key} || k in {new})")
 
+    def same_field(name: str) -> str:
+        new, old = f"object.spec.{name}", f"oldObject.spec.{name}"
+        return (f"(has({new}) ? (has(oldObject.spec) && has({old}) && {new} == {old}) "
+                f": !(has(oldObject.spec) && has({old})))")
+
+    cordon = " && ".join([
+        "has(object.spec.unschedulable) && object.spec.unschedulable == true",
+        *(same_field(name) for name in NODE_SPEC_FIELDS),
+        f"'{hold}' in variables.newAnnotations", failed,
+    ])
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {
@@ -337,14 +362,26 @@ def admission_policy_spec(spec: FleetSpec) -> dict[str, Any]:
             },
             {
                 "expression": unchanged_except("variables.newAnnotations", "variables.oldAnnotations",
-                                               f"k.startsWith('{prefix}')"),
-                "message": f"the validation job may change only its result annotations ({prefix}<driver>)",
+                                               f"k.startsWith('{prefix}') || k == '{hold}'"),
+                "message": f"the validation job may change only its result annotations ({prefix}<driver>) and "
+                           f"its hold record ({hold})",
                 "reason": "Forbidden",
             },
             {
-                "expression": ("has(object.spec) == has(oldObject.spec) && "
-                               "(!has(object.spec) || object.spec == oldObject.spec)"),
-                "message": "the validation job may not change a node's spec (taints, unschedulable, ...)",
+                # A person releases a held node (gpu-rollout release-node); the job only ever adds a hold.
+                "expression": (f"(!('{hold}' in variables.oldAnnotations) || '{hold}' in variables.newAnnotations) "
+                               f"&& (!('{hold}' in variables.newAnnotations) || "
+                               f"('{hold}' in variables.oldAnnotations && "
+                               f"variables.oldAnnotations['{hold}'] == variables.newAnnotations['{hold}']) || {failed})"),
+                "message": f"the validation job may record a hold ({hold}) only with a failed result, and never "
+                           "remove one",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": ("(has(object.spec) == has(oldObject.spec) && "
+                               f"(!has(object.spec) || object.spec == oldObject.spec)) || (has(object.spec) && {cordon})"),
+                "message": ("the validation job may not change a node's spec (taints, unschedulable, ...) except to "
+                            "cordon its own node, with a failed result and its hold record"),
                 "reason": "Forbidden",
             },
             {

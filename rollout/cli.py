@@ -278,8 +278,12 @@ def live_verb(verb: Callable[..., Exit]) -> Callable[..., None]:
     command.__name__ = command.__qualname__ = verb.__name__  # typer names the command after the function
     command.__doc__ = verb.__doc__
     command.__module__ = verb.__module__
+    # A parameter without a default (a positional argument, such as release-node's NODE) comes first.
+    required = [p for p in own if p.default is inspect.Parameter.empty]
+    optional = [p for p in own if p.default is not inspect.Parameter.empty]
     command.__signature__ = inspect.Signature([  # type: ignore[attr-defined]  # typer reads the options from it
-        *(p for p in _SHARED if p.name not in _LISTED_LAST), *own, *(p for p in _SHARED if p.name in _LISTED_LAST),
+        *required, *(p for p in _SHARED if p.name not in _LISTED_LAST), *optional,
+        *(p for p in _SHARED if p.name in _LISTED_LAST),
     ])
     return command
 
@@ -304,15 +308,19 @@ def watch(
         float, typer.Option("--stuck-after", min=1.0, help="Minutes in one upgrade state before a node counts as stuck "
                             "(on an image-owned stack: minutes NotReady).")
     ] = 60.0,
-    no_auto_pause: Annotated[bool, typer.Option("--no-auto-pause", help="Report triggers but do not pause.")] = False,
+    no_auto_pause: Annotated[
+        bool, typer.Option("--no-auto-pause", help="Report triggers but do not pause nor evict anything.")
+    ] = False,
     max_failed_polls: Annotated[
         int, typer.Option("--max-failed-polls", min=1,
                           help="Give up after this many polls in a row fail (throttling, 5xx, timeouts).")
     ] = 5,
 ) -> Exit:
-    """Follow the rollout per pool; on upgrade-failed, a model below minAvailable or a stuck node, pause and exit 1.
+    """Follow the rollout per pool; on upgrade-failed, a failed validation, a model below minAvailable or a stuck
+    node, pause and exit 1.
 
-    On an image-owned stack it follows the generations instead, and reports a trigger without pausing.
+    A node held by a failed validation also has its model pods evicted (PDBs respected) where the stack says
+    so. On an image-owned stack it follows the generations instead, and reports a trigger without pausing.
     """
     from rollout import watch as verb
 
@@ -378,6 +386,31 @@ def simulate(
     ref = context.resolve_stack(target.stack, target.stack_file, target.project_dir)
     return verb.execute(ref.name, lambda: verb.stack_fleet(ref.path), parallel=parallel, seed=seed,
                         as_json=target.as_json)
+
+
+@app.command("release-node")
+@live_verb
+def release_node(
+    target: LiveTarget,
+    node: Annotated[str, typer.Argument(help="The node held by a failed validation.", show_default=False)],
+    accept_failed: Annotated[
+        bool, typer.Option("--accept-failed", help="Release it even though its latest validation failed on the "
+                           "driver it still runs.")
+    ] = False,
+    keep_cordoned: Annotated[
+        bool, typer.Option("--keep-cordoned", help="Remove the hold record only; leave the node cordoned.")
+    ] = False,
+) -> Exit:
+    """Put a node the validation job holds (cordoned after a failed validation) back into service.
+
+    Removes the job's hold record and uncordons the node; refused for a node that is not held, and for one
+    still failing on the driver it runs unless --accept-failed. resume never uncordons a held node.
+    """
+    from rollout import release as verb
+
+    live = target.open()
+    return verb.execute(live.stack.name, live.spec, live.kube, node, accept_failed=accept_failed,
+                        keep_cordoned=keep_cordoned, as_json=target.as_json)
 
 
 # ---------------------------------------------------------------- rollback (the Pulumi engine, Automation API)

@@ -29,6 +29,10 @@ def render_summary(verb: str, report: PauseReport, console: Console) -> None:
                       + ", ".join(report.foreign[:5]) + (" ..." if len(report.foreign) > 5 else ""))
     if verb == "pause" and report.done:
         console.print(f"{len(report.done)} node(s) already upgrade-done on their pool's target driver; not held")
+    if report.validation_held:
+        console.print(f"{len(report.validation_held)} node(s) stay cordoned, held by a failed validation: "
+                      + ", ".join(report.validation_held) + "; `watch` pauses again until each is released with "
+                      "`gpu-rollout release-node --stack <stack> <node>`", markup=False, soft_wrap=True)
     console.print(f"{verb}: {len(report.changed) + len(report.held)} node(s) changed")
 
 

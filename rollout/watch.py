@@ -2,6 +2,8 @@
 
 On a stack whose node image owns the driver it follows the pools by generation instead and, on a
 trigger, reports it and exits 1 without pausing anything (there is no operator upgrade to pause).
+Either way a node held by a failed validation is a trigger; on an operator-owned stack its model pods
+are also evicted where the stack says so (checks/hold.py).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from rich.table import Table
 from checks import kube as k
 from checks.errors import ClusterError
 from checks.generations import ImageSnapshot, generation_title
-from checks.watch import Snapshot, watch
+from checks.watch import Snapshot, WatchOutcome, watch
 from rollout import console as consoles
 from rollout.exits import Exit
 from rollout.live import note_identity
@@ -76,6 +78,27 @@ def image_view(spec: FleetSpec, snapshot: ImageSnapshot) -> Group:
     return Group(*parts)
 
 
+def what_was_done(stack: str, outcome: WatchOutcome) -> str:
+    """What the watch did about its triggers, in words (the line after the reasons)."""
+    paused = outcome.paused
+    if isinstance(outcome.snapshot, ImageSnapshot):
+        what = ("nothing paused: the node image owns the driver; hold the rollout by not adding a new "
+                "generation, roll back by keeping the old generation live (retired: false)")
+    elif outcome.pause_error is not None:
+        what = (f"AUTO-PAUSE FAILED: {outcome.pause_error}; run `gpu-rollout pause --stack {stack}` "
+                "as soon as the cluster answers")
+    elif paused is not None:
+        what = f"paused {len(paused.changed)} node(s) with the skip label"
+    else:
+        what = "not paused (--no-auto-pause)"
+    if outcome.evictions is not None:
+        what += f"; {outcome.evictions.describe()}"
+    if outcome.snapshot.held:
+        what += ("; a node held by a failed validation stays cordoned until `gpu-rollout release-node "
+                 f"--stack {stack} <node>`")
+    return what
+
+
 def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, once: bool, interval: float, stuck_after: float,
             auto_pause: bool, as_json: bool, max_failed_polls: int = 5) -> Exit:
     console = consoles.stdout()
@@ -107,21 +130,12 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, once: bool, interval: 
     if as_json:
         doc = {"stack": stack, **outcome.snapshot.as_json(spec)}
         if not image_owned:
-            doc.update(paused=paused.as_json() if paused else None, pauseError=outcome.pause_error)
+            doc.update(paused=paused.as_json() if paused else None, pauseError=outcome.pause_error,
+                       evictions=outcome.evictions.as_json() if outcome.evictions else None)
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     if outcome.triggered:
         reason = "; ".join(t.message for t in outcome.snapshot.triggers)
-        if image_owned:
-            what = ("nothing paused: the node image owns the driver; hold the rollout by not adding a new "
-                    "generation, roll back by keeping the old generation live (retired: false)")
-        elif outcome.pause_error is not None:
-            what = (f"AUTO-PAUSE FAILED: {outcome.pause_error}; run `gpu-rollout pause --stack {stack}` "
-                    "as soon as the cluster answers")
-        elif paused is not None:
-            what = f"paused {len(paused.changed)} node(s) with the skip label"
-        else:
-            what = "not paused (--no-auto-pause)"
-        consoles.say(f"rollout stopped: {reason}; {what}")
+        consoles.say(f"rollout stopped: {reason}; {what_was_done(stack, outcome)}")
     elif not as_json and outcome.snapshot.complete(spec):
         console.print("rollout complete: every node of every released pool runs its target driver"
                       + (" (old generations gone or retired in the spec)" if image_owned else ""))

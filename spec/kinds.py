@@ -37,6 +37,8 @@ SERVICE_ACCOUNT = Kind("", "v1", "ServiceAccount", "serviceaccounts", namespaced
 DEPLOYMENT = Kind("apps", "v1", "Deployment", "deployments", namespaced=True)
 DAEMON_SET = Kind("apps", "v1", "DaemonSet", "daemonsets", namespaced=True)
 POD_DISRUPTION_BUDGET = Kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", namespaced=True)
+# The body posted to a pod's eviction subresource (RBAC: pods/eviction); no resource of its own is addressed.
+EVICTION = Kind("policy", "v1", "Eviction", "evictions", namespaced=True)
 
 # The validation job's identity and the admission policy that narrows it (components/validation.py).
 RBAC_GROUP = "rbac.authorization.k8s.io"

@@ -14,7 +14,7 @@ from typing import Annotated, Self
 
 from pydantic import Field, StrictBool, StrictInt, field_validator, model_validator
 
-from spec import compat
+from spec import capacity, compat
 from spec.base import (
     AKS_POOL,
     DNS_LABEL,
@@ -291,6 +291,11 @@ class Validation(SpecModel):
     textfileDirectory: str | None = Field(
         None, description="Host directory of node-exporter's textfile collector; the job writes its metrics there."
     )
+    evictOnFailure: dict[str, StrictBool] = Field(
+        default_factory=dict,
+        description="Per pool name: whether `gpu-rollout watch` moves the model pods off a node held by a failed "
+        "validation (Eviction API, PDBs respected). Default: yes on canary and serving pools, no on batch pools.",
+    )
 
     @field_validator("image")
     @classmethod
@@ -360,9 +365,10 @@ class FleetSpec(SpecModel):
         if self.validation is None:
             return
         pools = {pool.name for pool in self.nodePools}
-        for name in self.validation.baselines:
-            if name not in pools:
-                raise at(("validation", "baselines", name), f"names no pool of this stack ({', '.join(sorted(pools))})")
+        for key in ("baselines", "evictOnFailure"):
+            for name in getattr(self.validation, key):
+                if name not in pools:
+                    raise at(("validation", key, name), f"names no pool of this stack ({', '.join(sorted(pools))})")
 
     def _check_driver_versions(self) -> None:
         if is_branch_only(self.driver.version) and not (
@@ -627,5 +633,20 @@ class FleetSpec(SpecModel):
             pool=pool.name, driver=driver, image=image, generation=newest.id if newest is not None else None,
             held=held, why=why,
         )
+
+    def validation_gpus(self, pool: NodePool) -> int:
+        """GPUs the validation job's pod takes on one node of ``pool`` while it validates it: every GPU of the
+        node, on a pool the job validates (one that moves, on a stack with a ``validation`` block); else 0.
+        The job requests exactly this (components/validation.py); capacity counts the same number."""
+        if self.validation is None or not self.pool_target(pool).moves:
+            return 0
+        return capacity.validation_gpus(pool.gpusPerNode)
+
+    def evicts_on_failed_validation(self, pool: NodePool) -> bool:
+        """Whether `gpu-rollout watch` evicts the model pods of a node of ``pool`` held by a failed validation:
+        ``validation.evictOnFailure[pool]``, else yes on pools that serve (canary, serving), no on batch pools."""
+        if self.validation is None:
+            return False
+        return self.validation.evictOnFailure.get(pool.name, pool.role != "batch")
 
 

@@ -8,6 +8,9 @@ The job writes it on its own Node object, in one merge patch (docs/validation.md
 - label ``gpu-driver-upgrade.io/validation: passed|failed``: the outcome on that driver.
 - annotation ``validation.gpu-driver-upgrade.io/<driver>``: the whole result as JSON (``Result.to_json``),
   one annotation per driver version the node was validated on.
+- on a failed result only, the hold: ``spec.unschedulable: true`` (the node is cordoned) and the annotation
+  ``gpu-driver-upgrade.io/validation-hold`` saying why (``hold_record``: node, pool, driver, the checks that
+  failed, when). A person releases the node (`gpu-rollout release-node`); the job never uncordons.
 
 and, where the stack names a node-exporter textfile directory, ``gpu_driver_validation.prom`` there
 (``prometheus_text``). `gpu-rollout verify` reads the annotation through the API server (``parse_result``);
@@ -33,6 +36,8 @@ LABEL_VALIDATED_DRIVER = f"{DOMAIN}/validated-driver"
 LABEL_OUTCOME = f"{DOMAIN}/validation"
 RESULT_ANNOTATION_PREFIX = f"validation.{DOMAIN}"
 NODE_LABELS = (LABEL_VALIDATED_DRIVER, LABEL_OUTCOME)  # the only labels the job may change (its admission policy)
+HOLD_ANNOTATION = f"{DOMAIN}/validation-hold"  # on a node the job cordoned after a failed result: why
+HOLD_API_VERSION = "gpu-driver-upgrade.io/validation-hold/v1"
 TEXTFILE_NAME = "gpu_driver_validation.prom"
 
 # The files of the program, shipped to the pod in this order; the digest over them names the program that ran.
@@ -59,9 +64,14 @@ CHECKS = (
 )
 
 EXIT_PASSED = 0
-EXIT_FAILED = 1  # a check failed, or the result could not be recorded
+EXIT_FAILED = 1  # a check failed (and the result, with the hold, is recorded)
 EXIT_INVALID = 2  # the program's configuration is invalid
+EXIT_UNRECORDED = 3  # the result could not be recorded (it is in the pod's log): never validated again in this pod
 EXIT_INTERRUPTED = 143  # SIGTERM before the result was recorded: nothing is written
+# Container starts that try to record one result, each with a few quick attempts (workload.kube); the kubelet's
+# restart backoff spaces the starts (10 s, doubling, at most 5 min: about 15 minutes in all). After the last
+# the program only reports, so a pod never reruns a validation nor retries forever.
+RECORD_STARTS = 8
 
 _TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 
@@ -152,13 +162,68 @@ class Result:
 
 
 def node_patch(result: Result) -> dict[str, Any]:
-    """The JSON merge patch the job sends to its own Node: two labels and the result annotation."""
-    return {
+    """The JSON merge patch the job sends to its own Node: two labels and the result annotation and, when the
+    result failed, the hold: the node cordoned and the hold record (one patch: all of it lands, or none)."""
+    patch: dict[str, Any] = {
         "metadata": {
             "labels": {LABEL_VALIDATED_DRIVER: result.targetDriver, LABEL_OUTCOME: result.outcome},
             "annotations": {result_annotation(result.targetDriver): result.dumps()},
         }
     }
+    if result.outcome == FAILED:
+        patch["metadata"]["annotations"][HOLD_ANNOTATION] = json.dumps(
+            hold_record(result), sort_keys=True, separators=(",", ":"))
+        patch["spec"] = {"unschedulable": True}
+    return patch
+
+
+# ---------------------------------------------------------------- the hold of a failed node
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Why the job cordoned a node: the hold record of its failed result (``HOLD_ANNOTATION``)."""
+
+    node: str
+    pool: str
+    stage: str
+    driver: str  # the driver the failed validation ran on
+    checks: tuple[str, ...]  # the checks that failed, in the program's order
+    message: str  # what the first failed check said
+    at: str  # when the validation finished (RFC 3339 UTC)
+
+    def describe(self) -> str:
+        return f"{', '.join(self.checks)} failed on driver {self.driver} at {self.at}"
+
+
+def hold_record(result: Result) -> dict[str, Any]:
+    failed = [c for c in result.checks if c.status == FAIL]
+    return {"apiVersion": HOLD_API_VERSION, "node": result.node, "pool": result.pool, "stage": result.stage,
+            "driver": result.targetDriver, "checks": [c.id for c in failed],
+            "message": failed[0].message[:500] if failed else "", "at": result.finishedAt}
+
+
+def parse_hold(text: str) -> Hold:
+    """A hold record as the job wrote it; ValueError naming what is wrong otherwise."""
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise ValueError("not a JSON object")
+    if document.get("apiVersion") != HOLD_API_VERSION:
+        raise ValueError(f"apiVersion is {document.get('apiVersion')!r}, expected {HOLD_API_VERSION!r}")
+    for key in ("node", "pool", "stage", "driver", "at"):
+        if not isinstance(document.get(key), str) or not document[key]:
+            raise ValueError(f"{key} must be a non-empty string")
+    checks = document.get("checks")
+    if not isinstance(checks, list) or not checks or not all(isinstance(c, str) and c for c in checks):
+        raise ValueError("checks must be a non-empty list of check ids")
+    message = document.get("message", "")
+    if not isinstance(message, str):
+        raise ValueError("message must be a string")
+    return Hold(node=document["node"], pool=document["pool"], stage=document["stage"], driver=document["driver"],
+                checks=tuple(checks), message=message, at=document["at"])
 
 
 def parse_result(text: str) -> Result:

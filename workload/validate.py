@@ -6,9 +6,14 @@ the driver NVML reports is the pool's target; NVML sees the pool's GPU count; th
 answers the fixed prompt; the greedy completion has the recorded token digest (when one is recorded);
 time to first token and tokens per second are within tolerance of the pool's baseline; no Xid event
 and no new uncorrectable ECC error or row-remap failure happened during the run. It then stops the
-serving process, writes one result for this node and driver (``workload.result``) on its Node object,
-and exits 0 when every check passed, 1 when one failed (or the result could not be written), 2 on an
-invalid configuration.
+serving process, writes one result for this node and driver (``workload.result``) on its Node object
+(cordoning the node when a check failed), and exits 0 when every check passed, 1 when one failed, 2 on an
+invalid configuration, 3 when the result could not be written.
+
+A pod validates its node once. The result is kept in the state directory (an emptyDir, which outlives
+container restarts) before it is written, so a restarted container only retries the write, never the
+validation, and after ``result.RECORD_STARTS`` starts it stops trying: it logs the result and exits 3 at
+once, which leaves the pod failing visibly (CrashLoopBackOff) instead of holding the GPUs in a rerun loop.
 """
 
 from __future__ import annotations
@@ -520,6 +525,34 @@ class _Lifecycle:
             self.terminated.wait(seconds)
 
 
+@dataclass
+class Pending:
+    """The state of this pod's one validation, kept in the state directory across container restarts."""
+
+    path: Path | None  # None without --state-dir: one start, one try
+    validation: Result | None = None  # the result once the run finished
+    recorded: bool = False
+    exit_code: int = result.EXIT_PASSED
+    starts: int = 0  # starts that tried to record it
+
+    @classmethod
+    def load(cls, path: Path | None) -> Pending:
+        if path is None or not path.is_file():
+            return cls(path)
+        state = json.loads(path.read_text())
+        return cls(path, result.parse_result(state["result"]), bool(state["recorded"]), int(state["exitCode"]),
+                   int(state["starts"]))
+
+    def save(self) -> None:
+        if self.path is None or self.validation is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        temporary.write_text(json.dumps({"result": self.validation.dumps(), "recorded": self.recorded,
+                                         "exitCode": self.exit_code, "starts": self.starts}))
+        os.replace(temporary, self.path)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
     try:
@@ -529,37 +562,58 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         log(f"invalid configuration: {error}")
         return result.EXIT_INVALID
-    marker = args.state_dir / f"{config.target_driver}.json" if args.state_dir else None
+    try:
+        pending = Pending.load(args.state_dir / f"{config.target_driver}.json" if args.state_dir else None)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        # Validating again could loop; the state is the pod's own, so a new pod starts clean.
+        log(f"the state of this pod's validation cannot be read ({error}); delete the pod to validate again")
+        return result.EXIT_UNRECORDED
     lifecycle = _Lifecycle()
     previous = signal.signal(signal.SIGTERM, lifecycle.on_sigterm)
     try:
-        if marker is not None and marker.is_file():
+        if pending.recorded:
             # The container restarted after recording (the pod was not removed yet): never run twice.
-            recorded = json.loads(marker.read_text())
-            log(f"already recorded {recorded['outcome']} for driver {config.target_driver} on this node")
+            assert pending.validation is not None
+            log(f"already recorded {pending.validation.outcome} for driver {config.target_driver} on this node")
             lifecycle.recording = True
             lifecycle.linger(args.linger)
-            return int(recorded["exitCode"])
-        log(f"validating node {args.node} (pool {config.pool}) on driver {config.target_driver}")
-        try:
-            validation = run(config, args.node, own_program_digest())
-        except Interrupted:
-            log("interrupted before a result was recorded: nothing written")
-            return result.EXIT_INTERRUPTED
-        lifecycle.recording = True
-        print(validation.dumps(), flush=True)  # the result in the pod's log as well
-        for check in validation.checks:
-            log(f"{check.status:7} {check.id}: {check.message}")
+            return pending.exit_code
+        if pending.validation is None:
+            log(f"validating node {args.node} (pool {config.pool}) on driver {config.target_driver}")
+            try:
+                validation = run(config, args.node, own_program_digest())
+            except Interrupted:
+                log("interrupted before a result was recorded: nothing written")
+                return result.EXIT_INTERRUPTED
+            lifecycle.recording = True
+            pending.validation, pending.exit_code = validation, validation.exit_code
+            pending.save()  # before the write: a restart retries the write, never the validation
+            for check in validation.checks:
+                log(f"{check.status:7} {check.id}: {check.message}")
+        else:
+            lifecycle.recording = True
+            validation = pending.validation
+            log(f"validated before this container started ({validation.outcome}); not recorded yet")
+        print(validation.dumps(), flush=True)  # the result in the pod's log, on every start until it is recorded
+        if pending.starts >= result.RECORD_STARTS:
+            log(f"gave up recording the result after {pending.starts} starts: it is in this log; fix what refused "
+                "the write, then delete this pod (its DaemonSet validates the node again in a new one)")
+            return result.EXIT_UNRECORDED
+        pending.starts += 1
         problems = record(validation, config, args)
         for problem in problems:
             log(problem)
-        code = result.EXIT_FAILED if problems else validation.exit_code
-        if marker is not None and not problems:
-            marker.parent.mkdir(parents=True, exist_ok=True)
-            marker.write_text(json.dumps({"outcome": validation.outcome, "exitCode": code}))
-        log(f"validation {validation.outcome}; exit {code}")
+        if problems:
+            pending.save()
+            left = result.RECORD_STARTS - pending.starts if pending.path is not None else 0
+            log(f"result not recorded; exit {result.EXIT_UNRECORDED}"
+                + (f" (the next {left} container start(s) retry the write, not the validation)" if left else ""))
+            return result.EXIT_UNRECORDED
+        pending.recorded = True
+        pending.save()
+        log(f"validation {validation.outcome}; exit {pending.exit_code}")
         lifecycle.linger(args.linger)
-        return code
+        return pending.exit_code
     finally:
         signal.signal(signal.SIGTERM, previous)
 

@@ -28,6 +28,7 @@ from tests.fakekube.fixtures import driver_labels, set_pod_ready
 from tests.fakekube.plugin import FAST
 from tests.prometheus.server import MISSING, History, binary, start
 from tests.workload.openai_server import Behaviour, OpenAIServer
+from workload import result as job_result
 
 IDS = ["driver-version", "gpu-count", "operator-validator", "model-answers", "latency-throughput", "no-new-xid",
        "dcgm-metrics", "validation-job"]
@@ -239,6 +240,67 @@ def test_a_failed_validation_job_fails_validation_job(world: World, project: Pat
     assert_refused(code, doc, project)
     found = next(c for c in by_check(doc, "validation-job") if c["subject"] == node)
     assert found["status"] == "fail" and found["message"] == "the job failed: tokens-per-second: 12.0 tokens/s, below 40"
+
+
+def _result_on(world: World, on: str, **names: Any) -> None:
+    """A passing result on node ``on`` under the target's annotation, naming what ``names`` says (node, cluster,
+    targetDriver) and its driver-version check seeing ``reported``."""
+    reported = names.pop("reported", NEW)
+    assert world.spec.validation is not None
+    checks = [job_result.Check(c, job_result.PASS, "ok", {"reported": reported, "target": NEW}
+                               if c == "driver-version" else {}) for c in job_result.CHECKS]
+    fields: dict[str, Any] = {
+        "node": on, "pool": "gpucanary", "stage": "canary", "cluster": world.spec.cluster.name,
+        "targetDriver": NEW, "image": world.spec.validation.image, "model": world.spec.validation.model,
+        "program": "sha256:" + "ab" * 32, "startedAt": "2026-12-02T10:00:00Z", "finishedAt": "2026-12-02T10:05:00Z",
+        "durationSeconds": 300.0, "checks": checks}
+    fields.update(names)
+    written = job_result.Result(**fields)
+    world.fake.update("nodes", on, {"metadata": {"annotations": {
+        job_result.result_annotation(NEW): written.dumps()}}}, manager="gpu-validation")
+
+
+@pytest.mark.parametrize(("names", "reason"), [
+    ({"node": "aks-gpucanary-12345678-vmss000009"}, "the result names node aks-gpucanary-12345678-vmss000009, not "
+                                                    f"this node's validation on {NEW}"),
+    ({"targetDriver": OLD}, f"the result names driver {OLD}"),
+    ({"cluster": "another-cluster"}, "the result names cluster another-cluster"),
+    ({"reported": OLD}, f"the result's driver-version check saw driver {OLD}, not {NEW}"),
+])
+def test_a_result_that_is_not_this_nodes_validation_on_the_target_fails(
+        world: World, project: Path, capsys: pytest.CaptureFixture[str], names: dict[str, str], reason: str) -> None:
+    """A passing result copied from another node, recorded on the old driver, or from another cluster."""
+    node = world.canary_nodes[1]
+    _result_on(world, node, **names)
+    code, doc, _ = run(world, project, None, capsys)
+    assert_refused(code, doc, project)
+    found = next(c for c in by_check(doc, "validation-job") if c["subject"] == node)
+    assert found["status"] == "fail" and found["message"].startswith(reason), found["message"]
+    others = [c["status"] for c in by_check(doc, "validation-job") if c["subject"] != node]
+    assert others and set(others) == {"pass"}
+
+
+def test_a_node_held_by_a_failed_validation_fails_even_after_passing_again(
+        world: World, project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    node = world.canary_nodes[0]
+    write_result(world.fake, world.spec, node, world.finished[node], failed_check="no-xid")
+    _, doc, _ = run(world, project, None, capsys)
+    failed_run = next(c for c in by_check(doc, "validation-job") if c["subject"] == node)
+    assert failed_run["message"].startswith("the job failed: no-xid")
+    assert failed_run["evidence"]["hold"]["checks"] == ["no-xid"]
+    # Validated again (the label removed), passed; the job never lifts the hold: the node is still out.
+    write_result(world.fake, world.spec, node, world.finished[node])
+    code, doc, _ = run(world, project, None, capsys)
+    assert_refused(code, doc, project)
+    found = next(c for c in by_check(doc, "validation-job") if c["subject"] == node)
+    assert found["status"] == "fail"
+    assert "but the node is still held by a failed validation (no-xid failed on driver" in found["message"]
+    assert "`gpu-rollout release-node`" in found["message"]
+    # Without any result left, the hold alone fails it (it is never merely inconclusive).
+    world.fake.update("nodes", node, {"metadata": {"annotations": {job_result.result_annotation(NEW): None}}})
+    _, doc, _ = run(world, project, None, capsys)
+    found = next(c for c in by_check(doc, "validation-job") if c["subject"] == node)
+    assert found["status"] == "fail" and found["message"].startswith("held by a failed validation")
 
 
 def test_without_prometheus_the_metric_checks_are_inconclusive(world: World, project: Path,

@@ -11,6 +11,7 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+from kubernetes_validate.utils import schema_contents
 
 from components import validation
 from preview.run import ProgramRun, run_program
@@ -341,6 +342,42 @@ def test_the_admission_policy_is_bound_and_applies_to_the_jobs_identity_only(ren
     expressions = " ".join(v["expression"] for v in policy["validations"])
     assert validation.NODE_NAME_CLAIM in expressions
     assert all(key in expressions for key in result.NODE_LABELS)
+
+
+def test_the_admission_policy_allows_the_hold_of_a_failed_node_and_nothing_else_in_the_spec(
+        rendered: dict[str, ProgramRun]) -> None:
+    policy = one(rendered["existing-canary"],
+                 "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")["spec"]
+    by_message = {v["message"]: v["expression"] for v in policy["validations"]}
+    spec_rule = next(e for m, e in by_message.items() if m.startswith("the validation job may not change a node's spec"))
+    # A cordon, only with the hold record and a failed outcome, every other spec field as it was.
+    assert "object.spec.unschedulable == true" in spec_rule
+    assert f"'{result.HOLD_ANNOTATION}' in variables.newAnnotations" in spec_rule
+    assert f"variables.newLabels['{result.LABEL_OUTCOME}'] == '{result.FAILED}'" in spec_rule
+    assert all(f"object.spec.{name} == oldObject.spec.{name}" in spec_rule for name in validation.NODE_SPEC_FIELDS)
+    hold_rule = next(e for m, e in by_message.items() if m.startswith("the validation job may record a hold"))
+    assert f"'{result.HOLD_ANNOTATION}' in variables.oldAnnotations" in hold_rule  # never removed
+    # tests/e2e/test_validation_job.py shows the real API server admitting the hold and refusing the rest.
+
+
+@pytest.mark.parametrize("version", ["1.33.0", "1.36.0"])
+def test_the_cordon_rule_names_every_other_field_of_a_node_spec(version: str) -> None:
+    """A field Kubernetes adds to NodeSpec would escape the cordon rule: this fails until it is listed."""
+    definitions = schema_contents(f"kubernetes-json-schema/v{version}-local/_definitions.json", version)
+    fields = set(definitions["$defs"]["io.k8s.api.core.v1.NodeSpec"]["properties"])
+    assert fields == {"unschedulable", *validation.NODE_SPEC_FIELDS}
+
+
+def test_a_validation_pod_requests_the_gpus_the_spec_counts_for_it(rendered: dict[str, ProgramRun]) -> None:
+    spec = spec_from_config(stack_config("existing-canary"))
+    pods = daemon_sets(rendered["existing-canary"])
+    for pool in spec.nodePools:
+        (container,) = pods[validation.daemonset_name(pool)]["spec"]["template"]["spec"]["containers"]
+        resources = container["resources"]
+        assert resources["requests"][labels.GPU_RESOURCE] == str(spec.validation_gpus(pool)) == str(pool.gpusPerNode)
+        assert resources["limits"][labels.GPU_RESOURCE] == str(spec.validation_gpus(pool))
+        # An unrecorded result ends the container: its log's tail shows in the pod's status.
+        assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
 
 
 def test_the_daemonsets_wait_for_the_policy_that_guards_their_writes(rendered: dict[str, ProgramRun]) -> None:

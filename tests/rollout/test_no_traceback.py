@@ -36,7 +36,8 @@ runner = CliRunner()
 
 # Every verb the command line registers, with what it needs to run once and stop.
 VERB_ARGS = {"plan": [], "preflight": [], "watch": ["--once"], "pause": [], "resume": [], "verify": [],
-             "simulate": ["--from-cluster"]}
+             "simulate": ["--from-cluster"],
+             "release-node": ["aks-gput4-node-0"]}
 LIVE = sorted(set(VERB_ARGS) - {"plan"})
 EXAMPLE = yaml.safe_load((PROJECT_DIR / "Pulumi.prod.yaml").read_text(encoding="utf-8"))
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from spec.load import SpecError, spec_from_config
-from tests.conftest import edited
+from tests.conftest import edited, stack_config
 
 KEY = "gpu-driver-upgrade:validation"
 
@@ -64,8 +64,35 @@ def test_a_baseline_per_pool_loads() -> None:
     (lambda v: v.update(baselines={"l40s-canary": {"timeToFirstTokenSeconds": 0, "tokensPerSecond": 180}}),
      "baselines.l40s-canary.timeToFirstTokenSeconds", "greater than 0"),
     (lambda v: v.update(minTokensPerSecnd=40), "minTokensPerSecnd", "unknown key"),
+    (lambda v: v.update(evictOnFailure={"gpu-l40s": False}), "evictOnFailure.gpu-l40s",
+     "names no pool of this stack (h100-canary, l40s-canary)"),
+    (lambda v: v.update(evictOnFailure={"l40s-canary": "no"}), "evictOnFailure.l40s-canary", "valid boolean"),
 ])
 def test_a_bad_value_is_refused_at_its_key(edit: Callable[[dict], object], key: str, reason: str) -> None:
     problems = _problems(edit)
     assert f"{KEY}.{key}" in problems, problems
     assert reason in problems[f"{KEY}.{key}"]
+
+
+def test_a_failed_node_s_model_pods_are_evicted_on_serving_pools_unless_the_stack_says_otherwise() -> None:
+    spec = spec_from_config(edited("existing-canary", "validation", lambda v: None))
+    assert [spec.evicts_on_failed_validation(p) for p in spec.nodePools] == [True, True]  # canary pools serve
+    batch = spec_from_config(edited("existing-canary", "nodePools", lambda pools: pools[1].update(role="batch")))
+    assert [batch.evicts_on_failed_validation(p) for p in batch.nodePools] == [True, False]
+    told = spec_from_config(edited("existing-canary", "validation",
+                                   lambda v: v.update(evictOnFailure={"l40s-canary": False})))
+    assert [told.evicts_on_failed_validation(p) for p in told.nodePools] == [False, True]
+
+
+def test_a_validation_pod_takes_every_gpu_of_its_node_on_the_pools_the_job_validates() -> None:
+    canary = spec_from_config(stack_config("existing-canary"))
+    assert {p.name: canary.validation_gpus(p) for p in canary.nodePools} == {"l40s-canary": 1, "h100-canary": 8}
+    config = stack_config("existing-prod")
+    assert f"{KEY}" not in config
+    prod = spec_from_config(config)
+    assert {p.name: prod.validation_gpus(p) for p in prod.nodePools} == {"l40s-serving": 0, "h100-serving": 0}
+    config[KEY] = stack_config("existing-canary")[KEY]
+    validated = spec_from_config(config)
+    # The released pool is validated with all 4 GPUs of a node; the held one is not validated at all.
+    assert {p.name: validated.validation_gpus(p) for p in validated.nodePools} == {"l40s-serving": 4,
+                                                                                  "h100-serving": 0}

@@ -82,3 +82,34 @@ def test_the_program_digest_covers_every_file_and_its_boundaries() -> None:
     moved = dict(files, **{result.PROGRAM_FILES[0]: b"xx", result.PROGRAM_FILES[1]: b""})
     assert result.program_digest(moved) != base  # the same bytes split differently is another program
     assert base.startswith("sha256:") and len(base) == len("sha256:") + 64
+
+
+def test_a_failed_result_holds_the_node_and_a_passed_one_does_not() -> None:
+    failed = sample(Check("driver-version", PASS, "ok"), Check("no-xid", FAIL, "Xid 79 on GPU 0"),
+                    Check("tokens-per-second", FAIL, "12.0 tokens/s, below 40"))
+    patch = result.node_patch(failed)
+    assert patch["spec"] == {"unschedulable": True}
+    hold = result.parse_hold(patch["metadata"]["annotations"][result.HOLD_ANNOTATION])
+    assert hold == result.Hold(node="gpu-l40s-c01", pool="l40s-canary", stage="canary", driver="580.173.02",
+                               checks=("no-xid", "tokens-per-second"), message="Xid 79 on GPU 0",
+                               at="2026-12-02T10:01:30Z")
+    assert hold.describe() == "no-xid, tokens-per-second failed on driver 580.173.02 at 2026-12-02T10:01:30Z"
+    passed = result.node_patch(sample())
+    assert "spec" not in passed and result.HOLD_ANNOTATION not in passed["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize(("edit", "reason"), [
+    (lambda d: d.update(apiVersion="v0"), "apiVersion"),
+    (lambda d: d.pop("node"), "node must be"),
+    (lambda d: d.update(driver=""), "driver must be"),
+    (lambda d: d.update(checks=[]), "checks must be"),
+    (lambda d: d.update(checks=["no-xid", 3]), "checks must be"),
+    (lambda d: d.update(message=None), "message must be"),
+])
+def test_a_malformed_hold_record_is_refused(edit, reason: str) -> None:
+    document = result.hold_record(sample(Check("no-xid", FAIL, "Xid 79")))
+    edit(document)
+    with pytest.raises(ValueError, match=reason):
+        result.parse_hold(json.dumps(document))
+    with pytest.raises(ValueError, match="not JSON"):
+        result.parse_hold("{")

@@ -67,6 +67,7 @@ def test_a_healthy_node_passes_and_the_node_records_it(gpu: FakeNvml, server: Op
     assert request.content_type == "application/merge-patch+json"
     assert request.authorization == "Bearer validation-token"
     assert set(request.body["metadata"]) == {"labels", "annotations"}
+    assert "spec" not in request.body and result.HOLD_ANNOTATION not in request.body["metadata"]["annotations"]
     written = run.result
     assert (written.node, written.pool, written.targetDriver, written.stage, written.cluster) == (
         NODE, "l40s-canary", TARGET, "canary", "lab-gpu-1")
@@ -114,6 +115,20 @@ def test_wrong_driver_fails(gpu: FakeNvml, server: OpenAIServer, run_validation:
     assert check is not None and check.status == result.FAIL
     assert check.evidence == {"reported": "570.195.03", "target": TARGET}
     assert [c.id for c in run.result.checks if c.status == result.FAIL] == ["driver-version"]
+
+
+def test_a_failed_validation_cordons_its_node_and_records_why(gpu: FakeNvml, server: OpenAIServer, kube: KubeApi,
+                                                              run_validation: Callable[..., Run]) -> None:
+    gpu.driver = "570.195.03"
+    run = run_validation(program_config(server.url))
+    assert run.code == result.EXIT_FAILED and run.result is not None
+    assert run.node["spec"] == {"unschedulable": True}
+    hold = result.parse_hold(run.node["metadata"]["annotations"][result.HOLD_ANNOTATION])
+    assert (hold.node, hold.pool, hold.stage, hold.driver, hold.checks) == (
+        NODE, "l40s-canary", "canary", TARGET, ("driver-version",))
+    assert hold.at == run.result.finishedAt and "not the target" in hold.message
+    (request,) = kube.requests  # one patch: result, labels and hold together
+    assert set(request.body) == {"metadata", "spec"}
 
 
 def test_a_branch_target_accepts_its_releases_only(gpu: FakeNvml, server: OpenAIServer,
@@ -306,13 +321,64 @@ def test_a_serving_command_that_does_not_exist_fails(gpu: FakeNvml, run_validati
 # ---------------------------------------------------------------- recording
 
 
-def test_a_result_that_cannot_be_written_fails_the_run(gpu: FakeNvml, server: OpenAIServer, kube: KubeApi,
-                                                       run_validation: Callable[..., Run], tmp_path: Path) -> None:
+def test_a_result_that_cannot_be_written_ends_in_failure_after_bounded_starts(
+        gpu: FakeNvml, server: OpenAIServer, kube: KubeApi, run_validation: Callable[..., Run], tmp_path: Path) -> None:
+    """An admission refusal (403) on every write: each container start retries the write once (a 403 is not
+    retried within a start), never the validation; after RECORD_STARTS starts the program only reports."""
     kube.status = 403
-    run = run_validation(program_config(server.url), "--state-dir", str(tmp_path / "state"))
-    assert run.code == result.EXIT_FAILED  # every check passed, but nothing says so on the node
+    state = str(tmp_path / "state")
+    first = run_validation(program_config(server.url), "--state-dir", state)
+    assert first.code == result.EXIT_UNRECORDED  # every check passed, but nothing says so on the node
     assert len(kube.requests) == 1  # a 403 is not retried
-    assert not (tmp_path / "state").exists()  # a restarted container tries again
+    served = len(server.behaviour.requests)
+    assert served > 0
+    for start in range(2, result.RECORD_STARTS + 1):  # the kubelet restarts the container
+        again = run_validation(program_config(server.url), "--state-dir", state)
+        assert again.code == result.EXIT_UNRECORDED
+        assert len(kube.requests) == start  # one more write, of the same result
+    assert len(server.behaviour.requests) == served  # validated once
+    assert {json.dumps(r.body, sort_keys=True) for r in kube.requests} == {json.dumps(kube.requests[0].body,
+                                                                                      sort_keys=True)}
+    gave_up = run_validation(program_config(server.url), "--state-dir", state)
+    assert gave_up.code == result.EXIT_UNRECORDED
+    assert len(kube.requests) == result.RECORD_STARTS and len(server.behaviour.requests) == served
+
+
+def test_without_a_state_directory_an_unwritable_result_is_one_try(gpu: FakeNvml, server: OpenAIServer,
+                                                                   kube: KubeApi,
+                                                                   run_validation: Callable[..., Run]) -> None:
+    kube.status = 422
+    run = run_validation(program_config(server.url))
+    assert run.code == result.EXIT_UNRECORDED and len(kube.requests) == 1
+
+
+def test_a_later_start_records_the_first_runs_result(gpu: FakeNvml, server: OpenAIServer, kube: KubeApi,
+                                                     run_validation: Callable[..., Run], tmp_path: Path) -> None:
+    gpu.driver = "570.195.03"
+    state = str(tmp_path / "state")
+    kube.status = 403
+    assert run_validation(program_config(server.url), "--state-dir", state).code == result.EXIT_UNRECORDED
+    refused = kube.requests[-1].body
+    served = len(server.behaviour.requests)
+    kube.status = None  # whatever refused the write is fixed
+    recorded = run_validation(program_config(server.url), "--state-dir", state)
+    assert recorded.code == result.EXIT_FAILED  # the validation's own outcome, now on the node
+    assert kube.requests[-1].body == refused and len(server.behaviour.requests) == served
+    assert recorded.result is not None and recorded.node["spec"] == {"unschedulable": True}
+    # Recorded: a further start neither validates nor writes.
+    writes = len(kube.requests)
+    assert run_validation(program_config(server.url), "--state-dir", state).code == result.EXIT_FAILED
+    assert (len(kube.requests), len(server.behaviour.requests)) == (writes, served)
+
+
+def test_unreadable_state_is_never_a_second_validation(gpu: FakeNvml, server: OpenAIServer, kube: KubeApi,
+                                                       run_validation: Callable[..., Run], tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / f"{TARGET}.json").write_text("{")
+    run = run_validation(program_config(server.url), "--state-dir", str(state))
+    assert run.code == result.EXIT_UNRECORDED
+    assert kube.requests == [] and server.behaviour.requests == []
 
 
 def test_a_restarted_container_does_not_validate_twice(gpu: FakeNvml, server: OpenAIServer, kube: KubeApi,
