@@ -83,6 +83,19 @@ class Repository:
             raise RevisionError(flag, f"{revision!r} names no commit in {self.project_dir}")
         return found
 
+    def default_branch(self) -> str | None:
+        """The first of the default branches (``DEFAULT_BRANCHES``) the repository has; None without one."""
+        for branch in DEFAULT_BRANCHES:
+            if self._git("rev-parse", "--verify", "--quiet", f"{branch}^{{commit}}", check=False):
+                return branch
+        return None
+
+    def file_at(self, revision: str, name: str) -> bytes | None:
+        """The bytes of the project folder's file ``name`` at ``revision``; None where it has none."""
+        done = subprocess.run(["git", "cat-file", "blob", f"{revision}:{self.prefix}{name}"], cwd=self.project_dir,
+                              capture_output=True, check=False)
+        return done.stdout if done.returncode == 0 else None
+
     def default_base(self) -> str:
         """The merge base of HEAD with the default branch (see the module's docstring)."""
         for branch in DEFAULT_BRANCHES:

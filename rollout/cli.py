@@ -364,6 +364,15 @@ def rollback(
     force: Annotated[
         bool, typer.Option("--force", help="Roll back to a driver the canary stack (promotion.canaryStack) never ran.")
     ] = False,
+    all_config: Annotated[
+        bool, typer.Option("--all-config", help="Restore the target update's whole config, not only what decides "
+                           "what runs on the GPU nodes (driver, operator chart and driver mode, pool generations, "
+                           "images and holds).")
+    ] = False,
+    reason: Annotated[
+        str | None, typer.Option("--reason", help="Why --yes runs although the stack file differs from the default "
+                                 "branch's (or cannot be compared with it); recorded in the update's message.")
+    ] = None,
     policy_pack: Annotated[
         str | None, typer.Option("--policy-pack", help="Policy pack for `up` (default: the project's policy/).")
     ] = None,
@@ -373,18 +382,24 @@ def rollback(
     as_json: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
-    """Go back to an earlier good update from `pulumi stack history`: show the config that changes and the
-    commands; with --yes set it and run `up` with the policy pack. Refuses (exit 1, or 2 for bad input) and
-    changes nothing when there is no history or earlier good update, an update is in progress, secrets cannot
-    be decrypted, or the canary never ran the target driver (unless --force)."""
+    """Go back to an earlier good update from `pulumi stack history`: restore what decides what runs on the GPU
+    nodes (every other difference is listed as left alone; --all-config restores it too), show the config that
+    changes and the commands; with --yes set it in the stack file and run `up` with the policy pack, then open a
+    pull request with the stack file. Refuses (exit 1, or 2 for bad input) and changes nothing when there is no
+    history or earlier good update, an update is in progress, secrets cannot be decrypted, the canary never ran
+    the target driver (unless --force), or, with --yes, the stack file is not the default branch's (unless
+    --reason)."""
 
     def call() -> Exit:
         from rollout import rollback as verb
         from rollout.project import default_project_dir
 
+        if reason is not None and not reason.strip():
+            raise typer.BadParameter("say why, in words", param_hint="--reason")
         project = project_dir if project_dir is not None else default_project_dir()
         return verb.execute(stack, project, to_version=to_version, dry_run=dry_run, yes=yes, force=force,
-                            as_json=as_json, policy_pack=policy_pack, policy_pack_config=policy_pack_config)
+                            all_config=all_config, reason=reason, as_json=as_json, policy_pack=policy_pack,
+                            policy_pack_config=policy_pack_config)
 
     run(call, debug)
 
