@@ -46,6 +46,15 @@ class StackBlob:
 
 
 @dataclass(frozen=True)
+class Commit:
+    """A commit of the first-parent history and the project files it changed against its first parent."""
+
+    sha: str
+    parent: str | None  # its first parent; None for a root commit
+    paths: tuple[str, ...]  # relative to the project folder; files outside it are left out
+
+
+@dataclass(frozen=True)
 class Side:
     """One side of a diff: a commit, or the work tree."""
 
@@ -95,6 +104,30 @@ class Repository:
         done = subprocess.run(["git", "cat-file", "blob", f"{revision}:{self.prefix}{name}"], cwd=self.project_dir,
                               capture_output=True, check=False)
         return done.stdout if done.returncode == 0 else None
+
+    def is_ancestor(self, ancestor: str, commit: str) -> bool:
+        """Whether ``ancestor`` is ``commit`` or one of its ancestors (False for a commit the repository lacks)."""
+        done = subprocess.run(["git", "merge-base", "--is-ancestor", ancestor, commit], cwd=self.project_dir,
+                              capture_output=True, check=False)
+        return done.returncode == 0
+
+    def first_parent(self, commit: str) -> str | None:
+        return self._git("rev-parse", "--verify", "--quiet", f"{commit}^1", check=False) or None
+
+    def first_parent_history(self, since: str | None, until: str) -> list[Commit]:
+        """The commits of ``until``'s first-parent line after ``since`` (all of them when None), oldest first,
+        each with the project files it changed against its first parent (a merge: what it brought to the line).
+        No pathspec: git's history simplification would hide a merge that is TREESAME to its second parent."""
+        span = f"{since}..{until}" if since else until
+        listing = self._git("log", "--first-parent", "--diff-merges=first-parent", "--reverse", "--no-renames",
+                            "--format=%x01%H %P", "--name-only", span, flag="--project-dir") or ""
+        found = []
+        for block in listing.split("\x01")[1:]:
+            lines = [line for line in block.splitlines() if line.strip()]
+            ids = lines[0].split()
+            paths = tuple(line.removeprefix(self.prefix) for line in lines[1:] if line.startswith(self.prefix))
+            found.append(Commit(ids[0], ids[1] if len(ids) > 1 else None, paths))
+        return found
 
     def default_base(self) -> str:
         """The merge base of HEAD with the default branch (see the module's docstring)."""

@@ -220,6 +220,59 @@ def diff(
     run(call, debug)
 
 
+# ---------------------------------------------------------------- what the workflows deploy
+
+
+@app.command("deploy-plan")
+def deploy_plan(
+    stacks: Annotated[
+        list[str] | None, typer.Option("--stack", help="Only this stack (repeatable; default: every stack file).")
+    ] = None,
+    head: Annotated[
+        str | None, typer.Option("--head", help="The commit to deploy (default: HEAD), on the default branch.")
+    ] = None,
+    project_dir: ProjectDirOption = None,
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Which stacks differ from what they last deployed (pulumi stack history) and deploy, canary stages first,
+    with the commit whose policy pack each `up` enforces; why each other stack is left alone."""
+
+    def call() -> Exit:
+        from rollout import deploy as verb
+        from rollout.project import default_project_dir
+
+        project = project_dir if project_dir is not None else default_project_dir()
+        return verb.execute(project, stacks, head, as_json)
+
+    run(call, debug)
+
+
+@app.command("stacks")
+def stacks_verb(
+    stage: Annotated[
+        str | None, typer.Option("--stage", help="Only the stacks of this stage (canary or prod).")
+    ] = None,
+    stacks: Annotated[list[str] | None, typer.Option("--stack", help="Only this stack (repeatable).")] = None,
+    project_dir: ProjectDirOption = None,
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """The project's stacks as their stack files declare them: stage, cloud, credentials, promotion (offline)."""
+
+    def call() -> Exit:
+        from rollout import deploy as verb
+        from rollout.project import default_project_dir
+        from spec.base import Stage
+
+        if stage is not None and stage not in Stage._value2member_map_:
+            raise typer.BadParameter(f"{stage!r} is not a stage (canary or prod)", param_hint="--stage")
+        project = project_dir if project_dir is not None else default_project_dir()
+        return verb.list_stacks(project, stacks, Stage(stage) if stage else None, as_json)
+
+    run(call, debug)
+
+
 # ---------------------------------------------------------------- live cluster verbs
 
 
@@ -414,10 +467,19 @@ PrometheusOption = Annotated[
 
 @app.command()
 @live_verb
-def verify(target: LiveTarget, prometheus: PrometheusOption = None) -> Exit:
+def verify(
+    target: LiveTarget,
+    prometheus: PrometheusOption = None,
+    smoke: Annotated[
+        bool, typer.Option("--smoke", help="Right after a rollout: attest nothing, and exit 1 only on a failed "
+                           "check (an inconclusive one, such as the soak's metrics, is left to the verify at the "
+                           "end of the soak).")
+    ] = False,
+) -> Exit:
     """Validate the upgraded nodes (runbook section 5); a passing canary writes attestations/<stack>/<driver>.json.
 
-    Exit 0 only when every check passes; a failed or inconclusive check exits 1 with its reason.
+    Exit 0 only when every check passes; a failed or inconclusive check exits 1 with its reason. With --smoke
+    nothing is attested and only a failed check exits 1.
     """
     from urllib.parse import urlsplit
 
@@ -429,7 +491,22 @@ def verify(target: LiveTarget, prometheus: PrometheusOption = None) -> Exit:
                                  param_hint="--prometheus")
     live = target.open()
     return verb.execute(live.stack.name, live.spec, live.kube, project_dir=live.stack.project_dir,
-                        prometheus_url=prometheus, as_json=target.as_json)
+                        prometheus_url=prometheus, as_json=target.as_json, smoke=smoke)
+
+
+@app.command()
+@live_verb
+def soak(target: LiveTarget) -> Exit:
+    """Is this canary ready to attest, and when will it be: its soak (from the last upgraded node's finished
+    upgrade) against the longest promotion.minSoakHours of the prod stacks promoted from it.
+
+    Exit 0 whenever it answered (JSON: ready, readyAt, reason); 2 for a stack that is not a canary.
+    """
+    from rollout import soak as verb
+
+    live = target.open()
+    return verb.execute(live.stack.name, live.spec, live.kube, project_dir=live.stack.project_dir,
+                        as_json=target.as_json)
 
 
 def main() -> None:
