@@ -170,6 +170,24 @@ class Repository:
                 found[match["stack"]] = StackBlob(match["stack"], name, size, blob=parts[2])
         return found
 
+    def files_under(self, side: Side, folder: str) -> dict[str, bytes]:
+        """Every file of the project's ``folder`` (such as ``policy/``) on a side, by its path in the project:
+        at a revision what git holds, in the work tree what git tracks or would (not what it ignores)."""
+        if side.commit is None:
+            listing = self._git("ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", folder) or ""
+            names = sorted({name for name in listing.split("\0") if name})
+            return {name: (self.project_dir / name).read_bytes() for name in names
+                    if (self.project_dir / name).is_file()}
+        listing = self._git("ls-tree", "-r", "-z", side.commit, "--", folder, flag=side.flag) or ""
+        found = {}
+        for entry in listing.split("\0"):
+            meta, _, path = entry.partition("\t")
+            parts = meta.split()
+            if len(parts) == 3 and parts[1] == "blob":
+                found[path] = subprocess.run(["git", "cat-file", "blob", parts[2]], cwd=self.project_dir,
+                                             capture_output=True, check=True).stdout
+        return found
+
     def check_size(self, side: Side, stack: str) -> None:
         """A stack file past the stack-file limit (spec.load) is refused unread."""
         file = side.files[stack]
