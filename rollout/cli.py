@@ -424,7 +424,7 @@ def rollback(
     ] = False,
     reason: Annotated[
         str | None, typer.Option("--reason", help="Why --yes runs although the stack file differs from the default "
-                                 "branch's (or cannot be compared with it); recorded in the update's message.")
+                                 "branch's (or cannot be compared with it).")
     ] = None,
     policy_pack: Annotated[
         str | None, typer.Option("--policy-pack", help="Policy pack for `up` (default: the project's policy/).")

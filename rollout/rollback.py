@@ -6,7 +6,7 @@ decides what runs on the GPU nodes, unless ``--all-config``), prints the plan wi
 it leaves alone, and only with ``--yes`` (and not ``--dry-run``) sets the config of the plan's first step in
 the stack file and runs ``up`` with the policy pack. ``--yes`` refuses, before any change, where the stack file
 is not the default branch's (an unmerged edit would ride along, and a deploy from the default branch would
-undo what it sets) unless ``--reason`` says why; the reason goes into the update's message. Every refusal comes
+undo what it sets) unless ``--reason`` says why (printed with what it overrides). Every refusal comes
 before the first change. The program runs in this process, served to the engine by the SDK's language runtime
 (an inline program: :func:`_program`), the way `Stack.up()` serves any inline program; it is the project's own
 ``__main__.py``, run in the project folder as the engine runs a program, so what it reads relative to the
@@ -200,12 +200,13 @@ def execute(stack_name: str, project_dir: Path, *, to_version: int | None, dry_r
     if unmerged is not None and not reason:
         say(f"rollback refused: {unmerged}. The rollback writes this file and its pull request carries it, so "
             "start from the default branch's (`git checkout` it, or `pulumi config refresh --stack "
-            f"{stack_name} --force` to take the deployed config), or give --reason TEXT to say why not "
-            "(recorded in the update's message)")
+            f"{stack_name} --force` to take the deployed config), or give --reason TEXT to say why not")
         return Exit.FAILED
     step = plan.steps[0]
     say(f"step 1 of {len(plan.steps)}: {step.title}")
-    message = history.ROLLBACK_MESSAGE.format(version=plan.target.version) + (f": {reason}" if reason else "")
+    if reason:
+        say(f"reason: {reason}" + (f" (runs although {unmerged})" if unmerged else ""))
+    message = history.ROLLBACK_MESSAGE.format(version=plan.target.version)
     try:
         _apply(stack, step)
         stack.up(message=message, policy_packs=[pack], policy_pack_configs=[pack_config] if pack_config else None,
