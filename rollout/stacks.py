@@ -54,7 +54,7 @@ class StackFile:
         }
 
 
-def _credentials(path: Path) -> StackFile:
+def _read(path: Path) -> StackFile:
     name = _STACK_FILE.match(path.name)["stack"]  # type: ignore[index]  # only stack files are read
     try:
         spec = load_stack_file(path)
@@ -80,7 +80,7 @@ def _credentials(path: Path) -> StackFile:
 def stack_files(project_dir: Path) -> list[StackFile]:
     """Every stack file of the project folder, by stack name."""
     paths = [p for p in project_dir.iterdir() if _STACK_FILE.match(p.name) and p.is_file()]
-    return [_credentials(path) for path in sorted(paths, key=lambda p: p.name)]
+    return [_read(path) for path in sorted(paths, key=lambda p: p.name)]
 
 
 def stage_order(stack: StackFile) -> tuple[int, str]:
