@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,7 @@ import pulumi_aws as aws
 import pulumi_azure_native as azure_native
 import pulumi_kubernetes as k8s
 
-from spec import manifests
+from spec import kubelogin, manifests
 from spec.model import Cloud, FleetSpec
 
 
@@ -27,9 +28,12 @@ def _aks_kubeconfig(spec: FleetSpec, opts: pulumi.InvokeOutputOptions) -> pulumi
     credentials = azure_native.containerservice.list_managed_cluster_user_credentials_output(
         resource_group_name=cluster.resourceGroup, resource_name=cluster.clusterName, opts=opts
     )
-    # Entra ID clusters return an exec (kubelogin) kubeconfig here, so no long-lived token lands in state.
-    # Result types are dicts, read by key (nested results arrive as typed objects or as plain dicts).
-    return credentials.kubeconfigs.apply(lambda kubeconfigs: base64.b64decode(kubeconfigs[0]["value"]).decode())
+    # Entra ID clusters return an exec (kubelogin) kubeconfig here, so no long-lived token lands in state; its
+    # default device-code login would wait for a person, so it is converted to a login from the environment
+    # (spec/kubelogin.py), or refused with the reason. Result types are dicts, read by key (nested results
+    # arrive as typed objects or as plain dicts).
+    return credentials.kubeconfigs.apply(
+        lambda kubeconfigs: kubelogin.non_interactive(base64.b64decode(kubeconfigs[0]["value"]).decode(), os.environ))
 
 
 def _eks_kubeconfig(spec: FleetSpec, opts: pulumi.InvokeOutputOptions) -> pulumi.Output[str]:

@@ -1,4 +1,6 @@
-"""Rules for the change process around an upgrade: a prod change names its approved change ticket."""
+"""Rules for the change process around an upgrade: a prod change names its approved change ticket, and the
+pack judging it reads the facts the program wrote (the pack may be older than the program: the protected
+base's, or a published version)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from collections.abc import Iterator
 from policy.facts import StackFacts
 from policy.findings import Finding, advice
 from policy.metadata import Severity, stack_policy
+from spec import resource_facts as rf
 from spec.base import Stage
 
 
@@ -22,3 +25,26 @@ def change_ticket(stack: StackFacts) -> Iterator[Finding]:
         yield advice("the stack's stage is not visible on its resources; cannot check the change ticket")
     elif stack.stage is Stage.PROD and not stack.change_ticket:
         yield Finding("the prod stage must name a change ticket (changeTicket)")
+
+
+@stack_policy(
+    "facts-readable",
+    "Checks that the pack reads the version of the resource facts the program wrote.",
+    severity=Severity.CRITICAL, topics=("process",),
+    remediation="Enforce a pack that reads the program's facts version: merge (or publish and enable) the pack "
+    "that reads it first, then deploy the program that writes it (docs/policies.md, facts-readable).",
+)
+def facts_readable(stack: StackFacts) -> Iterator[Finding]:
+    """The program's facts are no newer than this pack reads (an unstamped record is version 1)."""
+    for record in stack.identities:
+        stated = rf.prop(record.resource.props, "data", "factsVersion")
+        version = record.facts.facts_version
+        if stated is not None and version is None:
+            yield Finding(f"the cluster-identity record {record.resource.name} states facts version {stated!r}, "
+                          f"not a version this pack reads (it reads up to {rf.READABLE_FACTS_VERSION})",
+                          record.resource)
+        elif version is not None and version > rf.READABLE_FACTS_VERSION:
+            yield Finding(f"the program wrote resource facts version {version} (cluster-identity record "
+                          f"{record.resource.name}); this pack reads facts up to version "
+                          f"{rf.READABLE_FACTS_VERSION}: it is older than the program, and would misread them",
+                          record.resource)

@@ -26,6 +26,7 @@ from typing import Any
 
 from policy.evaluate import Violation
 from policy.facts import Resource, StackFacts, node_image_owns_driver
+from preview.pack_diff import PackChange
 from policy.findings import Level
 from spec import replacement
 from spec import resource_facts as rf
@@ -327,13 +328,17 @@ class Report:
     head: Mapping[str, str | None]
     stacks: tuple[StackDiff, ...]
     unchanged: tuple[str, ...] = ()
+    pack: tuple[PackChange, ...] = ()  # changes under policy/: every one a risk (preview.pack_diff)
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "base": dict(self.base), "head": dict(self.head),
             "stacks": [s.as_json() for s in self.stacks],
             "unchanged": list(self.unchanged),
         }
+        if self.pack:  # only where the pack changed: the document of a stacks-only change keeps its shape
+            document["pack"] = [c.as_json() for c in self.pack]
+        return document
 
 
 def _cell(value: str | None) -> str:
@@ -357,8 +362,14 @@ def _side(side: Mapping[str, str | None]) -> str:
 def markdown(report: Report) -> str:
     """One compact pull-request comment: per stack a table old -> new, then its risks and what it fixes."""
     lines = [f"### GPU fleet diff: {_side(report.base)} → {_side(report.head)}", ""]
+    if report.pack:
+        lines += ["#### The policy pack (`policy/`)", "",
+                  "**Risks**: the pack is the gate. The prod `up` enforces the protected base's pack, so this change "
+                  "judges only what merges after it; CODEOWNERS of `policy/` review it.", ""]
+        lines += [f"- {_line(c.text)}" for c in report.pack]
+        lines.append("")
     if not report.stacks:
-        lines.append("No stack file differs: nothing to review here.")
+        lines.append("No stack file differs." if report.pack else "No stack file differs: nothing to review here.")
     for diff in report.stacks:
         lines.append(f"#### `{diff.stack}` ({diff.status.value}: `{diff.file}`)")
         lines.append("")

@@ -46,6 +46,15 @@ class StackBlob:
 
 
 @dataclass(frozen=True)
+class Commit:
+    """A commit of the first-parent history and the project files it changed against its first parent."""
+
+    sha: str
+    parent: str | None  # its first parent; None for a root commit
+    paths: tuple[str, ...]  # relative to the project folder; files outside it are left out
+
+
+@dataclass(frozen=True)
 class Side:
     """One side of a diff: a commit, or the work tree."""
 
@@ -81,6 +90,43 @@ class Repository:
         found = self._git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}", check=False)
         if not found:
             raise RevisionError(flag, f"{revision!r} names no commit in {self.project_dir}")
+        return found
+
+    def default_branch(self) -> str | None:
+        """The first of the default branches (``DEFAULT_BRANCHES``) the repository has; None without one."""
+        for branch in DEFAULT_BRANCHES:
+            if self._git("rev-parse", "--verify", "--quiet", f"{branch}^{{commit}}", check=False):
+                return branch
+        return None
+
+    def file_at(self, revision: str, name: str) -> bytes | None:
+        """The bytes of the project folder's file ``name`` at ``revision``; None where it has none."""
+        done = subprocess.run(["git", "cat-file", "blob", f"{revision}:{self.prefix}{name}"], cwd=self.project_dir,
+                              capture_output=True, check=False)
+        return done.stdout if done.returncode == 0 else None
+
+    def is_ancestor(self, ancestor: str, commit: str) -> bool:
+        """Whether ``ancestor`` is ``commit`` or one of its ancestors (False for a commit the repository lacks)."""
+        done = subprocess.run(["git", "merge-base", "--is-ancestor", ancestor, commit], cwd=self.project_dir,
+                              capture_output=True, check=False)
+        return done.returncode == 0
+
+    def first_parent(self, commit: str) -> str | None:
+        return self._git("rev-parse", "--verify", "--quiet", f"{commit}^1", check=False) or None
+
+    def first_parent_history(self, since: str | None, until: str) -> list[Commit]:
+        """The commits of ``until``'s first-parent line after ``since`` (all of them when None), oldest first,
+        each with the project files it changed against its first parent (a merge: what it brought to the line).
+        No pathspec: git's history simplification would hide a merge that is TREESAME to its second parent."""
+        span = f"{since}..{until}" if since else until
+        listing = self._git("log", "--first-parent", "--diff-merges=first-parent", "--reverse", "--no-renames",
+                            "--format=%x01%H %P", "--name-only", span, flag="--project-dir") or ""
+        found = []
+        for block in listing.split("\x01")[1:]:
+            lines = [line for line in block.splitlines() if line.strip()]
+            ids = lines[0].split()
+            paths = tuple(line.removeprefix(self.prefix) for line in lines[1:] if line.startswith(self.prefix))
+            found.append(Commit(ids[0], ids[1] if len(ids) > 1 else None, paths))
         return found
 
     def default_base(self) -> str:
@@ -122,6 +168,24 @@ class Repository:
             if len(parts) == 4 and parts[1] == "blob" and match:
                 size = int(parts[3]) if parts[3].isdigit() else 0
                 found[match["stack"]] = StackBlob(match["stack"], name, size, blob=parts[2])
+        return found
+
+    def files_under(self, side: Side, folder: str) -> dict[str, bytes]:
+        """Every file of the project's ``folder`` (such as ``policy/``) on a side, by its path in the project:
+        at a revision what git holds, in the work tree what git tracks or would (not what it ignores)."""
+        if side.commit is None:
+            listing = self._git("ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", folder) or ""
+            names = sorted({name for name in listing.split("\0") if name})
+            return {name: (self.project_dir / name).read_bytes() for name in names
+                    if (self.project_dir / name).is_file()}
+        listing = self._git("ls-tree", "-r", "-z", side.commit, "--", folder, flag=side.flag) or ""
+        found = {}
+        for entry in listing.split("\0"):
+            meta, _, path = entry.partition("\t")
+            parts = meta.split()
+            if len(parts) == 3 and parts[1] == "blob":
+                found[path] = subprocess.run(["git", "cat-file", "blob", parts[2]], cwd=self.project_dir,
+                                             capture_output=True, check=True).stdout
         return found
 
     def check_size(self, side: Side, stack: str) -> None:

@@ -220,6 +220,59 @@ def diff(
     run(call, debug)
 
 
+# ---------------------------------------------------------------- what the workflows deploy
+
+
+@app.command("deploy-plan")
+def deploy_plan(
+    stacks: Annotated[
+        list[str] | None, typer.Option("--stack", help="Only this stack (repeatable; default: every stack file).")
+    ] = None,
+    head: Annotated[
+        str | None, typer.Option("--head", help="The commit to deploy (default: HEAD), on the default branch.")
+    ] = None,
+    project_dir: ProjectDirOption = None,
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Which stacks differ from what they last deployed (pulumi stack history) and deploy, canary stages first,
+    with the commit whose policy pack each `up` enforces; why each other stack is left alone."""
+
+    def call() -> Exit:
+        from rollout import deploy as verb
+        from rollout.project import default_project_dir
+
+        project = project_dir if project_dir is not None else default_project_dir()
+        return verb.execute(project, stacks, head, as_json)
+
+    run(call, debug)
+
+
+@app.command("stacks")
+def stacks_verb(
+    stage: Annotated[
+        str | None, typer.Option("--stage", help="Only the stacks of this stage (canary or prod).")
+    ] = None,
+    stacks: Annotated[list[str] | None, typer.Option("--stack", help="Only this stack (repeatable).")] = None,
+    project_dir: ProjectDirOption = None,
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """The project's stacks as their stack files declare them: stage, cloud, credentials, promotion (offline)."""
+
+    def call() -> Exit:
+        from rollout import deploy as verb
+        from rollout.project import default_project_dir
+        from spec.base import Stage
+
+        if stage is not None and stage not in Stage._value2member_map_:
+            raise typer.BadParameter(f"{stage!r} is not a stage (canary or prod)", param_hint="--stage")
+        project = project_dir if project_dir is not None else default_project_dir()
+        return verb.list_stacks(project, stacks, Stage(stage) if stage else None, as_json)
+
+    run(call, debug)
+
+
 # ---------------------------------------------------------------- live cluster verbs
 
 
@@ -429,6 +482,15 @@ def rollback(
     force: Annotated[
         bool, typer.Option("--force", help="Roll back to a driver the canary stack (promotion.canaryStack) never ran.")
     ] = False,
+    all_config: Annotated[
+        bool, typer.Option("--all-config", help="Restore the target update's whole config, not only what decides "
+                           "what runs on the GPU nodes (driver, operator chart and driver mode, pool generations, "
+                           "images and holds).")
+    ] = False,
+    reason: Annotated[
+        str | None, typer.Option("--reason", help="Why --yes runs although the stack file differs from the default "
+                                 "branch's (or cannot be compared with it).")
+    ] = None,
     policy_pack: Annotated[
         str | None, typer.Option("--policy-pack", help="Policy pack for `up` (default: the project's policy/).")
     ] = None,
@@ -438,18 +500,24 @@ def rollback(
     as_json: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
-    """Go back to an earlier good update from `pulumi stack history`: show the config that changes and the
-    commands; with --yes set it and run `up` with the policy pack. Refuses (exit 1, or 2 for bad input) and
-    changes nothing when there is no history or earlier good update, an update is in progress, secrets cannot
-    be decrypted, or the canary never ran the target driver (unless --force)."""
+    """Go back to an earlier good update from `pulumi stack history`: restore what decides what runs on the GPU
+    nodes (every other difference is listed as left alone; --all-config restores it too), show the config that
+    changes and the commands; with --yes set it in the stack file and run `up` with the policy pack, then open a
+    pull request with the stack file. Refuses (exit 1, or 2 for bad input) and changes nothing when there is no
+    history or earlier good update, an update is in progress, secrets cannot be decrypted, the canary never ran
+    the target driver (unless --force), or, with --yes, the stack file is not the default branch's (unless
+    --reason)."""
 
     def call() -> Exit:
         from rollout import rollback as verb
         from rollout.project import default_project_dir
 
+        if reason is not None and not reason.strip():
+            raise typer.BadParameter("say why, in words", param_hint="--reason")
         project = project_dir if project_dir is not None else default_project_dir()
         return verb.execute(stack, project, to_version=to_version, dry_run=dry_run, yes=yes, force=force,
-                            as_json=as_json, policy_pack=policy_pack, policy_pack_config=policy_pack_config)
+                            all_config=all_config, reason=reason, as_json=as_json, policy_pack=policy_pack,
+                            policy_pack_config=policy_pack_config)
 
     run(call, debug)
 
@@ -464,10 +532,19 @@ PrometheusOption = Annotated[
 
 @app.command()
 @live_verb
-def verify(target: LiveTarget, prometheus: PrometheusOption = None) -> Exit:
+def verify(
+    target: LiveTarget,
+    prometheus: PrometheusOption = None,
+    smoke: Annotated[
+        bool, typer.Option("--smoke", help="Right after a rollout: attest nothing, and exit 1 only on a failed "
+                           "check (an inconclusive one, such as the soak's metrics, is left to the verify at the "
+                           "end of the soak).")
+    ] = False,
+) -> Exit:
     """Validate the upgraded nodes (runbook section 5); a passing canary writes attestations/<stack>/<driver>.json.
 
-    Exit 0 only when every check passes; a failed or inconclusive check exits 1 with its reason.
+    Exit 0 only when every check passes; a failed or inconclusive check exits 1 with its reason. With --smoke
+    nothing is attested and only a failed check exits 1.
     """
     from urllib.parse import urlsplit
 
@@ -479,7 +556,22 @@ def verify(target: LiveTarget, prometheus: PrometheusOption = None) -> Exit:
                                  param_hint="--prometheus")
     live = target.open()
     return verb.execute(live.stack.name, live.spec, live.kube, project_dir=live.stack.project_dir,
-                        prometheus_url=prometheus, as_json=target.as_json)
+                        prometheus_url=prometheus, as_json=target.as_json, smoke=smoke)
+
+
+@app.command()
+@live_verb
+def soak(target: LiveTarget) -> Exit:
+    """Is this canary ready to attest, and when will it be: its soak (from the last upgraded node's finished
+    upgrade) against the longest promotion.minSoakHours of the prod stacks promoted from it.
+
+    Exit 0 whenever it answered (JSON: ready, readyAt, reason); 2 for a stack that is not a canary.
+    """
+    from rollout import soak as verb
+
+    live = target.open()
+    return verb.execute(live.stack.name, live.spec, live.kube, project_dir=live.stack.project_dir,
+                        as_json=target.as_json)
 
 
 def main() -> None:

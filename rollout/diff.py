@@ -27,6 +27,7 @@ from typing import Any
 
 from policy.evaluate import from_registered
 from preview import diff as compare
+from preview.pack_diff import PACK_DIR, pack_changes
 from preview.run import PROGRAM_FILE, ProgramRun, redeployed, run_program
 from preview.revisions import Repository, RevisionError, Side
 from rollout import console as consoles
@@ -220,10 +221,11 @@ def build(project_dir: Path, base: str | None, head: str | None, stacks: list[st
                     found[stack] = diff
         except SpecError as error:
             raise files.named(error) from None
+    pack = pack_changes(repo.files_under(base_side, PACK_DIR), repo.files_under(head_side, PACK_DIR))
     return compare.Report(
         base={"revision": base_side.label, "commit": base_side.commit},
         head={"revision": head_side.label, "commit": head_side.commit},
-        stacks=tuple(found[n] for n in sorted(found)), unchanged=tuple(sorted(unchanged)),
+        stacks=tuple(found[n] for n in sorted(found)), unchanged=tuple(sorted(unchanged)), pack=tuple(pack),
     )
 
 

@@ -8,6 +8,11 @@ through the spec itself. From these it finds the update to go back to, the confi
 and, for image-owned pools, the generation moves in their order; or it refuses, saying why, before
 anything is changed.
 
+A rollback restores only what decides what runs on the GPU nodes (:func:`restored_config`: the driver, the
+operator's chart and driver mode, and per pool its generations and their images, its node image and whether
+it is held); every other config difference between now and the target update (a pool or model added since,
+a change ticket, a PDB setting) is listed as left alone, and restored only with ``all_config``.
+
 Refusals (:class:`RollbackRefused`) carry the exit code (docs/rollback.md): 1 (``FAILED``) when the
 stack's state makes a rollback unsafe or pointless (no history, no earlier good update, an update in
 progress, a target the canary never ran); 2 (``INVALID``) when the input is wrong (``--to-version`` names
@@ -22,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rollout.exits import Exit
-from rollout.lenient_spec import LenientView, config_key, fleet, is_present, value_of, with_fields
+from rollout.lenient_spec import LenientView, config_key, fleet, is_present, taken, value_of, with_fields
 from rollout.pulumi_config import (
     IN_PROGRESS,
     Change,
@@ -41,6 +46,16 @@ from spec.load import SpecError, spec_from_config
 
 ROLLBACK_MESSAGE = "gpu-rollout rollback to update {version}"  # the message of every update rollback runs
 _ROLLBACK_MESSAGE = re.compile(r"^gpu-rollout rollback to update (\d+)\b")
+
+# What decides what runs on the GPU nodes, by the FleetSpec's names: a rollback takes these from the target
+# update (the whole ``driver`` key besides) and leaves every other key as the stack has it now.
+OPERATOR_RUNTIME: tuple[tuple[str, ...], ...] = (
+    ("chartVersion",), ("useNvidiaDriverCrd",), ("usePrecompiled",), ("kernelModuleType",), ("driverRepository",),
+)
+POOL_RUNTIME: tuple[tuple[str, ...], ...] = (
+    ("generations",), ("rollout", "released"), ("eks", "releaseVersion"), ("eks", "amiType"),
+    ("eks", "launchTemplate"),
+)
 
 
 class RollbackRefused(Exception):
@@ -70,6 +85,12 @@ def stage(config: Config) -> str | None:
 def canary_stack_of(config: Config) -> str | None:
     value = fleet(config).promotion.canaryStack
     return value if isinstance(value, str) and value else None
+
+
+def rolled_back_to(update: Update) -> int | None:
+    """The update a rollback went back to, when ``update`` was run by `gpu-rollout rollback` (its message)."""
+    found = _ROLLBACK_MESSAGE.match(update.message)
+    return int(found.group(1)) if found else None
 
 
 def _pools(config: Config) -> list[LenientView]:
@@ -176,6 +197,66 @@ def check_canary_ran(target: Config, canary_stack: str, canary_history: Sequence
     return ran
 
 
+# ---------------------------------------------------------------- what a rollback restores
+
+
+def restored_config(current: Config, target: Config) -> dict[str, Entry]:
+    """``current`` with what decides what runs on the GPU nodes taken from ``target``: the driver (version,
+    previous version, owner), the operator's chart and driver mode (``OPERATOR_RUNTIME``) and, for each pool
+    both configs have, its generations with their images, its EKS AMI and launch template, and whether it is
+    held (``POOL_RUNTIME``). A pool or model added since stays; one removed since stays removed; every other
+    key keeps its current value."""
+    state = dict(current)
+    now, then = fleet(current), fleet(target)
+    driver = config_key("driver")
+    if driver in target:
+        state[driver] = target[driver]
+    else:
+        state.pop(driver, None)
+    operator = config_key("gpuOperator")
+    if operator in target and operator in current and not (target[operator].secret or current[operator].secret):
+        state = with_value(state, operator, taken(now.gpuOperator, then.gpuOperator, *OPERATOR_RUNTIME))
+    elif operator in target:
+        state[operator] = target[operator]
+    pools = config_key("nodePools")
+    if pools in current and pools in target and not current[pools].secret:
+        earlier = {pool.name: pool for pool in _pools(target)}
+        state = with_value(state, pools, [
+            taken(pool, earlier[pool.name], *POOL_RUNTIME) if is_present(pool) and pool.name in earlier
+            else value_of(pool)
+            for pool in now.nodePools
+        ])
+    return state
+
+
+def node_image_notes(stack: str, current: Config, restored: Config) -> list[str]:
+    """Where history cannot bring back what ran: an AKS agent pool takes the node image AKS offers when it is
+    created (``nodeImageVersion`` is output-only), so a generation created again does not get its recorded
+    image, nor necessarily the driver that image shipped. Names the image it will get as far as the stack
+    knows: the newest any of its pools got."""
+    if fleet(restored).cluster.cloud != "aks":
+        return []
+    recorded = sorted(((g.nodeImageVersion, pool.name, g.id) for pool in _pools(current) for g in live_generations(pool)
+                       if isinstance(g.nodeImageVersion, str)), reverse=True)
+    newest = (f"the newest node image AKS gave this stack's pools is {recorded[0][0]} (pool {recorded[0][1]} "
+              f"generation {recorded[0][2]}): it gets that one or a newer one" if recorded else
+              "the stack records no node image AKS gave its pools")
+    notes = []
+    for pool in _pools(restored):
+        now = next((p for p in _pools(current) if p.name == pool.name), None)
+        live_now = {g.id for g in live_generations(now)} if now is not None else set()
+        for generation in live_generations(pool):
+            if generation.id in live_now:
+                continue
+            notes.append(
+                f"pool {pool.name} generation {generation.id} is created again, and AKS gives a new agent pool its "
+                f"current node image for osSku {pool.aks.osSku}, not the recorded "
+                f"{generation.nodeImageVersion or '(none recorded)'}, nor necessarily its driver "
+                f"{generation.driverVersion}: {newest}. Check it with `gpu-rollout preflight --stack {stack}` (node-image) "
+                "before its models move back, and record the image it got as its nodeImageVersion")
+    return notes
+
+
 # ---------------------------------------------------------------- the plan, per driver owner
 
 
@@ -192,11 +273,14 @@ class Plan:
     current_driver: str | None
     target_driver: str | None
     owner: str | None
-    changes: list[Change]  # current -> target, all at once
+    changes: list[Change]  # current -> what the rollback restores, all at once
     steps: list[Step]  # in the order they are applied; for an operator-owned driver, one
     how: str  # how the fleet moves back, in words
     canary: str  # what the canary's history says about the target driver
     untypeable: list[Change] = field(default_factory=list)  # leaves --path cannot set with their type
+    left_alone: list[Change] = field(default_factory=list)  # what restored -> the target would still change
+    notes: list[str] = field(default_factory=list)  # where the rollback cannot bring back exactly what ran
+    all_config: bool = False  # the whole config of the target update is restored
 
 
 def _generation_steps(current: Config, target: Config) -> list[tuple[str, dict[str, Entry]]]:
@@ -245,38 +329,45 @@ def _upgrade_policy_words(config: Config) -> str:
 
 def plan_rollback(stack: str, history: Sequence[Update], current: Config, *, to_version: int | None = None,
                   canary_stack: str | None = None, canary_history: Sequence[Update] | None = None,
-                  force: bool = False) -> Plan:
+                  force: bool = False, all_config: bool = False) -> Plan:
     """The whole decision: refusals first (nothing changed yet), then the changes and their steps."""
     check_decryptable([(f"stack {stack}'s config", current)])
     target = choose_target(history, current, stack, to_version)
     check_decryptable([(f"update {target.version} of stack {stack}", target.config)])
-    changes = config_changes(current, target.config)
+    restored = dict(target.config) if all_config else restored_config(current, target.config)
+    changes = config_changes(current, restored)
+    left_alone = [] if all_config else config_changes(restored, target.config)
     rerun = not changes and to_version is not None and not history[0].good
     if not changes and not rerun:
+        if left_alone:
+            raise RollbackRefused(
+                f"stack {stack}: update {target.version} ran what the stack runs now on its GPU nodes; the other "
+                f"differences ({', '.join(c.path for c in left_alone[:5])}{' ...' if len(left_alone) > 5 else ''}) "
+                "are left alone: --all-config restores them too")
         raise RollbackRefused(f"stack {stack}: update {target.version} ran the config the stack has now: "
                               "nothing to roll back")
-    target_driver = driver_version(target.config)
+    target_driver = driver_version(restored)
     if canary_stack is None:
         canary = "no promotion.canaryStack: this stack is not gated on a canary"
     elif canary_stack == stack:
         canary = "this stack is its own canary"
     else:
         try:
-            ran = check_canary_ran(target.config, canary_stack, canary_history)
+            ran = check_canary_ran(restored, canary_stack, canary_history)
             canary = f"the canary stack '{canary_stack}' ran {target_driver} in update(s) {', '.join(map(str, ran))}"
         except RollbackRefused as refusal:
             if not force:
                 raise
             canary = f"--force: {refusal}"
-    owner = driver_owner(target.config) or driver_owner(current)
+    owner = driver_owner(restored) or driver_owner(current)
     if owner == DriverOwner.IMAGE:
-        states = _generation_steps(current, target.config)
+        states = _generation_steps(current, restored)
         how = ("image-owned: each pool moves back to its kept previous generation, one step per `pulumi up`: "
                "scale it up, hold the new one, then retire it; watch the pool between steps")
     else:
-        states = [("set the config of update %d" % target.version, dict(target.config))]
+        states = [("set the config of update %d" % target.version, restored)]
         how = (f"operator-owned: the GPU Operator rolls the nodes back one at a time through the stack's "
-               f"NVIDIADriver/ClusterPolicy, under {_upgrade_policy_words(target.config)} and the PDBs, as it "
+               f"NVIDIADriver/ClusterPolicy, under {_upgrade_policy_words(restored)} and the PDBs, as it "
                "rolled them forward")
     steps, before = [], current
     for title, state in states:
@@ -288,9 +379,9 @@ def plan_rollback(stack: str, history: Sequence[Update], current: Config, *, to_
     if rerun:  # the config already holds the target's values, but the last update with them did not succeed
         steps = [Step(f"`up` again: the config already holds update {target.version}'s values and the last "
                       f"update {history[0].result}", [])]
-    if apply_changes(current, [c for s in steps for c in s.changes]) != dict(target.config):
-        raise AssertionError(f"the rollback steps of stack {stack} do not lead to update {target.version}'s config")
+    if apply_changes(current, [c for s in steps for c in s.changes]) != restored:
+        raise AssertionError(f"the rollback steps of stack {stack} do not lead to the config they restore")
     untypeable = [c for s in steps for c in s.changes
                   if not c.whole_key and not c.removes and path_value_text(c.new) is None]
     return Plan(stack, target, driver_version(current), target_driver, owner, changes, steps, how, canary,
-                untypeable)
+                untypeable, left_alone, node_image_notes(stack, current, restored), all_config)

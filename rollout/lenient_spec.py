@@ -10,6 +10,7 @@ the wrong type reads as it is written.
 
 from __future__ import annotations
 
+import copy
 import types
 import typing
 from typing import Any
@@ -92,6 +93,50 @@ def with_fields(view: LenientView, **fields: Any) -> dict[str, Any]:
     for name in fields:
         _field(view._model, name)
     return {**view._raw, **fields}
+
+
+_ABSENT = object()
+
+
+def _walk(model: type[BaseModel], path: tuple[str, ...]) -> None:
+    """Every name of ``path`` is a field of the model it is read in (a block's model for the next name)."""
+    for index, name in enumerate(path):
+        field = _field(model, name)
+        if index + 1 < len(path):
+            block = _block(field.annotation)
+            if block is None or block[1]:
+                raise AttributeError(f"{model.__name__}.{name} is not a block with fields")
+            model = block[0]
+
+
+def _get(raw: Any, path: tuple[str, ...]) -> Any:
+    for name in path:
+        if not isinstance(raw, dict) or name not in raw:
+            return _ABSENT
+        raw = raw[name]
+    return raw
+
+
+def taken(now: LenientView, then: LenientView, *paths: tuple[str, ...]) -> Any:
+    """The object where ``now`` stands with the value ``then`` has at each path (a field, or a field of a
+    block, by the model's names), or without it where ``then`` has none. Blocks on the way are created only
+    to hold a value; everything else of ``now`` stays as written. Both must stand where an object is."""
+    result = copy.deepcopy(now._raw)
+    for path in paths:
+        _walk(now._model, path)
+        value = _get(then._raw, path)
+        parent = _get(result, path[:-1])
+        if value is _ABSENT:
+            if isinstance(parent, dict):
+                parent.pop(path[-1], None)
+            continue
+        node = result
+        for name in path[:-1]:
+            if not isinstance(node.get(name), dict):
+                node[name] = {}
+            node = node[name]
+        node[path[-1]] = copy.deepcopy(value)
+    return result
 
 
 def config_key(name: str) -> str:

@@ -4,7 +4,9 @@ What the CLI prints and takes, and nothing of this project (an import contract i
 
 - an update of `pulumi stack history --json` (newest first; the Automation API's ``Stack.history()`` parses
   the same document): ``version``, ``kind``, ``result`` (``in-progress|succeeded|failed``), ``endTime``
-  (absent while in progress), ``message`` and ``config``, the full config the update ran with;
+  (absent while in progress), ``message``, ``config``, the full config the update ran with, and
+  ``environment``, the metadata the CLI records with each update (``git.head``: the commit of the project's
+  checkout it ran from; ``git.dirty``: whether that checkout had changes);
 - a config as `pulumi config --json` and the history print it: ``{key: {"value": text, "secret": bool}}``,
   a structured value as its JSON text (or its ``objectValue``);
 - `pulumi config set|rm --path` key syntax (``project:key.field[0]["name.with.dots"]``), the changes that
@@ -17,12 +19,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 SECRET_SHOWN = "[secret]"  # how a secret value is shown, never its text
 UNDECRYPTABLE = "ERROR_UNABLE_TO_DECRYPT"  # what `stack history --show-secrets` prints for a secret it cannot read
 SUCCEEDED, IN_PROGRESS = "succeeded", "in-progress"
+GIT_HEAD, GIT_DIRTY = "git.head", "git.dirty"  # update metadata the CLI records from the project's checkout
 
 
 class _Absent:
@@ -55,10 +58,22 @@ class Update:
     start_time: str
     config: Config
     message: str = ""
+    environment: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def good(self) -> bool:
         return self.kind == "update" and self.result == SUCCEEDED
+
+    @property
+    def commit(self) -> str | None:
+        """The commit of the checkout the update ran from (``git.head``); None when the CLI recorded none."""
+        head = self.environment.get(GIT_HEAD)
+        return head if isinstance(head, str) and re.fullmatch(r"[0-9a-f]{7,64}", head) else None
+
+    @property
+    def dirty(self) -> bool:
+        """The checkout had changes beyond its commit (``git.dirty``): the commit alone does not say what ran."""
+        return self.environment.get(GIT_DIRTY) == "true"
 
 
 # ---------------------------------------------------------------- reading the CLI's documents
@@ -103,6 +118,7 @@ def parse_history(raw: Sequence[Mapping[str, Any]]) -> list[Update]:
             start_time=str(item.get("startTime", "")),
             config=parse_config(item.get("config") or {}),
             message=str(item.get("message") or ""),
+            environment={str(k): str(v) for k, v in (item.get("environment") or {}).items()},
         )
         for index, item in enumerate(raw)
     ]

@@ -1,11 +1,16 @@
 """`gpu-rollout rollback`: go back to an earlier good update of a stack, through the Pulumi Automation API.
 
-Thin: it reads the stack's history and config (and the canary stack's history) with the Automation API,
-as the CLI's documents (:mod:`rollout.pulumi_config`), hands them to :mod:`rollout.history`, which decides,
-prints the plan, and only with ``--yes`` (and not ``--dry-run``) sets the config of the plan's first step
-and runs ``up`` with the policy pack. Every refusal comes before the first change. The program runs in this process, served to the engine by the SDK's
-language runtime (an inline program: :func:`_program`), the way `Stack.up()` serves any inline program;
-it is the project's own ``__main__.py``.
+Thin: it reads the stack's history and config (and the canary stack's history) from the backend
+(:mod:`rollout.backend`), hands them to :mod:`rollout.history`, which decides what to restore (only what
+decides what runs on the GPU nodes, unless ``--all-config``), prints the plan with every other difference
+it leaves alone, and only with ``--yes`` (and not ``--dry-run``) sets the config of the plan's first step in
+the stack file and runs ``up`` with the policy pack. ``--yes`` refuses, before any change, where the stack file
+is not the default branch's (an unmerged edit would ride along, and a deploy from the default branch would
+undo what it sets) unless ``--reason`` says why (printed with what it overrides). Every refusal comes
+before the first change. The program runs in this process, served to the engine by the SDK's language runtime
+(an inline program: :func:`_program`), the way `Stack.up()` serves any inline program; it is the project's own
+``__main__.py``, run in the project folder as the engine runs a program, so what it reads relative to the
+project (``attestations/``) is the project's wherever gpu-rollout is started.
 """
 
 from __future__ import annotations
@@ -17,117 +22,57 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlparse
 
-from rollout import history, pulumi_config
+from preview.revisions import Repository, RevisionError
+from rollout import backend, history, pulumi_config
 from rollout.console import say, stdout
 from rollout.exits import Exit
 
 if TYPE_CHECKING:
     from pulumi import automation as auto
 
-PROJECT_NAME = "gpu-driver-upgrade"
-HISTORY_PAGE = 100
-UNDECRYPTABLE_HINTS = ("passphrase", "decrypt", "secrets manager", "secrets provider")
-
 
 def _program(project_dir: Path) -> Callable[[], None]:
     """The project's program, as the Python language host runs it: ``__main__.py`` with the project on
-    sys.path."""
+    sys.path and the project folder as the working directory (restored afterwards)."""
 
     def run() -> None:
         if str(project_dir) not in sys.path:
             sys.path.insert(0, str(project_dir))
-        runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
+        started_in = os.getcwd()
+        os.chdir(project_dir)
+        try:
+            runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
+        finally:
+            os.chdir(started_in)
 
     return run
 
 
-def _first_error_line(error: Exception) -> str:
-    """The CLI's own `error: ...` line out of a CommandError (which holds the code, stdout and stderr)."""
-    text = str(error)
-    for line in text.splitlines():
-        if "error:" in line:
-            return line.split("error:", 1)[1].strip()
-    lines = [line.strip() for line in text.splitlines()
-             if line.strip() and not line.strip().startswith(("code:", "stdout:", "stderr:"))]
-    return lines[-1] if lines else " ".join(text.split())[:300]
-
-
-def _summary_to_json(summary: auto.UpdateSummary) -> dict[str, Any]:
-    """An Automation API UpdateSummary back in the CLI's JSON shape, which rollout.pulumi_config reads."""
-    return {
-        "version": summary.version,
-        "kind": summary.kind,
-        "result": summary.result,
-        "startTime": summary.start_time.isoformat() if summary.start_time else "",
-        "message": summary.message,
-        "endTime": summary.end_time.isoformat() if summary.end_time else None,
-        "config": {key: {"value": value.value, "secret": value.secret} for key, value in summary.config.items()},
-    }
-
-
-def _config_to_json(config: auto.ConfigMap) -> dict[str, Any]:
-    return {key: {"value": value.value, "secret": value.secret} for key, value in config.items()}
-
-
-def _read_history(stack: auto.Stack) -> list[pulumi_config.Update]:
-    from pulumi.automation import errors
-
-    summaries: list[auto.UpdateSummary] = []
-    try:
-        while True:  # every page: the CLI returns 10 updates unless asked for more
-            page = stack.history(page_size=HISTORY_PAGE, page=len(summaries) // HISTORY_PAGE + 1, show_secrets=True)
-            summaries += page
-            if len(page) < HISTORY_PAGE:
-                return pulumi_config.parse_history([_summary_to_json(s) for s in summaries])
-    except errors.CommandError as error:
-        raise _cli_refusal(f"stack {stack.name}'s history", error) from None
-
-
-def _cli_refusal(what: str, error: Exception) -> history.RollbackRefused:
-    line = _first_error_line(error)
-    if any(hint in line.lower() for hint in UNDECRYPTABLE_HINTS):
-        return history.RollbackRefused(f"{what}: secrets cannot be decrypted ({line}); give the stack's passphrase "
-                                       "(PULUMI_CONFIG_PASSPHRASE) or access to its secrets provider", Exit.INVALID)
-    return history.RollbackRefused(f"{what}: the pulumi CLI failed: {line}")
-
-
-def _lock_files(workspace: auto.LocalWorkspace, stack: str) -> list[str]:
-    """Locks a file backend holds for the stack: an update in progress. (The service backend shows one in
-    the history instead; other self-managed backends are not looked into.)"""
-    url = workspace.who_am_i().url or os.environ.get("PULUMI_BACKEND_URL", "")
-    parsed = urlparse(url)
-    if parsed.scheme != "file":
-        return []
-    root = Path(unquote(parsed.path)) if parsed.path else Path.home()
-    locks = root / ".pulumi" / "locks"
-    found: list[str] = []
-    for folder in (locks / "organization" / PROJECT_NAME / stack, locks / stack):
-        if folder.is_dir():
-            found += [str(p) for p in folder.iterdir() if p.is_file()]
-    return found
-
-
-def _select(workspace: auto.LocalWorkspace, name: str) -> auto.Stack:
-    from pulumi import automation as auto
-    from pulumi.automation import errors
-
-    try:
-        return auto.Stack.select(name, workspace)
-    except errors.StackNotFoundError:
-        raise history.RollbackRefused(f"--stack {name}: no such stack in the backend", Exit.INVALID) from None
-
-
 def _canary_history(workspace: auto.LocalWorkspace, name: str) -> list[pulumi_config.Update] | None:
-    from pulumi import automation as auto
-    from pulumi.automation import errors
+    canary = backend.select(workspace, name)
+    return backend.history(canary) if canary is not None else None
 
+
+def unmerged_stack_file(project_dir: Path, stack: str) -> str | None:
+    """Why the stack file cannot be taken as the default branch's; None when it is the same, byte for byte.
+    A rollback writes it and its pull request carries it: an edit not on the default branch would ride along,
+    and the deploy from the default branch would go back to what that branch holds."""
+    name = f"Pulumi.{stack}.yaml"
     try:
-        canary = auto.Stack.select(name, workspace)
-    except errors.StackNotFoundError:
-        return None
-    return _read_history(canary)
+        repo = Repository(project_dir)
+    except RevisionError:
+        return f"{project_dir} is not a git checkout, so whether {name} is the default branch's cannot be told"
+    branch = repo.default_branch()
+    if branch is None:
+        return f"the checkout has no default branch (origin/HEAD, main, master), so {name} cannot be compared with it"
+    merged = repo.file_at(branch, name)
+    here = project_dir / name
+    if merged is None:
+        return f"{name} is not on the default branch ({branch})"
+    if not here.is_file() or here.read_bytes() != merged:
+        return f"{name} differs from the default branch ({branch})"
+    return None
 
 
 def _plan_document(plan: history.Plan, commands: list[list[str]]) -> dict[str, Any]:
@@ -142,7 +87,10 @@ def _plan_document(plan: history.Plan, commands: list[list[str]]) -> dict[str, A
         "driver": {"current": plan.current_driver, "target": plan.target_driver, "owner": plan.owner},
         "how": plan.how,
         "canary": plan.canary,
+        "allConfig": plan.all_config,
         "changes": [change(c) for c in plan.changes],
+        "leftAlone": [change(c) for c in plan.left_alone],
+        "notes": plan.notes,
         "steps": [{"title": s.title, "changes": [change(c) for c in s.changes], "commands": cmds}
                   for s, cmds in zip(plan.steps, commands, strict=True)],
     }
@@ -154,9 +102,19 @@ def _print_plan(plan: history.Plan, commands: list[list[str]]) -> None:
                   f"driver {plan.current_driver} -> {plan.target_driver}", markup=False, soft_wrap=True)
     console.print(plan.how, markup=False, soft_wrap=True)
     console.print(f"canary: {plan.canary}", markup=False, soft_wrap=True)
-    console.print("config that changes (now -> update %d):" % plan.target.version, markup=False, soft_wrap=True)
+    scope = "the whole config" if plan.all_config else "what decides what runs on the GPU nodes"
+    console.print(f"config that changes (now -> update {plan.target.version}; {scope}):", markup=False,
+                  soft_wrap=True)
     for c in plan.changes:
         console.print(f"  {c.path}: {c.shown(c.old)} -> {c.shown(c.new)}", markup=False, soft_wrap=True)
+    if plan.left_alone:
+        console.print(f"left alone (update {plan.target.version} differs; --all-config restores these too):",
+                      markup=False, soft_wrap=True)
+        for c in plan.left_alone:
+            console.print(f"  {c.path}: stays {c.shown(c.old)} (update {plan.target.version}: {c.shown(c.new)})",
+                          markup=False, soft_wrap=True)
+    for note in plan.notes:
+        console.print(f"note: {note}", markup=False, soft_wrap=True)
     for number, (step, cmds) in enumerate(zip(plan.steps, commands, strict=True), start=1):
         console.print(f"step {number}: {step.title}", markup=False, soft_wrap=True)
         for line in cmds:
@@ -196,24 +154,19 @@ def _apply(stack: auto.Stack, step: history.Step) -> None:
 
 
 def execute(stack_name: str, project_dir: Path, *, to_version: int | None, dry_run: bool, yes: bool, force: bool,
-            as_json: bool, policy_pack: str | None, policy_pack_config: str | None) -> Exit:
-    from pulumi import automation as auto
+            all_config: bool, reason: str | None, as_json: bool, policy_pack: str | None,
+            policy_pack_config: str | None) -> Exit:
     from pulumi.automation import errors
 
     project_dir = project_dir.resolve()
     try:
-        workspace = auto.LocalWorkspace(work_dir=str(project_dir), program=_program(project_dir))
-    except FileNotFoundError as error:
-        say(f"rollback: the pulumi CLI is not installed or not on PATH ({error})")
-        return Exit.FAILED
-    try:
-        stack = _select(workspace, stack_name)
-        past = _read_history(stack)
-        try:
-            current = pulumi_config.parse_config(_config_to_json(stack.get_all_config()))
-        except errors.CommandError as error:
-            raise _cli_refusal(f"stack {stack_name}'s config", error) from None
-        locks = _lock_files(workspace, stack_name)
+        workspace = backend.workspace(project_dir, _program(project_dir))
+        stack = backend.select(workspace, stack_name)
+        if stack is None:
+            raise history.RollbackRefused(f"--stack {stack_name}: no such stack in the backend", Exit.INVALID)
+        past = backend.history(stack)
+        current = backend.stack_file_config(stack)
+        locks = backend.lock_files(workspace, stack_name)
         if locks:
             raise history.RollbackRefused(f"stack {stack_name}: an update is in progress (the backend holds its lock "
                                           f"{locks[0]}); wait for it to end, or `pulumi cancel` a dead one")
@@ -221,8 +174,8 @@ def execute(stack_name: str, project_dir: Path, *, to_version: int | None, dry_r
         canary_past = (_canary_history(workspace, canary_stack)
                        if canary_stack is not None and canary_stack != stack_name else None)
         plan = history.plan_rollback(stack_name, past, current, to_version=to_version, canary_stack=canary_stack,
-                                     canary_history=canary_past, force=force)
-    except history.RollbackRefused as refusal:
+                                     canary_history=canary_past, force=force, all_config=all_config)
+    except (history.RollbackRefused, backend.BackendError) as refusal:
         say(f"rollback refused: {refusal}")
         return refusal.code
 
@@ -243,21 +196,33 @@ def execute(stack_name: str, project_dir: Path, *, to_version: int | None, dry_r
         say("rollback refused: these values cannot be set back with `pulumi config set --path` without changing "
             f"their type: {', '.join(c.path for c in plan.untypeable)}; edit the stack file instead")
         return Exit.FAILED
+    unmerged = unmerged_stack_file(project_dir, stack_name)
+    if unmerged is not None and not reason:
+        say(f"rollback refused: {unmerged}. The rollback writes this file and its pull request carries it, so "
+            "start from the default branch's (`git checkout` it, or `pulumi config refresh --stack "
+            f"{stack_name} --force` to take the deployed config), or give --reason TEXT to say why not")
+        return Exit.FAILED
     step = plan.steps[0]
     say(f"step 1 of {len(plan.steps)}: {step.title}")
+    if reason:
+        say(f"reason: {reason}" + (f" (runs although {unmerged})" if unmerged else ""))
+    message = history.ROLLBACK_MESSAGE.format(version=plan.target.version)
     try:
         _apply(stack, step)
-        stack.up(message=history.ROLLBACK_MESSAGE.format(version=plan.target.version), policy_packs=[pack],
-                 policy_pack_configs=[pack_config] if pack_config else None,
+        stack.up(message=message, policy_packs=[pack], policy_pack_configs=[pack_config] if pack_config else None,
                  on_output=lambda line: say(line.rstrip("\n")), color="never", show_secrets=False)
     except errors.CommandError as error:
-        say(f"rollback: the pulumi CLI failed after step 1 began ({_first_error_line(error)}); the stack's config "
-            f"may now hold update {plan.target.version}'s values for the keys above: fix the cause, then "
+        say(f"rollback: the pulumi CLI failed after step 1 began ({backend.first_error_line(error)}); the stack's "
+            f"config may now hold update {plan.target.version}'s values for the keys above: fix the cause, then "
             f"`gpu-rollout rollback --stack {stack_name} --to-version {plan.target.version} --yes`")
         return Exit.FAILED
     if len(plan.steps) > 1:
         say(f"step 1 done; when `gpu-rollout watch --stack {stack_name}` shows the pools healthy, continue with "
             f"`gpu-rollout rollback --stack {stack_name} --to-version {plan.target.version} --yes`")
     else:
-        say(f"rolled back stack {stack_name} to the config of update {plan.target.version}")
+        say(f"rolled back stack {stack_name} to update {plan.target.version}"
+            + ("" if plan.all_config else " (what runs on its GPU nodes)"))
+    say(f"the stack file {project_dir / f'Pulumi.{stack_name}.yaml'} now holds the config the stack runs: commit it "
+        "and open a pull request with it. Until it merges, the default branch still holds the config rolled back "
+        "from, and the deploy workflow leaves this stack alone (gpu-rollout deploy-plan)")
     return Exit.OK

@@ -55,15 +55,18 @@ def render_table(stack: str, results: list[CheckResult], console: Console) -> No
 
 
 def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, project_dir: Path, prometheus_url: str | None,
-            as_json: bool) -> Exit:
+            as_json: bool, smoke: bool = False) -> Exit:
+    """Run the checks; a passing canary (not ``smoke``) writes its attestation. ``smoke``: the check right after
+    a rollout, before any soak: nothing is attested, and an inconclusive check does not fail it."""
     prometheus = Prometheus(prometheus_url) if prometheus_url else None
     facts = validation.gather(kube, spec, prometheus)
     note_identity(facts.identity)
     results = CATALOGUE.run(validation.VERB, facts)
     not_passed = [r for r in results if r.status != Status.PASS]
+    failing = [r for r in results if r.status == Status.FAIL] if smoke else not_passed
     written: Path | None = None
     problem: str | None = None
-    if not not_passed and spec.stage == Stage.CANARY:
+    if not not_passed and spec.stage == Stage.CANARY and not smoke:
         try:
             sealed = validation.attest(facts, results, stack=stack, git_commit=git_commit(project_dir),
                                        hmac_key=attestation.key_from_environment())
@@ -71,7 +74,7 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, project_dir: Path, pro
         except attestation.AttestationError as exc:
             problem = f"attestation not written: {exc}"
     if as_json:
-        document: dict[str, Any] = {"stack": stack, "passed": not not_passed,
+        document: dict[str, Any] = {"stack": stack, "passed": not failing, "smoke": smoke,
                                     "checks": [r.as_json() for r in results],
                                     "attestation": str(written) if written else None}
         if problem:
@@ -85,6 +88,9 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, project_dir: Path, pro
         say(problem)
     elif written:
         say(f"attestation written: {written}")
+    elif smoke:
+        say("smoke check: nothing attested; the soak schedule's verify judges the whole soak"
+            + (f" (inconclusive now: {len(not_passed) - len(failing)})" if len(not_passed) > len(failing) else ""))
     elif not not_passed:
         say(f"note: stack {stack} is a {spec.stage.value} stack; only a canary stack's verify writes an attestation")
-    return Exit.failed_if(bool(not_passed) or problem is not None)
+    return Exit.failed_if(bool(failing) or problem is not None)

@@ -331,6 +331,7 @@ def identity_facts(spec: FleetSpec) -> rf.IdentityFacts:
         eks_cluster_name=eks.clusterName if eks is not None else None,
         eks_region=eks.region if eks is not None else None,
         unpinned_hold_reason=spec.gpuOperator.unpinnedHoldReason,
+        facts_version=rf.FACTS_VERSION,
     )
 
 

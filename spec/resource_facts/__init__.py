@@ -35,6 +35,11 @@ from spec.resource_facts.tokens import (
     canonical_order,
     kubernetes_type,
 )
+from spec.resource_facts.version import (
+    FACTS_VERSION,
+    READABLE_FACTS_VERSION,
+    UNSTAMPED_FACTS_VERSION,
+)
 from spec.resource_facts.values import (
     prop,
     read_stage,
@@ -239,4 +244,7 @@ __all__ = [
     "is_promotion_record",
     "read_promotion",
     "drivers_text",
+    "FACTS_VERSION",
+    "READABLE_FACTS_VERSION",
+    "UNSTAMPED_FACTS_VERSION",
 ]

@@ -29,13 +29,15 @@ class IdentityFacts:
     eks_region: str | None = None
     # ClusterPolicy mode: why held pools may be held by the skip label alone (gpuOperator.unpinnedHoldReason)
     unpinned_hold_reason: str | None = None
+    # The version of the facts the program wrote (spec.resource_facts.version); None: not stated or malformed
+    facts_version: int | None = None
 
 
 _IDENTITY_DATA = (
     ("cluster", "cluster"), ("cloud", "cloud"), ("stage", "stage"), ("operatorVersion", "operator_version"),
     ("perPoolDrivers", "per_pool_drivers"), ("aksResourceGroup", "aks_resource_group"),
     ("aksClusterName", "aks_cluster_name"), ("eksClusterName", "eks_cluster_name"), ("eksRegion", "eks_region"),
-    ("unpinnedHoldReason", "unpinned_hold_reason"),
+    ("unpinnedHoldReason", "unpinned_hold_reason"), ("factsVersion", "facts_version"),
 )
 
 
@@ -66,7 +68,13 @@ def read_identity(props: Mapping[str, Any]) -> IdentityFacts:
         **values,
         "stage": read_stage(values["stage"]),
         "per_pool_drivers": flag(values["per_pool_drivers"]),
+        "facts_version": _version(values["facts_version"]),
     })
+
+
+def _version(value: Any) -> int | None:
+    """A stated facts version: a positive whole number written as digits, else None (malformed)."""
+    return int(value) if isinstance(value, str) and value.isdigit() and int(value) > 0 else None
 
 
 # ---------------------------------------------------------------- stack-wide statements

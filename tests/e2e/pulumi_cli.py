@@ -144,13 +144,15 @@ def snapshot(pulumi: Pulumi, stack: str) -> Snapshot:
                     (pulumi.project / f"Pulumi.{stack}.yaml").read_text())
 
 
-def gpu_rollout(pulumi: Pulumi, *args: str, env: dict[str, str] | None = None, timeout: float = 600) -> Result:
+def gpu_rollout(pulumi: Pulumi, *args: str, env: dict[str, str] | None = None, timeout: float = 600,
+                cwd: Path = CHECKOUT) -> Result:
     """``gpu-rollout ARGS --project-dir PROJECT`` with the CLI's isolated environment (its `pulumi`, home,
-    file backend and passphrase), as a user runs it beside `pulumi`; ``env`` overrides variables."""
+    file backend and passphrase), as a user runs it beside `pulumi`, from ``cwd`` (the checkout unless
+    given); ``env`` overrides variables."""
     started = time.monotonic()
     proc = subprocess.run(  # noqa: S603
         [str(VENV_PYTHON), "-m", "rollout", *args, "--project-dir", str(pulumi.project)],
-        cwd=CHECKOUT, env={**pulumi.env, **(env or {})}, capture_output=True, text=True, timeout=timeout,
+        cwd=cwd, env={**pulumi.env, **(env or {})}, capture_output=True, text=True, timeout=timeout,
         check=False,
     )
     return Result(["gpu-rollout", *args], proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)

@@ -71,12 +71,15 @@ def rolled_back(canary_up: Result, pulumi: Pulumi, policy_pack: Path, cluster: R
     record["driver_on_b"] = cluster.get(DRIVER_PATH)["spec"]["version"]
 
     before = snapshot(pulumi, CANARY)
-    record["dry_run"] = gpu_rollout(pulumi, "rollback", "--stack", CANARY, "--dry-run")
-    record["plan_json"] = gpu_rollout(pulumi, "rollback", "--stack", CANARY, "--json")
+    # --all-config: the secret is no key of the GPU runtime, which alone a rollback restores by default
+    # (tests/e2e/test_rollback_scope.py); --reason: the e2e project is no git checkout.
+    record["dry_run"] = gpu_rollout(pulumi, "rollback", "--stack", CANARY, "--dry-run", "--all-config")
+    record["plan_json"] = gpu_rollout(pulumi, "rollback", "--stack", CANARY, "--json", "--all-config")
     record["unchanged_by_plans"] = snapshot(pulumi, CANARY) == before
 
-    record["rollback"] = gpu_rollout(pulumi, "rollback", "--stack", CANARY, "--yes", "--policy-pack",
-                                     str(policy_pack), "--policy-pack-config", "policy/canary.json")
+    record["rollback"] = gpu_rollout(pulumi, "rollback", "--stack", CANARY, "--yes", "--all-config", "--reason",
+                                     "e2e: the project is no git checkout", "--policy-pack", str(policy_pack),
+                                     "--policy-pack-config", "policy/canary.json")
     record["driver_after"] = cluster.get(DRIVER_PATH)["spec"]["version"]
     record["history_after"] = _history(pulumi, CANARY)
     record["note_after"] = pulumi.run("config", "get", "--stack", CANARY, SECRET).stdout.strip()
@@ -193,12 +196,13 @@ def test_a_driver_the_canary_never_ran_is_refused_unless_forced(prod_up: Result,
     try:
         past = _history(pulumi, PROD)
         last_good = next(len(past) - i for i, u in enumerate(past) if u["result"] == "succeeded")
-        result = _refused(pulumi, PROD, "--to-version", str(last_good))
+        # --all-config: the update differs only in promotion.canaryStack, which a rollback leaves alone by default
+        result = _refused(pulumi, PROD, "--to-version", str(last_good), "--all-config")
         assert result.returncode == 1, result.describe()
         assert f"was never run by the canary stack '{empty}'" in result.stderr
         before = snapshot(pulumi, PROD)
         forced = gpu_rollout(pulumi, "rollback", "--stack", PROD, "--to-version", str(last_good), "--force",
-                             "--dry-run")
+                             "--dry-run", "--all-config")
         assert forced.returncode == 0, forced.describe()
         assert "canary: --force:" in forced.stdout and f"{key}: {empty} -> {CANARY}" in forced.stdout
         assert snapshot(pulumi, PROD) == before

@@ -399,6 +399,13 @@ OUTPUT_VARIANTS: dict[str, tuple[str, list[tuple[str, str | None, Callable[[dict
         "aks-cluster-policy-mode", [(rf.AKS_POOL, "gpuh100", lambda p: p.update(enableAutoScaling=True, maxCount=5))],
         "held-pool-pinned", "pool gpuh100 is held",
     ),
+    # A program newer than the pack enforced on it (the protected base's): facts of a version it does not read.
+    "identity-record-with-newer-facts": (
+        "prod", [(rf.CONFIG_MAP, "gpu-driver-upgrade-prod", lambda p: p["data"].update(
+            factsVersion=str(rf.READABLE_FACTS_VERSION + 1)))],
+        "facts-readable", f"the program wrote resource facts version {rf.READABLE_FACTS_VERSION + 1} (cluster-identity "
+        f"record gpu-driver-upgrade-prod); this pack reads facts up to version {rf.READABLE_FACTS_VERSION}",
+    ),
     "pool-record-one-node-short": (
         "existing-prod", [(rf.CONFIG_MAP, "gpu-driver-upgrade-pool-l40s-serving", _set("data.nodeCount", "1"))],
         "spare-capacity", "pool l40s-serving",

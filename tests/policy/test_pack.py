@@ -33,6 +33,7 @@ STACK_RULES = {
     "operator-supports-driver",  # a stack rule since it reads what the fleet ran (a rollback is not blocked)
     "held-pool-pinned",
     "canary-attested",
+    "facts-readable",
 }
 
 

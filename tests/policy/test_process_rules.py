@@ -52,3 +52,38 @@ def test_a_stage_not_visible_or_not_one_of_the_stages_is_advice_or_nothing(rende
         odd.append(Resource(res.type, res.name, props, res.urn))
     assert stack(odd).stage_stated and stack(odd).stage is None
     assert list(process_rules.change_ticket(stack(odd))) == []
+
+
+def _stated_version(items: list[Resource], version: str | None) -> list[Resource]:
+    """The stack's resources with its cluster-identity record stating ``version`` (None: no stamp)."""
+    out = []
+    for res in items:
+        props = copy.deepcopy(dict(res.props))
+        if (props.get("metadata") or {}).get("labels", {}).get(labels.RECORD) == labels.RECORD_CLUSTER_IDENTITY:
+            props["data"].pop("factsVersion")
+            if version is not None:
+                props["data"]["factsVersion"] = version
+        out.append(Resource(res.type, res.name, props, res.urn))
+    return out
+
+
+def test_the_program_stamps_the_facts_version_the_pack_reads(rendered):
+    from spec import resource_facts as rf
+
+    assert rf.READABLE_FACTS_VERSION >= rf.FACTS_VERSION  # a pack always reads what its own program writes
+    (record,) = [r for r in resources(rendered["prod"]) if r.props.get("data", {}).get("cluster")]
+    assert record.props["data"]["factsVersion"] == str(rf.FACTS_VERSION)
+    assert list(process_rules.facts_readable(stack(resources(rendered["prod"])))) == []
+    assert list(process_rules.facts_readable(stack(_stated_version(resources(rendered["prod"]), None)))) == []
+
+
+def test_facts_newer_than_the_pack_reads_are_refused_naming_both_versions(rendered):
+    from spec import resource_facts as rf
+
+    newer = str(rf.READABLE_FACTS_VERSION + 1)
+    (finding,) = process_rules.facts_readable(stack(_stated_version(resources(rendered["canary"]), newer)))
+    assert not finding.advisory and finding.resource is not None
+    assert f"the program wrote resource facts version {newer}" in finding.message
+    assert f"this pack reads facts up to version {rf.READABLE_FACTS_VERSION}" in finding.message
+    (odd,) = process_rules.facts_readable(stack(_stated_version(resources(rendered["canary"]), "two")))
+    assert "states facts version 'two', not a version this pack reads" in odd.message

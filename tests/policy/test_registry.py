@@ -22,6 +22,7 @@ ISSUE_IDS = {
     # the cloud or the operator cannot take in one step
     "held-pool-pinned",  # issue 13: a held pool is held in every driver mode
     "canary-attested",  # issue 10: the prod gate
+    "facts-readable",  # issue 22: the pack of the protected base refuses facts newer than it reads
 }
 
 

@@ -15,13 +15,14 @@ from typer.testing import CliRunner
 from rollout.cli import LiveTarget, app, live_verb
 from rollout.exits import Exit
 
-LIVE_VERBS = ["preflight", "watch", "pause", "resume", "verify"]
+LIVE_VERBS = ["preflight", "watch", "pause", "resume", "verify", "soak"]
 OWN_OPTIONS = {
     "preflight": [],
     "watch": ["--once", "--interval", "--stuck-after", "--no-auto-pause", "--max-failed-polls"],
     "pause": ["--reason"],
     "resume": [],
-    "verify": ["--prometheus"],
+    "verify": ["--prometheus", "--smoke"],
+    "soak": [],
 }
 # (flag, env var): the stack and cluster first, then the verb's own options, then how to report.
 TARGET = [("--stack", "GPU_ROLLOUT_STACK"), ("--stack-file", "GPU_ROLLOUT_STACK_FILE"),

@@ -36,8 +36,7 @@ runner = CliRunner()
 
 # Every verb the command line registers, with what it needs to run once and stop.
 VERB_ARGS = {"plan": [], "preflight": [], "watch": ["--once"], "pause": [], "resume": [], "verify": [],
-             "simulate": ["--from-cluster"],
-             "release-node": ["aks-gput4-node-0"]}
+             "simulate": ["--from-cluster"], "release-node": ["aks-gput4-node-0"], "soak": []}
 LIVE = sorted(set(VERB_ARGS) - {"plan"})
 EXAMPLE = yaml.safe_load((PROJECT_DIR / "Pulumi.prod.yaml").read_text(encoding="utf-8"))
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
@@ -47,8 +46,9 @@ SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=N
 
 # Verbs that read no stack file, fed generated input where their input is: diff reads stack files at git
 # revisions (tests/rollout/test_diff.py), rollback the Pulumi backend (tests/rollout/test_rollback.py and
-# tests/e2e/test_rollback.py).
-FED_ELSEWHERE = {"diff", "rollback"}
+# tests/e2e/test_rollback.py), deploy-plan and stacks every stack file of a project and the backend
+# (tests/rollout/test_deploy_plan.py).
+FED_ELSEWHERE = {"diff", "rollback", "deploy-plan", "stacks"}
 
 
 def test_every_registered_verb_is_fed() -> None:

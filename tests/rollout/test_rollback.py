@@ -129,7 +129,8 @@ def test_to_version_names_the_update() -> None:
 def test_paths_quote_keys_with_dots_and_index_lists() -> None:
     moved = copy.deepcopy(CANARY_A)
     moved[KEY + "nodePools"][0]["existing"]["nodeSelector"]["gpu.example.com/pool"] = "l40s-canary-2"
-    result = plan([entry(2, cli_config(CANARY_A)), entry(1, cli_config(moved))], cli_config(CANARY_A), to_version=1)
+    result = plan([entry(2, cli_config(CANARY_A)), entry(1, cli_config(moved))], cli_config(CANARY_A), to_version=1,
+                  all_config=True)  # a pool's selector is left alone unless the whole config goes back
     assert [c.path for c in result.changes] == [
         KEY + 'nodePools[0].existing.nodeSelector["gpu.example.com/pool"]']
     assert pulumi_config.split_path(result.changes[0].path) == (
@@ -139,7 +140,8 @@ def test_paths_quote_keys_with_dots_and_index_lists() -> None:
 def test_a_value_the_path_form_would_retype_is_flagged_and_not_applied() -> None:
     odd = copy.deepcopy(CANARY_A)
     odd[KEY + "nodePools"][0]["existing"]["nodeSelector"]["gpu.example.com/pool"] = "12345"  # --path: an integer
-    result = plan([entry(2, cli_config(CANARY_A)), entry(1, cli_config(odd))], cli_config(CANARY_A), to_version=1)
+    result = plan([entry(2, cli_config(CANARY_A)), entry(1, cli_config(odd))], cli_config(CANARY_A), to_version=1,
+                  all_config=True)
     assert [c.path for c in result.untypeable] == [KEY + 'nodePools[0].existing.nodeSelector["gpu.example.com/pool"]']
     assert "edit the stack file" in pulumi_config.command(result.untypeable[0], "s", 1)
 
@@ -158,7 +160,7 @@ def test_path_value_text_follows_the_cli(value: Any, text: str | None) -> None:
 def test_secrets_are_shown_as_secret_and_set_back_as_secrets() -> None:
     past = [entry(2, cli_config(CANARY_B, {KEY + "changeTicket": "CHG-B"})),
             entry(1, cli_config(CANARY_A, {KEY + "changeTicket": "CHG-A"}))]
-    result = plan(past, cli_config(CANARY_B, {KEY + "changeTicket": "CHG-B"}))
+    result = plan(past, cli_config(CANARY_B, {KEY + "changeTicket": "CHG-B"}), all_config=True)
     ticket = next(c for c in result.changes if c.path == KEY + "changeTicket")
     assert ticket.secret and ticket.new == "CHG-A"  # the value to set back, never shown
     assert (ticket.shown(ticket.old), ticket.shown(ticket.new)) == ("[secret]", "[secret]")
@@ -382,7 +384,7 @@ def test_yes_batches_plain_leaves_and_sets_secrets_one_by_one_in_order() -> None
     old = with_driver(CANARY_A, "570.195.03", None)
     past = [entry(2, cli_config(CANARY_B, {KEY + "changeTicket": "CHG-B"})),
             entry(1, cli_config(old, {KEY + "changeTicket": "CHG-A"}))]
-    result = plan(past, cli_config(CANARY_B, {KEY + "changeTicket": "CHG-B"}), to_version=1)
+    result = plan(past, cli_config(CANARY_B, {KEY + "changeTicket": "CHG-B"}), to_version=1, all_config=True)
     stack = RecordingStack()
     rollback._apply(stack, result.steps[0])  # type: ignore[arg-type]
     assert stack.calls == [  # in the order of the config (keys sorted, as the CLI writes them)
@@ -399,14 +401,14 @@ def test_the_automation_api_s_summaries_read_like_the_cli_s_json() -> None:
 
     from pulumi.automation import UpdateSummary
 
-    from rollout import rollback
+    from rollout import backend
 
     raw = [entry(0, cli_config(CANARY_B, {KEY + "changeTicket": "CHG-B"})), entry(0, cli_config(CANARY_A))]
     raw[0]["message"] = history.ROLLBACK_MESSAGE.format(version=1)
     summaries = [UpdateSummary(kind=r["kind"], start_time=datetime(2026, 12, 3, 10), message=r["message"],
                                environment=r["environment"], config=r["config"], result=r["result"],
                                end_time=datetime(2026, 12, 3, 11), version=r["version"]) for r in raw]
-    via_sdk = pulumi_config.parse_history([rollback._summary_to_json(s) for s in summaries])
+    via_sdk = pulumi_config.parse_history([backend.summary_to_json(s) for s in summaries])
     direct = pulumi_config.parse_history(raw)
     assert [(u.version, u.result, u.message, u.config) for u in via_sdk] == [
         (u.version, u.result, u.message, u.config) for u in direct]
@@ -416,13 +418,125 @@ def test_the_automation_api_s_summaries_read_like_the_cli_s_json() -> None:
 def test_the_cli_s_error_line_is_what_a_refusal_names() -> None:
     from pulumi.automation.errors import CommandError
 
-    from rollout import rollback
+    from rollout import backend
 
     class Result:
         def __str__(self) -> str:
             return ("\n code: 255\n stdout: \n stderr: error: decrypting secrets: incorrect passphrase\n")
 
-    refused = rollback._cli_refusal("stack s's history", CommandError(Result()))  # type: ignore[arg-type]
+    refused = backend.cli_refusal("stack s's history", CommandError(Result()))  # type: ignore[arg-type]
     assert refused.code == Exit.INVALID
     assert str(refused).startswith("stack s's history: secrets cannot be decrypted (decrypting secrets: incorrect "
                                    "passphrase)")
+
+
+# ---------------------------------------------------------------- what a rollback restores, and what it leaves
+
+
+def with_added_pool(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with a third canary pool, as a change after the target update would add it."""
+    added = copy.deepcopy(values)
+    pool = copy.deepcopy(added[KEY + "nodePools"][0])
+    pool.update(name="a10-canary", gpuProduct="NVIDIA-A10", nodeCount=2)
+    pool["existing"]["nodeSelector"] = {"gpu.example.com/pool": "a10-canary"}
+    added[KEY + "nodePools"].append(pool)
+    added[KEY + "changeTicket"] = "CHG-20261210-0001"
+    return added
+
+
+def test_a_pool_added_after_the_target_survives_and_every_other_difference_is_listed() -> None:
+    now = with_added_pool(CANARY_B)
+    result = plan([entry(2, cli_config(now)), entry(1, cli_config(CANARY_A))], cli_config(now))
+    assert result.target.version == 1 and not result.all_config
+    assert {c.path: c.new for c in result.changes} == {KEY + "driver.version": A,
+                                                       KEY + "driver.previousVersion": "570.195.03"}
+    left = {c.path: (c.shown(c.old), c.shown(c.new)) for c in result.left_alone}
+    assert left[KEY + "changeTicket"] == ("CHG-20261210-0001", "CHG-20261202-0143")
+    assert left[KEY + "nodePools[2]"][1] == "(absent)"  # the added pool: kept, and said so
+    after = pulumi_config.apply_changes(pulumi_config.parse_config(cli_config(now)), result.steps[0].changes)
+    assert [p["name"] for p in after[KEY + "nodePools"].value] == ["l40s-canary", "h100-canary", "a10-canary"]
+    assert after[KEY + "driver"].value["version"] == A
+
+
+def test_all_config_restores_the_whole_config_and_removes_the_added_pool() -> None:
+    now = with_added_pool(CANARY_B)
+    result = plan([entry(2, cli_config(now)), entry(1, cli_config(CANARY_A))], cli_config(now), all_config=True)
+    assert result.all_config and result.left_alone == []
+    after = pulumi_config.apply_changes(pulumi_config.parse_config(cli_config(now)), result.steps[0].changes)
+    assert after == pulumi_config.parse_config(cli_config(CANARY_A))
+    assert [p["name"] for p in after[KEY + "nodePools"].value] == ["l40s-canary", "h100-canary"]
+
+
+def test_a_held_pool_and_the_operator_chart_go_back_but_its_size_stays() -> None:
+    then = copy.deepcopy(PROD_B)
+    now = copy.deepcopy(PROD_A)
+    now[KEY + "gpuOperator"]["kernelModuleType"] = "open"
+    now[KEY + "gpuOperator"]["upgradePolicy"]["maxParallelUpgrades"] = 2  # not what runs: left alone
+    pool = now[KEY + "nodePools"][0]
+    pool["rollout"]["released"] = not pool["rollout"]["released"]
+    pool["nodeCount"] += 1
+    result = history.plan_rollback("existing-prod", pulumi_config.parse_history(
+        [entry(2, cli_config(now)), entry(1, cli_config(then))]), pulumi_config.parse_config(cli_config(now)),
+        to_version=1, canary_stack="existing-canary", canary_history=pulumi_config.parse_history(
+            [entry(1, cli_config(CANARY_B))]))
+    changed = {c.path for c in result.changes}
+    assert {KEY + "gpuOperator.kernelModuleType", KEY + "nodePools[0].rollout.released",
+            KEY + "driver.version"} <= changed
+    left = {c.path for c in result.left_alone}
+    assert {KEY + "nodePools[0].nodeCount", KEY + "gpuOperator.upgradePolicy.maxParallelUpgrades"} <= left
+    assert not changed & left
+    assert "maxParallelUpgrades 2" in result.how  # the pace the rollback runs under: the one the stack keeps
+
+
+def test_only_differences_outside_the_gpu_runtime_refuse_and_name_all_config() -> None:
+    past = [entry(2, cli_config(with_added_pool(CANARY_A))), entry(1, cli_config(CANARY_A))]
+    refused = refusal(past, cli_config(with_added_pool(CANARY_A)), to_version=1)
+    assert refused.code == Exit.FAILED
+    assert "ran what the stack runs now on its GPU nodes" in str(refused) and "--all-config" in str(refused)
+
+
+def aks_generation_states() -> tuple[dict[str, Any], dict[str, Any]]:
+    """Before: the H100 pool on generation 1 (570.195.03, node image 202510.14.0) alone. Now: generation 1 gone
+    after the soak, generation 2 (580.173.02, 202511.21.0) alone."""
+    from tests.conftest import aks_image_owned
+
+    now = {k: json.loads(v) if v[:1] in "{[" else v for k, v in aks_image_owned().items()}
+    before = copy.deepcopy(now)
+    before[KEY + "driver"]["version"] = "570.195.03"
+    before[KEY + "driver"].pop("previousVersion", None)
+    before[KEY + "nodePools"][0]["generations"] = before[KEY + "nodePools"][0]["generations"][:1]
+    now[KEY + "nodePools"][0]["generations"] = now[KEY + "nodePools"][0]["generations"][1:]
+    return before, now
+
+
+def test_an_aks_generation_created_again_is_said_to_get_another_node_image() -> None:
+    before, now = aks_generation_states()
+    result = history.plan_rollback("prod", pulumi_config.parse_history([entry(2, cli_config(now)),
+                                                                         entry(1, cli_config(before))]),
+                                   pulumi_config.parse_config(cli_config(now)))
+    assert result.owner == "image" and len(result.steps) == 3
+    (note,) = result.notes
+    pool = now[KEY + "nodePools"][0]["name"]
+    assert f"pool {pool} generation 1 is created again" in note
+    assert "not the recorded 202510.14.0, nor necessarily its driver 570.195.03" in note
+    assert f"202511.21.0 (pool {pool} generation 2)" in note  # the image it will get, as far as the stack knows
+
+
+def test_an_eks_generation_created_again_gets_its_pinned_release() -> None:
+    before, now = eks_states()
+    result = history.plan_rollback("eks-prod", pulumi_config.parse_history([entry(2, cli_config(now)),
+                                                                             entry(1, cli_config(before))]),
+                                   pulumi_config.parse_config(cli_config(now)))
+    assert result.notes == []  # an EKS node group is created on its recorded releaseVersion
+
+
+def test_the_stack_file_is_compared_with_the_default_branch(tmp_path: Path) -> None:
+    from rollout.rollback import unmerged_stack_file
+    from tests.rollout.gitrepo import GitRepo
+
+    assert "is not a git checkout" in unmerged_stack_file(tmp_path, "canary")
+    repo = GitRepo(tmp_path / "fleet")
+    assert unmerged_stack_file(repo.root, "canary") is None
+    repo.edit("canary", "driver", lambda d: d.update(version="580.159.04"))
+    assert unmerged_stack_file(repo.root, "canary") == "Pulumi.canary.yaml differs from the default branch (main)"
+    assert unmerged_stack_file(repo.root, "nothing") == "Pulumi.nothing.yaml is not on the default branch (main)"

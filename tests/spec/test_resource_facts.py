@@ -102,7 +102,7 @@ def expected_identity(spec: FleetSpec) -> rf.IdentityFacts:
         spec.cluster.name, spec.cluster.cloud.value, spec.stage, spec.gpuOperator.chartVersion, per_pool,
         aks.resourceGroup if aks else None, aks.clusterName if aks else None,
         eks.clusterName if eks else None, eks.region if eks else None,
-        unpinned_hold_reason=spec.gpuOperator.unpinnedHoldReason,
+        unpinned_hold_reason=spec.gpuOperator.unpinnedHoldReason, facts_version=rf.FACTS_VERSION,
     )
 
 
