@@ -129,6 +129,8 @@ from spec.resource_facts.previous import (
 )
 from spec.resource_facts.promotion import (
     PromotionFacts,
+    WaiverFacts,
+    read_waivers,
     promotion_labels,
     promotion_annotations,
     promotion_data,
@@ -233,6 +235,8 @@ __all__ = [
     "read_previous_deployment",
     "previous_deployment_outputs",
     "PromotionFacts",
+    "WaiverFacts",
+    "read_waivers",
     "promotion_labels",
     "promotion_annotations",
     "promotion_data",

@@ -30,7 +30,7 @@ from pulumi_policy import (
 from pulumi_policy.proxy import _DictProxy, _ListProxy
 
 from policy import facts, pack
-from policy.evaluate import enforcement, load_config
+from policy.evaluate import enforcement, load_config, settings_entry
 from policy.findings import Level
 from policy.registry import REGISTRY
 from preview.run import ProgramRun, run_program
@@ -69,7 +69,7 @@ def stack_reports(resources: list[EngineResource], stage: str | None) -> list[Re
         level = Level.ADVISORY if built.name == ADVICE else enforcement(REGISTRY[built.name], config)
         if level == Level.DISABLED:
             continue
-        args = StackValidationArgs(policy_resources, {})
+        args = StackValidationArgs(policy_resources, settings_entry(built.name, config))  # as the engine hands it
         built.validate(args, lambda message, urn=None, name=built.name, lvl=level: reports.append(
             Report(name, lvl.value, message)))
     return reports
