@@ -21,7 +21,7 @@ OWN_OPTIONS = {
     "watch": ["--once", "--interval", "--stuck-after", "--no-auto-pause", "--max-failed-polls"],
     "pause": ["--reason"],
     "resume": [],
-    "verify": ["--prometheus"],
+    "verify": ["--prometheus", "--signing-key"],
 }
 # (flag, env var): the stack and cluster first, then the verb's own options, then how to report.
 TARGET = [("--stack", "GPU_ROLLOUT_STACK"), ("--stack-file", "GPU_ROLLOUT_STACK_FILE"),

@@ -46,7 +46,7 @@ SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=N
 # Verbs that read no stack file, fed generated input where their input is: diff reads stack files at git
 # revisions (tests/rollout/test_diff.py), rollback the Pulumi backend (tests/rollout/test_rollback.py and
 # tests/e2e/test_rollback.py).
-FED_ELSEWHERE = {"diff", "rollback"}
+FED_ELSEWHERE = {"diff", "rollback", "keygen"}  # keygen: tests/rollout/test_keygen.py
 
 
 def test_every_registered_verb_is_fed() -> None:
