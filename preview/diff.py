@@ -101,6 +101,16 @@ def _driver_owner(stack: StackFacts) -> str:
     return "image" if images or (cluster_wide and not cluster_wide[0].facts.enabled) else "operator"
 
 
+def _waivers(stack: StackFacts) -> dict[tuple[str, str], str]:
+    """A prod pool's waiver (promotion.waivers, on the promotion record): what differs from its canary pool that
+    the gate accepts, and why."""
+    out = {}
+    for record in (r for r in stack.resources if r.type == rf.CONFIG_MAP and rf.is_promotion_record(r.props)):
+        for pool, waiver in sorted(rf.read_promotion(record.props).waivers.items()):
+            out[(f"pool {pool}", "gate waiver")] = f"accepts {', '.join(sorted(waiver.accept))}: {waiver.reason}"
+    return out
+
+
 def view(stack: str, resources: Sequence[Resource], outputs: Mapping[str, Any],
          violations: Iterable[Violation] = ()) -> StackView:
     """The facts of one rendering: ``resources`` as the pack sees them, the program's ``outputs``, and the
@@ -146,6 +156,9 @@ def view(stack: str, resources: Sequence[Resource], outputs: Mapping[str, Any],
         for res in cloud:
             for key, value in _replace_only(res).items():
                 facts[(subject, f"{REPLACE_ONLY} {res.name} {key}")] = value
+
+    for (subject, name), value in _waivers(found).items():
+        facts[(subject, name)] = value
 
     # Registration order follows the engine's resolution of dependencies, not the config: sort by name.
     for driver in sorted(found.drivers, key=lambda d: d.resource.name):
@@ -195,6 +208,7 @@ class RiskKind(StrEnum):
     OWNER_CHANGE = "driver-owner-change"
     POOL_REMOVED = "pool-removed"
     STACK_REMOVED = "stack-removed"
+    TRUSTED_KEYS = "trusted-keys"  # the keys whose attestations the prod gate trusts changed (the pack config)
 
 
 @dataclass(frozen=True)
@@ -316,6 +330,44 @@ def risks(diff: StackDiff, base: StackView | None, head: StackView | None,
     return out
 
 
+# ---------------------------------------------------------------- the policy pack's config
+
+GATE_POLICY, TRUSTED_KEYS_SETTING = "canary-attested", "trustedKeys"
+
+
+def _trusted_entries(config: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
+    """The prod gate's trusted-key entries of a pack config, by id, as written (not judged: the pack does)."""
+    entry = (config or {}).get(GATE_POLICY)
+    listed = entry.get(TRUSTED_KEYS_SETTING) if isinstance(entry, Mapping) else None
+    if not isinstance(listed, list):
+        return {}
+    return {str(k.get("id")): k for k in listed if isinstance(k, Mapping)}
+
+
+def trusted_key_risks(file: str, base: Mapping[str, Any] | None, head: Mapping[str, Any] | None) -> list[Risk]:
+    """Each key the prod gate starts or stops trusting between two versions of the prod pack config ``file``:
+    a key added opens prod to every attestation it signs, so the PR that adds an attestation must not slip one
+    in unseen; a key removed revokes it."""
+    old, new = _trusted_entries(base), _trusted_entries(head)
+    out: list[Risk] = []
+
+    def said(entry: Mapping[str, Any]) -> str:
+        comment = entry.get("comment")
+        return f" ({comment})" if isinstance(comment, str) and comment else ""
+
+    for key_id in sorted(set(new) - set(old)):
+        out.append(Risk(RiskKind.TRUSTED_KEYS, f"{file}: {GATE_POLICY} now trusts key {key_id}{said(new[key_id])}: "
+                        "every attestation it signs can open prod", GATE_POLICY))
+    for key_id in sorted(set(old) - set(new)):
+        out.append(Risk(RiskKind.TRUSTED_KEYS, f"{file}: {GATE_POLICY} no longer trusts key {key_id}"
+                        f"{said(old[key_id])}: attestations it signed stop admitting drivers", GATE_POLICY))
+    for key_id in sorted(set(old) & set(new)):
+        if old[key_id].get("publicKey") != new[key_id].get("publicKey"):
+            out.append(Risk(RiskKind.TRUSTED_KEYS, f"{file}: {GATE_POLICY} key {key_id} now names another public key",
+                            GATE_POLICY))
+    return out
+
+
 # ---------------------------------------------------------------- the report
 
 
@@ -327,12 +379,15 @@ class Report:
     head: Mapping[str, str | None]
     stacks: tuple[StackDiff, ...]
     unchanged: tuple[str, ...] = ()
+    pack_risks: tuple[Risk, ...] = ()  # changes of the policy pack's config (trusted keys), for every stack
 
     def as_json(self) -> dict[str, Any]:
         return {
             "base": dict(self.base), "head": dict(self.head),
             "stacks": [s.as_json() for s in self.stacks],
             "unchanged": list(self.unchanged),
+            # Only when the pack's config changed what it trusts: most diffs touch stack files alone.
+            **({"packRisks": [r.as_json() for r in self.pack_risks]} if self.pack_risks else {}),
         }
 
 
@@ -357,8 +412,12 @@ def _side(side: Mapping[str, str | None]) -> str:
 def markdown(report: Report) -> str:
     """One compact pull-request comment: per stack a table old -> new, then its risks and what it fixes."""
     lines = [f"### GPU fleet diff: {_side(report.base)} → {_side(report.head)}", ""]
+    if report.pack_risks:
+        lines += ["#### Policy pack", "", "**Risks**"]
+        lines += [f"- {_line(r.text)}" for r in report.pack_risks]
+        lines.append("")
     if not report.stacks:
-        lines.append("No stack file differs: nothing to review here.")
+        lines.append("No stack file differs." if report.pack_risks else "No stack file differs: nothing to review here.")
     for diff in report.stacks:
         lines.append(f"#### `{diff.stack}` ({diff.status.value}: `{diff.file}`)")
         lines.append("")

@@ -145,6 +145,15 @@ class Repository:
             raise RevisionError(side.flag, f"cannot read {side.label}:{self.prefix}{file.name}: {done.stderr.decode().strip()}")
         return done.stdout
 
+    def read_project_file(self, side: Side, relative: str) -> bytes | None:
+        """The bytes of a file of the project folder (``policy/prod.json``) on a side; None where it is missing."""
+        if side.commit is None:
+            path = self.project_dir / relative
+            return path.read_bytes() if path.is_file() else None
+        done = subprocess.run(["git", "cat-file", "blob", f"{side.commit}:{self.prefix}{relative}"],
+                              cwd=self.project_dir, capture_output=True, check=False)
+        return done.stdout if done.returncode == 0 else None
+
     def display_path(self, side: Side, stack: str) -> str:
         """How a report names a side's stack file: ``REV:path`` at a revision, the path in the work tree."""
         name = f"{self.prefix}{side.files[stack].name}"

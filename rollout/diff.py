@@ -223,7 +223,24 @@ def build(project_dir: Path, base: str | None, head: str | None, stacks: list[st
         base={"revision": base_side.label, "commit": base_side.commit},
         head={"revision": head_side.label, "commit": head_side.commit},
         stacks=tuple(found[n] for n in sorted(found)), unchanged=tuple(sorted(unchanged)),
+        pack_risks=tuple(_pack_risks(repo, base_side, head_side)),
     )
+
+
+PROD_PACK_CONFIG = "policy/prod.json"  # the prod stage's pack config: which keys the gate trusts
+
+
+def _pack_risks(repo: Repository, base: Side, head: Side) -> list[compare.Risk]:
+    """What a change of the prod pack config does that a stack file does not show: the gate's trusted keys."""
+    def read(side: Side) -> dict[str, Any] | None:
+        raw = repo.read_project_file(side, PROD_PACK_CONFIG)
+        try:
+            found = json.loads(raw) if raw is not None else None
+        except ValueError:
+            return None
+        return found if isinstance(found, dict) else None
+
+    return compare.trusted_key_risks(PROD_PACK_CONFIG, read(base), read(head))
 
 
 def _config_reads(renderer: _Renderer, side: Side, stack: str) -> bool:
