@@ -85,7 +85,7 @@ def _attested(directory: Path, stack: str, driver: str, hours: float) -> str | N
     """The path of the project's attestation of ``driver`` when it is sound and soaked ``hours``."""
     try:
         path = attestation.path_for(directory, stack, driver)
-        found = attestation.load(path, attestation.key_from_environment()) if path.is_file() else None
+        found = attestation.load(path) if path.is_file() else None
     except attestation.AttestationError:
         return None
     return str(path) if found is not None and found.soak_hours >= hours else None

@@ -19,7 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from checks import kube as k
 from checks.errors import AccessDeniedError, ClusterError
@@ -32,7 +34,7 @@ from checks.progress import epoch, label_written_at, model_selector, pod_ready
 from checks.prometheus import Prometheus, PrometheusError, Sample, Series, finite, regex_union
 from checks.metadata import VALIDATION, check
 from checks.results import Finding, failed, few, inconclusive, passed
-from spec import attestation, labels
+from spec import attestation, gpu_products, labels, manifests
 from spec.model import DriverOwner, FleetSpec, Model, NodePool, ServingEngine
 from spec.base import percent_of
 from workload import result as job_result
@@ -77,6 +79,13 @@ DEFAULT_QUERIES: dict[ServingEngine, dict[str, str]] = {
         "tokensPerSecond": "sum(rate(nv_inference_count" + _SELECTOR + "[{window}])) / "
                            "(sum(rate(nv_inference_request_duration_us" + _SELECTOR + "[{window}])) / 1e6)",
     },
+}
+# Requests a model's pods served over a window, per engine: whether a canary pool served model traffic during
+# the soak (the attestation binds it). A counter each engine exports by default; {namespace}, {pods}, {window}.
+REQUESTS_QUERIES: dict[ServingEngine, str] = {
+    ServingEngine.VLLM: "sum(increase(vllm:e2e_request_latency_seconds_count" + _SELECTOR + "[{window}]))",
+    ServingEngine.TGI: "sum(increase(tgi_request_duration_count" + _SELECTOR + "[{window}]))",
+    ServingEngine.TRITON: "sum(increase(nv_inference_request_success" + _SELECTOR + "[{window}]))",
 }
 
 
@@ -143,6 +152,8 @@ class VerifyFacts:
     prometheus: str | None  # its URL; None: not given
     dcgm: Query | None = None
     xid: Query | None = None
+    # pool -> (model, its pods on the pool's upgraded nodes, requests they served during the soak)
+    traffic: dict[str, list[tuple[Model, list[str], Query | None]]] = field(default_factory=dict)
 
     @property
     def soak_start(self) -> float | None:
@@ -336,6 +347,17 @@ def compare(prometheus: Prometheus | None, model: Model, new: list[Obj], old: li
     return comparison
 
 
+def served_requests(prometheus: Prometheus | None, model: Model, pods: list[str], soak_start: float | None,
+                    now: float) -> Query | None:
+    """The requests ``pods`` served from the soak's start to now (``REQUESTS_QUERIES``); None without Prometheus,
+    a known engine or a soak start."""
+    engine = engine_of(model)
+    if prometheus is None or engine is None or soak_start is None:
+        return None
+    window = f"{max(MIN_WINDOW, int(now - soak_start))}s"
+    return _instant(prometheus, fill(REQUESTS_QUERIES[engine], model.namespace, pods, window), now)
+
+
 def _baseline_selector(model: Model) -> str:
     chosen = model.serving.baselineMatchLabels or model.matchLabels
     return ",".join(f"{key}={value}" for key, value in sorted(chosen.items()))
@@ -401,6 +423,11 @@ def gather(kube: k.Kube, spec: FleetSpec, prometheus: Prometheus | None, now: fl
         facts.probes += [_probe(ask, model, pod, prompt) for pod in sorted(new, key=name_of)]
         old = [p for p in _running_on(baseline, old_nodes) if pod_ready(p)]
         facts.comparisons.append(compare(prometheus, model, [p for p in new if pod_ready(p)], old, window, now))
+        for pool in sorted(released & set(model.nodePools)):
+            on_pool = sorted(name_of(p) for p in _running_on(pods, {n.name for n in nodes if n.pool.name == pool}))
+            if on_pool:
+                facts.traffic.setdefault(pool, []).append(
+                    (model, on_pool, served_requests(prometheus, model, on_pool, soak, now)))
 
     if prometheus is not None:
         facts.dcgm = _instant(prometheus, dcgm_query(nodes), now)
@@ -763,9 +790,89 @@ def node_image_of(nodes: list[UpgradedNode], pool: NodePool) -> str | None:
     return newest.image if newest is not None else None
 
 
+def _one(pool: NodePool, what: str, values: set[str]) -> str:
+    """The one value the pool's upgraded nodes agree on; AttestationError when they show none or several."""
+    if len(values) != 1:
+        shown = ", ".join(sorted(values)) or "none"
+        raise attestation.AttestationError(f"pool {pool.name}: its upgraded nodes show {what} {shown}, not one value: "
+                                           "what the canary ran cannot be attested")
+    return values.pop()
+
+
+def _gpus(node: Obj) -> str | None:
+    """GPUs on the node: GFD's nvidia.com/gpu.count, else the device plugin's capacity where no MIG slices it."""
+    value = labels_of(node).get(labels.GPU_COUNT)
+    if value is None and not any(key.startswith(labels.MIG_RESOURCE_PREFIX) for key in status_of(node).get("capacity") or {}):
+        value = (status_of(node).get("capacity") or {}).get(labels.GPU_RESOURCE)
+    return str(value) if value is not None else None
+
+
+def _mig_config(node: Obj) -> str:
+    """The node's MIG layout (nvidia.com/mig.config); without the label, all-disabled unless MIG devices are
+    advertised, which a layout nothing manages shows as ``unmanaged`` (equal to no declared layout)."""
+    value = labels_of(node).get(labels.MIG_CONFIG)
+    if value:
+        return value
+    advertised = any(key.startswith(labels.MIG_RESOURCE_PREFIX) for key in status_of(node).get("capacity") or {})
+    return "unmanaged" if advertised else labels.MIG_CONFIG_DISABLED
+
+
+def pool_traffic(facts: VerifyFacts, pool: NodePool) -> tuple[bool, str]:
+    """Whether the pool served model traffic during the soak, and what showed it: a declared model whose pods
+    on the pool's upgraded nodes answered verify's request and served requests Prometheus counted since the
+    soak started."""
+    seen = facts.traffic.get(pool.name, [])
+    if not seen:
+        return False, "no model of the stack runs on the pool's upgraded nodes"
+    notes: list[str] = []
+    served = False
+    for model, pods, query in seen:
+        answered = any(p.outcome == "answered" and p.pod.split("/", 1)[-1] in pods for p in facts.probes)
+        total, problem = _value(query) if query is not None else (None, "no request counter for its engine")
+        # Whether, not how many: the count moves with the moment verify asks, what the pool was does not.
+        if total is None:
+            seen_requests = f"requests not known ({problem})"
+        else:
+            seen_requests = "requests served" if total > 0 else "no request served"
+        notes.append(f"{model.name} on {len(pods)} pod(s): {seen_requests} during the soak, "
+                     + ("answered verify's request" if answered else "no answer to verify's request"))
+        served = served or (answered and total is not None and total > 0)
+    return served, "; ".join(notes)
+
+
+def attested_pool(facts: VerifyFacts, pool: NodePool) -> attestation.AttestedPool:
+    """What the pool's upgraded nodes are, as the cluster shows them (GFD labels, node info), for the attestation."""
+    nodes = [n.node for n in facts.nodes if n.pool.name == pool.name]
+    product = _one(pool, labels.GPU_PRODUCT, {gpu_products.base_product(v) for n in nodes
+                                              if (v := labels_of(n).get(labels.GPU_PRODUCT))})
+    count = _one(pool, labels.GPU_COUNT, {g for n in nodes if (g := _gpus(n)) is not None})
+    gpus = int(count) if count.isdigit() else 0
+    nvswitch = gpu_products.is_nvswitch_system(product, gpus)
+    if nvswitch is None:  # a product the NVSwitch table does not know: the stack's word for it
+        nvswitch = pool.nvswitch
+    served, traffic = pool_traffic(facts, pool)
+    kernels = {str(v) for n in nodes if (v := (status_of(n).get("nodeInfo") or {}).get("kernelVersion"))}
+    images = {str(v) for n in nodes if (v := (status_of(n).get("nodeInfo") or {}).get("osImage"))}
+    return attestation.AttestedPool.of(
+        pool.name, product, node_image_of(facts.nodes, pool), gpus_per_node=gpus, nvswitch=nvswitch,
+        fabric_manager=(cast(attestation.FabricManagerSource, manifests.fabric_manager_source(facts.spec, pool))
+                        if nvswitch else None),
+        mig_config=_one(pool, labels.MIG_CONFIG, {_mig_config(n) for n in nodes}),
+        kernel=", ".join(sorted(kernels)) or None, os_image=", ".join(sorted(images)) or None,
+        served_traffic=served, traffic=traffic,
+    )
+
+
+def driver_mode(spec: FleetSpec) -> attestation.DriverMode:
+    """Who installed the driver on the canary: the node image, per-pool NVIDIADrivers or the ClusterPolicy."""
+    if spec.driver.owner == DriverOwner.IMAGE:
+        return "image"
+    return "nvidiadriver" if spec.gpuOperator.useNvidiaDriverCrd else "clusterpolicy"
+
+
 def attest(facts: VerifyFacts, results: list[Any], *, stack: str, git_commit: str,
-           hmac_key: bytes | None) -> attestation.Attestation:
-    """The sealed attestation of a passing verify (spec.attestation's format); AttestationError otherwise."""
+           signing_key: Ed25519PrivateKey | None) -> attestation.Attestation:
+    """The sealed, signed attestation of a passing verify (spec.attestation's format); AttestationError otherwise."""
     soak = facts.soak_start
     if soak is None:
         raise attestation.AttestationError("when the canary's upgrade finished is not known: no soak start")
@@ -778,11 +885,12 @@ def attest(facts: VerifyFacts, results: list[Any], *, stack: str, git_commit: st
         cluster=facts.spec.cluster.name,
         driver=drivers.pop(),
         operator_chart=facts.spec.gpuOperator.chartVersion,
-        pools=[attestation.AttestedPool.of(p.name, p.gpuProduct, node_image_of(facts.nodes, p)) for p in pools],
+        driver_mode=driver_mode(facts.spec),
+        pools=[attested_pool(facts, p) for p in pools],
         checks=[attestation.AttestedCheck(id=r.id, status=r.status.value, subject=r.subject, message=r.message,
                                           evidence=r.evidence or {}) for r in results],
         soak_start=datetime.fromtimestamp(soak, UTC),
         soak_end=datetime.fromtimestamp(facts.now, UTC),
         git_commit=git_commit,
-        hmac_key=hmac_key,
+        signing_key=signing_key,
     )

@@ -89,8 +89,9 @@ class CanaryGate(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         running = read_referenced(canary, CANARY_OUTPUTS, canary_runs)
-        # The drivers its released pools move to: each needs the canary's attestation.
-        drivers = {target.driver for target in map(spec.pool_target, spec.nodePools) if target.moves}
+        # The drivers its pools move to or are pinned to: each may need the canary's attestation (a released
+        # pool's always, a held pool's when its pin changes; the pack tells which from the last deployment).
+        drivers = {target.driver for target in map(spec.pool_target, spec.nodePools)} | {spec.driver.version}
         self.record = k8s.core.v1.ConfigMap(
             record_name(),
             metadata={
@@ -105,6 +106,7 @@ class CanaryGate(pulumi.ComponentResource):
                 running,
                 attested_drivers(args.attestation_dir, spec.promotion.canaryStack),
                 attestation_texts(args.attestation_dir, spec.promotion.canaryStack, drivers),
+                {pool: rf.WaiverFacts(frozenset(w.accept), w.reason) for pool, w in spec.promotion.waivers.items()},
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )

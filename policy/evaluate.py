@@ -4,7 +4,8 @@
 runs the very same rule functions inside the engine. The config has the shape of a
 ``--policy-pack-config`` file: ``{"all": level, "<policy-id>": level | {"enforcementLevel": level, ...}}``;
 an object without ``enforcementLevel`` leaves the level to ``all``, then to the policy's default, as the
-engine does. ``policy-advice`` (the pack's advice policy) may be ``advisory`` or ``disabled``; disabled,
+engine does; its other keys are the policy's settings (``policy.metadata.PolicyConfig``), handed to its rule as
+the CrossGuard pack hands it ``args.get_config()``. ``policy-advice`` (the pack's advice policy) may be ``advisory`` or ``disabled``; disabled,
 no advice is shown here either.
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 
 from policy.facts import Resource, StackFacts
 from policy.findings import Level
+from policy.metadata import ENFORCEMENT_LEVEL
 from policy.registry import ADVICE_POLICY_ID, REGISTRY, PolicyDef
 from spec import resource_facts as rf
 
@@ -66,6 +68,13 @@ def enforcement(policy: PolicyDef, config: Mapping[str, Any]) -> Level:
     return _resolve(policy.id, policy.level, config)
 
 
+def settings_entry(policy_id: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """A policy's settings in a pack config: its entry's keys but ``enforcementLevel`` (what the engine hands
+    the policy as ``args.get_config()``); {} for an entry that is only a level, or none."""
+    entry = config.get(policy_id)
+    return {k: v for k, v in entry.items() if k != ENFORCEMENT_LEVEL} if isinstance(entry, Mapping) else {}
+
+
 def advice_enforcement(config: Mapping[str, Any]) -> Level:
     """The level of the pack's advice policy (advisory unless the config disables it)."""
     return _resolve(ADVICE_POLICY_ID, Level.ADVISORY, config)
@@ -74,12 +83,19 @@ def advice_enforcement(config: Mapping[str, Any]) -> Level:
 def check_config(config: Mapping[str, Any]) -> None:
     """Unknown policy ids are typos that would silently leave a policy at its default; advice must never
     block, so the advice policy may only be advisory or disabled (an explicit entry is needed when
-    "all" is mandatory, since "all" sets the advice policy too)."""
+    "all" is mandatory, since "all" sets the advice policy too); a configurable policy's settings must read
+    (an unknown or malformed one names the policy and the setting)."""
     unknown = sorted(set(config) - set(REGISTRY) - {"all", ADVICE_POLICY_ID})
     if unknown:
         raise ValueError(f"pack config names unknown policies: {', '.join(unknown)}")
     for key, value in config.items():
         _level(value, key)
+        policy = REGISTRY.get(key)
+        if policy is not None and policy.config is not None:
+            try:
+                policy.config.settings(value if isinstance(value, Mapping) else {})
+            except ValueError as error:
+                raise ValueError(f"pack config {key}: {error}") from None
     if advice_enforcement(config) not in (Level.ADVISORY, Level.DISABLED):
         raise ValueError(
             f"{ADVICE_POLICY_ID} would be {advice_enforcement(config).value}: advice must never block; set "
@@ -108,7 +124,7 @@ def evaluate(resources: Sequence[Resource], config: Mapping[str, Any]) -> list[V
         level = enforcement(policy, config)
         if level == Level.DISABLED:
             continue
-        for finding in policy.findings(stack):
+        for finding in policy.findings(stack, settings_entry(policy.id, config)):
             if finding.advisory and not show_advice:
                 continue
             effective = Level.ADVISORY if finding.advisory else level

@@ -4,14 +4,21 @@ The decorator keeps the function as it is (tests call rules directly) and record
 ``policy.registry`` gathers the definitions of the rule modules, in their order, and guards them. So a
 policy's id, description, severity, topics, remediation and default enforcement are written where its rule
 is, and nowhere else.
+
+A policy may also take settings from its pack config entry beside ``enforcementLevel`` (``policy/<stage>.json``:
+``"canary-attested": {"enforcementLevel": "mandatory", "trustedKeys": [...]}``), as AWSGuard's configurable
+policies do: it declares them with ``config=PolicyConfig(...)`` (their JSON Schema, which the CrossGuard pack
+hands the engine as the policy's ``configSchema``, and the reader that checks them), and its rule takes the
+read settings as a second argument. The pack hands the rule what the engine configured (``args.get_config()``),
+`gpu-rollout plan` what the stage's json file holds: one path for both (``PolicyDef.findings``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from policy.findings import Finding, Level
 
@@ -20,6 +27,7 @@ if TYPE_CHECKING:
 
 ResourceRule = Callable[["Resource"], Iterable[Finding]]
 StackRule = Callable[["StackFacts"], Iterable[Finding]]
+ConfiguredStackRule = Callable[["StackFacts", Any], Iterable[Finding]]  # the facts and its read settings
 Rule = TypeVar("Rule", bound=Callable[..., Iterable[Finding]])
 
 DEFINITION = "__policy__"  # the attribute of a rule function that holds its PolicyDef
@@ -32,6 +40,31 @@ class Severity(StrEnum):
     CRITICAL = "critical"
 
 
+ENFORCEMENT_LEVEL = "enforcementLevel"  # the one key of a pack config entry that is no setting
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """The settings a policy takes from its pack config entry: each one's JSON Schema (``properties``, what
+    CrossGuard's ``PolicyConfigSchema`` holds) and ``read``, which checks the entry's settings and returns the
+    value the rule takes (a ValueError names the setting and what is wrong)."""
+
+    properties: Mapping[str, Mapping[str, Any]]
+    read: Callable[[Mapping[str, Any]], Any]
+    required: tuple[str, ...] = ()
+
+    def settings(self, entry: Mapping[str, Any] | None) -> Any:
+        """The read settings of a pack config entry (its keys but ``enforcementLevel``); unknown keys are refused."""
+        given = {k: v for k, v in (entry or {}).items() if k != ENFORCEMENT_LEVEL}
+        unknown = sorted(set(given) - set(self.properties))
+        if unknown:
+            raise ValueError(f"{', '.join(unknown)}: unknown setting (it takes: {', '.join(sorted(self.properties))})")
+        missing = [k for k in self.required if k not in given]
+        if missing:
+            raise ValueError(f"{', '.join(missing)}: required")
+        return self.read(given)
+
+
 @dataclass(frozen=True)
 class PolicyDef:
     id: str
@@ -41,14 +74,17 @@ class PolicyDef:
     remediation: str
     level: Level  # default enforcement; the stage's pack config overrides it
     resource_rule: ResourceRule | None = None
-    stack_rule: StackRule | None = None
+    stack_rule: StackRule | ConfiguredStackRule | None = None  # configured (two arguments) when ``config`` is set
     resource_types: tuple[str, ...] = ()  # which resources a resource rule looks at
+    config: PolicyConfig | None = None  # settings beside its enforcement level (stack rules only)
 
-    def findings(self, stack: StackFacts) -> list[Finding]:
-        """What the rule finds in a stack: a stack rule over its facts, a resource rule on each resource
-        of its types."""
+    def findings(self, stack: StackFacts, entry: Mapping[str, Any] | None = None) -> list[Finding]:
+        """What the rule finds in a stack: a stack rule over its facts (with the settings of its pack config
+        ``entry`` where it declares some), a resource rule on each resource of its types."""
         if self.stack_rule is not None:
-            return list(self.stack_rule(stack))
+            if self.config is not None:
+                return list(cast(ConfiguredStackRule, self.stack_rule)(stack, self.config.settings(entry)))
+            return list(cast(StackRule, self.stack_rule)(stack))
         assert self.resource_rule is not None
         return [f for r in stack.resources if r.type in self.resource_types for f in self.resource_rule(r)]
 
@@ -61,12 +97,14 @@ def definition(rule: object) -> PolicyDef | None:
 
 def stack_policy(
     id: str, description: str, *, severity: Severity, topics: tuple[str, ...], remediation: str,
-    level: Level = Level.MANDATORY,
+    level: Level = Level.MANDATORY, config: PolicyConfig | None = None,
 ) -> Callable[[Rule], Rule]:
-    """Declare the decorated function a stack rule: it reads the facts of the whole stack."""
+    """Declare the decorated function a stack rule: it reads the facts of the whole stack (and, with
+    ``config``, the settings of its pack config entry as its second argument)."""
 
     def declare(rule: Rule) -> Rule:
-        setattr(rule, DEFINITION, PolicyDef(id, description, severity, tuple(topics), remediation, level, stack_rule=rule))
+        setattr(rule, DEFINITION, PolicyDef(id, description, severity, tuple(topics), remediation, level,
+                                            stack_rule=rule, config=config))
         return rule
 
     return declare

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pulumi_policy import (
     EnforcementLevel,
     Policy,
+    PolicyConfigSchema,
     ReportViolation,
     ResourceValidationArgs,
     ResourceValidationPolicy,
@@ -61,9 +62,33 @@ def _stack_facts(args: StackValidationArgs) -> StackFacts:
     return StackFacts(Resource(r.resource_type, r.name, EngineProps(r.props), r.urn) for r in args.resources)
 
 
+# The settings the engine configured for each configurable policy (``args.get_config()``), as its validator
+# last received them. The advice policy is handed only its own config, yet it runs every rule: it reads the
+# others' settings here. The engine calls a pack's stack policies one after the other in the order the pack
+# lists them (pulumi_policy's AnalyzeStack), and the advice policy is listed last, so each configured rule has
+# recorded its settings by then. A configured policy that is disabled never runs, and its advice is computed
+# on no settings.
+_CONFIGURED: dict[str, Mapping[str, Any]] = {}
+
+
+def _findings(policy: PolicyDef, stack: StackFacts, entry: Mapping[str, Any] | None) -> list[Finding]:
+    """The policy's findings; settings its config reader refuses are one finding naming them (the engine's own
+    schema check of the pack config lets through what JSON Schema cannot say, e.g. a key id that does not match
+    its key)."""
+    try:
+        return policy.findings(stack, entry)
+    except ValueError as error:
+        if policy.config is None:
+            raise
+        return [Finding(f"pack config {policy.id}: {error}")]
+
+
 def _stack_validator(policy: PolicyDef) -> Callable[[StackValidationArgs, ReportViolation], None]:
     def validate(args: StackValidationArgs, report: ReportViolation) -> None:
-        _report(policy.findings(_stack_facts(args)), report, advice=False)
+        entry = dict(args.get_config()) if policy.config is not None else None
+        if entry is not None:
+            _CONFIGURED[policy.id] = entry
+        _report(_findings(policy, _stack_facts(args), entry), report, advice=False)
 
     return validate
 
@@ -71,12 +96,18 @@ def _stack_validator(policy: PolicyDef) -> Callable[[StackValidationArgs, Report
 def _advice_validator(args: StackValidationArgs, report: ReportViolation) -> None:
     stack = _stack_facts(args)
     for policy in REGISTRY.values():
-        _report(policy.findings(stack), report, advice=True, prefix=f"[{policy.id}] ")
+        entry = _CONFIGURED.get(policy.id, {}) if policy.config is not None else None
+        _report(_findings(policy, stack, entry), report, advice=True, prefix=f"[{policy.id}] ")
 
 
 def _common(policy: PolicyDef) -> dict[str, Any]:
+    schema = None
+    if policy.config is not None:
+        properties = {name: dict(schema) for name, schema in policy.config.properties.items()}
+        schema = PolicyConfigSchema(properties=properties, required=list(policy.config.required) or None)
     return {
         "name": policy.id,
+        "config_schema": schema,
         "description": policy.description,
         "enforcement_level": EnforcementLevel(policy.level.value),
         "severity": Severity[policy.severity.name],

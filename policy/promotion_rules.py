@@ -1,45 +1,77 @@
-"""The prod gate: a driver reaches a released prod pool only after the canary attested it (issue 10 point 4).
+"""The prod gate: a driver reaches a prod pool only after the canary attested it on that kind of pool.
 
 The program of a prod stack with a ``promotion`` block states, on its promotion record, the text of the
-attestation of each driver its released pools move to and the drivers its canary stack runs
-(``components/promotion.py``, ``spec.resource_facts.promotion``). This rule judges them with
-``spec.attestation``: intact (digest; the HMAC too where ``GPU_ROLLOUT_ATTESTATION_KEY`` is set in the
-environment that runs the pack), made on the canary stack, for that driver, covering the GPU architecture of
-every released pool that moves to it, with a soak of at least ``minSoakHours``; and the canary stack still
-runs the driver. A driver the fleet already ran as of its last deployment is not a promotion (a rollback, a
-redeployment): what would block it is advice.
+attestation of each driver its pools move to or are pinned to, the drivers its canary stack runs and the
+stack's waivers (``components/promotion.py``, ``spec.resource_facts.promotion``). This rule judges them with
+``spec.attestation``, for each pool whose driver is a promotion:
+
+- the attestation is intact (digest) and signed by a key the pack config trusts (``trustedKeys``, this policy's
+  setting in ``policy/prod.json``), made on the canary stack, for that driver, covering the pool's GPU
+  architecture, with a soak of at least ``minSoakHours``; the canary stack still runs the driver;
+- an attested canary pool matches the prod pool: the same GPU product (or a spelling of it listed in
+  ``spec.compat_data.PRODUCT_EQUIVALENTS``), GPUs per node, NVSwitch and MIG layout, it served model traffic
+  during the soak, and the canary ran the operator release prod runs. Each difference is named; one that
+  ``promotion.waivers.<pool>`` accepts is advice, with the waiver's reason.
+
+What is a promotion comes from what the last deployment applied to the pools (its ``pools`` output, never a
+config field): a released pool's driver unless some pool of the fleet ran it (a redeployment, a rollback: what
+would block it is advice); a held pool's pin when the pool ran another driver (a change of
+``driver.previousVersion`` moves the pool). On a stack's first deployment a held pool's pin is taken as what it
+runs: nothing records otherwise.
+
+The rule also refuses trusting the example key (``spec.attestation.EXAMPLE_KEY_ID``, whose private half is in
+this repository's tests) outside the example fleets, and says on them how to make a key of one's own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from policy import facts
-from policy.facts import Resource, StackFacts
+from policy.facts import StackFacts
 from policy.findings import Finding, advice
-from policy.metadata import Severity, stack_policy
+from policy.metadata import PolicyConfig, Severity, stack_policy
 from spec import attestation, compat, labels, stacks
 from spec import resource_facts as rf
 from spec.base import Stage
 
+TRUSTED_KEYS = "trustedKeys"
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """canary-attested's settings: the public keys whose attestations it trusts."""
+
+    trusted_keys: tuple[attestation.TrustedKey, ...] = ()
+
+
+def read_settings(entry: Mapping[str, Any]) -> GateSettings:
+    return GateSettings(attestation.read_trusted_keys(entry.get(TRUSTED_KEYS, []), TRUSTED_KEYS))
+
+
+SETTINGS = PolicyConfig(properties={TRUSTED_KEYS: attestation.TRUSTED_KEYS_SCHEMA}, read=read_settings)
+
 
 @dataclass
 class _Target:
-    """A driver released prod pools move to, with those pools and their GPU architectures."""
+    """A driver pools move to, with those pools; ``promotion`` False: the fleet ran it (what blocks is advice)."""
 
     driver: str
-    pools: list[str] = field(default_factory=list)
+    promotion: bool
+    pools: list[facts.Pool] = field(default_factory=list)
     architectures: set[str] = field(default_factory=set)
-    resource: Resource | None = None
 
     def where(self) -> str:
-        return f"driver {self.driver} (pools {', '.join(sorted(self.pools))}; {', '.join(sorted(self.architectures))})"
+        names = ", ".join(sorted(p.name for p in self.pools))
+        return f"driver {self.driver} (pools {names}; {', '.join(sorted(self.architectures))})"
 
 
 def _target_drivers(pool: facts.Pool, stack: StackFacts) -> set[str]:
-    """The drivers a released pool moves to: its operator drivers' versions, and the driver the node image of
-    its newest generation ships (an older generation is the one being replaced, on what prod ran before)."""
+    """The drivers a pool's nodes take: its operator drivers' versions (its NVIDIADriver's pin, or the
+    cluster-wide driver), and the driver the node image of its newest generation ships (an older generation is
+    the one being replaced, on what the pool ran before)."""
     found = {str(d.facts.version) for d in facts.drivers_for_pool(pool, stack.drivers) if d.facts.version}
     shipped = [(rf.read_pool_labels(facts.node_labels(res)).generation or 0, driver) for driver, res in pool.image_drivers]
     if shipped:
@@ -47,12 +79,29 @@ def _target_drivers(pool: facts.Pool, stack: StackFacts) -> set[str]:
     return found
 
 
-def _targets(stack: StackFacts) -> tuple[dict[str, _Target], list[Finding]]:
-    """The drivers released pools run, by driver; and the pools whose GPU architecture cannot be told."""
-    targets: dict[str, _Target] = {}
+def _is_promotion(pool: facts.Pool, driver: str, last: rf.PreviousDeployment) -> bool | None:
+    """Whether the pool's taking ``driver`` is a promotion: True, False (the fleet ran it: advice), or None
+    (a held pool that stays on what it runs, or one on a first deployment: not judged)."""
+    if not pool.facts.held:
+        return driver not in last.drivers_ran
+    if not last.deployed:
+        return None
+    ran = last.pool_drivers.get(pool.name)
+    if ran is None:  # a pool the last deployment did not have
+        return driver not in last.drivers_ran
+    return None if driver in ran else True
+
+
+def _targets(stack: StackFacts) -> tuple[dict[tuple[str, bool], _Target], list[Finding]]:
+    """The drivers pools move to, by driver and whether it is a promotion; and the pools whose GPU
+    architecture cannot be told."""
+    targets: dict[tuple[str, bool], _Target] = {}
     problems: list[Finding] = []
     for pool in stack.pools.values():
-        if pool.facts.held or not pool.resources:
+        if not pool.resources:
+            continue
+        judged = {d: p for d in _target_drivers(pool, stack) if (p := _is_promotion(pool, d, stack.previous)) is not None}
+        if not judged:
             continue
         res = pool.resources[0]
         if not pool.facts.gpu_product:
@@ -68,10 +117,9 @@ def _targets(stack: StackFacts) -> tuple[dict[str, _Target], list[Finding]]:
                 "know (add it to spec/compat_data.py)", res,
             ))
             continue
-        for version in _target_drivers(pool, stack):
-            target = targets.setdefault(version, _Target(version, resource=res))
-            if pool.name not in target.pools:
-                target.pools.append(pool.name)
+        for version, promotion in judged.items():
+            target = targets.setdefault((version, promotion), _Target(version, promotion))
+            target.pools.append(pool)
             target.architectures.add(answer.value)
     return targets, problems
 
@@ -82,76 +130,201 @@ def _source(canary: str, driver: str) -> str:
     return f"{attestation.ATTESTATION_DIR}/{name if stacks.is_stack_name(name) else canary}/{driver}.json"
 
 
-def _admission_problems(target: _Target, record: Resource, gate: rf.PromotionFacts) -> Iterator[str]:
-    """Why the record does not admit the target's driver: each reason, one line."""
+# ---------------------------------------------------------------- what the canary pool was, against the prod pool
+
+
+def _yes_no(value: bool | None) -> str:
+    return "not stated" if value is None else "yes" if value else "no"
+
+
+def differences(canary: attestation.AttestedPool, pool: rf.PoolFacts, operator: str | None,
+                attested_operator: str) -> dict[str, str]:
+    """What differs between an attested canary pool and a prod pool, by the name a waiver accepts it under
+    (``spec.model.WAIVABLE_DIFFERENCES``), each in words: canary, then prod."""
+    found: dict[str, str] = {}
+    if not pool.gpu_product or not compat.same_gpu_product(canary.gpuProduct, pool.gpu_product):
+        found["gpu-product"] = f"GPU {canary.gpuProduct} on the canary, {pool.gpu_product or 'not stated'} in prod"
+    if canary.gpusPerNode != pool.gpus_per_node:
+        found["gpus-per-node"] = (f"{canary.gpusPerNode} GPUs per node on the canary, "
+                                  f"{pool.gpus_per_node or 'not stated'} in prod")
+    if canary.nvswitch != pool.nvswitch:
+        fm = f", Fabric Manager from {canary.fabricManager}" if canary.nvswitch and canary.fabricManager else ""
+        found["nvswitch"] = f"NVSwitch {_yes_no(canary.nvswitch)}{fm} on the canary, {_yes_no(pool.nvswitch)} in prod"
+    if canary.migConfig != pool.mig_config:
+        found["mig-config"] = f"MIG layout {canary.migConfig} on the canary, {pool.mig_config} in prod"
+    if not canary.servedTraffic:
+        found["served-traffic"] = f"the canary pool served no model traffic during the soak ({canary.traffic or 'no model'})"
+    if operator is None or attested_operator != operator:
+        found["operator-release"] = (f"GPU Operator {attested_operator} on the canary, {operator or 'not stated'} "
+                                     "in prod")
+    return found
+
+
+@dataclass(frozen=True)
+class _Cover:
+    """The attested canary pool nearest a prod pool, and what differs."""
+
+    canary: attestation.AttestedPool
+    differences: dict[str, str]
+    waived: frozenset[str]
+
+    @property
+    def admitted(self) -> bool:
+        return set(self.differences) <= self.waived
+
+
+def _nearest(sealed: attestation.Attestation, pool: facts.Pool, operator: str | None,
+             waiver: rf.WaiverFacts | None) -> _Cover | None:
+    """The canary pool of the pool's GPU architecture that covers it (every difference waived), else the one
+    with the fewest differences not waived; None when the attestation has no pool of that architecture (the
+    architecture check names that)."""
+    architecture = compat.architecture(pool.facts.gpu_product or "").value
+    waived = waiver.accept if waiver is not None else frozenset()
+    covers = [_Cover(c, differences(c, pool.facts, operator, sealed.operatorChart), waived)
+              for c in sealed.pools if c.architecture == architecture]
+    if not covers:
+        return None
+    return min(covers, key=lambda c: (len(set(c.differences) - c.waived), len(c.differences), c.canary.name))
+
+
+def _binding(sealed: attestation.Attestation, target: _Target, gate: rf.PromotionFacts, operator: str | None,
+             source: str) -> tuple[list[str], list[str]]:
+    """(reasons, waived notes) of each of the target's pools against the attested canary pools."""
+    reasons: list[str] = []
+    notes: list[str] = []
+    for pool in sorted(target.pools, key=lambda p: p.name):
+        waiver = gate.waivers.get(pool.name)
+        cover = _nearest(sealed, pool, operator, waiver)
+        if cover is None:
+            continue
+        open_ = {k: v for k, v in cover.differences.items() if k not in cover.waived}
+        if open_:
+            what = "; ".join(f"{kind}: {text}" for kind, text in open_.items())
+            reasons.append(
+                f"{source}: no attested canary pool matches pool {pool.name}; the nearest, {cover.canary.name}, "
+                f"differs in {what} (accept a difference only with a reasoned promotion.waivers.{pool.name})"
+            )
+        accepted = {k: v for k, v in cover.differences.items() if k in cover.waived}
+        if accepted and waiver is not None:
+            what = "; ".join(f"{kind}: {text}" for kind, text in accepted.items())
+            notes.append(f"pool {pool.name} is covered by canary pool {cover.canary.name} with the difference "
+                         f"{what}, accepted by promotion.waivers.{pool.name}: {waiver.reason}")
+    return reasons, notes
+
+
+# ---------------------------------------------------------------- the gate
+
+
+def _admission(target: _Target, gate: rf.PromotionFacts, settings: GateSettings,
+               operator: str | None) -> tuple[list[str], list[str]]:
+    """(why the record does not admit the target's driver, one line each; the waivers that admitted it)."""
     driver, canary = target.driver, gate.canary_stack or "(none)"
     source = _source(canary, driver)
+    reasons: list[str] = []
+    notes: list[str] = []
     text = gate.attestations.get(driver)
     if text is None:
         held = ", ".join(sorted(gate.attested)) or "none"
-        yield (f"no attestation {source} (the folder holds: {held}); run "
-               f"`gpu-rollout verify --stack {canary}` on the canary once it has soaked")
+        reasons.append(f"no attestation {source} (the folder holds: {held}); run "
+                       f"`gpu-rollout verify --stack {canary}` on the canary once it has soaked")
     else:
         try:
-            sealed = attestation.parse(text, source, attestation.key_from_environment())
+            sealed = attestation.parse(text, source)
         except attestation.AttestationError as exc:
-            yield str(exc)
+            reasons.append(str(exc))
         else:
+            reasons += attestation.trust_problems(sealed, settings.trusted_keys, source, stacks.stack_name(canary))
             if gate.canary_stack is not None and not stacks.same_stack(sealed.stack, gate.canary_stack):
-                yield f"{source} was made on stack '{sealed.stack}', not on the canary stack '{gate.canary_stack}'"
+                reasons.append(f"{source} was made on stack '{sealed.stack}', not on the canary stack "
+                               f"'{gate.canary_stack}'")
             if gate.min_soak_hours is None:
-                yield "the promotion record states no minSoakHours"
+                reasons.append("the promotion record states no minSoakHours")
             else:
-                for problem in attestation.admission_problems(
+                reasons += [f"{source}: {problem}" for problem in attestation.admission_problems(
                     sealed, driver=driver, architectures=sorted(target.architectures),
                     min_soak_hours=gate.min_soak_hours,
-                ):
-                    yield f"{source}: {problem}"
+                )]
+            bound, notes = _binding(sealed, target, gate, operator, source)
+            reasons += bound
     if gate.canary_stack is None:
-        yield "the promotion record names no canary stack (promotion.canaryStack)"
+        reasons.append("the promotion record names no canary stack (promotion.canaryStack)")
     elif gate.canary_drivers is None:
-        yield f"the promotion record does not state what the canary stack '{canary}' runs"
+        reasons.append(f"the promotion record does not state what the canary stack '{canary}' runs")
     elif not gate.canary_drivers:
-        yield (f"the canary stack '{canary}' shows no driver (no driverVersion or pools output: not deployed "
-               "yet, or not readable from this stack); cannot confirm it runs the attested driver")
+        reasons.append(f"the canary stack '{canary}' shows no driver (no driverVersion or pools output: not deployed "
+                       "yet, or not readable from this stack); cannot confirm it runs the attested driver")
     elif driver not in gate.canary_drivers:
-        yield (f"the canary stack '{canary}' runs {', '.join(sorted(gate.canary_drivers))}, not {driver}: the "
-               "canary has moved on or was rolled back since it was attested")
+        reasons.append(f"the canary stack '{canary}' runs {', '.join(sorted(gate.canary_drivers))}, not {driver}: the "
+                       "canary has moved on or was rolled back since it was attested")
+    return reasons, notes
+
+
+def _trusted_example_key(stack: StackFacts, settings: GateSettings) -> Iterator[Finding]:
+    """Trusting the example key is advice on the example fleets and refused on any other cluster."""
+    if not any(k.id == attestation.EXAMPLE_KEY_ID for k in settings.trusted_keys):
+        return
+    cluster = next((r.facts.cluster for r in stack.identities if r.facts.cluster), None)
+    record = stack.identities[0].resource if stack.identities else None
+    message = (
+        f"the gate trusts the example key {attestation.EXAMPLE_KEY_ID} ({TRUSTED_KEYS} in policy/prod.json), whose "
+        "private half is in this repository's tests: anyone can sign with it. Generate a key of your own "
+        "(`gpu-rollout keygen --out DIR`), keep the private key as the CI secret GPU_ROLLOUT_SIGNING_KEY, list its "
+        "entry in trustedKeys and remove the example key's (docs/validation.md, Keys)"
+    )
+    if cluster in attestation.EXAMPLE_CLUSTERS:
+        yield advice(f"{message}; accepted only because cluster '{cluster}' is one of the example fleets", record)
+    else:
+        yield Finding(f"cluster '{cluster or '(not stated)'}' is no example fleet, but {message}", record)
 
 
 @stack_policy(
     "canary-attested",
-    "Checks that every driver a released prod pool moves to was attested by the canary: an intact attestation for "
-    "that version, covering the pool's GPU architecture, soaked at least promotion.minSoakHours, from the canary "
-    "stack, which still runs it.",
+    "Checks that every driver a prod pool moves to was attested by the canary on that kind of pool: an intact "
+    "attestation for that version, signed by a trusted key, from the canary stack, which still runs it, soaked at "
+    "least promotion.minSoakHours, with a canary pool of the prod pool's GPU product, GPUs per node, NVSwitch and "
+    "MIG layout that served model traffic, on the operator release prod runs.",
     severity=Severity.CRITICAL, topics=("promotion", "canary"),
-    remediation="Let the canary soak, run `gpu-rollout verify --stack <canary>` so it writes "
-    "attestations/<canary>/<driver>.json, "
-    "and commit that file with the prod change; never edit an attestation by hand.",
+    remediation="Let the canary soak, run `gpu-rollout verify --stack <canary>` with the signing key so it writes "
+    "attestations/<canary>/<driver>.json, and commit that file with the prod change; never edit an attestation by "
+    "hand. Give the canary a pool like each prod pool, or accept a difference in promotion.waivers with its reason.",
+    config=SETTINGS,
 )
-def canary_attested(stack: StackFacts) -> Iterator[Finding]:
-    """Every driver of a released prod pool is admitted by a canary attestation (the module docstring)."""
+def canary_attested(stack: StackFacts, settings: GateSettings = GateSettings()) -> Iterator[Finding]:
+    """Every promoted driver of a prod pool is admitted by a canary attestation (the module docstring)."""
     if not stack.stage_stated:
         yield advice("the stack's stage is not visible on its resources; cannot tell whether the prod gate applies")
         return
     if stack.stage is not Stage.PROD:
         return
+    yield from _trusted_example_key(stack, settings)
     targets, problems = _targets(stack)
     yield from problems
     records = [r for r in stack.resources if r.type == rf.CONFIG_MAP and rf.is_promotion_record(r.props)]
-    for driver, target in sorted(targets.items()):
-        if not records:
+    gate = rf.read_promotion(records[0].props) if records else None
+    operator = next((r.facts.operator_version for r in stack.identities if r.facts.operator_version), None)
+    for (driver, promotion), target in sorted(targets.items()):
+        if gate is None:
             reasons = ["this prod stack has no promotion record: set promotion.canaryStack and promotion.minSoakHours"]
-            resource = target.resource
+            notes: list[str] = []
+            resource = target.pools[0].resources[0]
         else:
-            reasons = list(_admission_problems(target, records[0], rf.read_promotion(records[0].props)))
+            reasons, notes = _admission(target, gate, settings, operator)
             resource = records[0]
         for reason in reasons:
             message = f"{target.where()}: {reason}"
-            if driver in stack.previous.drivers_ran:
+            if promotion:
+                yield Finding(message, resource)
+            else:
                 yield advice(
                     f"{message} (the fleet ran {driver} as of its last deployment: not a promotion, not blocked)",
                     resource,
                 )
-            else:
-                yield Finding(message, resource)
+        for note in notes:
+            yield advice(f"driver {driver}: {note}", resource)
+    if gate is not None:
+        used = {p.name for t in targets.values() for p in t.pools}
+        for pool, waiver in sorted(gate.waivers.items()):
+            if pool not in used:
+                yield advice(f"promotion.waivers.{pool} (accepts {', '.join(sorted(waiver.accept))}: {waiver.reason}) "
+                             f"is not used by this change: pool {pool} takes no driver that is a promotion",
+                             records[0])

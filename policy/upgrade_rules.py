@@ -83,13 +83,14 @@ def wait_for_batch_jobs(stack: StackFacts) -> Iterator[Finding]:
 
 @stack_policy(
     "held-pool-pinned",
-    "Checks that a held pool's driver is pinned to its previous version, so a node added to the pool does not install the new driver.",
-    severity=Severity.HIGH, topics=("rollout", "autoscaling"),
-    remediation="Set gpuOperator.useNvidiaDriverCrd: true, in a change of its own, so each held pool's NVIDIADriver pins driver.previousVersion; or keep the held pools from growing, or record why they may not be pinned in gpuOperator.unpinnedHoldReason.",
+    "Checks that a held pool's driver is pinned to its previous version, so a node the pool gains or replaces does not install the new driver.",
+    severity=Severity.HIGH, topics=("rollout", "autoscaling", "node-lifecycle"),
+    remediation="Set gpuOperator.useNvidiaDriverCrd: true, in a change of its own, so each held pool's NVIDIADriver pins driver.previousVersion; or record why the held pools may take the new driver on new and replaced nodes in gpuOperator.unpinnedHoldReason.",
 )
 def held_pool_pinned(stack: StackFacts) -> Iterator[Finding]:
     """In ClusterPolicy mode one driver version serves every GPU node, so a held pool is held by its skip
-    label alone, which stops upgrades of the nodes it has but not installs on nodes it gains."""
+    label alone, which stops upgrades of the nodes it has, not installs on nodes it gains or gets back: a node
+    repaired, reimaged or replaced installs the new driver whatever the pool's size."""
     cluster_wide = [d for d in stack.drivers if d.cluster_wide]
     if not cluster_wide:
         return
@@ -100,22 +101,20 @@ def held_pool_pinned(stack: StackFacts) -> Iterator[Finding]:
         for driver in facts.drivers_for_pool(pool, cluster_wide):
             kind = "Helm release" if driver.resource.type == rf.HELM_RELEASE else kinds.CLUSTER_POLICY.kind
             version = driver.facts.version
+            growth = {True: "; its cloud pool can grow too", None: "; nothing shows that it cannot grow either",
+                      False: "; that its cloud pools cannot grow does not keep it"}[pool.can_grow]
             message = (
-                f"pool {pool.name} is held, but the {kind} ({driver.resource.name}) sets one driver, "
-                f"{version}, for every GPU node: the pool is held by the skip label alone, which stops "
-                f"upgrades of its nodes, not installs, so every node added to {pool.name} installs {version} "
-                "at once"
+                f"pool {pool.name} is held, but the {kind} ({driver.resource.name}) sets one driver, {version}, for "
+                f"every GPU node: the pool is held by the skip label alone, which holds the nodes it has, not a node "
+                f"that boots anew, so {version} is installed at once on every node {pool.name} gains or gets back: a "
+                "node repaired, reimaged or replaced (AKS node auto-repair or a node-image upgrade's surge node, an "
+                "EKS instance refresh, node group update or health replacement, a machine swapped on an existing "
+                f"cluster){growth}"
             )
-            growth = pool.can_grow
-            if growth is False:
-                yield advice(f"{message}. Its cloud pools cannot grow (autoscaling off or at its maximum), but a "
-                             "replaced node installs it too", driver.resource)
-            elif reason is not None:
+            if reason is not None:
                 yield advice(f"{message}. Accepted by gpuOperator.unpinnedHoldReason: {reason}", driver.resource)
             else:
-                why = "its cloud pool can grow" if growth else "nothing shows that it cannot grow"
                 yield Finding(
-                    f"{message}, and {why}. Pin held pools with per-pool NVIDIADrivers (gpuOperator."
-                    "useNvidiaDriverCrd: true, in a change of its own), or state why not in "
-                    "gpuOperator.unpinnedHoldReason", driver.resource,
+                    f"{message}. Pin held pools with per-pool NVIDIADrivers (gpuOperator.useNvidiaDriverCrd: true, "
+                    "in a change of its own), or state why not in gpuOperator.unpinnedHoldReason", driver.resource,
                 )

@@ -102,6 +102,16 @@ def _driver_owner(stack: StackFacts) -> str:
     return "image" if images or (cluster_wide and not cluster_wide[0].facts.enabled) else "operator"
 
 
+def _waivers(stack: StackFacts) -> dict[tuple[str, str], str]:
+    """A prod pool's waiver (promotion.waivers, on the promotion record): what differs from its canary pool that
+    the gate accepts, and why."""
+    out = {}
+    for record in (r for r in stack.resources if r.type == rf.CONFIG_MAP and rf.is_promotion_record(r.props)):
+        for pool, waiver in sorted(rf.read_promotion(record.props).waivers.items()):
+            out[(f"pool {pool}", "gate waiver")] = f"accepts {', '.join(sorted(waiver.accept))}: {waiver.reason}"
+    return out
+
+
 def view(stack: str, resources: Sequence[Resource], outputs: Mapping[str, Any],
          violations: Iterable[Violation] = ()) -> StackView:
     """The facts of one rendering: ``resources`` as the pack sees them, the program's ``outputs``, and the
@@ -147,6 +157,9 @@ def view(stack: str, resources: Sequence[Resource], outputs: Mapping[str, Any],
         for res in cloud:
             for key, value in _replace_only(res).items():
                 facts[(subject, f"{REPLACE_ONLY} {res.name} {key}")] = value
+
+    for (subject, name), value in _waivers(found).items():
+        facts[(subject, name)] = value
 
     # Registration order follows the engine's resolution of dependencies, not the config: sort by name.
     for driver in sorted(found.drivers, key=lambda d: d.resource.name):
@@ -335,6 +348,7 @@ class Report:
             "base": dict(self.base), "head": dict(self.head),
             "stacks": [s.as_json() for s in self.stacks],
             "unchanged": list(self.unchanged),
+            # Only when the pack's config changed what it trusts: most diffs touch stack files alone.
         }
         if self.pack:  # only where the pack changed: the document of a stacks-only change keeps its shape
             document["pack"] = [c.as_json() for c in self.pack]

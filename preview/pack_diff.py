@@ -22,11 +22,12 @@ from policy.registry import ADVICE_POLICY_ID, REGISTRY
 
 PACK_DIR = "policy/"
 LEVEL_KEY = "enforcementLevel"
+GATE_POLICY, TRUSTED_KEYS = "canary-attested", "trustedKeys"  # the keys whose attestations open prod
 
 
 @dataclass(frozen=True)
 class PackChange:
-    kind: str  # level | settings | entry | config | code
+    kind: str  # level | trusted-key | settings | entry | config | code
     file: str  # the path in the project, e.g. policy/prod.json
     text: str
     policy: str | None = None
@@ -68,6 +69,37 @@ def _shown(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+def _trusted_entries(entry: Any) -> dict[str, Mapping[str, Any]]:
+    """The prod gate's trusted-key entries, by id, as written (not judged: the pack does)."""
+    listed = entry.get(TRUSTED_KEYS) if isinstance(entry, Mapping) else None
+    if not isinstance(listed, list):
+        return {}
+    return {str(k.get("id")): k for k in listed if isinstance(k, Mapping)}
+
+
+def trusted_key_changes(file: str, stage: str, base: Any, head: Any) -> list[PackChange]:
+    """Each key the prod gate starts or stops trusting between two versions of its entry: a key added opens prod
+    to every attestation it signs, so the PR that adds an attestation must not slip one in unseen; a key removed
+    revokes it."""
+    old, new = _trusted_entries(base), _trusted_entries(head)
+
+    def said(entry: Mapping[str, Any]) -> str:
+        comment = entry.get("comment")
+        return f" ({comment})" if isinstance(comment, str) and comment else ""
+
+    out = [PackChange("trusted-key", file, f"{stage}: {GATE_POLICY} now trusts key {key_id}{said(new[key_id])}: "
+                      f"every attestation it signs can open prod ({file})", GATE_POLICY, None, key_id)
+           for key_id in sorted(set(new) - set(old))]
+    out += [PackChange("trusted-key", file, f"{stage}: {GATE_POLICY} no longer trusts key {key_id}"
+                       f"{said(old[key_id])}: attestations it signed stop admitting drivers ({file})", GATE_POLICY,
+                       key_id, None)
+            for key_id in sorted(set(old) - set(new))]
+    out += [PackChange("trusted-key", file, f"{stage}: {GATE_POLICY} key {key_id} now names another public key "
+                       f"({file})", GATE_POLICY, key_id, key_id)
+            for key_id in sorted(set(old) & set(new)) if old[key_id].get("publicKey") != new[key_id].get("publicKey")]
+    return out
+
+
 def config_changes(file: str, base: bytes | None, head: bytes | None) -> list[PackChange]:
     """The changes of one stage's pack config (``policy/<stage>.json``), policy by policy."""
     stage = file.removeprefix(PACK_DIR).removesuffix(".json")
@@ -87,6 +119,11 @@ def config_changes(file: str, base: bytes | None, head: bytes | None) -> list[Pa
         if _shown(old.get(key)) == _shown(new.get(key)):
             continue
         before_settings, after_settings = _settings(old.get(key)), _settings(new.get(key))
+        trusted = trusted_key_changes(file, stage, before_settings, after_settings) if key == GATE_POLICY else []
+        if trusted:  # named key by key; any other change of the entry still shows as settings
+            out += trusted
+            before_settings = {k: v for k, v in before_settings.items() if k != TRUSTED_KEYS}
+            after_settings = {k: v for k, v in after_settings.items() if k != TRUSTED_KEYS}
         if before_settings != after_settings:
             keys = sorted(k for k in {*before_settings, *after_settings}
                           if _shown(before_settings.get(k)) != _shown(after_settings.get(k)))

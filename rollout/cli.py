@@ -530,18 +530,27 @@ PrometheusOption = Annotated[
 ]
 
 
+SigningKeyOption = Annotated[
+    Path | None,
+    typer.Option("--signing-key", help="PEM file of the Ed25519 private key a canary's attestation is signed with "
+                 "(else $GPU_ROLLOUT_SIGNING_KEY, the PEM text; `gpu-rollout keygen` makes one)."),
+]
+
+
 @app.command()
 @live_verb
 def verify(
     target: LiveTarget,
     prometheus: PrometheusOption = None,
+    signing_key: SigningKeyOption = None,
     smoke: Annotated[
         bool, typer.Option("--smoke", help="Right after a rollout: attest nothing, and exit 1 only on a failed "
                            "check (an inconclusive one, such as the soak's metrics, is left to the verify at the "
                            "end of the soak).")
     ] = False,
 ) -> Exit:
-    """Validate the upgraded nodes (runbook section 5); a passing canary writes attestations/<stack>/<driver>.json.
+    """Validate the upgraded nodes (runbook section 5); a passing canary writes attestations/<stack>/<driver>.json,
+    signed with its key.
 
     Exit 0 only when every check passes; a failed or inconclusive check exits 1 with its reason. With --smoke
     nothing is attested and only a failed check exits 1.
@@ -549,14 +558,20 @@ def verify(
     from urllib.parse import urlsplit
 
     from rollout import verify as verb
+    from spec.attestation import AttestationError
 
     if prometheus is not None and (urlsplit(prometheus).scheme not in ("http", "https")
                                    or not urlsplit(prometheus).netloc):
         raise typer.BadParameter(f"{prometheus!r} is not an http(s) URL such as http://prometheus:9090",
                                  param_hint="--prometheus")
+    try:
+        key = verb.signing_key(signing_key)
+    except AttestationError as error:
+        say(str(error))
+        return Exit.INVALID
     live = target.open()
     return verb.execute(live.stack.name, live.spec, live.kube, project_dir=live.stack.project_dir,
-                        prometheus_url=prometheus, as_json=target.as_json, smoke=smoke)
+                        prometheus_url=prometheus, as_json=target.as_json, smoke=smoke, key=key)
 
 
 @app.command()
@@ -572,6 +587,25 @@ def soak(target: LiveTarget) -> Exit:
     live = target.open()
     return verb.execute(live.stack.name, live.spec, live.kube, project_dir=live.stack.project_dir,
                         as_json=target.as_json)
+
+
+# ---------------------------------------------------------------- keygen (offline)
+
+
+@app.command()
+def keygen(
+    out: Annotated[Path, typer.Option("--out", help="Folder to write the key pair into (created if missing).")],
+    comment: Annotated[str, typer.Option("--comment", help="What the key is: who holds it, since when.")] = "",
+    debug: DebugOption = False,
+) -> None:
+    """Make an Ed25519 key pair for signing canary attestations; print the trustedKeys entry for policy/prod.json."""
+
+    def call() -> Exit:
+        from rollout import keygen as verb
+
+        return verb.execute(out, comment)
+
+    run(call, debug)
 
 
 def main() -> None:

@@ -79,7 +79,6 @@ def _unattested(project_dir: Path) -> Callable[[str | None], Callable[[str], str
     from the project's attestation files as the program and the pack read them (``spec.attestation``). Only
     whether a sound file exists; the pack's ``canary-attested`` judges soak time and GPU architectures."""
     directory = project_dir / attestation.ATTESTATION_DIR
-    key = attestation.key_from_environment()
 
     def of_canary(canary: str | None) -> Callable[[str], str | None]:
         def why(driver: str) -> str | None:
@@ -89,7 +88,7 @@ def _unattested(project_dir: Path) -> Callable[[str | None], Callable[[str], str
                 path = attestation.path_for(directory, canary, driver)
                 if not path.is_file():
                     return f"no {path.relative_to(project_dir)}"
-                attestation.load(path, key)
+                attestation.load(path)
             except attestation.AttestationError as error:
                 return str(error)
             return None

@@ -1,5 +1,6 @@
 """`gpu-rollout verify`: runbook section 5 on the stack's upgraded nodes, as a table or JSON; a passing canary
-writes its attestation (``attestations/<stack>/<driver>.json`` under the project, spec/attestation.py's format).
+writes its attestation (``attestations/<stack>/<driver>.json`` under the project, spec/attestation.py's format),
+signed with the key of ``--signing-key FILE`` or ``GPU_ROLLOUT_SIGNING_KEY``.
 
 Exit 0 only when every check passed (and, on a canary stack, the attestation was written); 1 when one failed
 or was inconclusive (each reason on stderr), or the attestation could not be written.
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from rich.console import Console
 from rich.table import Table
 
@@ -54,10 +56,22 @@ def render_table(stack: str, results: list[CheckResult], console: Console) -> No
     console.print(f"{counts[Status.PASS]} pass, {counts[Status.FAIL]} fail, {counts[Status.INCONCLUSIVE]} inconclusive")
 
 
+def signing_key(path: Path | None) -> Ed25519PrivateKey | None:
+    """The key a canary's attestation is signed with: ``--signing-key FILE``, else ``GPU_ROLLOUT_SIGNING_KEY``."""
+    if path is not None:
+        try:
+            pem = path.read_bytes()
+        except OSError as exc:
+            raise attestation.AttestationError(f"--signing-key {path}: cannot read: {exc.strerror}") from None
+        return attestation.read_signing_key(pem, f"--signing-key {path}")
+    return attestation.signing_key_from_environment()
+
+
 def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, project_dir: Path, prometheus_url: str | None,
-            as_json: bool, smoke: bool = False) -> Exit:
-    """Run the checks; a passing canary (not ``smoke``) writes its attestation. ``smoke``: the check right after
-    a rollout, before any soak: nothing is attested, and an inconclusive check does not fail it."""
+            as_json: bool, smoke: bool = False, key: Ed25519PrivateKey | None = None) -> Exit:
+    """Run the checks; a passing canary (not ``smoke``) writes its attestation, signed with ``key``. ``smoke``:
+    the check right after a rollout, before any soak: nothing is attested, and an inconclusive check does not
+    fail it."""
     prometheus = Prometheus(prometheus_url) if prometheus_url else None
     facts = validation.gather(kube, spec, prometheus)
     note_identity(facts.identity)
@@ -68,8 +82,12 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, project_dir: Path, pro
     problem: str | None = None
     if not not_passed and spec.stage == Stage.CANARY and not smoke:
         try:
+            if key is None:
+                raise attestation.AttestationError(
+                    f"no signing key: set {attestation.SIGNING_KEY_ENV} (the PEM text) or give --signing-key FILE; "
+                    "the prod gate admits only signed attestations (`gpu-rollout keygen` makes a key pair)")
             sealed = validation.attest(facts, results, stack=stack, git_commit=git_commit(project_dir),
-                                       hmac_key=attestation.key_from_environment())
+                                       signing_key=key)
             written = attestation.write(project_dir / attestation.ATTESTATION_DIR, sealed)
         except attestation.AttestationError as exc:
             problem = f"attestation not written: {exc}"

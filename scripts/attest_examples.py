@@ -12,7 +12,8 @@ the DCGM and vLLM history of that upgrade. The canary nodes finished their upgra
 prod stack promoted from the canary plus ``SOAK_MARGIN_HOURS`` ago, so the soak the attestation records is
 long enough for the prod gate.
 
-Each canary is verified with the real CLI (``python -m rollout verify``) in a process of its own, on the
+Each canary is verified with the real CLI (``python -m rollout verify``) in a process of its own, signing with
+the example key (tests/data/example-attestation-key.pem, in ``GPU_ROLLOUT_SIGNING_KEY``), on the
 example stack file as it is, with ``--project-dir`` the folder that receives ``attestations/<canary>/<driver>.json``
 (default: this checkout; the commit recorded is its HEAD). Re-running replaces each file with one whose soak
 ended later (verify never replaces a newer one). Exit 0 when every canary passed and was attested; 1 otherwise.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -29,7 +31,8 @@ from pathlib import Path
 
 from spec.load import load_stack_file
 from tests.checks.verify_world import ProxyKube, build, history, promoted_from
-from tests.conftest import PROJECT_DIR
+from spec.attestation import SIGNING_KEY_ENV
+from tests.conftest import EXAMPLE_KEY_FILE, PROJECT_DIR
 from tests.prometheus.server import MISSING, binary, start
 from tests.workload.openai_server import Behaviour, OpenAIServer
 
@@ -64,7 +67,8 @@ def verify(canary: str, project_dir: Path, workdir: Path) -> subprocess.Complete
                 return subprocess.run(
                     [sys.executable, "-m", "rollout", "verify", "--stack-file", str(stack_file), "--project-dir",
                      str(project_dir), "--kubeconfig", str(kubeconfig), "--prometheus", url, "--json"],
-                    capture_output=True, text=True, timeout=VERIFY_TIMEOUT, cwd=PROJECT_DIR, check=False)
+                    capture_output=True, text=True, timeout=VERIFY_TIMEOUT, cwd=PROJECT_DIR, check=False,
+                    env={**os.environ, SIGNING_KEY_ENV: EXAMPLE_KEY_FILE.read_text()})
         finally:
             for server in servers:
                 server.stop()

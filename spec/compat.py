@@ -8,6 +8,7 @@ never a silent yes: callers decide what unknown means (the policy pack reports i
 - ``cuda_runs_on(cuda, driver)`` and ``max_cuda(driver)``: driver vs. CUDA runtime.
 - ``forward_compat_supported(cuda, driver)``: may a cuda-compat package bridge the gap on this branch.
 - ``architecture(product)`` and ``supports(driver, product)``: GPU products (GFD ``nvidia.com/gpu.product``).
+- ``same_gpu_product(a, b)``: one GPU under two GFD names (``compat_data.PRODUCT_EQUIVALENTS``).
 - ``branch_info(driver)``: LTSB / production / new feature, end of life.
 - ``operator_lists(chart_version, driver)``: ``OperatorSupport`` LISTED / BRANCH_ONLY / UNSUPPORTED / UNKNOWN.
 - ``fabric_manager_matches(fm_version, driver)``: Fabric Manager must equal the driver exactly.
@@ -21,6 +22,7 @@ from datetime import date
 from enum import StrEnum
 
 from spec import compat_data as data
+from spec.gpu_products import base_product
 from spec.versions import parse_chart, parse_cuda, parse_driver
 
 
@@ -188,6 +190,21 @@ def architecture(product: str) -> Answer:
         return _unknown(f"GPU product '{product}' is not in the architecture table; check its branch support by hand")
     arch = data.PRODUCT_ARCHITECTURE[model]
     return _yes(f"{product} is {arch} ({model})", arch)
+
+
+def _product_key(product: str) -> str:
+    """A GFD product name compared: without a MIG profile suffix, in lower case."""
+    return base_product(product.strip()).lower()
+
+
+def same_gpu_product(first: str, second: str) -> bool:
+    """Whether two GFD ``nvidia.com/gpu.product`` names are one GPU: equal (case and a MIG profile suffix
+    aside), or spellings of one SKU listed in ``compat_data.PRODUCT_EQUIVALENTS``."""
+    a, b = _product_key(first), _product_key(second)
+    if a == b:
+        return True
+    return any(a in group and b in group
+               for group in ({name.lower() for name in names} for names in data.PRODUCT_EQUIVALENTS))
 
 
 def supports(driver: str, product: str) -> Answer:

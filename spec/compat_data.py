@@ -122,6 +122,22 @@ PRODUCT_ARCHITECTURE: dict[str, str] = {
     **dict.fromkeys(("K80", "K40", "K20"), "kepler"),
 }
 
+# ---------------------------------------------------------------- one GPU, several GFD names
+
+PRODUCT_EQUIVALENTS_SOURCE = (
+    "NVML nvmlDeviceGetName, https://docs.nvidia.com/deploy/nvml-api/ (GFD's nvidia.com/gpu.product is that name "
+    "with dashes); the spellings one SKU reports across driver and VBIOS releases, each with its source, are the "
+    "rows of spec/gpu_products.py"
+)
+# Groups of GFD nvidia.com/gpu.product names of one and the same SKU (compared without case and without a MIG
+# profile suffix). Only spelling variants of one board belong here: a PCIe card and the SXM module of the same
+# chip, or two memory sizes, are different products for the prod gate (topology, power, memory differ).
+PRODUCT_EQUIVALENTS: tuple[frozenset[str], ...] = (
+    frozenset({"NVIDIA-A100-PCIE-80GB", "NVIDIA-A100-80GB-PCIe"}),  # the A100 80GB PCIe card
+    frozenset({"NVIDIA-H200", "NVIDIA-H200-141GB-HBM3e", "NVIDIA-H200-141GB-HBM3"}),  # the HGX H200 SXM module
+    frozenset({"NVIDIA-B200", "NVIDIA-B200-180GB-HBM3e"}),  # the HGX B200 SXM module
+)
+
 # ---------------------------------------------------------------- GPU Operator release -> drivers
 
 OPERATOR_SOURCE = "GPU Operator component matrix, cloud-native-docs gpu-operator/life-cycle-policy.rst"

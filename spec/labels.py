@@ -32,6 +32,7 @@ KERNEL_VERSION = "feature.node.kubernetes.io/kernel-version.full"  # NFD: the no
 GPU_PRESENT = "nvidia.com/gpu.present"  # the operator's, from NFD's PCI labels
 DEPLOY_DRIVER = "nvidia.com/gpu.deploy.driver"
 MIG_CONFIG = "nvidia.com/mig.config"  # the MIG layout (operator / mig-manager); default all-disabled
+MIG_CONFIG_DISABLED = "all-disabled"  # the layout of whole GPUs: the operator's default value of MIG_CONFIG
 GPU_RESOURCE = "nvidia.com/gpu"  # the device plugin's extended resource
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"  # extended resources of MIG devices (nvidia.com/mig-1g.10gb ...)
 DRIVER_OWNER = "nvidia.com/gpu-operator.driver.owner"  # operator >= 26.7 sets it; never set by us
@@ -75,6 +76,7 @@ POOL_NVSWITCH = f"{DOMAIN}/nvswitch"
 POOL_FABRIC_MANAGER = f"{DOMAIN}/fabric-manager"  # driver-container | image | host
 POOL_FABRIC_MANAGER_VERSION = f"{DOMAIN}/fabric-manager-version"  # host-installed FM only
 POOL_IMAGE_DRIVER = f"{DOMAIN}/image-driver"  # driver shipped by the node image of a generation
+POOL_MIG_CONFIG = f"{DOMAIN}/mig-config"  # declared MIG layout; written only when not all-disabled
 POOL_OS = f"{DOMAIN}/os"  # declared OS of a custom AMI or an existing pool (AKS osSku, EKS amiType say it)
 
 # ConfigMaps a stack writes about itself in the cluster (namespace kube-system), told apart by this label:

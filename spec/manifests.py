@@ -38,6 +38,7 @@ def pool_facts(spec: FleetSpec, pool: NodePool, generation: Generation | None = 
         fabric_manager_version=pool.fabricManagerVersion if pool.nvswitch else None,
         generation=generation.id if generation is not None else None,
         image_driver=generation.driverVersion if generation is not None else None,
+        mig_config=pool.migConfig,
     )
 
 

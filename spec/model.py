@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, Self
+from typing import Annotated, Literal, Self, get_args
 
 from pydantic import Field, StrictBool, StrictInt, field_validator, model_validator
 
@@ -46,8 +46,8 @@ __all__ = [
     "EksCluster", "EksPool", "ExistingCluster", "ExistingPool", "FleetSpec", "Generation", "GpuOperator", "LaunchTemplate", "LocatedError", "Model",
     "ModelQueries", "ModelServing", "ServingEngine",
     "NodePool", "NonNegativeInt", "PodDeletion", "PoolRollout", "PoolTarget", "PositiveInt", "Promotion", "Simulation",
-    "Stage",
-    "UpgradePolicy", "Validation", "ValidationBaseline", "ValidationCache", "ValidationTolerance",
+    "Stage", "UpgradePolicy", "Validation", "WAIVABLE_DIFFERENCES", "Waiver", "ValidationBaseline", "ValidationCache",
+    "ValidationTolerance",
     "WaitForCompletion", "int_or_percent", "kubernetes_name",
 ]
 
@@ -336,9 +336,44 @@ class Validation(SpecModel):
         return self
 
 
+# What the prod gate compares between a prod pool and the canary pool that attested its driver; each is a
+# difference a waiver may accept (policy canary-attested, docs/policies.md).
+WaivableDifference = Literal["gpu-product", "gpus-per-node", "nvswitch", "mig-config", "served-traffic",
+                             "operator-release"]
+WAIVABLE_DIFFERENCES: tuple[str, ...] = get_args(WaivableDifference)
+
+
+class Waiver(SpecModel):
+    """A difference between a prod pool and its canary that the team accepts, and why."""
+
+    accept: list[WaivableDifference] = Field(
+        min_length=1, description="The differences accepted: " + ", ".join(WAIVABLE_DIFFERENCES) + ".")
+    reason: str = Field(description="Why the difference is accepted (who decided, what covers the gap).")
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("a waiver needs its reason: say why the difference is accepted")
+        return value
+
+    @field_validator("accept")
+    @classmethod
+    def _once(cls, value: list[str]) -> list[str]:
+        twice = sorted({v for v in value if value.count(v) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)} listed twice")
+        return value
+
+
 class Promotion(SpecModel):
     canaryStack: str = Field(min_length=1, description="Stack whose attestation gates this one.")
     minSoakHours: Annotated[float, Field(ge=0)] = Field(24, description="Hours the canary must run clean.")
+    waivers: dict[str, Waiver] = Field(
+        default_factory=dict,
+        description="Per prod pool: differences from the attested canary pool the gate turns into advice, with "
+        "the reason.",
+    )
 
 
 class FleetSpec(SpecModel):
@@ -359,7 +394,16 @@ class FleetSpec(SpecModel):
         self._check_pools()
         self._check_models()
         self._check_validation()
+        self._check_promotion()
         return self
+
+    def _check_promotion(self) -> None:
+        if self.promotion is None:
+            return
+        pools = {pool.name for pool in self.nodePools}
+        for name in self.promotion.waivers:
+            if name not in pools:
+                raise at(("promotion", "waivers", name), f"names no pool of this stack ({', '.join(sorted(pools))})")
 
     def _check_validation(self) -> None:
         if self.validation is None:

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal, Self
 
 from pydantic import Field, StrictBool, field_validator, model_validator
 
+from spec import labels
 from spec.base import NonNegativeInt, PositiveInt, SpecModel, at, check_label_map, int_or_percent
 from spec.platform import OsId
 from spec.versions import DriverVersion, ImageRelease
+
+# A MIG layout name: the value of the node label nvidia.com/mig.config (a Kubernetes label value).
+MIG_LAYOUT = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 # The EKS API's closed sets for a managed node group (spec/capacity.py reasons about the same values).
 EksUpdateStrategy = Literal["DEFAULT", "MINIMAL"]
@@ -150,11 +155,25 @@ class NodePool(SpecModel):
     fabricManagerVersion: DriverVersion | None = Field(
         None, description="Version of a host-installed Fabric Manager; must equal the pool's driver exactly."
     )
+    migConfig: str = Field(
+        labels.MIG_CONFIG_DISABLED,
+        description="The MIG layout the pool's nodes run, as mig-manager's nvidia.com/mig.config names it "
+        "(all-1g.10gb, all-balanced, a custom layout); all-disabled: whole GPUs. The prod gate compares it with "
+        "the canary pool that attested the driver.",
+    )
     rollout: PoolRollout = PoolRollout()
     aks: AksPool | None = None
     eks: EksPool | None = None
     existing: ExistingPool | None = None
     generations: list[Generation] | None = Field(None, description="Image-owned pools only: live generations.")
+
+    @field_validator("migConfig")
+    @classmethod
+    def _mig_config(cls, value: str) -> str:
+        if not MIG_LAYOUT.fullmatch(value):
+            raise ValueError(f"'{value}' is not a MIG layout name as nvidia.com/mig.config holds it (a label value: "
+                             "letters, digits, '-', '_', '.', at most 63), e.g. all-disabled or all-1g.10gb")
+        return value
 
     @property
     def live_generations(self) -> list[Generation]:

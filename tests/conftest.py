@@ -17,6 +17,16 @@ EXAMPLE_STACKS = ("canary", "prod", "eks-canary", "eks-prod", "existing-canary",
 # The GPU Operator's CRDs travel with the tests (provenance and licence in the folder's PROVENANCE.md).
 OPERATOR_CRDS = PROJECT_DIR / "tests" / "data" / "crds"
 SHARED_CRDS = OPERATOR_CRDS / "v26.7.0"  # the release the examples pin
+# The example attestation key's private half: only here, in the tests (policy/prod.json trusts its public half
+# for the example fleets; spec.attestation.EXAMPLE_KEY_ID names it). scripts/attest_examples.py signs with it.
+EXAMPLE_KEY_FILE = PROJECT_DIR / "tests" / "data" / "example-attestation-key.pem"
+
+
+def example_signing_key() -> Any:
+    """The example key (an Ed25519 private key), as verify reads it from a PEM file."""
+    from spec.attestation import read_signing_key
+
+    return read_signing_key(EXAMPLE_KEY_FILE.read_bytes(), str(EXAMPLE_KEY_FILE))
 
 
 # The prod gate, policy canary-attested (issue 10 point 4), refuses a prod driver until the canary's
@@ -88,6 +98,10 @@ def aks_image_owned() -> dict[str, str]:
         ]
 
     config = change(config, "nodePools", generations)
+    # The H100 pool is released here; the AKS canary's Hopper pool is an H100 NVL card without NVSwitch.
+    config = change(config, "promotion", lambda promotion: promotion.update(waivers={"gpuh100": {
+        "accept": ["gpu-product", "gpus-per-node", "nvswitch"],
+        "reason": "test fleet: the canary's H100 NVL pool stands in for the HGX pool"}}))
     return change(config, "models", lambda models: models.__setitem__(slice(None), models[:1]))
 
 

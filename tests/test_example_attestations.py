@@ -83,3 +83,14 @@ def test_making_them_again_gives_equivalent_attestations(tmp_path: Path) -> None
         assert (again.stack, again.cluster, again.driver, again.operatorChart) == (
             before.stack, before.cluster, before.driver, before.operatorChart)
         assert again.soak_hours == pytest.approx(before.soak_hours, abs=0.01)
+
+
+@pytest.mark.parametrize("canary", sorted(PAIRS))
+def test_the_shipped_attestation_is_signed_by_a_key_the_prod_pack_trusts(canary: str) -> None:
+    from policy.evaluate import load_config, settings_entry
+    from policy.promotion_rules import read_settings
+
+    trusted = read_settings(settings_entry("canary-attested", load_config("prod"))).trusted_keys
+    sealed = shipped(canary)
+    assert sealed.signature is not None and sealed.signature.keyId == att.EXAMPLE_KEY_ID
+    assert att.trust_problems(sealed, trusted, canary, canary) == []

@@ -134,6 +134,8 @@ from spec.resource_facts.previous import (
 )
 from spec.resource_facts.promotion import (
     PromotionFacts,
+    WaiverFacts,
+    read_waivers,
     promotion_labels,
     promotion_annotations,
     promotion_data,
@@ -238,6 +240,8 @@ __all__ = [
     "read_previous_deployment",
     "previous_deployment_outputs",
     "PromotionFacts",
+    "WaiverFacts",
+    "read_waivers",
     "promotion_labels",
     "promotion_annotations",
     "promotion_data",

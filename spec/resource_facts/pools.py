@@ -32,6 +32,7 @@ class PoolFacts:
     fabric_manager_version: str | None = None  # a host-installed Fabric Manager's pin
     generation: int | None = None
     image_driver: str | None = None
+    mig_config: str = labels.MIG_CONFIG_DISABLED  # the declared MIG layout; whole GPUs unless stated
 
 
 CANARY_ROLE = "canary"  # the pool role (NodePool.role) that upgrades first; a canary pool is never held
@@ -49,6 +50,8 @@ def pool_labels(facts: PoolFacts) -> dict[str, str]:
         (labels.POOL_OS, facts.os),
         (labels.POOL_FABRIC_MANAGER, facts.fabric_manager),
         (labels.POOL_FABRIC_MANAGER_VERSION, facts.fabric_manager_version),
+        # Only a MIG layout is stated: whole GPUs are what a pool without the label runs.
+        (labels.POOL_MIG_CONFIG, facts.mig_config if facts.mig_config != labels.MIG_CONFIG_DISABLED else None),
     ):
         if value is not None:
             out[key] = str(value)
@@ -71,6 +74,7 @@ def read_pool_labels(node_labels: Mapping[str, Any]) -> PoolFacts:
         nvswitch=flag(get(labels.POOL_NVSWITCH)), os=get(labels.POOL_OS),
         fabric_manager=get(labels.POOL_FABRIC_MANAGER), fabric_manager_version=get(labels.POOL_FABRIC_MANAGER_VERSION),
         generation=as_int(get(labels.GENERATION)), image_driver=get(labels.POOL_IMAGE_DRIVER),
+        mig_config=get(labels.POOL_MIG_CONFIG) or labels.MIG_CONFIG_DISABLED,
     )
 
 

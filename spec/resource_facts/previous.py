@@ -22,12 +22,22 @@ PREVIOUS_DEPLOYMENT = "previous-deployment"  # the logical name of the StackRefe
 
 @dataclass(frozen=True)
 class PreviousDeployment:
-    """What the stack's last successful deployment ran; empty before the first one."""
+    """What the stack's last successful deployment ran; empty before the first one.
+
+    What ran is what that deployment applied to its pools, read from its ``pools`` output: each pool's driver
+    (its NVIDIADriver pin or the cluster-wide driver, an image-owned pool's newest generation's) and the drivers
+    of its other live generations. Never a config field: ``driverVersion`` and ``previousDriverVersion`` are what
+    the config said, whether or not any pool ran them."""
 
     operator_version: str | None = None
     per_pool_drivers: bool | None = None
-    drivers_ran: frozenset[str] = frozenset()  # its target, what held pools stayed on, each pool's pin
+    pool_drivers: Mapping[str, frozenset[str]] = field(default_factory=dict)  # pool -> the drivers it ran
     cloud_pools: Mapping[str, str] = field(default_factory=dict)  # cloud pool -> replacement record
+
+    @property
+    def drivers_ran(self) -> frozenset[str]:
+        """Every driver a pool of the fleet ran as of the last deployment."""
+        return frozenset(d for drivers in self.pool_drivers.values() for d in drivers)
 
     @property
     def deployed(self) -> bool:
@@ -38,12 +48,15 @@ def read_previous_deployment(outputs: Any) -> PreviousDeployment:
     """The last deployment from its stack outputs (``spec.resource_facts.outputs``; anything but a mapping
     reads as no deployment)."""
     last = read_stack_outputs(outputs)
-    ran = {v for v in (last.driver_version, last.previous_driver_version) if v}
-    ran |= {p.driver_version for p in last.pools.values() if p.driver_version}
+    pool_drivers = {}
+    for name, summary in last.pools.items():
+        ran = {summary.driver_version} | {g.driver_version for g in summary.generations if not g.retired}
+        if ran - {None}:
+            pool_drivers[name] = frozenset(d for d in ran if d)
     return PreviousDeployment(
         operator_version=last.operator_version or None,
         per_pool_drivers=last.per_pool_drivers,
-        drivers_ran=frozenset(ran),
+        pool_drivers=pool_drivers,
         cloud_pools=dict(last.cloud_pools),
     )
 

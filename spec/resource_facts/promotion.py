@@ -27,6 +27,17 @@ ATTESTED = "attested"  # comma-separated drivers with a file in attestations/
 # the engine shows the pack the API server's dry-run of the apply, merged into the live object, where a key
 # this deployment no longer sends (an attestation file removed) would still be there.
 ATTESTATIONS = "attestations"
+# The stack's waivers (promotion.waivers), a JSON object pool -> {accept: [differences], reason}; always sent, "{}"
+# when none, for the same reason: a waiver removed must not linger in a preview.
+WAIVERS = "waivers"
+
+
+@dataclass(frozen=True)
+class WaiverFacts:
+    """A prod pool's declared waiver: the differences from its canary pool the gate accepts, and why."""
+
+    accept: frozenset[str]
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -36,6 +47,7 @@ class PromotionFacts:
     canary_drivers: frozenset[str] | None  # None: the record does not say (hand-edited)
     attested: frozenset[str] = frozenset()
     attestations: Mapping[str, str] = field(default_factory=dict)  # driver -> the file's text
+    waivers: Mapping[str, WaiverFacts] = field(default_factory=dict)  # prod pool -> its waiver
 
 
 def promotion_labels() -> dict[str, str]:
@@ -57,16 +69,33 @@ def read_drivers(text: Any) -> frozenset[str] | None:
 
 
 def promotion_data(
-    canary_stack: str, min_soak_hours: float, canary_drivers: Any, attested: Iterable[str], texts: Mapping[str, str]
+    canary_stack: str, min_soak_hours: float, canary_drivers: Any, attested: Iterable[str], texts: Mapping[str, str],
+    waivers: Mapping[str, WaiverFacts] | None = None,
 ) -> dict[str, Any]:
     """The record's data; ``canary_drivers`` may be the program's Output of ``drivers_text``."""
+    declared = {pool: {"accept": sorted(w.accept), "reason": w.reason} for pool, w in (waivers or {}).items()}
     return {
         CANARY_STACK: canary_stack,
         MIN_SOAK_HOURS: f"{min_soak_hours:g}",
         CANARY_DRIVERS: canary_drivers,
         ATTESTED: drivers_text(attested),
         ATTESTATIONS: json.dumps(dict(texts), sort_keys=True, ensure_ascii=False),
+        WAIVERS: json.dumps(declared, sort_keys=True, ensure_ascii=False),
     }
+
+
+def read_waivers(text: Any) -> dict[str, WaiverFacts]:
+    """The record's waivers; a malformed entry (hand-edited) is left out, so its difference is not accepted."""
+    try:
+        found = json.loads(text) if isinstance(text, str) else {}
+    except ValueError:
+        return {}
+    out: dict[str, WaiverFacts] = {}
+    for pool, entry in (found.items() if isinstance(found, dict) else ()):
+        accept, reason = (entry.get("accept"), entry.get("reason")) if isinstance(entry, dict) else (None, None)
+        if isinstance(accept, list) and all(isinstance(a, str) for a in accept) and isinstance(reason, str) and reason:
+            out[str(pool)] = WaiverFacts(frozenset(accept), reason)
+    return out
 
 
 def is_promotion_record(props: Mapping[str, Any]) -> bool:
@@ -92,4 +121,5 @@ def read_promotion(props: Mapping[str, Any]) -> PromotionFacts:
         canary_drivers=read_drivers(data.get(CANARY_DRIVERS)),
         attested=read_drivers(data.get(ATTESTED)) or frozenset(),
         attestations=texts,
+        waivers=read_waivers(data.get(WAIVERS)),
     )

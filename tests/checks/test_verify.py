@@ -23,6 +23,7 @@ from rollout import verify as verb
 from rollout.cli import app
 from rollout.exits import Exit
 from spec import attestation, labels
+from tests.conftest import EXAMPLE_KEY_FILE, example_signing_key
 from tests.checks.verify_world import NEW, OLD, ProxyKube, World, build, git_project, history, write_result
 from tests.fakekube.fixtures import driver_labels, set_pod_ready
 from tests.fakekube.plugin import FAST
@@ -68,7 +69,7 @@ def run(world: World, project: Path, prometheus: str | None, capsys: pytest.Capt
     kubeconfig = world.fake.write_kubeconfig(project.parent / "kubeconfig")
     live = context.open_live(None, world.stack_file, project, str(kubeconfig), None, settings=FAST)
     code = verb.execute(live.stack.name, live.spec, live.kube, project_dir=project, prometheus_url=prometheus,
-                        as_json=True)
+                        as_json=True, key=example_signing_key())
     out = capsys.readouterr()
     return code, json.loads(out.out), out.err
 
@@ -95,7 +96,8 @@ def test_a_clean_canary_passes_every_check_and_writes_its_attestation(world: Wor
     kubeconfig = world.fake.write_kubeconfig(tmp_path / "kubeconfig")
     with start(history(world), tmp_path / "prometheus") as url:
         result = CliRunner().invoke(app, ["verify", "--stack-file", str(world.stack_file), "--project-dir",
-                                          str(project), "--kubeconfig", str(kubeconfig), "--prometheus", url, "--json"])
+                                          str(project), "--kubeconfig", str(kubeconfig), "--prometheus", url, "--json",
+                                          "--signing-key", str(EXAMPLE_KEY_FILE)])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert [c["id"] for c in doc["checks"] if c["status"] != "pass"] == []
@@ -120,6 +122,13 @@ def test_a_clean_canary_passes_every_check_and_writes_its_attestation(world: Wor
     assert [(p.name, p.gpuProduct, p.architecture) for p in sealed.pools] == [
         ("canarya100", "NVIDIA-A100-80GB-PCIe", "ampere"), ("canaryt4", "Tesla-T4", "turing"),
         ("gpucanary", "NVIDIA-H100-NVL", "hopper")]  # one canary pool per architecture the prod stack runs
+    # What each pool was, as the nodes and Prometheus showed it: only gpucanary runs a model, which served traffic.
+    assert [(p.gpusPerNode, p.nvswitch, p.migConfig, p.servedTraffic) for p in sealed.pools] == [
+        (1, False, "all-disabled", False), (1, False, "all-disabled", False), (1, False, "all-disabled", True)]
+    assert sealed.pools[2].traffic == ("llm-chat-canary on 2 pod(s): requests served during the soak, answered "
+                                       "verify's request")
+    assert sealed.pools[0].kernel and sealed.pools[0].osImage == "Ubuntu 22.04.5 LTS" and sealed.driverMode == "nvidiadriver"
+    assert sealed.signature is not None and sealed.signature.keyId == attestation.EXAMPLE_KEY_ID
     assert [c.id for c in sealed.checks] == [c["id"] for c in doc["checks"]]
     assert sealed.soakStart.timestamp() == int(world.soak_start)  # the last canary node's upgrade-done
     assert -1 < sealed.soakEnd.timestamp() - world.now < 120  # soakEnd is kept in whole seconds
@@ -333,10 +342,11 @@ def test_a_newer_attestation_is_never_replaced(world: World, project: Path, tmp_
     """verify refuses to overwrite an attestation of the same driver whose soak ended later: exit 1, file intact."""
     later = datetime.fromtimestamp(world.now + 7200, UTC)
     newer = attestation.seal(
-        stack="canary", cluster="inference-weu-1", driver=NEW, operator_chart="v26.7.0",
+        stack="canary", cluster="inference-weu-1", driver=NEW, operator_chart="v26.7.0", driver_mode="nvidiadriver",
         pools=[attestation.AttestedPool.of("gpucanary", "NVIDIA-H100-NVL")],
         checks=[attestation.AttestedCheck(id="validation-job", status="pass", subject="n", message="m")],
-        soak_start=datetime.fromtimestamp(world.soak_start, UTC), soak_end=later, git_commit="0123456789abcdef")
+        soak_start=datetime.fromtimestamp(world.soak_start, UTC), soak_end=later, git_commit="0123456789abcdef",
+        signing_key=example_signing_key())
     path = attestation.write(project / attestation.ATTESTATION_DIR, newer)
     assert path == attestation.path_for(project / attestation.ATTESTATION_DIR, "canary", NEW)
     before = path.read_bytes()
@@ -345,3 +355,24 @@ def test_a_newer_attestation_is_never_replaced(world: World, project: Path, tmp_
     assert code == Exit.FAILED and doc["passed"] is True and doc["attestation"] is None
     assert "refusing to replace a newer attestation" in doc["attestationError"] and "attestation not written" in err
     assert path.read_bytes() == before
+
+
+@needs_prometheus
+def test_a_canary_without_a_signing_key_writes_no_attestation(world: World, project: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every check passes, but nothing signs: exit 1 and no file, naming how to give the key; a key that is no
+    PEM is invalid input."""
+    monkeypatch.delenv(attestation.SIGNING_KEY_ENV, raising=False)
+    kubeconfig = world.fake.write_kubeconfig(tmp_path / "kubeconfig")
+    args = ["verify", "--stack-file", str(world.stack_file), "--project-dir", str(project), "--kubeconfig",
+            str(kubeconfig), "--json"]
+    with start(history(world), tmp_path / "prometheus") as url:
+        result = CliRunner().invoke(app, [*args, "--prometheus", url])
+    doc = json.loads(result.stdout)
+    assert result.exit_code == 1 and doc["passed"] is True and doc["attestation"] is None
+    assert "no signing key: set GPU_ROLLOUT_SIGNING_KEY (the PEM text) or give --signing-key FILE" in doc["attestationError"]
+    assert not (project / attestation.ATTESTATION_DIR).exists()
+    bad = tmp_path / "key.pem"
+    bad.write_text("not a key")
+    result = CliRunner().invoke(app, [*args, "--signing-key", str(bad)])
+    assert result.exit_code == 2 and f"--signing-key {bad}: not a PEM private key" in result.output

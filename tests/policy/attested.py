@@ -1,6 +1,7 @@
 """A prod stack whose canary attested its driver: the existing-cluster example rendered in a project folder of
 its own, beside an attestation sealed here with ``spec.attestation.seal`` (standing in for the canary's
-`gpu-rollout verify`; nothing is written by hand) and with the canary stack's rendered outputs."""
+`gpu-rollout verify`, and signed with the example key as verify signs; nothing is written by hand) and with the
+canary stack's rendered outputs."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from preview.run import PROGRAM_FILE, ProgramRun, run_program
 from spec import attestation as att
 from spec.attestation import AttestedCheck, AttestedPool
-from tests.conftest import PROJECT_DIR, stack_config
+from tests.conftest import PROJECT_DIR, example_signing_key, stack_config
 
 PROD, CANARY = "existing-prod", "existing-canary"  # prod releases l40s-serving (ada); the canary runs L40S
 DRIVER = "580.173.02"
@@ -25,7 +26,10 @@ def canary_attestation(**overrides: Any) -> att.Attestation:
         "cluster": "lab-gpu-1",
         "driver": DRIVER,
         "operator_chart": "v26.7.0",
-        "pools": [AttestedPool.of("l40s-canary", "NVIDIA-L40S")],
+        "driver_mode": "nvidiadriver",
+        # The example canary's L40S pool as the cluster shows it: one GPU per node, the canary model's traffic.
+        "pools": [AttestedPool.of("l40s-canary", "NVIDIA-L40S", gpus_per_node=1, served_traffic=True,
+                                  traffic="llm-chat-canary: 5400 requests on 2 pod(s) during the soak")],
         "checks": [
             AttestedCheck(id="driver-version", status="pass", subject="node l40s-0", message="580.173.02 on 1/1",
                           evidence={"target": DRIVER}),
@@ -34,6 +38,7 @@ def canary_attestation(**overrides: Any) -> att.Attestation:
         "soak_start": now - timedelta(hours=201),
         "soak_end": now - timedelta(hours=1),
         "git_commit": "0123456789abcdef0123456789abcdef01234567",
+        "signing_key": example_signing_key(),
     }
     fields.update(overrides)
     return att.seal(**fields)

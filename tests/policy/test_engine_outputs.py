@@ -30,7 +30,7 @@ from pulumi_policy import (
 from pulumi_policy.proxy import _DictProxy, _ListProxy
 
 from policy import facts, pack
-from policy.evaluate import enforcement, load_config
+from policy.evaluate import enforcement, load_config, settings_entry
 from policy.findings import Level
 from policy.registry import REGISTRY
 from preview.run import ProgramRun, run_program
@@ -69,7 +69,7 @@ def stack_reports(resources: list[EngineResource], stage: str | None) -> list[Re
         level = Level.ADVISORY if built.name == ADVICE else enforcement(REGISTRY[built.name], config)
         if level == Level.DISABLED:
             continue
-        args = StackValidationArgs(policy_resources, {})
+        args = StackValidationArgs(policy_resources, settings_entry(built.name, config))  # as the engine hands it
         built.validate(args, lambda message, urn=None, name=built.name, lvl=level: reports.append(
             Report(name, lvl.value, message)))
     return reports
@@ -101,7 +101,8 @@ def runs(rendered, tmp_path_factory) -> dict[str, ProgramRun]:
             "existing-prod-attested": attested_prod(tmp_path_factory.mktemp("attested") / "project"),
             "eks-operator-owned": as_planned("eks-prod", eks_operator_owned()),
             "aks-cluster-policy-mode": as_planned(
-                "prod", change_config(stack_config("prod"), "gpuOperator", lambda op: op.update(useNvidiaDriverCrd=False)))}
+                "prod", change_config(stack_config("prod"), "gpuOperator", lambda op: op.update(
+                    useNvidiaDriverCrd=False, unpinnedHoldReason="fixed-size pools, auto-repair off (CHG-1)")))}
 
 
 def _stage(run: ProgramRun) -> str:
@@ -394,9 +395,10 @@ OUTPUT_VARIANTS: dict[str, tuple[str, list[tuple[str, str | None, Callable[[dict
         ],
         "per-pool-mode-own-change", "switched on in the same change",
     ),
-    # One ClusterPolicy driver for every node: the held pool's agent pool gets the autoscaler, room to grow.
-    "held-agent-pool-can-grow": (
-        "aks-cluster-policy-mode", [(rf.AKS_POOL, "gpuh100", lambda p: p.update(enableAutoScaling=True, maxCount=5))],
+    # One ClusterPolicy driver for every node, held pools accepted by a stated reason: without it (issue 20
+    # point 5: a repaired or replaced node installs the new driver, whatever the pool's size) it is enforced.
+    "held-pool-without-a-reason": (
+        "aks-cluster-policy-mode", [(rf.CONFIG_MAP, "gpu-driver-upgrade-prod", lambda p: p["data"].pop("unpinnedHoldReason"))],
         "held-pool-pinned", "pool gpuh100 is held",
     ),
     # A program newer than the pack enforced on it (the protected base's): facts of a version it does not read.

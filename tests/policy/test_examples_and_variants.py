@@ -126,18 +126,19 @@ def test_plan_table_lists_violations(tmp_path):
 
 
 def test_a_rollback_plan_passes_against_the_deployment_it_rolls_back(tmp_path, rendered):
-    # Issue 12: prod goes back to 570.195.03 (version and previousVersion swapped). Operator v26.7.0 lists
-    # no R570 driver, but the fleet ran it: the gate must not block the way back in an incident.
-    rolled_back = change(
-        stack_config("prod"), "driver", lambda d: d.update(version="570.195.03", previousVersion="580.173.02")
-    )
+    # Issue 12: prod goes back to 570.195.03. Operator v26.7.0 lists no R570 driver, but the fleet ran it: the
+    # gate must not block the way back in an incident. previousVersion stays what the held pools run (issue 20:
+    # swapping it would move them to the driver being rolled back, which the gate judges as a promotion).
+    rolled_back = change(stack_config("prod"), "driver", lambda d: d.update(version="570.195.03"))
     path = write_stack(tmp_path, "prod", rolled_back)
     previous = tmp_path / "outputs.json"
     previous.write_text(json.dumps(rendered["prod"].outputs))
     informed = runner.invoke(app, ["plan", "--stack-file", str(path), "--json", "--previous-outputs", str(previous)])
     assert informed.exit_code == 0, informed.stdout
     advice = [v for v in json.loads(informed.stdout)["violations"] if v["policy"] == "operator-supports-driver"]
-    assert advice and all(v["enforcement"] == "advisory" and "rollback" in v["message"] for v in advice)
+    assert advice and all(v["enforcement"] == "advisory" for v in advice)
+    # The objects that move back say it is a rollback; the held pools say they stay where they are.
+    assert {v["resource"] for v in advice if "rollback" in v["message"]} == {"cluster-policy", "gpu-gput4"}
     blind = runner.invoke(app, ["plan", "--stack-file", str(path), "--json"])
     assert blind.exit_code == 1
 

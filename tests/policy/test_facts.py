@@ -20,9 +20,9 @@ def test_evaluate_reads_the_stack_once_and_hands_every_stack_rule_the_same_facts
     expected = evaluate(items, load_config("prod"))
     seen: list[StackFacts] = []
     for policy in [p for p in REGISTRY.values() if p.stack_rule is not None]:
-        def recording(stack, rule=policy.stack_rule):
+        def recording(stack, *settings, rule=policy.stack_rule):  # a configured rule takes its settings too
             seen.append(stack)
-            return rule(stack)
+            return rule(stack, *settings)
 
         monkeypatch.setitem(REGISTRY, policy.id, replace(policy, stack_rule=recording))
     calls = {"pools": 0, "operator_drivers": 0, "model_budgets": 0}

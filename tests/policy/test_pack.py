@@ -20,7 +20,7 @@ from pulumi_policy import (
 
 from policy import facts, pack
 from policy.findings import Level
-from policy.evaluate import POLICY_DIR, enforcement, from_registered, load_config
+from policy.evaluate import POLICY_DIR, enforcement, from_registered, load_config, settings_entry
 from policy.registry import POLICY_IDS, REGISTRY
 from preview.run import run_program
 from tests.conftest import change, stack_config
@@ -71,6 +71,15 @@ def _run_stack_policy(policy_id, run, config=None):
 
 
 def _validate_stack(built, run, config=None):
+    if built.name == pack.ADVICE_POLICY:
+        # The engine runs the pack's policies in its order, the advice policy last: the configured ones have
+        # been handed their settings (the stage's pack config) by then, and the advice policy reads them.
+        stage_config = load_config(run.outputs["stage"])
+        for policy in REGISTRY.values():
+            if policy.config is not None:
+                pack.build_policy(policy).validate(
+                    StackValidationArgs(_policy_resources(run), settings_entry(policy.id, stage_config)),
+                    lambda msg, urn=None: None)
     reported = []
     built.validate(StackValidationArgs(_policy_resources(run), config), lambda msg, urn=None: reported.append(msg))
     return reported
@@ -162,10 +171,11 @@ def test_the_pack_passes_the_examples_on_engine_shaped_props(rendered, stack):
         built = pack.build_policy(policy)
         report = lambda msg, urn=None, policy_id=policy.id: blocking.append(f"{policy_id}: {msg}")  # noqa: E731
         if isinstance(built, StackValidationPolicy):
-            built.validate(StackValidationArgs(engine_resources, config), report)
+            built.validate(StackValidationArgs(engine_resources, settings_entry(policy.id, config)), report)
         else:
             for res in engine_resources:
-                built.validate(ResourceValidationArgs(res.resource_type, res.props, res.urn, res.name, None, None, config), report)
+                built.validate(ResourceValidationArgs(res.resource_type, res.props, res.urn, res.name, None, None,
+                                                      settings_entry(policy.id, config)), report)
     assert blocking == []
 
 

@@ -25,7 +25,7 @@ from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 from typer.testing import CliRunner
 
 from policy import bundle
-from policy.evaluate import enforcement, load_config
+from policy.evaluate import enforcement, load_config, settings_entry
 from policy.findings import Level
 from policy.registry import POLICY_IDS, REGISTRY
 from rollout.cli import app
@@ -198,7 +198,8 @@ def _engine_findings(analyzer: Analyzer, run, stage: str) -> list[tuple[str, str
     levels = {p.id: enforcement(p, config).value for p in REGISTRY.values()}
     levels["policy-advice"] = "advisory"
     analyzer.stub.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig={
-        name: analyzer_pb2.PolicyConfig(enforcementLevel=analyzer_pb2.EnforcementLevel.Value(level.upper()))
+        name: analyzer_pb2.PolicyConfig(enforcementLevel=analyzer_pb2.EnforcementLevel.Value(level.upper()),
+                                        properties=_struct(settings_entry(name, config)))
         for name, level in levels.items()
     }), timeout=60)
     custom = [r for r in run.resources if r.custom]

@@ -91,15 +91,18 @@ def test_per_pool_mode_pins_held_pools_so_nothing_is_found(rendered):
 
 
 def test_cluster_policy_mode_holds_by_the_skip_label_alone_and_says_so():
-    # AKS agent pools with no autoscaler cannot grow: advice, naming the version every new node would get.
+    # Issue 20 point 5: AKS agent pools with no autoscaler cannot grow, but a node AKS repairs, reimages or
+    # replaces installs the ClusterPolicy's driver all the same: enforced, naming the events and the version.
     found = _held_findings(_cluster_policy_mode("prod"))
     assert set(found) == {"gpua100", "gpuh100"}
     for _pool, (level, message) in found.items():
-        assert level == "advisory", message
-        assert "580.173.02" in message and "skip label alone" in message and "cannot grow" in message
+        assert level == "enforced", message
+        assert "580.173.02" in message and "skip label alone" in message
+        assert "AKS node auto-repair" in message and "EKS instance refresh" in message and "replaced" in message
+        assert "cannot grow does not keep it" in message
 
 
-def test_a_held_pool_that_can_grow_is_enforced():
+def test_a_held_pool_is_enforced_whether_or_not_it_can_grow():
     items = _cluster_policy_mode("prod")
     grown = []
     for res in items:
@@ -107,15 +110,15 @@ def test_a_held_pool_that_can_grow_is_enforced():
             res = Resource(res.type, res.name, {**res.props, "enableAutoScaling": True, "maxCount": res.props["count"] + 2})
         grown.append(res)
     found = _held_findings(grown)
-    assert found["gpuh100"][0] == "enforced" and "its cloud pool can grow" in found["gpuh100"][1]
-    assert found["gpua100"][0] == "advisory"
-    # Autoscaling on but already at its maximum: it cannot grow.
+    assert found["gpuh100"][0] == "enforced" and "its cloud pool can grow too" in found["gpuh100"][1]
+    assert found["gpua100"][0] == "enforced"
+    # Autoscaling on but already at its maximum: it cannot grow, and it is held no better for that.
     at_max = [
         Resource(r.type, r.name, {**r.props, "maxCount": r.props["count"]}, r.urn)
         if r.type == rf.AKS_POOL and r.props.get("enableAutoScaling") else r
         for r in grown
     ]
-    assert _held_findings(at_max)["gpuh100"][0] == "advisory"
+    assert _held_findings(at_max)["gpuh100"][0] == "enforced"
 
 
 def test_an_existing_clusters_pool_may_grow_so_it_is_enforced():

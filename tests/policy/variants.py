@@ -128,7 +128,9 @@ def _helm_without_nvidiadrivers(selectors: list[str]) -> dict[str, str]:
     metadata, so only the PDBs show the declared batch selectors."""
 
     def edit(op: dict) -> None:
-        op.update(clusterPolicy="helm", useNvidiaDriverCrd=False, batchJobSelectors=selectors)
+        # The held pools are held by the skip label alone here (policy held-pool-pinned): accepted, with a reason.
+        op.update(clusterPolicy="helm", useNvidiaDriverCrd=False, batchJobSelectors=selectors,
+                  unpinnedHoldReason="fixed-size pools, node auto-repair off (CHG-1)")
 
     return change(stack_config("prod"), "gpuOperator", edit)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from preview import diff as compare
+from spec import attestation
 from preview.pack_diff import config_changes, pack_changes
 from rollout import diff as verb
 from tests.conftest import PROJECT_DIR
@@ -22,10 +23,13 @@ def encoded(config: dict) -> bytes:
 
 
 def test_a_policy_set_to_advisory_names_the_policy_and_both_levels() -> None:
-    (change,) = config_changes("policy/prod.json", encoded(PROD), encoded({**PROD, "canary-attested": "advisory"}))
+    found = config_changes("policy/prod.json", encoded(PROD), encoded({**PROD, "canary-attested": "advisory"}))
+    (change,) = [c for c in found if c.kind == "level"]
     assert (change.kind, change.policy, change.base, change.head) == ("level", "canary-attested", "mandatory",
                                                                        "advisory")
     assert change.text == "prod: policy canary-attested moves from mandatory to advisory (policy/prod.json)"
+    # A bare level drops the entry's settings too: the gate trusts no key any more, and the diff says which.
+    assert [(c.kind, c.base) for c in found if c.kind != "level"] == [("trusted-key", attestation.EXAMPLE_KEY_ID)]
 
 
 def test_all_moves_every_policy_without_its_own_entry_and_is_named_itself() -> None:
@@ -70,7 +74,8 @@ def repo(tmp_path: Path) -> GitRepo:
 
 def test_the_pr_diff_shows_a_pack_change_as_a_risk(repo: GitRepo) -> None:
     base = repo.git("rev-parse", "HEAD")
-    (repo.root / "policy" / "prod.json").write_text(json.dumps({**PROD, "canary-attested": "advisory"}, indent=2))
+    weakened = {**PROD, "canary-attested": {**PROD["canary-attested"], "enforcementLevel": "advisory"}}
+    (repo.root / "policy" / "prod.json").write_text(json.dumps(weakened, indent=2))  # the same keys, advisory
     (repo.root / "policy" / "__pycache__").mkdir()
     (repo.root / ".gitignore").write_text("__pycache__/\n")
     (repo.root / "policy" / "__pycache__" / "rules.cpython-311.pyc").write_bytes(b"\0")  # ignored: not the pack

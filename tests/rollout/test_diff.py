@@ -18,6 +18,7 @@ from policy.findings import Level
 from preview import diff as compare
 from rollout import diff as verb
 from rollout.cli import app
+from spec import attestation
 from tests.conftest import PROJECT_DIR, stack_config
 from tests.rollout.gitrepo import GIT_ENV, GitRepo
 
@@ -451,3 +452,59 @@ def test_verdicts_are_introduced_fixed_or_standing_by_policy_resource_and_level(
     assert [(v.policy, v.enforcement) for v in diff.introduced] == [
         ("cloud-pool-not-replaced", Level.MANDATORY), ("held-pool-pinned", Level.MANDATORY)]
     assert diff.newly_mandatory == diff.introduced
+
+
+# ---------------------------------------------------------------- issue 20: the gate's inputs in the PR diff
+
+
+def test_a_change_of_only_a_generations_driver_shows_its_row(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+    repo.pool("eks-prod", "gpu-l40s", lambda p: p["generations"][1].update(driverVersion="580.159.04"))
+
+    report = verb.build(repo.root, base, None, ["eks-prod"])
+
+    found = rows(report, "eks-prod")
+    assert found[("pool gpu-l40s", "generation 2")] == ("580.173.02 on 1.33.5-20251120", "580.159.04 on 1.33.5-20251120")
+    assert found[("pool gpu-l40s", "driver")] == ("580.173.02", "580.159.04")
+
+
+def test_a_waiver_shows_as_a_row_of_its_pool(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+    repo.edit("existing-prod", "promotion", lambda p: p["waivers"].update(
+        {"h100-serving": {"accept": ["nvswitch", "served-traffic"], "reason": "no HGX canary yet (CHG-9)"}}))
+
+    found = rows(verb.build(repo.root, base, None, ["existing-prod"]), "existing-prod")
+
+    assert found[("pool h100-serving", "gate waiver")] == ("-", "accepts nvswitch, served-traffic: no HGX canary "
+                                                            "yet (CHG-9)")
+
+
+def test_a_change_of_the_trusted_keys_is_a_risk_naming_the_policy(repo: GitRepo) -> None:
+    """The PR that adds an attestation cannot also trust a new key unseen: the diff names each key added or
+    removed in the prod pack config, whether or not a stack file changed."""
+    (repo.root / "policy").mkdir()
+    shipped = json.loads((PROJECT_DIR / "policy" / "prod.json").read_text())
+    (repo.root / "policy" / "prod.json").write_text(json.dumps(shipped))
+    base = repo.commit("the prod pack config")
+    forger = attestation.trusted_key_of(attestation.generate_signing_key().public_key(), "my laptop")
+    shipped["canary-attested"]["trustedKeys"] = [forger.entry()]  # the example key out, another one in
+    (repo.root / "policy" / "prod.json").write_text(json.dumps(shipped))
+
+    report = verb.build(repo.root, base, None, None)
+
+    assert report.stacks == ()
+    assert [(c.kind, c.policy, c.text) for c in report.pack] == [
+        ("trusted-key", "canary-attested",
+         f"prod: canary-attested now trusts key {forger.id} (my laptop): every attestation it signs can "
+         "open prod (policy/prod.json)"),
+        ("trusted-key", "canary-attested",
+         f"prod: canary-attested no longer trusts key {attestation.EXAMPLE_KEY_ID} "
+         f"({shipped_comment()}): attestations it signed stop admitting drivers (policy/prod.json)"),
+    ]
+    code, out, _ = invoke(repo, "--base", base, "--markdown")
+    assert code == 0 and "#### The policy pack" in out and f"now trusts key {forger.id}" in out
+    assert report.as_json()["pack"][0]["kind"] == "trusted-key"
+
+
+def shipped_comment() -> str:
+    return json.loads((PROJECT_DIR / "policy" / "prod.json").read_text())["canary-attested"]["trustedKeys"][0]["comment"]

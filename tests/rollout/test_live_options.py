@@ -21,7 +21,7 @@ OWN_OPTIONS = {
     "watch": ["--once", "--interval", "--stuck-after", "--no-auto-pause", "--max-failed-polls"],
     "pause": ["--reason"],
     "resume": [],
-    "verify": ["--prometheus", "--smoke"],
+    "verify": ["--prometheus", "--signing-key", "--smoke"],
     "soak": [],
 }
 # (flag, env var): the stack and cluster first, then the verb's own options, then how to report.

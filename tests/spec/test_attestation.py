@@ -1,9 +1,9 @@
-"""The canary attestation format (spec/attestation.py): sealing, writing, loading, and what it admits."""
+"""The canary attestation format (spec/attestation.py): sealing, signing, writing, loading, and what it admits."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
-import hmac
 import json
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -13,6 +13,7 @@ import pytest
 
 from spec import attestation as att
 from spec.attestation import AttestationError, AttestedCheck, AttestedPool
+from tests.conftest import example_signing_key
 
 START = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
 END = START + timedelta(hours=170)
@@ -28,47 +29,57 @@ def _sealed(**overrides: Any) -> att.Attestation:
         "cluster": "inference-weu-1",
         "driver": "580.173.02",
         "operator_chart": "v26.7.0",
+        "driver_mode": "nvidiadriver",
         "pools": [AttestedPool.of("gpucanary", "NVIDIA-H100-80GB-HBM3"), AttestedPool.of("gput4c", "Tesla-T4")],
         "checks": [_check(target="580.173.02", nodes=["aks-gpucanary-0"]), _check("gpu-count", expected=8, seen=8.0)],
         "soak_start": START,
         "soak_end": END,
         "git_commit": "0123456789abcdef0123456789abcdef01234567",
+        "signing_key": None,
     }
     fields.update(overrides)
     return att.seal(**fields)
 
 
+KEY = att.generate_signing_key()
+TRUSTED = (att.trusted_key_of(KEY.public_key(), "test"),)
+
+
 def test_digest_is_sha256_over_canonical_json_of_every_other_field() -> None:
     sealed = _sealed()
     document = sealed.document()
-    content = {k: v for k, v in document.items() if k not in ("digest", "hmac")}
+    content = {k: v for k, v in document.items() if k not in ("digest", "signature")}
     canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     assert sealed.digest == "sha256:" + hashlib.sha256(canonical).hexdigest()
-    assert sealed.hmac is None
+    assert sealed.signature is None
     assert document["soakStart"] == "2026-11-20T08:00:00Z"
     assert document["apiVersion"] == att.API_VERSION
 
 
-def test_hmac_is_hmac_sha256_of_the_same_bytes() -> None:
-    sealed = _sealed(hmac_key=b"s3cret")
-    assert sealed.hmac == hmac.new(b"s3cret", sealed.content(), hashlib.sha256).hexdigest()
+def test_the_signature_is_ed25519_over_the_same_bytes_by_the_key_it_names() -> None:
+    sealed = _sealed(signing_key=KEY)
+    assert sealed.signature is not None and sealed.signature.algorithm == "ed25519"
+    assert sealed.signature.keyId == att.key_id(KEY.public_key()) == TRUSTED[0].id
+    KEY.public_key().verify(base64.b64decode(sealed.signature.value), sealed.content())  # raises when it does not
+    assert att.trust_problems(sealed, TRUSTED, "f.json", "canary") == []
 
 
 def test_architecture_comes_from_the_compatibility_table() -> None:
     pool = AttestedPool.of("gpua100", "NVIDIA-A100-80GB-PCIe", node_image="AKSUbuntu-2204gen2containerd-202511.07.0")
     assert (pool.architecture, pool.nodeImage) == ("ampere", "AKSUbuntu-2204gen2containerd-202511.07.0")
     with pytest.raises(ValueError, match="architecture 'ampere' is not that of NVIDIA-H100-80GB-HBM3 \\(hopper\\)"):
-        AttestedPool(name="x", gpuProduct="NVIDIA-H100-80GB-HBM3", architecture="ampere")
+        AttestedPool(name="x", gpuProduct="NVIDIA-H100-80GB-HBM3", architecture="ampere", gpusPerNode=8,
+                     nvswitch=True, migConfig="all-disabled", servedTraffic=True)
     with pytest.raises(AttestationError, match="pool x: GPU product 'Acme-Z9' is not in the architecture table"):
         AttestedPool.of("x", "Acme-Z9")
 
 
 def test_write_then_load_round_trips(tmp_path: Path) -> None:
-    sealed = _sealed(hmac_key=b"k")
+    sealed = _sealed(signing_key=KEY)
     path = att.write(tmp_path / att.ATTESTATION_DIR, sealed)
     assert path == tmp_path / "attestations" / "canary" / "580.173.02.json"
     assert att.load(path) == sealed
-    assert att.load(path, hmac_key=b"k") == sealed
+    assert att.trust_problems(att.load(path), TRUSTED, str(path), "canary") == []
     assert [p.name for p in path.parent.iterdir()] == ["580.173.02.json"]  # no temporary file left behind
 
 
@@ -103,27 +114,82 @@ def test_parse_unverified_reads_what_a_changed_file_states_and_nothing_that_is_n
         att.parse_unverified("{broken", "580.173.02")
 
 
-def test_load_checks_the_hmac_only_when_given_a_key(tmp_path: Path) -> None:
-    keyed = att.write(tmp_path / "a", _sealed(hmac_key=b"right"))
-    with pytest.raises(AttestationError, match="hmac mismatch: sealed with another key"):
-        att.load(keyed, hmac_key=b"wrong")
-    unkeyed = att.write(tmp_path / "b", _sealed())
-    assert att.load(unkeyed).hmac is None
-    with pytest.raises(AttestationError, match=f"no hmac, but {att.HMAC_KEY_ENV} is set"):
-        att.load(unkeyed, hmac_key=b"right")
+def test_trust_names_an_unsigned_attestation_an_untrusted_key_and_a_bad_signature(tmp_path: Path) -> None:
+    unsigned = att.load(att.write(tmp_path / "a", _sealed()))
+    (problem,) = att.trust_problems(unsigned, TRUSTED, "attestations/canary/580.173.02.json", "canary")
+    assert problem == (
+        "attestations/canary/580.173.02.json is unsigned: the gate admits only attestations signed by a trusted "
+        "key; re-attest with `gpu-rollout verify --stack canary` with GPU_ROLLOUT_SIGNING_KEY (or --signing-key) set")
+    other = att.generate_signing_key()
+    foreign = _sealed(signing_key=other)
+    (problem,) = att.trust_problems(foreign, TRUSTED, "f.json", "canary")
+    assert problem == (f"f.json is signed by key {att.key_id(other.public_key())}, which the gate does not trust "
+                       f"(canary-attested.trustedKeys in policy/prod.json lists: {TRUSTED[0].id})")
+    assert att.trust_problems(foreign, (), "f.json", "canary")[0].endswith("lists: none)")
+    # Several keys at once: rotation adds the new one, revocation removes the old one.
+    both = (*TRUSTED, att.trusted_key_of(other.public_key()))
+    assert att.trust_problems(foreign, both, "f.json", "canary") == []
 
 
-def test_a_recomputed_digest_does_not_pass_the_hmac(tmp_path: Path) -> None:
-    """Whoever edits a keyed attestation can fix its digest, not its HMAC."""
-    path = att.write(tmp_path, _sealed(hmac_key=b"right"))
+def test_a_recomputed_digest_does_not_pass_the_signature(tmp_path: Path) -> None:
+    """Whoever edits a signed attestation can fix its digest (it has no key), not its signature."""
+    path = att.write(tmp_path, _sealed(signing_key=KEY))
     document = json.loads(path.read_text())
-    document["driver"] = "580.173.03"
+    document["driver"] = "595.91.07"
     forged = att.Attestation.model_validate(document)
     document["digest"] = att.digest_of(forged.content())
     path.write_text(json.dumps(document))
-    assert att.load(path).driver == "580.173.03"  # the digest alone is satisfied
-    with pytest.raises(AttestationError, match="hmac mismatch"):
-        att.load(path, hmac_key=b"right")
+    loaded = att.load(path)
+    assert loaded.driver == "595.91.07"  # the digest alone is satisfied
+    (problem,) = att.trust_problems(loaded, TRUSTED, "f.json", "canary")
+    assert problem == (f"f.json: bad signature by key {TRUSTED[0].id}: changed after it was signed, or not signed "
+                       "by that key")
+    # Re-signed with a key of the forger's own: intact and signed, but by a key the gate does not trust.
+    resigned = _sealed(driver="595.91.07", signing_key=att.generate_signing_key())
+    assert "which the gate does not trust" in att.trust_problems(resigned, TRUSTED, "f.json", "canary")[0]
+
+
+def test_the_retired_format_is_refused_with_the_command_that_re_attests(tmp_path: Path) -> None:
+    document = {**_sealed().document(), "apiVersion": "gpu-driver-upgrade.io/attestation/v1"}
+    with pytest.raises(att.RetiredFormatError, match=(
+            "f.json: apiVersion gpu-driver-upgrade.io/attestation/v1 is no longer read .*re-attest with "
+            "`gpu-rollout verify --stack canary` and a signing key \\(GPU_ROLLOUT_SIGNING_KEY\\), which writes "
+            "gpu-driver-upgrade.io/attestation/v2")):
+        att.parse(json.dumps(document), "f.json")
+    # verify replaces an attestation of the retired format with a new one.
+    path = att.path_for(tmp_path, "canary", "580.173.02")
+    path.parent.mkdir()
+    path.write_text(json.dumps(document))
+    assert att.load(att.write(tmp_path, _sealed(signing_key=KEY))).signature is not None
+
+
+def test_trusted_keys_are_read_with_errors_naming_the_entry() -> None:
+    entry = TRUSTED[0].entry()
+    assert att.read_trusted_keys([entry]) == TRUSTED
+    cases = [
+        ("x", "trustedKeys: must be a list"),
+        (["x"], "trustedKeys\\[0\\]: must be an object"),
+        ([{**entry, "publicKey": "AAAA"}], "trustedKeys\\[0\\].publicKey: must be a 32-byte Ed25519 public key"),
+        ([{**entry, "id": "ed25519:" + "0" * 32}], "trustedKeys\\[0\\].id: 'ed25519:0+' is not the id of that"),
+        ([entry, entry], "trustedKeys\\[1\\].id: ed25519:[0-9a-f]+ is listed twice"),
+        ([{**entry, "owner": "me"}], "trustedKeys\\[0\\]: unknown key owner"),
+    ]
+    for value, reason in cases:
+        with pytest.raises(ValueError, match=reason):
+            att.read_trusted_keys(value)
+
+
+def test_the_example_key_is_the_one_the_tests_hold() -> None:
+    assert att.key_id(example_signing_key().public_key()) == att.EXAMPLE_KEY_ID
+
+
+def test_signing_keys_are_read_from_pem_and_the_environment() -> None:
+    pem = att.private_key_pem(KEY).decode()
+    read = att.signing_key_from_environment({att.SIGNING_KEY_ENV: pem})
+    assert read is not None and att.key_id(read.public_key()) == TRUSTED[0].id
+    assert att.signing_key_from_environment({}) is None
+    with pytest.raises(AttestationError, match="GPU_ROLLOUT_SIGNING_KEY: not a PEM private key"):
+        att.signing_key_from_environment({att.SIGNING_KEY_ENV: "not a key"})
 
 
 @pytest.mark.parametrize(
@@ -162,7 +228,7 @@ def test_load_refuses_a_missing_file_and_non_text(tmp_path: Path) -> None:
 
 def test_error_messages_are_one_line(tmp_path: Path) -> None:
     path = tmp_path / "580.173.02.json"
-    path.write_text('{"apiVersion": "gpu-driver-upgrade.io/attestation/v1", "driver": 580}')
+    path.write_text('{"apiVersion": "gpu-driver-upgrade.io/attestation/v2", "driver": 580}')
     with pytest.raises(AttestationError) as caught:
         att.load(path)
     assert "\n" not in str(caught.value)
@@ -272,9 +338,3 @@ def test_admission_problems_names_every_reason() -> None:
     assert att.admission_problems(sealed, driver="580.173.02", architectures=[], min_soak_hours=0, now=START) == [
         "its soak ends in the future (2026-11-21T14:00:00Z)"
     ]
-
-
-def test_key_from_environment() -> None:
-    assert att.key_from_environment({att.HMAC_KEY_ENV: "abc"}) == b"abc"
-    assert att.key_from_environment({att.HMAC_KEY_ENV: ""}) is None
-    assert att.key_from_environment({}) is None

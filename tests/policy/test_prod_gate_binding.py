@@ -1,0 +1,278 @@
+"""Issue 20: the prod gate judges what each canary pool was, what ran, and who signed.
+
+- the attestation binds each canary pool's GPU product, GPUs per node, NVSwitch, MIG layout and traffic, and the
+  operator release; the gate names each difference from a promoted prod pool, and a declared waiver turns it
+  into advice with its reason;
+- what ran is what the last deployment applied to its pools, never ``previousDriverVersion``; a held pool whose
+  pin changes is a promotion;
+- an image-owned pool's newest generation is what moves.
+
+Attestations are sealed here through ``spec.attestation.seal`` and signed with the example key, standing in for
+the canary's `gpu-rollout verify` (tests/policy/attested.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from policy.evaluate import Violation, evaluate, from_registered, load_config
+from policy.promotion_rules import differences
+from preview.run import PROGRAM_FILE, run_program
+from spec import attestation as att
+from spec import resource_facts as rf
+from spec.attestation import AttestedPool
+from spec.load import SpecError, spec_from_config
+from tests.conftest import PROJECT_DIR, change, stack_config
+from tests.policy.attested import CANARY, DRIVER, PROD, canary_attestation, project_folder
+
+POLICY = "canary-attested"
+H100_CANARY = AttestedPool.of("h100-canary", "NVIDIA-H100-80GB-HBM3", gpus_per_node=8, nvswitch=True,
+                              fabric_manager="driver-container", served_traffic=True, traffic="llm-chat on 1 pod(s)")
+L40S_CANARY = AttestedPool.of("l40s-canary", "NVIDIA-L40S", gpus_per_node=1, served_traffic=True)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    folder = project_folder(tmp_path / "project")
+    for stack in (PROD, CANARY):
+        shutil.copy2(PROJECT_DIR / f"Pulumi.{stack}.yaml", folder / f"Pulumi.{stack}.yaml")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def canary_outputs() -> dict[str, Any]:
+    return run_program(stack_config(CANARY), CANARY).outputs
+
+
+def gate(project: Path, canary: dict[str, Any], config: dict[str, str], previous: dict[str, Any] | None = None,
+         stack: str = PROD, canary_stack: str = CANARY) -> list[Violation]:
+    run = run_program(config, stack, project / PROGRAM_FILE, previous, {canary_stack: canary})
+    return [v for v in evaluate(from_registered(run.resources), load_config("prod")) if v.policy == POLICY]
+
+
+def refused(violations: list[Violation]) -> list[str]:
+    return [v.message for v in violations if v.enforcement.value == "mandatory"]
+
+
+def advised(violations: list[Violation]) -> list[str]:
+    return [v.message for v in violations if v.enforcement.value == "advisory" and "example key" not in v.message]
+
+
+def released_h100(config: dict[str, str] | None = None) -> dict[str, str]:
+    """existing-prod with h100-serving released too (it is held in the example)."""
+    return change(config or stack_config(PROD), "nodePools",
+                  lambda pools: [p["rollout"].update(released=True) for p in pools if p["name"] == "h100-serving"])
+
+
+# ---------------------------------------------------------------- what differs, one fact at a time
+
+
+def test_differences_name_each_fact_in_words() -> None:
+    prod = rf.PoolFacts(pool="p", role="serving", wave=1, held=False, gpu_product="NVIDIA-H100-80GB-HBM3",
+                        gpus_per_node=8, nvswitch=True, mig_config="all-1g.10gb")
+    nvl = AttestedPool.of("c", "NVIDIA-H100-NVL", gpus_per_node=1, traffic="no model of the stack runs on the pool")
+    assert differences(nvl, prod, "v26.7.0", "v26.3.1") == {
+        "gpu-product": "GPU NVIDIA-H100-NVL on the canary, NVIDIA-H100-80GB-HBM3 in prod",
+        "gpus-per-node": "1 GPUs per node on the canary, 8 in prod",
+        "nvswitch": "NVSwitch no on the canary, yes in prod",
+        "mig-config": "MIG layout all-disabled on the canary, all-1g.10gb in prod",
+        "served-traffic": "the canary pool served no model traffic during the soak (no model of the stack runs on "
+                          "the pool)",
+        "operator-release": "GPU Operator v26.3.1 on the canary, v26.7.0 in prod",
+    }
+    same = AttestedPool.of("c", "NVIDIA-H100-80GB-HBM3", gpus_per_node=8, nvswitch=True, mig_config="all-1g.10gb",
+                           served_traffic=True)
+    assert differences(same, prod, "v26.7.0", "v26.7.0") == {}
+
+
+def test_one_gpu_under_two_gfd_names_is_the_same_product() -> None:
+    prod = rf.PoolFacts(pool="p", role="serving", wave=1, held=False, gpu_product="NVIDIA-A100-PCIE-80GB",
+                        gpus_per_node=1, nvswitch=False)
+    canary = AttestedPool.of("c", "NVIDIA-A100-80GB-PCIe", served_traffic=True)
+    assert differences(canary, prod, "v26.7.0", "v26.7.0") == {}
+    sxm = AttestedPool.of("c", "NVIDIA-A100-SXM4-80GB", served_traffic=True)  # the same chip, another board
+    assert set(differences(sxm, prod, "v26.7.0", "v26.7.0")) == {"gpu-product"}
+
+
+# ---------------------------------------------------------------- through the program and the pack
+
+
+def test_an_nvswitch_pool_is_not_covered_by_a_pcie_canary_of_its_architecture(project: Path,
+                                                                             canary_outputs: dict[str, Any]) -> None:
+    """Issue 20: prod's HGX H100 pool 'covered' by a PCIe H100 NVL canary that never ran Fabric Manager."""
+    nvl = AttestedPool.of("h100-canary", "NVIDIA-H100-NVL", gpus_per_node=1, served_traffic=True)
+    att.write(project / att.ATTESTATION_DIR, canary_attestation(pools=[L40S_CANARY, nvl]))
+    (message,) = refused(gate(project, canary_outputs, released_h100()))
+    assert message == (
+        "driver 580.173.02 (pools h100-serving, l40s-serving; ada, hopper): attestations/existing-canary/580.173.02.json: "
+        "no attested canary pool matches pool h100-serving; the nearest, h100-canary, differs in gpu-product: GPU "
+        "NVIDIA-H100-NVL on the canary, NVIDIA-H100-80GB-HBM3 in prod; gpus-per-node: 1 GPUs per node on the canary, 8 "
+        "in prod; nvswitch: NVSwitch no on the canary, yes in prod (accept a difference only with a reasoned "
+        "promotion.waivers.h100-serving)"
+    )
+
+
+def test_a_waiver_turns_the_differences_it_names_into_advice_with_its_reason(project: Path,
+                                                                           canary_outputs: dict[str, Any]) -> None:
+    nvl = AttestedPool.of("h100-canary", "NVIDIA-H100-NVL", gpus_per_node=1, served_traffic=True)
+    att.write(project / att.ATTESTATION_DIR, canary_attestation(pools=[L40S_CANARY, nvl]))
+    reason = "no HGX node to spare; Fabric Manager comes with the driver container (CHG-42)"
+
+    def waive(accept: list[str]) -> dict[str, str]:
+        return change(released_h100(), "promotion", lambda p: p["waivers"].update(
+            {"h100-serving": {"accept": accept, "reason": reason}}))
+
+    found = gate(project, canary_outputs, waive(["gpu-product", "gpus-per-node", "nvswitch"]))
+    assert refused(found) == []
+    assert (f"driver 580.173.02: pool h100-serving is covered by canary pool h100-canary with the difference "
+            "gpu-product: GPU NVIDIA-H100-NVL on the canary, NVIDIA-H100-80GB-HBM3 in prod; gpus-per-node: 1 GPUs per "
+            "node on the canary, 8 in prod; nvswitch: NVSwitch no on the canary, yes in prod, accepted by "
+            f"promotion.waivers.h100-serving: {reason}") in advised(found)
+    # A waiver accepts what it names and nothing more.
+    (message,) = refused(gate(project, canary_outputs, waive(["gpu-product", "gpus-per-node"])))
+    assert "differs in nvswitch: NVSwitch no on the canary, yes in prod (accept" in message
+
+
+def test_a_canary_pool_that_served_no_traffic_covers_no_prod_pool(project: Path,
+                                                                   canary_outputs: dict[str, Any]) -> None:
+    idle = H100_CANARY.model_copy(update={"servedTraffic": False, "traffic": "no model of the stack runs on the pool"})
+    att.write(project / att.ATTESTATION_DIR, canary_attestation(pools=[L40S_CANARY, idle]))
+    (message,) = refused(gate(project, canary_outputs, released_h100()))
+    assert "the nearest, h100-canary, differs in served-traffic: the canary pool served no model traffic" in message
+    att.write(project / att.ATTESTATION_DIR, canary_attestation(pools=[L40S_CANARY, H100_CANARY],
+                                                                soak_end=canary_attestation().soakEnd))
+    assert refused(gate(project, canary_outputs, released_h100())) == []
+
+
+def test_the_mig_layout_and_the_operator_release_are_compared(project: Path, canary_outputs: dict[str, Any]) -> None:
+    att.write(project / att.ATTESTATION_DIR, canary_attestation(operator_chart="v26.3.1"))
+    mig = change(stack_config(PROD), "nodePools",
+                 lambda pools: [p.update(migConfig="all-balanced") for p in pools if p["name"] == "l40s-serving"])
+    (message,) = refused(gate(project, canary_outputs, mig))
+    assert ("differs in mig-config: MIG layout all-disabled on the canary, all-balanced in prod; operator-release: GPU "
+            "Operator v26.3.1 on the canary, v26.7.0 in prod") in message
+
+
+def test_a_waiver_of_a_pool_that_moves_to_nothing_new_is_shown_unused(project: Path,
+                                                                      canary_outputs: dict[str, Any]) -> None:
+    att.write(project / att.ATTESTATION_DIR, canary_attestation())
+    config = change(stack_config(PROD), "promotion", lambda p: p["waivers"].update(
+        {"h100-serving": {"accept": ["nvswitch"], "reason": "later"}}))
+    assert ("promotion.waivers.h100-serving (accepts nvswitch: later) is not used by this change: pool h100-serving "
+            "takes no driver that is a promotion") in advised(gate(project, canary_outputs, config))
+
+
+# ---------------------------------------------------------------- what ran is what ran
+
+
+def test_previous_driver_version_never_counts_as_ran(project: Path, canary_outputs: dict[str, Any]) -> None:
+    """Issue 20: a last deployment whose previousDriverVersion is 595.91.07 with no pool on it: moving prod to an
+    unattested 595.91.07 is refused, exactly as with an honest last deployment."""
+    att.write(project / att.ATTESTATION_DIR, canary_attestation())
+    honest = run_program(stack_config(PROD), PROD).outputs
+    claimed = {**honest, rf.PREVIOUS_DRIVER_VERSION: "595.91.07"}
+    assert "595.91.07" not in rf.read_previous_deployment(claimed).drivers_ran
+    moved = change(stack_config(PROD), "driver", lambda d: d.update(version="595.91.07"))
+    for previous in (claimed, honest):
+        first, second = refused(gate(project, canary_outputs, moved, previous))
+        assert first.startswith("driver 595.91.07 (pools l40s-serving; ada): no attestation")
+        assert second.endswith("runs 580.173.02, not 595.91.07: the canary has moved on or was rolled back since it "
+                               "was attested")
+
+
+def test_what_ran_is_each_pool_s_driver_in_the_last_outputs() -> None:
+    outputs = run_program(stack_config("eks-prod"), "eks-prod").outputs
+    last = rf.read_previous_deployment({**outputs, rf.DRIVER_VERSION: "999.1.1", rf.PREVIOUS_DRIVER_VERSION: "998.1.1"})
+    assert dict(last.pool_drivers) == {
+        "gpu-a10g": frozenset({"580.173.02"}), "gpu-l40s": frozenset({"570.195.03", "580.173.02"}),  # two live
+        "gpu-h100": frozenset({"570.195.03"}),
+    }
+    assert last.drivers_ran == {"570.195.03", "580.173.02"}
+
+
+def test_a_held_pool_whose_pin_changes_is_a_promotion(project: Path, canary_outputs: dict[str, Any]) -> None:
+    """A change of previousVersion moves every held pool's NVIDIADriver: judged like a released pool's driver."""
+    att.write(project / att.ATTESTATION_DIR, canary_attestation())
+    last = run_program(stack_config(PROD), PROD).outputs  # h100-serving held on 570.195.03
+    repinned = change(stack_config(PROD), "driver", lambda d: d.update(previousVersion="580.159.04"))
+    message, _ = refused(gate(project, canary_outputs, repinned, last))  # and: the canary does not run it
+    assert message.startswith("driver 580.159.04 (pools h100-serving; hopper): no attestation attestations/"
+                              "existing-canary/580.159.04.json")
+    # Pinned to a driver another pool ran is still a move of this pool: judged by that driver's attestation,
+    # here one without an H100 canary pool.
+    onto_the_target = change(stack_config(PROD), "driver", lambda d: d.update(previousVersion=DRIVER))
+    (message,) = refused(gate(project, canary_outputs, onto_the_target, last))
+    assert message.startswith(f"driver {DRIVER} (pools h100-serving; hopper): attestations/existing-canary/"
+                              f"{DRIVER}.json: it covers ada GPUs, not hopper")
+    # A held pool that stays on what it ran, or a first deployment's pin, is not judged.
+    assert refused(gate(project, canary_outputs, stack_config(PROD), last)) == []
+    assert refused(gate(project, canary_outputs, repinned)) == []
+
+
+def test_an_image_pool_s_newest_generation_is_what_the_gate_judges(tmp_path: Path) -> None:
+    """eks-prod's gpu-l40s with a third generation on an unattested driver beside the attested one: refused,
+    naming the newest generation's driver only."""
+    folder = project_folder(tmp_path / "project")
+    shipped = att.path_for(PROJECT_DIR / att.ATTESTATION_DIR, "eks-canary", DRIVER)
+    target = att.path_for(folder / att.ATTESTATION_DIR, "eks-canary", DRIVER)
+    target.parent.mkdir(parents=True)
+    shutil.copy2(shipped, target)
+    canary = run_program(stack_config("eks-canary"), "eks-canary").outputs
+    newer = change(stack_config("eks-prod"), "nodePools", lambda pools: [
+        p["generations"].append({"id": 3, "driverVersion": "580.159.04", "releaseVersion": "1.33.5-20251204"})
+        for p in pools if p["name"] == "gpu-l40s"])
+    message, _ = refused(gate(folder, canary, newer, stack="eks-prod", canary_stack="eks-canary"))
+    assert message.startswith("driver 580.159.04 (pools gpu-l40s; ada): no attestation "
+                              "attestations/eks-canary/580.159.04.json (the folder holds: 580.173.02)")
+    assert refused(gate(folder, canary, stack_config("eks-prod"), stack="eks-prod", canary_stack="eks-canary")) == []
+
+
+# ---------------------------------------------------------------- waivers and trusted keys: bad input
+
+
+@pytest.mark.parametrize(
+    ("waivers", "path", "reason"),
+    [
+        ({"gpu-x": {"accept": ["nvswitch"], "reason": "r"}}, "promotion.waivers.gpu-x", "names no pool of this stack"),
+        ({"l40s-serving": {"accept": ["colour"], "reason": "r"}}, "promotion.waivers.l40s-serving.accept[0]",
+         "Input should be 'gpu-product'"),
+        ({"l40s-serving": {"accept": ["nvswitch"], "reason": "  "}}, "promotion.waivers.l40s-serving.reason",
+         "a waiver needs its reason"),
+        ({"l40s-serving": {"accept": [], "reason": "r"}}, "promotion.waivers.l40s-serving.accept", "at least 1 item"),
+        ({"l40s-serving": {"accept": ["nvswitch"]}}, "promotion.waivers.l40s-serving.reason", "required key is missing"),
+    ],
+)
+def test_a_bad_waiver_names_its_key(waivers: dict[str, Any], path: str, reason: str) -> None:
+    config = change(stack_config(PROD), "promotion", lambda p: p.update(waivers=waivers))
+    with pytest.raises(SpecError) as caught:
+        spec_from_config(config)
+    assert any(problem.path.endswith(path) and reason in problem.message for problem in caught.value.problems), (
+        caught.value.problems)
+
+
+def test_a_bad_trusted_key_is_refused_naming_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from policy import evaluate as ev
+
+    (tmp_path / "prod.json").write_text('{"canary-attested": {"enforcementLevel": "mandatory", "trustedKeys": '
+                                        '[{"id": "ed25519:00", "publicKey": "AAAA"}]}}')
+    monkeypatch.setattr(ev, "POLICY_DIR", tmp_path)
+    with pytest.raises(ValueError, match="pack config canary-attested: trustedKeys\\[0\\].publicKey: must be a "
+                                         "32-byte Ed25519 public key"):
+        ev.load_config("prod")
+    (tmp_path / "prod.json").write_text('{"canary-attested": {"trustedKeys": [], "keys": []}}')
+    with pytest.raises(ValueError, match="pack config canary-attested: keys: unknown setting \\(it takes: trustedKeys\\)"):
+        ev.load_config("prod")
+
+
+def test_the_shipped_prod_pack_config_trusts_the_example_key_and_says_what_it_is() -> None:
+    from policy.promotion_rules import read_settings
+
+    entry = load_config("prod")[POLICY]
+    (key,) = read_settings({k: v for k, v in entry.items() if k != "enforcementLevel"}).trusted_keys
+    assert key.id == att.EXAMPLE_KEY_ID and "EXAMPLE KEY" in key.comment
+    assert att.EXAMPLE_CLUSTERS == {spec_from_config(stack_config(s)).cluster.name
+                                    for s in ("prod", "eks-prod", "existing-prod")}
