@@ -67,11 +67,17 @@ def check_spare_capacity(inv: Inventory) -> list[Finding]:
             )
             for n in nodes
         )
+        # While a node upgrades, the validation job may hold every GPU of the node upgraded before it: the same
+        # arithmetic as the capacity policy (capacity.gpus_out_of_service), with what the job requests here.
+        validating = min(inv.spec.validation_gpus(pool), measured.largest_node)
+        shape = capacity.PoolShape(pool.name, len(nodes), measured.largest_node)
+        needed = capacity.gpus_out_of_service(shape, 1, validating) if nodes else 0
+        held = f" + {validating} held by the validation job" if needed > measured.largest_node else ""
         text = (f"{measured.allocatable} GPUs allocatable, {measured.requested} requested, spare {measured.spare} "
-                f"vs largest node {measured.largest_node}")
+                f"vs largest node {measured.largest_node}{held}")
         if not nodes:
             results.append(failed(pool.name, "no nodes found for the pool"))
-        elif measured.covers_one_node:
+        elif measured.largest_node > 0 and measured.spare >= needed:
             results.append(passed(pool.name, text))
         else:
             workloads = _workloads_on(inv, gpu_deployments, {name_of(n) for n in nodes})
@@ -79,8 +85,7 @@ def check_spare_capacity(inv: Inventory) -> list[Finding]:
             other = measured.requested - capacity.requested_gpus(workloads)
             if other > 0:
                 workloads.append(capacity.Workload("other GPU pods", other, 1, 0))
-            shape = capacity.PoolShape(pool.name, len(nodes), measured.largest_node)
-            loss = capacity.take_nodes_out(shape, workloads, 1)
+            loss = capacity.take_nodes_out(shape, workloads, 1, validating)
             if loss.below_min:
                 results.append(failed(pool.name, f"{text}: taking one node out can drop "
                                       f"{', '.join(loss.below_min)} below minAvailable"))

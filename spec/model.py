@@ -38,6 +38,7 @@ from spec.operator import Drain, GpuOperator, PodDeletion, UpgradePolicy, WaitFo
 from spec.pools import AksPool, EksPool, ExistingPool, Generation, LaunchTemplate, NodePool, PoolRollout, PoolTarget
 from spec.platform import EKS_AMI_OS, aks_os, eks_os
 from spec.simulation import Simulation
+from spec.discipline import MaintenanceWindow, RolloutSettings, WeeklyWindow
 from spec.resource_facts.cloud import is_nvidia_ami
 from spec.versions import CudaVersion, DriverVersion, is_branch_only
 
@@ -45,7 +46,8 @@ __all__ = [
     "PROJECT", "AksCluster", "AksPool", "Cloud", "Cluster", "ClusterPolicyMode", "Drain", "Driver", "DriverOwner",
     "EksCluster", "EksPool", "ExistingCluster", "ExistingPool", "FleetSpec", "Generation", "GpuOperator", "LaunchTemplate", "LocatedError", "Model",
     "ModelQueries", "ModelServing", "ServingEngine",
-    "NodePool", "NonNegativeInt", "PodDeletion", "PoolRollout", "PoolTarget", "PositiveInt", "Promotion", "Simulation",
+    "MaintenanceWindow", "NodePool", "NonNegativeInt", "PodDeletion", "PoolRollout", "PoolTarget", "PositiveInt",
+    "Promotion", "RolloutSettings", "Simulation", "WeeklyWindow",
     "Stage",
     "UpgradePolicy", "Validation", "ValidationBaseline", "ValidationCache", "ValidationTolerance",
     "WaitForCompletion", "int_or_percent", "kubernetes_name",
@@ -351,6 +353,7 @@ class FleetSpec(SpecModel):
     models: list[Model] = Field(default_factory=list)
     validation: Validation | None = None
     promotion: Promotion | None = None
+    rollout: RolloutSettings = RolloutSettings()
     simulation: Simulation = Simulation()
 
     @model_validator(mode="after")
