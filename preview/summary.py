@@ -84,6 +84,15 @@ def _eks_surge(inputs: dict[str, Any]) -> str:
     return f"new {kinds} nodes launch before old ones leave (and a new generation beside the old); {_QUOTA}"
 
 
+def _short(value: object) -> str:
+    """A ConfigMap value as the table shows it: whole when short, else its size (the validation job's program
+    is kilobytes of source; the table is for what a reviewer weighs)."""
+    text = str(value)
+    if "\n" not in text and len(text) <= 120:
+        return text
+    return f"({len(text.splitlines())} lines, {len(text.encode())} bytes)"
+
+
 def review_fields(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, str]]:
     """(field, value) pairs for the plan table; unknown types show nothing beyond their name."""
     if type_token == rf.AKS_POOL:
@@ -156,5 +165,5 @@ def review_fields(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, st
             shown = {k: v for k, v in data.items() if k != promotion_facts.ATTESTATIONS}
             return [record, ("data", ", ".join(f"{k}={v}" for k, v in shown.items())),
                     ("attestations", _attestations(rf.read_promotion(inputs)))]
-        return [record, ("data", ", ".join(f"{k}={v}" for k, v in data.items()))]
+        return [record, ("data", ", ".join(f"{k}={_short(v)}" for k, v in data.items()))]
     return []
