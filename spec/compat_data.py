@@ -154,7 +154,8 @@ OPERATOR_LINE_DRIVERS: dict[str, tuple[str, ...]] = {
 
 DCGM_SOURCE = (
     "GPU Operator chart, deployments/gpu-operator/values.yaml dcgmExporter.version at each release tag (NVIDIA/"
-    "gpu-operator); the exporter's image tag is <DCGM>-<exporter>-<os>"
+    "gpu-operator); the exporter's image tag is <DCGM>-<exporter>-<os>. DCGM itself supports drivers R450 and "
+    "later: https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/getting-started.html"
 )
 # Release -> the DCGM version of the DCGM Exporter its chart ships: the DCGM NVIDIA released with (and validated
 # against) the drivers that release lists (OPERATOR_DRIVERS). 24.6.0-24.6.2 ship the same exporter.
