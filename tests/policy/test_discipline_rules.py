@@ -176,3 +176,20 @@ def test_a_change_outside_the_window_is_advice_naming_when_it_opens() -> None:
     assert found.advisory and "the next one opens Tue 2026-12-15 09:00 CET" in found.message
     canary = _findings(discipline_rules.maintenance_window, stack_config("canary"), "canary", now=friday)
     assert canary == []  # a canary stack without a window: nothing to honour, nothing required
+
+
+def test_plan_judges_at_the_moment_it_is_given() -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from rollout.cli import app
+
+    def window_findings(at: str) -> list[dict]:
+        result = CliRunner().invoke(app, ["plan", "--stack", "prod", "--json", "--at", at])
+        assert result.exit_code == 0, result.output
+        return [v for v in json.loads(result.stdout)["violations"] if v["policy"] == "maintenance-window"]
+
+    assert window_findings("2026-12-09T10:00:00+01:00") == []  # Wednesday 10:00 in Amsterdam
+    (friday,) = window_findings("2026-12-11T19:00:00+01:00")
+    assert friday["enforcement"] == "advisory" and "the next one opens Tue 2026-12-15 09:00 CET" in friday["message"]
