@@ -11,5 +11,5 @@ fleet = GpuFleet("fleet", GpuFleetArgs(spec))
 
 # Names and shape: spec/resource_facts/outputs.py. The next deployment reads them back (components/previous.py),
 # a prod stack its canary's (components/promotion.py), and `gpu-rollout plan`/`diff` show them.
-for name, value in fleet.stack_outputs.as_outputs().items():
+for name, value in fleet.outputs.items():
     pulumi.export(name, value)

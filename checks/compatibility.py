@@ -1,5 +1,5 @@
 """Compatibility against the live cluster (runbook section 1): gpu-supported-by-driver, serving-images-cuda,
-operator-supports-driver, kernel-precompiled, fabric-manager, mig-timeslicing, change-ticket.
+operator-supports-driver, kernel-precompiled, fabric-manager, mig-timeslicing, dcgm-exporter, change-ticket.
 
 The answers come from :mod:`spec.compat` (driver, CUDA, operator and Fabric Manager tables, each with its
 source); this module finds what the cluster runs: GPU products, serving images, the operator's release,
@@ -23,27 +23,8 @@ from checks.objects import (
 )
 from checks.metadata import COMPATIBILITY, check
 from checks.results import Finding, failed, few, passed, warned
-from spec import compat, gpu_products, labels, manifests
+from spec import compat, gpu_products, labels, manifests, serving
 from spec.model import DriverOwner, NodePool, Stage
-
-# A model server's image: one path segment of the repository names the server, alone or with a
-# suffix/prefix split by '-', '_' or '.' (vllm/vllm-openai, nvcr.io/nvidia/tritonserver,
-# ghcr.io/huggingface/text-generation-inference, tgi-gaudi, lmsysorg/sglang); never a substring of
-# another word ("contiguous" is not TGI).
-_SERVER_SEGMENT = re.compile(r"^(?:.*[-_.])?(?:vllm|triton|tritonserver|tgi|text-generation-inference|sglang)"
-                             r"(?:[-_.].*)?$", re.IGNORECASE)
-
-
-def is_model_server(image: str) -> bool:
-    repository = image.split("@", 1)[0]
-    last = repository.rsplit("/", 1)
-    if ":" in last[-1]:
-        repository = repository.rsplit(":", 1)[0]
-    segments = repository.split("/")
-    if len(segments) > 1 and ("." in segments[0] or ":" in segments[0] or segments[0] == "localhost"):
-        segments = segments[1:]  # the registry host names no server
-    return any(_SERVER_SEGMENT.match(segment) for segment in segments)
-
 
 # CUDA in common image tags: "cu126" (12.6), "cuda12.8", "cuda-12.4.1".
 _CU_TAG = re.compile(r"(?:^|[^a-z])cu(\d{2})(\d)(?:[^0-9]|$)")
@@ -70,7 +51,7 @@ def _images(inv: Inventory) -> set[str]:
     for containers in [pod_containers(p) for p in inv.pods] + [template_containers(d) for d in inv.deployments]:
         for container in containers:
             image = container.get("image", "")
-            if image in declared or is_model_server(image):
+            if image in declared or serving.is_model_server(image):
                 found.add(image)
     return found | declared
 
@@ -160,34 +141,108 @@ def _precompiled_for(inv: Inventory, nodes: list[Obj]) -> bool:
     return False
 
 
+_UBUNTU = re.compile(r"^Ubuntu (\d{2}\.\d{2})")
+_RHEL = re.compile(r"^Red Hat Enterprise Linux(?: CoreOS)? (\d+)")
+
+
+def os_tag(os_image: str) -> str | None:
+    """The OS part of a driver image tag from a node's ``status.nodeInfo.osImage``: "Ubuntu 22.04.5 LTS" is
+    ``ubuntu22.04``, "Red Hat Enterprise Linux 9.4 (Plow)" ``rhel9``; None for anything else."""
+    if match := _UBUNTU.match(os_image):
+        return f"ubuntu{match.group(1)}"
+    if match := _RHEL.match(os_image):
+        return f"rhel{match.group(1)}"
+    return None
+
+
+def _ready(pod: Obj) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status_of(pod).get("conditions") or [])
+
+
+def _running_precompiled(precompiled_ds: list[Obj]) -> dict[str, set[str]]:
+    """Kernel -> tags of the precompiled driver images the operator runs for it now (one DaemonSet per kernel)."""
+    found: dict[str, set[str]] = {}
+    for ds in precompiled_ds:
+        template = spec_of(spec_of(ds).get("template") or {})
+        kernel = (template.get("nodeSelector") or {}).get(labels.KERNEL_VERSION)
+        if kernel is None:
+            continue
+        tags = {c.get("image", "").rpartition(":")[2] for c in template.get("containers") or []}
+        found.setdefault(kernel, set()).update(t for t in tags if t)
+    return found
+
+
 @check("kernel-precompiled", COMPATIBILITY)
 def check_kernel_precompiled(inv: Inventory) -> list[Finding]:
+    """The nodes' kernels against the driver the pool moves to: with precompiled drivers, an image tagged
+    ``<branch>-<kernel>-<os>`` of the target branch for each kernel and OS the nodes report
+    (``status.nodeInfo.kernelVersion``, ``osImage``); otherwise the driver container compiles at start, which
+    needs the kernel's headers: a driver pod Ready on a node of that kernel shows they were there."""
     spec = inv.spec
     precompiled_ds = [ds for ds in inv.operator_daemonsets if labels_of(ds).get(labels.PRECOMPILED) == "true"]
-    covered = set()
-    for ds in precompiled_ds:
-        selector = spec_of(spec_of(ds).get("template") or {}).get("nodeSelector") or {}
-        if labels.KERNEL_VERSION in selector:
-            covered.add(selector[labels.KERNEL_VERSION])
+    running = _running_precompiled(precompiled_ds)
     results = []
     for pool in spec.nodePools:
         nodes = inv.nodes_of_pool(pool.name)
         in_use = spec.gpuOperator.usePrecompiled or bool(precompiled_ds) or _precompiled_for(inv, nodes)
-        kernels = sorted({(status_of(n).get("nodeInfo") or {}).get("kernelVersion", "?") for n in nodes})
-        text = ", ".join(kernels) or "no nodes"
+        by_kernel: dict[tuple[str, str | None], list[Obj]] = {}
+        for node in nodes:
+            info = status_of(node).get("nodeInfo") or {}
+            by_kernel.setdefault((info.get("kernelVersion", "?"), os_tag(info.get("osImage", ""))), []).append(node)
+        text = ", ".join(sorted({kernel for kernel, _ in by_kernel})) or "no nodes"
         if spec.driver.owner == DriverOwner.IMAGE:
             results.append(passed(pool.name, f"kernel {text}; the node image carries the driver"))
         elif not in_use:
-            results.append(passed(pool.name, f"kernel {text}; the driver container compiles against it (needs "
-                                  "kernel headers on the node image)"))
+            results.append(_built_against(inv, pool.name, by_kernel))
         else:
-            missing = [kv for kv in kernels if kv not in covered]
-            if missing:
-                results.append(failed(pool.name, f"precompiled drivers in use but no precompiled driver DaemonSet "
-                                      f"for kernel {', '.join(missing)}"))
-            else:
-                results.append(passed(pool.name, f"kernel {text}; precompiled driver present"))
+            results.append(_precompiled_for_target(spec.pool_driver_version(pool), spec.gpuOperator.driverRepository,
+                                                   pool.name, by_kernel, running))
     return results
+
+
+def _built_against(inv: Inventory, pool: str, by_kernel: dict[tuple[str, str | None], list[Obj]]) -> Finding:
+    """The build path: each kernel needs its headers, and a Ready driver pod on a node of that kernel built
+    against them (the container compiles the modules at every start)."""
+    unproven = sorted(kernel for (kernel, _), nodes in by_kernel.items()
+                      if not any(_ready(p) for n in nodes for p in inv.driver_pods_on(name_of(n))))
+    kernels = ", ".join(sorted(kernel for kernel, _ in by_kernel)) or "no nodes"
+    if unproven:
+        return warned(pool, f"the driver container compiles against the kernel at start, and no driver pod is Ready "
+                      f"on a node of kernel {', '.join(unproven)}: make sure its headers install (linux-headers-"
+                      f"{unproven[0]} from the OS's package repositories, or a repoConfig mirror), or use a "
+                      "precompiled driver")
+    return passed(pool, f"kernel {kernels}; the driver container compiles against it, and a Ready driver pod on each "
+                  "kernel shows its headers install")
+
+
+def _precompiled_for_target(target: str, repository: str, pool: str, by_kernel: dict[tuple[str, str | None], list[Obj]],
+                            running: dict[str, set[str]]) -> Finding:
+    """Precompiled drivers: for each kernel and OS of the pool's nodes, the target branch's image."""
+    branch = target.split(".")[0]
+    missing, unknown_os, to_confirm, present = [], [], [], []
+    for (kernel, os_id), _nodes in sorted(by_kernel.items(), key=lambda item: (item[0][0], item[0][1] or "")):
+        if os_id is None:
+            unknown_os.append(kernel)
+            continue
+        tag = f"{branch}-{kernel}-{os_id}"
+        if kernel not in running:
+            missing.append(f"{repository}/driver:{tag}")
+        elif tag in running[kernel]:
+            present.append(tag)
+        else:
+            to_confirm.append(f"{repository}/driver:{tag}")
+    if missing:
+        return failed(pool, f"precompiled drivers in use but no precompiled driver DaemonSet for the nodes' kernel "
+                      f"now; the target branch {branch} needs {', '.join(missing)}")
+    if unknown_os:
+        return warned(pool, f"precompiled drivers in use; the OS of the nodes of kernel {', '.join(unknown_os)} is no "
+                      "Ubuntu or RHEL release: no precompiled image is named for it")
+    if to_confirm:
+        return warned(pool, f"precompiled drivers run for the nodes' kernels on another branch; the target branch "
+                      f"{branch} needs {', '.join(to_confirm)}: confirm the registry has it before the change (NVIDIA "
+                      "publishes precompiled images for some kernels only, and a missing one leaves the node without "
+                      "a driver)")
+    return passed(pool, f"precompiled driver of branch {branch} present for every kernel: {', '.join(present)}")
 
 
 def _gpu_count(node: Obj) -> int | None:
@@ -289,6 +344,42 @@ def check_mig_timeslicing(inv: Inventory) -> list[Finding]:
                        f"(release notes): {few(found, 3)}")]
     return [passed("cluster", "whole GPUs on the stack's nodes: no MIG layout in use, no "
                    "time-slicing or MPS")]
+
+
+_DCGM_EXPORTER_TAG = re.compile(r"^(?P<dcgm>\d+\.\d+\.\d+)-(?P<exporter>\d+\.\d+\.\d+)(?:-|$)")
+
+
+def _dcgm_exporter_images(inv: Inventory) -> set[str]:
+    """DCGM Exporter images the cluster runs: the operator's DaemonSet, or a standalone install's pods."""
+    containers = [c for ds in inv.operator_daemonsets for c in template_containers(ds)]
+    containers += [c for p in inv.pods for c in pod_containers(p)]
+    return {c.get("image", "") for c in containers
+            if c.get("image", "").split("@", 1)[0].rpartition(":")[0].endswith("/dcgm-exporter")}
+
+
+@check("dcgm-exporter", COMPATIBILITY)
+def check_dcgm_exporter(inv: Inventory) -> list[Finding]:
+    """Before the change, the DCGM Exporter's DCGM against the target branch (runbook: "DCGM Exporter still works
+    on the new branch"): at least the DCGM an operator release listing that branch ships (spec.compat)."""
+    target = inv.spec.driver.version
+    images = sorted(_dcgm_exporter_images(inv))
+    if not images:
+        return [passed("cluster", "no DCGM Exporter runs on the cluster: no GPU metrics exporter to keep working "
+                       "(verify's dcgm-metrics needs one)")]
+    results = []
+    for image in images:
+        match = _DCGM_EXPORTER_TAG.match(image.split("@", 1)[0].rpartition(":")[2])
+        if match is None:
+            results.append(warned(image, f"cannot read DCGM's version from the tag (<DCGM>-<exporter>-<os>): check "
+                                  f"it supports R{target.split('.')[0]} before the change"))
+            continue
+        answer = compat.dcgm_validated(match.group("dcgm"), target)
+        if answer.yes:
+            results.append(passed(image, answer.reason))
+        else:
+            results.append(warned(image, f"{answer.reason}: upgrade the DCGM Exporter (the operator chart pins it: "
+                                  "dcgmExporter.version) before the driver, or its metrics may stop on the new branch"))
+    return results
 
 
 @check("change-ticket", COMPATIBILITY)

@@ -25,7 +25,7 @@ from checks.objects import (
 )
 from checks.metadata import CAPACITY, check
 from checks.results import Finding, failed, passed, warned
-from spec import capacity, labels
+from spec import capacity, labels, serving
 from spec.model import Model
 
 
@@ -67,11 +67,17 @@ def check_spare_capacity(inv: Inventory) -> list[Finding]:
             )
             for n in nodes
         )
+        # While a node upgrades, the validation job may hold every GPU of the node upgraded before it: the same
+        # arithmetic as the capacity policy (capacity.gpus_out_of_service), with what the job requests here.
+        validating = min(inv.spec.validation_gpus(pool), measured.largest_node)
+        shape = capacity.PoolShape(pool.name, len(nodes), measured.largest_node)
+        needed = capacity.gpus_out_of_service(shape, 1, validating) if nodes else 0
+        held = f" + {validating} held by the validation job" if needed > measured.largest_node else ""
         text = (f"{measured.allocatable} GPUs allocatable, {measured.requested} requested, spare {measured.spare} "
-                f"vs largest node {measured.largest_node}")
+                f"vs largest node {measured.largest_node}{held}")
         if not nodes:
             results.append(failed(pool.name, "no nodes found for the pool"))
-        elif measured.covers_one_node:
+        elif measured.largest_node > 0 and measured.spare >= needed:
             results.append(passed(pool.name, text))
         else:
             workloads = _workloads_on(inv, gpu_deployments, {name_of(n) for n in nodes})
@@ -79,8 +85,7 @@ def check_spare_capacity(inv: Inventory) -> list[Finding]:
             other = measured.requested - capacity.requested_gpus(workloads)
             if other > 0:
                 workloads.append(capacity.Workload("other GPU pods", other, 1, 0))
-            shape = capacity.PoolShape(pool.name, len(nodes), measured.largest_node)
-            loss = capacity.take_nodes_out(shape, workloads, 1)
+            loss = capacity.take_nodes_out(shape, workloads, 1, validating)
             if loss.below_min:
                 results.append(failed(pool.name, f"{text}: taking one node out can drop "
                                       f"{', '.join(loss.below_min)} below minAvailable"))
@@ -178,17 +183,66 @@ def check_pdb_blocks_drain(inv: Inventory) -> list[Finding]:
     return results
 
 
+def _declared_engines(inv: Inventory) -> dict[str, str]:
+    """namespace/name -> serving engine, for the models the stack declares (``serving.engine`` or the image)."""
+    return {f"{m.namespace}/{m.name}": engine for m in inv.spec.models if (engine := serving.engine_of_model(m))}
+
+
+def _probe_verdict(container: Obj, engine: str | None) -> tuple[str, str]:
+    """("pass" | "warn" | "fail", why) for one GPU container. A model server must prove its model is loaded: an
+    HTTP readiness or startup probe on the engine's own health route (or a gRPC one where the engine serves the
+    health service); a TCP probe passes as soon as the port is open, which vLLM opens before loading weights."""
+    probes = {kind: container[kind] for kind in ("readinessProbe", "startupProbe") if container.get(kind)}
+    name = container.get("name", "?")
+    if engine is None:
+        if "readinessProbe" not in probes:
+            return "fail", f"container {name} has no readinessProbe: traffic would reach pods still loading weights"
+        return "pass", f"container {name} has a readinessProbe"
+    routes = " or ".join(serving.HEALTH_ROUTES[engine])
+    if not probes:
+        return "fail", (f"{engine} container {name} has no readinessProbe: traffic would reach pods still loading "
+                        f"weights; probe GET {routes}")
+    for kind, probe in probes.items():
+        http = probe.get("httpGet") or {}
+        if http and serving.answers_when_loaded(engine, str(http.get("path") or "/")):
+            return "pass", f"{engine} container {name}: {kind} GET {http.get('path')} answers once the model is loaded"
+        if probe.get("grpc") is not None and engine in serving.GRPC_HEALTH:
+            return "pass", f"{engine} container {name}: {kind} on the gRPC health service"
+    if all("tcpSocket" in p for p in probes.values()):
+        return "fail", (f"{engine} container {name} has only a TCP probe: it passes once the port is open, before "
+                        f"the model is loaded; probe GET {routes}")
+    shown = "; ".join(f"{kind} {_probe_text(p)}" for kind, p in probes.items())
+    return "warn", (f"{engine} container {name}: {shown} is not {engine}'s own health route: make sure it answers only "
+                    f"once the model is loaded, or probe GET {routes}")
+
+
+def _probe_text(probe: Obj) -> str:
+    if probe.get("httpGet"):
+        return f"GET {probe['httpGet'].get('path') or '/'}"
+    if probe.get("exec"):
+        return "exec"
+    if probe.get("grpc") is not None:
+        return "gRPC"
+    return "TCP" if probe.get("tcpSocket") else "of no known kind"
+
+
 @check("readiness-probe", CAPACITY)
 def check_readiness_probe(inv: Inventory) -> list[Finding]:
     results = []
+    declared = _declared_engines(inv)
     for deployment in inv.gpu_deployments():
-        missing = [c.get("name", "?") for c in template_containers(deployment)
-                   if gpu_request([c]) > 0 and not c.get("readinessProbe")]
-        if missing:
-            results.append(failed(namespaced_name(deployment), f"container(s) {', '.join(missing)} have no "
-                                  "readinessProbe: traffic would reach pods still loading weights"))
+        key = namespaced_name(deployment)
+        verdicts = [
+            _probe_verdict(c, declared.get(key) or serving.engine_of_image(c.get("image", "")))
+            for c in template_containers(deployment) if gpu_request([c]) > 0
+        ]
+        worst = next((v for level in ("fail", "warn") for v in verdicts if v[0] == level), None)
+        if worst is None:
+            results.append(passed(key, "; ".join(why for _, why in verdicts)))
+        elif worst[0] == "fail":
+            results.append(failed(key, worst[1]))
         else:
-            results.append(passed(namespaced_name(deployment), "every GPU container has a readinessProbe"))
+            results.append(warned(key, worst[1]))
     return results
 
 

@@ -49,6 +49,7 @@ class Container(TypedDict, total=False):
     image: Any
     resources: Any
     readinessProbe: Any
+    startupProbe: Any  # gates readiness until it passes (readiness-probe)
 
 
 class Volume(TypedDict, total=False):
@@ -61,6 +62,7 @@ class Volume(TypedDict, total=False):
 
 class PodSpec(TypedDict, total=False):
     nodeName: Any
+    nodeSelector: Any  # a precompiled driver DaemonSet's kernel (kernel-precompiled)
     containers: list[Container] | None
     volumes: list[Volume] | None
 

@@ -2,7 +2,10 @@
 
 Triggers: a node in ``upgrade-failed``; a node held by a failed validation (the validation job cordoned it
 and recorded why: :mod:`checks.hold`); a model whose available replicas fall below its minAvailable;
-a node in one in-progress state longer than ``stuck_after``. Time in state is the earliest of: the
+a node in one in-progress state longer than ``stuck_after``; outside the stack's maintenance window
+(``rollout.maintenanceWindow``), a node of a released pool in ``upgrade-required`` without the skip label,
+which the operator would start now (``outside-window``: the pause re-adds the skip label to the nodes not
+done, and a node already upgrading finishes its upgrade). Time in state is the earliest of: the
 operator's latest ``GPUDriverUpgrade`` event moving the node into that state (events expire after
 about an hour), the ``time`` of the node's ``metadata.managedFields`` entry that owns the state label
 (a lower bound: that manager may have written the node since), and when this watch first saw the node
@@ -36,8 +39,8 @@ JSON of the operator snapshot (:meth:`Snapshot.as_json`; ``gpu-rollout watch --j
      "nodes": [{"name", "pool", "state", "driver", "done", "secondsInState", "skipped"}],
      "models": [{"model": "ns/name", "available", "minAvailable", "replicas"}],
      "operator": [{"kind", "name", "state"}], "events": [{"node", "message"}],
-     "triggers": [{"kind": "upgrade-failed" | "validation-failed" | "below-min-available" | "stuck", "subject",
-                   "message"}]}
+     "triggers": [{"kind": "upgrade-failed" | "validation-failed" | "below-min-available" | "stuck" |
+                   "outside-window", "subject", "message"}]}
 
 and, beside ``"paused"``, ``"evictions"``: ``{"evicted", "refused", "failed", "kept"}`` (pods ``ns/name``) or null.
 """
@@ -49,6 +52,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from checks import kube as k
@@ -61,6 +65,7 @@ from checks.nodestate import node_done, node_driver_version, require_nodes
 from checks.objects import Obj, labels_of, meta, name_of, status_of
 from checks.pause import ChangeInterrupted, PauseReport, pause
 from checks.progress import StateTracker, Trigger, epoch, label_written_at, list_model_pods, model_rows
+from checks.results import few
 from spec import kinds, labels
 from spec.model import DriverOwner, FleetSpec
 
@@ -165,6 +170,7 @@ def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: flo
         elif state in labels.UPGRADE_IN_PROGRESS and seconds is not None and seconds > stuck_after:
             triggers.append(Trigger("stuck", name, f"node {name} has been in {state} for {seconds / 60:.0f} min "
                                     f"(threshold {stuck_after / 60:.0f} min)"))
+    triggers += _outside_window(spec, progress, now)
     held = held_nodes(nodes)
     triggers += [h.trigger() for h in held]
     models, model_triggers = model_rows(spec, deployments, pods)
@@ -176,6 +182,26 @@ def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: flo
     event_rows = [{"node": (e.get("involvedObject") or {}).get("name", ""), "message": e.get("message", "")}
                   for e in recent[-10:]]
     return Snapshot(now, progress, models, operator, event_rows, triggers, held)
+
+
+def _outside_window(spec: FleetSpec, progress: list[NodeProgress], now: float) -> list[Trigger]:
+    """Outside the stack's maintenance window no new node starts: a trigger when the operator would start one (a
+    node of a released pool waiting in ``upgrade-required`` without the skip label)."""
+    window = spec.rollout.maintenanceWindow
+    if window is None:
+        return []
+    moment = datetime.fromtimestamp(now, UTC)
+    if window.is_open(moment):
+        return []
+    released = {p.name for p in spec.nodePools if not spec.pool_held(p)}
+    waiting = [n.name for n in progress if n.pool in released and n.state == labels.UPGRADE_REQUIRED and not n.skipped]
+    if not waiting:
+        return []
+    upgrading = [n.name for n in progress if n.state in labels.UPGRADE_IN_PROGRESS]
+    finishing = f"; {len(upgrading)} node(s) already upgrading finish ({few(upgrading)})" if upgrading else ""
+    return [Trigger("outside-window", window.timeZone,
+                    f"the rollout is {window.verdict(moment)}: {len(waiting)} node(s) would start their upgrade "
+                    f"({few(waiting)}){finishing}")]
 
 
 @dataclass

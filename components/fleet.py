@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
 import pulumi
 
@@ -15,16 +18,21 @@ from components.promotion import CanaryGate, CanaryGateArgs
 from components.validation import ValidationJob, ValidationJobArgs
 from spec import manifests
 from spec import resource_facts as rf
+from spec.discipline import utc_now
 from spec.model import Cloud, ClusterPolicyMode, DriverOwner, FleetSpec, Stage
 
 
 @dataclass(frozen=True)
 class GpuFleetArgs:
     spec: FleetSpec
+    # When this deployment's changes take effect, for the times it records (the stack output ``timeline``).
+    clock: Callable[[], datetime] = field(default=utc_now)
 
 
 class GpuFleet(pulumi.ComponentResource):
-    stack_outputs: rf.StackOutputs  # what the stack exports (__main__.py), registered as this component's outputs too
+    # What the stack exports (__main__.py), registered as this component's outputs too: ``rf.StackOutputs`` by
+    # name, the timeline an Output of the last deployment's.
+    outputs: dict[str, Any]
 
     def __init__(self, name: str, args: GpuFleetArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-driver-upgrade:fleet:GpuFleet", name, None, opts)
@@ -88,5 +96,10 @@ class GpuFleet(pulumi.ComponentResource):
         if spec.stage == Stage.PROD and spec.promotion is not None:
             CanaryGate("promotion", CanaryGateArgs(spec), opts=k8s_opts)
 
-        self.stack_outputs = manifests.stack_outputs(spec)
-        self.register_outputs(self.stack_outputs.as_outputs())
+        # A preview deploys nothing, so it records no time; an update records its own moment for what it releases
+        # or deploys first, and carries every earlier record forward unchanged (a second `up` changes nothing).
+        now = None if pulumi.runtime.is_dry_run() else args.clock()
+        recorded = last.timeline(spec, now)
+        self.outputs = {**manifests.stack_outputs(spec).as_outputs(),
+                        rf.TIMELINE: recorded.apply(lambda timeline: timeline.as_output())}
+        self.register_outputs(self.outputs)

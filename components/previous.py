@@ -15,11 +15,13 @@ outputs changing from one deployment to the next is no change to the stack.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import TypeVar
 
 import pulumi
 
-from spec import resource_facts
+from spec import manifests, resource_facts
+from spec.model import FleetSpec
 
 T = TypeVar("T")
 
@@ -51,3 +53,9 @@ class PreviousDeployment(pulumi.ComponentResource):
         return read_referenced(
             self._reference, (resource_facts.CLOUD_POOLS,), lambda last: last.cloud_pools.get(cloud_name, planned)
         )
+
+    def timeline(self, spec: FleetSpec, now: datetime | None) -> pulumi.Output[resource_facts.Timeline]:
+        """What this deployment records: the last deployment's times carried forward, ``now`` for what it
+        releases or deploys first (``spec.manifests.timeline``)."""
+        names = (resource_facts.POOLS, resource_facts.TIMELINE)
+        return read_referenced(self._reference, names, lambda last: manifests.timeline(spec, last, now))

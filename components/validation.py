@@ -263,7 +263,8 @@ def daemonset_body(spec: FleetSpec, pool: NodePool, target: str) -> dict[str, An
         "metadata": {
             "name": daemonset_name(pool),
             "namespace": namespace_name(spec),
-            "labels": selector,
+            # The pool it validates, for the capacity rules that count what its pods request.
+            "labels": {**selector, **rf.validation_daemonset_labels(pool.name)},
             # Validation pods come and go (and may wait for GPUs): `pulumi up` must not wait for them.
             "annotations": {"pulumi.com/skipAwait": "true"},
         },

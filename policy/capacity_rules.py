@@ -181,22 +181,31 @@ def parallelism_within_spare_capacity(stack: StackFacts) -> Iterator[Finding]:
             assert shape is not None
             if _no_room_for_one_node(pool, shape, workloads):
                 continue  # spare-capacity reports it: no parallelism setting can fix a pool with no spare node
-            outcome = capacity.take_nodes_out(shape, workloads.get(pool.name, []), min(slots, shape.nodes))
+            validating = stack.validation_gpus.get(pool.name, 0)
+            try:
+                outcome = capacity.take_nodes_out(shape, workloads.get(pool.name, []), min(slots, shape.nodes),
+                                                  validating)
+            except ValueError as error:
+                yield Finding(f"pool {pool.name}: the validation job's request: {error}", pool.resources[0])
+                continue
             if outcome.safe:
                 continue
             yield Finding(
                 f"{driver.resource.name}: maxParallelUpgrades={parallel}, maxUnavailable={unavailable} lets "
-                f"{outcome.nodes_out} of {total} nodes upgrade at once; on pool {pool.name} {_shortfall(outcome)}",
+                f"{outcome.nodes_out} of {total} nodes upgrade at once; on pool {pool.name} "
+                f"{_shortfall(outcome, validating)}",
                 driver.resource,
             )
-    yield from _node_group_parallelism(stack.pools, workloads)
+    yield from _node_group_parallelism(stack.pools, workloads, stack.validation_gpus)
 
 
-def _shortfall(outcome: capacity.Disruption) -> str:
+def _shortfall(outcome: capacity.Disruption, validating: int = 0) -> str:
     """Why taking the nodes out is unsafe, in the words every parallelism finding uses."""
     reasons = []
     if not outcome.covered:
-        reasons.append(f"{outcome.gpus_out} GPUs out but only {max(0, outcome.spare_gpus)} spare")
+        held = (f" (the validation job's {validating} per node just upgraded included)"
+                if validating and outcome.gpus_out > outcome.nodes_out * validating else "")
+        reasons.append(f"{outcome.gpus_out} GPUs out{held} but only {max(0, outcome.spare_gpus)} spare")
     if outcome.below_min:
         reasons.append(f"{', '.join(outcome.below_min)} could drop below minAvailable")
     return "; ".join(reasons)
@@ -232,7 +241,7 @@ def _group_surge(group: facts.NodeGroupUpdate, generations: bool = False) -> _Su
 
 
 def _node_group_parallelism(
-    pools: dict[str, facts.Pool], workloads: dict[str, list[capacity.Workload]]
+    pools: dict[str, facts.Pool], workloads: dict[str, list[capacity.Workload]], validation: dict[str, int]
 ) -> Iterator[Finding]:
     """EKS managed node groups take ``updateConfig.maxUnavailable`` nodes out at once during an AMI update;
     without surge the pool's spare GPUs must cover them, keeping every model at minAvailable."""
@@ -263,7 +272,12 @@ def _node_group_parallelism(
             shape = capacity.PoolShape(pool.name, max(desired, pool.nodes or 0), pool.facts.gpus_per_node)
             if _no_room_for_one_node(pool, shape, workloads):
                 continue  # spare-capacity reports it
-            outcome = capacity.take_nodes_out(shape, workloads.get(pool.name, []), nodes_out)
+            validating = validation.get(pool.name, 0)
+            try:
+                outcome = capacity.take_nodes_out(shape, workloads.get(pool.name, []), nodes_out, validating)
+            except ValueError as error:
+                yield Finding(f"{res.name}: the validation job's request: {error}", res)
+                continue
             if outcome.safe:
                 continue
             setting = (
@@ -272,7 +286,7 @@ def _node_group_parallelism(
             )
             yield Finding(
                 f"{res.name}: updateConfig.{setting} lets {outcome.nodes_out} of {desired} nodes update at once "
-                f"with no surge ({surge.why}); on pool {pool.name} {_shortfall(outcome)}",
+                f"with no surge ({surge.why}); on pool {pool.name} {_shortfall(outcome, validating)}",
                 res,
             )
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -113,13 +114,13 @@ def load_config(stage: str | None) -> dict[str, Any]:
     return config
 
 
-def evaluate(resources: Sequence[Resource], config: Mapping[str, Any]) -> list[Violation]:
+def evaluate(resources: Sequence[Resource], config: Mapping[str, Any], now: datetime | None = None) -> list[Violation]:
     """Every finding of every enabled policy: violations at the policy's level, advice (which the pack
     reports through its advice policy) as advisory under the rule's own id. The stack's facts are read
-    once and handed to every rule."""
+    once and handed to every rule; ``now`` is the moment they are judged at (default: the clock)."""
     violations = []
     show_advice = advice_enforcement(config) != Level.DISABLED
-    stack = StackFacts(resources)
+    stack = StackFacts(resources, now)
     for policy in REGISTRY.values():
         level = enforcement(policy, config)
         if level == Level.DISABLED:

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cached_property
 from typing import Any
 
 from spec import labels, operator
 from spec import resource_facts as rf
 from spec.base import Stage
+from spec.discipline import utc_now
 
 prop = rf.prop
 
@@ -334,10 +336,13 @@ class StackFacts:
     every stack rule. Each fact is decoded when a rule first asks for it and kept for the rules after it,
     so in the engine a value unknown during preview still fails only the rules that read it."""
 
-    def __init__(self, resources: Iterable[Resource]) -> None:
+    def __init__(self, resources: Iterable[Resource], now: datetime | None = None) -> None:
         # The engine hands resources in the order they registered, which is the SDK's, not the program's:
         # rules read them in one canonical order, so the pack and `gpu-rollout plan` agree on every run.
         self.resources: tuple[Resource, ...] = tuple(sorted(resources, key=rf.canonical_order))
+        # The moment the rules judge against (dwell times, a generation's age, the maintenance window): the
+        # clock, unless the caller fixes it (`gpu-rollout plan` as of a moment, the tests).
+        self.now: datetime = now if now is not None else utc_now()
 
     @cached_property
     def pools(self) -> dict[str, Pool]:
@@ -405,6 +410,22 @@ class StackFacts:
     @cached_property
     def identities(self) -> list[IdentityRecord]:
         return identity_records(self.resources)
+
+    @property
+    def identity(self) -> rf.IdentityFacts | None:
+        """The stack's own identity record's facts (one per stack); None where none is visible."""
+        return self.identities[0].facts if len(self.identities) == 1 else None
+
+    @cached_property
+    def validation_gpus(self) -> dict[str, int]:
+        """Pool -> GPUs one validation pod requests on a node of it, for the pools the validation job validates
+        (its DaemonSets); a pool it does not validate is absent."""
+        found = {}
+        for res in self.resources:
+            read = rf.read_validation_gpus(res.type, res.props)
+            if read is not None:
+                found[read[0]] = read[1]
+        return found
 
     @cached_property
     def previous(self) -> rf.PreviousDeployment:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from types import ModuleType
 
 from policy import (
-    budget_rules, capacity_rules, compat_rules, platform_rules, process_rules, promotion_rules, transition_rules,
-    upgrade_rules,
+    budget_rules, capacity_rules, compat_rules, discipline_rules, platform_rules, process_rules, promotion_rules,
+    transition_rules, upgrade_rules,
 )
 from policy.metadata import PolicyDef, ResourceRule, Severity, StackRule, definition
 
@@ -29,11 +29,12 @@ REGISTRY: dict[str, PolicyDef] = {}
 ADVICE_POLICY_ID = "policy-advice"
 
 # By runbook section: compatibility and ownership (section 1), the node platform, changes against the last
-# deployment, then disruption (section 2: capacity, budgets, process, the upgrade controller), then the
-# promotion from the validated canary to prod (section 5).
+# deployment, then disruption (section 2: capacity, budgets, process, the upgrade controller), the rollout's
+# discipline (waves, generations kept, validation, soak, the window: sections 2, 6, 7), then the promotion from
+# the validated canary to prod (section 5).
 RULE_MODULES: tuple[ModuleType, ...] = (
     compat_rules, platform_rules, transition_rules, capacity_rules, budget_rules, process_rules, upgrade_rules,
-    promotion_rules,
+    discipline_rules, promotion_rules,
 )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spec import attestation, labels
+from spec import attestation, capacity, labels
 from spec import resource_facts as rf
 from spec.resource_facts import promotion as promotion_facts
 from spec.versions import is_branch_only
@@ -60,6 +60,39 @@ def _skip(node_labels: dict[str, str] | None) -> str:
     return f"wave {node_labels.get(labels.WAVE, '?')}, " + ("HELD (skip label)" if held else "released")
 
 
+# Surge is capacity the cloud must grant when the upgrade runs (the runbook: "check quota before you rely on
+# surge"); the capacity policies count it as spare, so the plan says on what it depends.
+_QUOTA = "depends on GPU quota and capacity in the region at upgrade time: check the quota"
+
+
+def _aks_surge(inputs: dict[str, Any]) -> str:
+    surge = str((inputs.get("upgradeSettings") or {}).get("maxSurge") or "0")
+    if surge in ("0", "0%"):
+        return "none"
+    return f"{surge} extra {inputs.get('vmSize')} node(s) during a node-image upgrade; {_QUOTA}"
+
+
+def _eks_surge(inputs: dict[str, Any]) -> str:
+    update = inputs.get("updateConfig") or {}
+    try:
+        surges = capacity.node_group_surges(update.get("updateStrategy") or None, inputs.get("capacityType"))
+    except ValueError as error:
+        return f"unknown ({error})"
+    if not surges:
+        return "none: old nodes leave first (updateStrategy MINIMAL or a Capacity Block)"
+    kinds = ",".join(inputs.get("instanceTypes") or ["the launch template's type"])
+    return f"new {kinds} nodes launch before old ones leave (and a new generation beside the old); {_QUOTA}"
+
+
+def _short(value: object) -> str:
+    """A ConfigMap value as the table shows it: whole when short, else its size (the validation job's program
+    is kilobytes of source; the table is for what a reviewer weighs)."""
+    text = str(value)
+    if "\n" not in text and len(text) <= 120:
+        return text
+    return f"({len(text.splitlines())} lines, {len(text.encode())} bytes)"
+
+
 def review_fields(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, str]]:
     """(field, value) pairs for the plan table; unknown types show nothing beyond their name."""
     if type_token == rf.AKS_POOL:
@@ -73,6 +106,7 @@ def review_fields(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, st
                 f"maxSurge={settings.get('maxSurge')}, drain={settings.get('drainTimeoutInMinutes')}m, "
                 f"soak={settings.get('nodeSoakDurationInMinutes')}m",
             ),
+            ("surge", _aks_surge(inputs)),
         ]
     if type_token == rf.EKS_NODE_GROUP:
         update = inputs.get("updateConfig") or {}
@@ -82,6 +116,7 @@ def review_fields(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, st
             ("ami", f"{inputs.get('amiType')} releaseVersion={inputs.get('releaseVersion')}"),
             ("rollout", _skip(inputs.get("labels"))),
             ("updateConfig", f"maxUnavailable={update.get('maxUnavailable')}, strategy={update.get('updateStrategy')}"),
+            ("surge", _eks_surge(inputs)),
         ]
     if type_token == rf.NVIDIA_DRIVER:
         spec = inputs.get("spec") or {}
@@ -130,5 +165,5 @@ def review_fields(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, st
             shown = {k: v for k, v in data.items() if k != promotion_facts.ATTESTATIONS}
             return [record, ("data", ", ".join(f"{k}={v}" for k, v in shown.items())),
                     ("attestations", _attestations(rf.read_promotion(inputs)))]
-        return [record, ("data", ", ".join(f"{k}={v}" for k, v in data.items()))]
+        return [record, ("data", ", ".join(f"{k}={_short(v)}" for k, v in data.items()))]
     return []

@@ -20,6 +20,7 @@ import tempfile
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -160,6 +161,31 @@ CanaryOutputsOption = Annotated[
 ]
 
 
+AtOption = Annotated[
+    str | None,
+    typer.Option(
+        "--at",
+        help="Judge as of this moment, ISO 8601 with a zone (2026-12-09T10:00:00Z): the dwell between waves, a "
+        "generation's age and the maintenance window (default: now).",
+    ),
+]
+
+
+def moment(value: str | None) -> datetime | None:
+    """``--at``: an aware ISO 8601 moment, or None for the clock; anything else is a usage error (exit 2)."""
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is not an ISO 8601 moment such as 2026-12-09T10:00:00Z",
+                                 param_hint="--at") from None
+    if parsed.tzinfo is None:
+        raise typer.BadParameter(f"{value!r} names no time zone: add Z or an offset such as +01:00",
+                                 param_hint="--at")
+    return parsed
+
+
 @app.command()
 def plan(
     stack: StackOption = None,
@@ -168,6 +194,7 @@ def plan(
     as_json: JsonOption = False,
     previous_outputs: PreviousOutputsOption = None,
     canary_outputs: CanaryOutputsOption = None,
+    at: AtOption = None,
     debug: DebugOption = False,
 ) -> None:
     """Offline preview of a stack: what `pulumi up` would send, with no cloud and no Pulumi CLI."""
@@ -180,7 +207,9 @@ def plan(
         previous = verb.read_previous_outputs(previous_outputs) if previous_outputs is not None else None
         canary = verb.read_previous_outputs(canary_outputs, "--canary-outputs") if canary_outputs is not None else None
         return verb.execute(target.name, target.path, as_json=as_json, project_dir=target.project_dir,
-                            previous_outputs=previous, canary_outputs=canary)
+                            previous_outputs=previous, canary_outputs=canary, now=when)
+
+    when = moment(at)
 
     run(call, debug)
 
@@ -233,18 +262,21 @@ def deploy_plan(
     ] = None,
     project_dir: ProjectDirOption = None,
     as_json: JsonOption = False,
+    at: AtOption = None,
     debug: DebugOption = False,
 ) -> None:
     """Which stacks differ from what they last deployed (pulumi stack history) and deploy, canary stages first,
-    with the commit whose policy pack each `up` enforces; why each other stack is left alone."""
+    with the commit whose policy pack each `up` enforces; why each other stack is left alone (a stack outside its
+    maintenance window among them)."""
 
     def call() -> Exit:
         from rollout import deploy as verb
         from rollout.project import default_project_dir
 
         project = project_dir if project_dir is not None else default_project_dir()
-        return verb.execute(project, stacks, head, as_json)
+        return verb.execute(project, stacks, head, as_json, when)
 
+    when = moment(at)
     run(call, debug)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime
 from pathlib import Path
 
 from preview.revisions import Repository, RevisionError
@@ -44,7 +45,8 @@ def _deployed(project_dir: Path, stacks: list[StackFile]) -> dict[str, deploy_pl
     return found
 
 
-def execute(project_dir: Path, names: list[str] | None, head: str | None, as_json: bool) -> Exit:
+def execute(project_dir: Path, names: list[str] | None, head: str | None, as_json: bool,
+            now: datetime | None = None) -> Exit:
     project_dir = project_dir.resolve()
     try:
         repo = Repository(project_dir)
@@ -58,7 +60,7 @@ def execute(project_dir: Path, names: list[str] | None, head: str | None, as_jso
     except backend.BackendError as error:
         say(f"deploy-plan: {error}")
         return error.code
-    result = deploy_plan.plan(stacks, deployed, commit, repo)
+    result = deploy_plan.plan(stacks, deployed, commit, repo, now)
     if as_json:
         sys.stdout.write(json.dumps(result.as_json(), indent=2) + "\n")
         return Exit.OK

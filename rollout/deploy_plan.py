@@ -18,7 +18,8 @@ change passes through.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any, Protocol
 
 from preview.revisions import Commit
@@ -27,6 +28,7 @@ from rollout.pulumi_config import Config, Update, config_changes, split_path
 from rollout.stacks import StackFile, stage_order
 from spec.attestation import ATTESTATION_DIR
 from spec.base import Stage
+from spec.discipline import utc_now
 
 # What the program that runs in `up` is made of (its dependencies' pins included), and the pack.
 PROGRAM_PATHS = ("Pulumi.yaml", "__main__.py", "components/", "spec/", "workload/", "requirements.txt",
@@ -194,7 +196,21 @@ def decide(stack: StackFile, deployed: Deployed, head: str, git: Git) -> Decisio
     return Decision(stack, True, "; ".join(why), pack_base(stack, since_good, head), commit)
 
 
-def plan(stacks: Sequence[StackFile], deployed: Mapping[str, Deployed], head: str, git: Git) -> DeployPlan:
-    """Every stack's decision, canary stages first."""
+def within_window(decision: Decision, now: datetime) -> Decision:
+    """A stack to deploy outside its maintenance window (``rollout.maintenanceWindow``) is left alone, with when the
+    window opens: the scheduled run of the deploy workflow then deploys it (nothing is lost, it still differs)."""
+    window = decision.stack.window
+    if not decision.deploy or window is None or window.is_open(now):
+        return decision
+    return replace(decision, deploy=False, pack_ref=None,
+                   reason=f"{decision.reason}; but it is {window.verdict(now)}: deployed by the first run inside it")
+
+
+def plan(stacks: Sequence[StackFile], deployed: Mapping[str, Deployed], head: str, git: Git,
+         now: datetime | None = None) -> DeployPlan:
+    """Every stack's decision, canary stages first; ``now`` (default: the clock) is judged against each stack's
+    maintenance window."""
+    moment = now if now is not None else utc_now()
     ordered = sorted(stacks, key=stage_order)
-    return DeployPlan(head, tuple(decide(s, deployed.get(s.name, Deployed(None)), head, git) for s in ordered))
+    return DeployPlan(head, tuple(within_window(decide(s, deployed.get(s.name, Deployed(None)), head, git), moment)
+                                  for s in ordered))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -88,9 +89,10 @@ def check_ownership(config: dict[str, str], path: Path) -> None:
         )
 
 
-def policy_report(result: ProgramRun) -> list[Violation]:
-    """The pack's rules over what the program registered, at the stage's enforcement (policy/<stage>.json)."""
-    return evaluate(from_registered(result.resources), load_config(read_stack_outputs(result.outputs).stage))
+def policy_report(result: ProgramRun, now: datetime | None = None) -> list[Violation]:
+    """The pack's rules over what the program registered, at the stage's enforcement (policy/<stage>.json), judged
+    as of ``now`` (default: the clock)."""
+    return evaluate(from_registered(result.resources), load_config(read_stack_outputs(result.outputs).stage), now)
 
 
 def render_json(result: ProgramRun, violations: list[Violation] | None = None) -> str:
@@ -114,7 +116,8 @@ def render_violations(violations: list[Violation], console: Console) -> None:
 
 def render_table(result: ProgramRun, console: Console) -> None:
     table = Table(title=f"gpu-driver-upgrade plan: stack {result.stack}", show_lines=True)
-    table.add_column("type")
+    # Long type tokens (the validation job's admission policy binding) fold rather than narrow the review column.
+    table.add_column("type", max_width=44, overflow="fold")
     table.add_column("name")
     table.add_column("what a reviewer checks")
     for resource in sorted(result.custom_resources, key=lambda r: (r.type, r.name)):
@@ -132,11 +135,11 @@ def render_table(result: ProgramRun, console: Console) -> None:
 
 def execute(
     stack: str, stack_file: Path, as_json: bool, project_dir: Path, previous_outputs: dict[str, Any] | None = None,
-    canary_outputs: dict[str, Any] | None = None,
+    canary_outputs: dict[str, Any] | None = None, now: datetime | None = None,
 ) -> Exit:
-    """Render, run the policies, print (table or one JSON document); 1 on a mandatory violation."""
+    """Render, run the policies as of ``now``, print (table or one JSON document); 1 on a mandatory violation."""
     result = run(stack, stack_file, project_dir, previous_outputs, canary_outputs)
-    violations = policy_report(result)
+    violations = policy_report(result, now)
     if as_json:
         sys.stdout.write(render_json(result, violations) + "\n")
     else:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from spec.base import Stage
+from spec.discipline import MaintenanceWindow
 from spec.load import SpecError, load_stack_file
 from spec.stacks import stack_name
 
@@ -36,6 +37,7 @@ class StackFile:
     min_soak_hours: float | None = None  # a prod stack's promotion.minSoakHours
     credentials: tuple[tuple[str, str], ...] = ()  # what a job needs to reach the stack's cloud and cluster
     problem: str | None = None
+    window: MaintenanceWindow | None = None  # rollout.maintenanceWindow: when its rollout may run
 
     @property
     def environment(self) -> str:
@@ -51,6 +53,7 @@ class StackFile:
             "stack": self.name, "file": self.file, "stage": self.stage.value if self.stage else "",
             "environment": self.environment, "cloud": self.cloud or "", "canary": self.canary or "",
             "minSoakHours": self.min_soak_hours, **{key: given.get(key, "") for key in keys},
+            "maintenanceWindow": self.window.describe() if self.window is not None else "",
             "problem": self.problem,
         }
 
@@ -75,6 +78,7 @@ def _read(path: Path) -> StackFile:
         name, path.name, spec.stage, cluster.cloud.value,
         stack_name(promotion.canaryStack) if promotion is not None else None,
         promotion.minSoakHours if promotion is not None else None, tuple(found),
+        window=spec.rollout.maintenanceWindow,
     )
 
 

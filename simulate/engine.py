@@ -43,7 +43,7 @@ from spec.simulation import CRASH_LOOP_SECONDS, DRIVER_RESTART_LIMIT, VALIDATION
 
 # Node states, in the controller's order; the names are the state label's values.
 REQUIRED, CORDON, WAIT_JOBS, POD_DELETION, DRAIN, POD_RESTART, VALIDATION, UNCORDON, DONE, FAILED = range(10)
-UPGRADE_REQUIRED = "upgrade-required"
+UPGRADE_REQUIRED = labels.UPGRADE_REQUIRED
 STATE_NAMES = (UPGRADE_REQUIRED, *labels.UPGRADE_IN_PROGRESS, labels.UPGRADE_DONE, labels.UPGRADE_FAILED)
 STATE_OF = {name: code for code, name in enumerate(STATE_NAMES)}
 IN_PROGRESS = frozenset(range(CORDON, UNCORDON + 1)) | {FAILED}

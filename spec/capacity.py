@@ -22,8 +22,9 @@ Resolving settings
 Planned capacity (from the config)
   ``PoolShape(name, nodes, gpus_per_node)`` and ``Workload(name, replicas, gpus_per_replica,
   min_available)``; ``spare_gpus(pool, workloads)``, ``spare_nodes(pool, workloads)`` and
-  ``take_nodes_out(pool, workloads, nodes_out) -> Disruption`` (is the loss covered by spare
-  capacity, and which workloads would drop below minAvailable in the worst case);
+  ``take_nodes_out(pool, workloads, nodes_out, validation_gpus_per_node) -> Disruption`` (is the loss
+  covered by spare capacity, and which workloads would drop below minAvailable in the worst case), whose
+  GPUs out are ``gpus_out_of_service`` (the nodes upgrading, and what the validation job holds meanwhile);
   ``nodes_out_within_budgets(pool, workloads)``: the most nodes that can be out at once while the
   replicas every PDB keeps still fit on the others (what no schedule can beat: the simulator's lower
   bound); ``validation_gpus(gpus_per_node)``: what the post-upgrade validation job's pod holds.
@@ -266,16 +267,32 @@ def _worst_case_lost(workload: Workload, pool: PoolShape, nodes_out: int) -> int
     return min(workload.replicas, nodes_out * per_node)
 
 
-def take_nodes_out(pool: PoolShape, workloads: Sequence[Workload], nodes_out: int) -> Disruption:
-    """Worst case of ``nodes_out`` nodes of ``pool`` down at once (cordoned and their GPU pods evicted).
+def gpus_out_of_service(pool: PoolShape, nodes_out: int, validation_gpus_per_node: int = 0) -> int:
+    """GPUs the model servers cannot use while ``nodes_out`` nodes of ``pool`` upgrade at once: those nodes' GPUs
+    and, on a pool the validation job validates, what its pods hold (``validation_gpus``) on as many nodes just
+    upgraded. The upgrade controller starts the next node as soon as one is done, while the job still holds
+    that one, so both are out together (never more nodes than the pool has)."""
+    if nodes_out < 0 or nodes_out > pool.nodes:
+        raise ValueError(f"nodes_out must be between 0 and {pool.nodes} (the pool's nodes), got {nodes_out}")
+    if validation_gpus_per_node < 0 or validation_gpus_per_node > pool.gpus_per_node:
+        raise ValueError(f"a validation pod holds between 0 and {pool.gpus_per_node} GPUs of a node, "
+                         f"got {validation_gpus_per_node}")
+    validating = min(nodes_out, pool.nodes - nodes_out)
+    return nodes_out * pool.gpus_per_node + validating * validation_gpus_per_node
+
+
+def take_nodes_out(
+    pool: PoolShape, workloads: Sequence[Workload], nodes_out: int, validation_gpus_per_node: int = 0
+) -> Disruption:
+    """Worst case of ``nodes_out`` nodes of ``pool`` down at once (cordoned and their GPU pods evicted), with
+    the validation job holding ``validation_gpus_per_node`` on as many nodes just upgraded
+    (``gpus_out_of_service``).
 
     A workload stays at or above minAvailable if the replicas it can lose fit in its PDB's allowance,
     or if the pool's spare GPUs can host every evicted replica elsewhere.
     """
-    if nodes_out < 0 or nodes_out > pool.nodes:
-        raise ValueError(f"nodes_out must be between 0 and {pool.nodes} (the pool's nodes), got {nodes_out}")
+    gpus_out = gpus_out_of_service(pool, nodes_out, validation_gpus_per_node)
     spare = spare_gpus(pool, workloads)
-    gpus_out = nodes_out * pool.gpus_per_node
     covered = gpus_out <= spare
     below = []
     for workload in workloads:
@@ -365,6 +382,7 @@ __all__ = [
     "PoolShape",
     "SpareCapacity",
     "Workload",
+    "gpus_out_of_service",
     "max_unavailable_nodes",
     "min_available_replicas",
     "nodes_out_within_budgets",

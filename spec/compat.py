@@ -320,6 +320,35 @@ def operator_lists(chart_version: str, driver: str) -> OperatorAnswer:
     )
 
 
+# ---------------------------------------------------------------- DCGM (the DCGM Exporter's)
+
+
+def _dcgm_key(version: str) -> tuple[int, ...] | None:
+    parts = version.split(".")
+    return tuple(int(p) for p in parts) if parts and all(p.isdigit() for p in parts) else None
+
+
+def dcgm_validated(dcgm: str, driver: str) -> Answer:
+    """Whether ``dcgm`` (the DCGM of a running DCGM Exporter) is at least the oldest DCGM that a GPU Operator
+    release listing ``driver``'s branch ships with it (``OPERATOR_DCGM``): NVIDIA validated that pair. An older
+    DCGM was never shown working on the branch (its new fields and Xid codes, the removed features)."""
+    have, key = _dcgm_key(dcgm), driver_key(driver)
+    if have is None or key is None:
+        return _unknown(f"cannot compare DCGM '{dcgm}' with driver '{driver}'")
+    releases = []
+    for release, dcgm_shipped in data.OPERATOR_DCGM.items():
+        listed = operator_drivers(release) or ()
+        if any(v.split(".")[0] == str(key[0]) for v in listed):
+            releases.append((_dcgm_key(dcgm_shipped) or (), dcgm_shipped, release))
+    if not releases:
+        return _unknown(f"no GPU Operator release in the table lists an R{key[0]} driver ({data.DCGM_SOURCE})")
+    oldest = min(releases)
+    if have >= oldest[0]:
+        return _yes(f"DCGM {dcgm} is at least {oldest[1]}, which GPU Operator {oldest[2]} ships with R{key[0]}")
+    return _no(f"DCGM {dcgm} is older than any DCGM a GPU Operator release listing R{key[0]} ships (the oldest: "
+               f"{oldest[1]}, with {oldest[2]})")
+
+
 # ---------------------------------------------------------------- Fabric Manager
 
 

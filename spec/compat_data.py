@@ -166,6 +166,26 @@ OPERATOR_LINE_DRIVERS: dict[str, tuple[str, ...]] = {
     "24.6": ("550.90.07", "535.183.06"),
 }
 
+# ---------------------------------------------------------------- GPU Operator release -> DCGM
+
+DCGM_SOURCE = (
+    "GPU Operator chart, deployments/gpu-operator/values.yaml dcgmExporter.version at each release tag (NVIDIA/"
+    "gpu-operator); the exporter's image tag is <DCGM>-<exporter>-<os>. DCGM itself supports drivers R450 and "
+    "later: https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/getting-started.html"
+)
+# Release -> the DCGM version of the DCGM Exporter its chart ships: the DCGM NVIDIA released with (and validated
+# against) the drivers that release lists (OPERATOR_DRIVERS). 24.6.0-24.6.2 ship the same exporter.
+OPERATOR_DCGM: dict[str, str] = {
+    **dict.fromkeys(("24.6.0", "24.6.1", "24.6.2"), "3.3.7"),
+    "24.9.2": "3.3.9",
+    "25.3.3": "4.3.1",
+    "25.10.0": "4.4.1",
+    "25.10.1": "4.4.2",
+    **dict.fromkeys(("26.3.0", "26.3.1"), "4.5.1"),
+    **dict.fromkeys(("26.3.2", "26.3.3"), "4.5.3"),
+    "26.7.0": "4.6.0",
+}
+
 # ---------------------------------------------------------------- Fabric Manager
 
 FABRIC_MANAGER_SOURCE = (

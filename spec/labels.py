@@ -44,6 +44,7 @@ DRIVER_POD_LABELS = (("app.kubernetes.io/component", "nvidia-driver"), ("app", "
 UPGRADE_STATE = "nvidia.com/gpu-driver-upgrade-state"
 SKIP_UPGRADE = "nvidia.com/gpu-driver-upgrade.skip"
 # The states (values of UPGRADE_STATE) that the live verbs act on.
+UPGRADE_REQUIRED = "upgrade-required"  # waiting for an upgrade slot: the next node the operator starts
 UPGRADE_DONE = "upgrade-done"
 UPGRADE_FAILED = "upgrade-failed"
 UPGRADE_IN_PROGRESS = ("cordon-required", "wait-for-jobs-required", "pod-deletion-required", "drain-required",

@@ -8,6 +8,7 @@ through ``spec.resource_facts``, which owns their encoding and decoding.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from spec import labels, replacement
@@ -333,6 +334,14 @@ def identity_facts(spec: FleetSpec) -> rf.IdentityFacts:
         eks_region=eks.region if eks is not None else None,
         unpinned_hold_reason=spec.gpuOperator.unpinnedHoldReason,
         facts_version=rf.FACTS_VERSION,
+        wave_dwell_hours=spec.rollout.waveDwellHours,
+        early_release_reason=spec.rollout.earlyReleaseReason,
+        serving_before_batch_reason=spec.rollout.servingBeforeBatchReason,
+        keep_generation_hours=spec.rollout.keepGenerationHours,
+        early_retire_reason=spec.rollout.earlyRetireReason,
+        maintenance_window=(spec.rollout.maintenanceWindow.model_dump_json()
+                            if spec.rollout.maintenanceWindow is not None else None),
+        validation_job=spec.validation is not None,
     )
 
 
@@ -406,8 +415,44 @@ def pool_summary(spec: FleetSpec, pool: NodePool) -> rf.PoolSummary:
     )
 
 
-def stack_outputs(spec: FleetSpec) -> rf.StackOutputs:
-    """Everything the program exports (``spec.resource_facts.outputs``), from the spec alone."""
+def released_waves(spec: FleetSpec) -> set[int]:
+    """The waves with a released prod pool (canary pools are never held and keep no wave discipline)."""
+    return {p.rollout.wave for p in spec.nodePools if p.role != rf.CANARY_ROLE and not spec.pool_held(p)}
+
+
+def timeline(spec: FleetSpec, last: rf.StackOutputs, now: datetime | None) -> rf.Timeline:
+    """What this deployment records (``rf.Timeline``): what the last deployment recorded, unchanged, for every
+    wave still released and every generation still live; ``now`` for a wave this deployment releases and a
+    generation it deploys first. ``now`` is None when the program cannot know when its changes take effect (a
+    preview deploys nothing): those get no entry. A wave or generation that the last deployment already ran
+    without a record of when keeps none (its time is not now)."""
+    was_released = {s.wave for s in last.pools.values()
+                    if s.held is False and s.role != rf.CANARY_ROLE and s.wave is not None}
+    waves: dict[int, datetime] = {}
+    for wave in sorted(released_waves(spec)):
+        if wave in last.timeline.waves_released:
+            waves[wave] = last.timeline.waves_released[wave]
+        elif wave not in was_released and now is not None:
+            waves[wave] = now
+    generations: dict[str, dict[int, datetime]] = {}
+    for pool in spec.nodePools:
+        recorded = last.timeline.generations_deployed.get(pool.name, {})
+        summary = last.pools.get(pool.name)
+        was_live = {g.id for g in summary.generations if not g.retired} if summary is not None else set()
+        times: dict[int, datetime] = {}
+        for gen in pool.live_generations:
+            if gen.id in recorded:
+                times[gen.id] = recorded[gen.id]
+            elif gen.id not in was_live and now is not None:
+                times[gen.id] = now
+        if times:
+            generations[pool.name] = times
+    return rf.Timeline(waves, generations)
+
+
+def stack_outputs(spec: FleetSpec, recorded: rf.Timeline | None = None) -> rf.StackOutputs:
+    """Everything the program exports (``spec.resource_facts.outputs``), from the spec and what this
+    deployment records (``timeline``; none by default)."""
     targets = [spec.pool_target(pool) for pool in sorted(spec.nodePools, key=lambda p: (p.rollout.wave, p.name))]
     return rf.StackOutputs(
         stage=spec.stage,
@@ -420,4 +465,5 @@ def stack_outputs(spec: FleetSpec) -> rf.StackOutputs:
         operator_version=spec.gpuOperator.chartVersion,
         per_pool_drivers=owned_per_pool(spec),
         previous_driver_version=spec.driver.previousVersion or "",
+        timeline=recorded if recorded is not None else rf.Timeline(),
     )

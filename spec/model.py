@@ -14,7 +14,7 @@ from typing import Annotated, Literal, Self, get_args
 
 from pydantic import Field, StrictBool, StrictInt, field_validator, model_validator
 
-from spec import capacity, compat
+from spec import capacity, compat, stacks
 from spec.base import (
     AKS_POOL,
     DNS_LABEL,
@@ -38,6 +38,7 @@ from spec.operator import Drain, GpuOperator, PodDeletion, UpgradePolicy, WaitFo
 from spec.pools import AksPool, EksPool, ExistingPool, Generation, LaunchTemplate, NodePool, PoolRollout, PoolTarget
 from spec.platform import EKS_AMI_OS, aks_os, eks_os
 from spec.simulation import Simulation
+from spec.discipline import MaintenanceWindow, RolloutSettings, WeeklyWindow
 from spec.resource_facts.cloud import is_nvidia_ami
 from spec.versions import CudaVersion, DriverVersion, is_branch_only
 
@@ -45,9 +46,9 @@ __all__ = [
     "PROJECT", "AksCluster", "AksPool", "Cloud", "Cluster", "ClusterPolicyMode", "Drain", "Driver", "DriverOwner",
     "EksCluster", "EksPool", "ExistingCluster", "ExistingPool", "FleetSpec", "Generation", "GpuOperator", "LaunchTemplate", "LocatedError", "Model",
     "ModelQueries", "ModelServing", "ServingEngine",
-    "NodePool", "NonNegativeInt", "PodDeletion", "PoolRollout", "PoolTarget", "PositiveInt", "Promotion", "Simulation",
-    "Stage", "UpgradePolicy", "Validation", "WAIVABLE_DIFFERENCES", "Waiver", "ValidationBaseline", "ValidationCache",
-    "ValidationTolerance",
+    "MaintenanceWindow", "NodePool", "NonNegativeInt", "PodDeletion", "PoolRollout", "PoolTarget", "PositiveInt",
+    "Promotion", "RolloutSettings", "Simulation", "Stage", "UpgradePolicy", "Validation", "WAIVABLE_DIFFERENCES",
+    "Waiver", "ValidationBaseline", "ValidationCache", "ValidationTolerance", "WeeklyWindow",
     "WaitForCompletion", "int_or_percent", "kubernetes_name",
 ]
 
@@ -368,6 +369,17 @@ class Waiver(SpecModel):
 
 class Promotion(SpecModel):
     canaryStack: str = Field(min_length=1, description="Stack whose attestation gates this one.")
+
+    @field_validator("canaryStack")
+    @classmethod
+    def _a_stack(cls, value: str) -> str:
+        # Its own name names files and folders (Pulumi.<name>.yaml, attestations/<name>/): Pulumi's spelling only.
+        parts = value.split("/")
+        if len(parts) > 3 or not all(parts) or not stacks.is_stack_name(parts[-1]):
+            raise ValueError(f"'{value[:80]}' is not a stack: `name` or `org/project/name`, the name of letters, "
+                             f"digits, '-', '_' and '.', at most {stacks.MAX_NAME_LENGTH} characters")
+        return value
+
     minSoakHours: Annotated[float, Field(ge=0)] = Field(24, description="Hours the canary must run clean.")
     waivers: dict[str, Waiver] = Field(
         default_factory=dict,
@@ -386,6 +398,7 @@ class FleetSpec(SpecModel):
     models: list[Model] = Field(default_factory=list)
     validation: Validation | None = None
     promotion: Promotion | None = None
+    rollout: RolloutSettings = RolloutSettings()
     simulation: Simulation = Simulation()
 
     @model_validator(mode="after")

@@ -11,7 +11,8 @@ import re
 
 # A stack's own name as Pulumi allows it: letters, digits, '-', '_' and '.'; never '.' or '..', so a folder
 # named after it stays inside its parent.
-_OWN_NAME = re.compile(r"^(?!\.{1,2}$)[A-Za-z0-9_.-]+$")
+MAX_NAME_LENGTH = 100  # Pulumi refuses a longer stack name
+_OWN_NAME = re.compile(rf"^(?!\.{{1,2}}$)[A-Za-z0-9_.-]{{1,{MAX_NAME_LENGTH}}}$")
 
 
 def stack_name(stack: str) -> str:

@@ -114,6 +114,10 @@ def eks_operator_owned() -> dict[str, str]:
 
     def custom_ubuntu(pools: list[dict]) -> None:
         for index, pool in enumerate(pools):
+            if pool["name"] == "gpu-l40s":
+                # Upgraded in place, one node at a time, while the validation job holds the node upgraded before
+                # it: its models need a node more than on image generations (parallelism-within-spare-capacity).
+                pool["nodeCount"] += 1
             pool.pop("generations")
             pool["eks"].pop("amiType", None)
             template = pool["eks"].get("launchTemplate") or {"id": f"lt-0a1b2c3d4e5f6a7b{index}", "version": "1"}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from spec.base import Stage
@@ -32,10 +33,11 @@ CLOUD_POOLS = "cloudPools"  # cloud pool name -> replace-only fields it was depl
 OPERATOR_VERSION = "operatorVersion"  # the GPU Operator chart release
 PER_POOL_DRIVERS = "perPoolDrivers"  # "true" when NVIDIADrivers own the operator's driver per pool
 PREVIOUS_DRIVER_VERSION = "previousDriverVersion"  # what held pools stay on; "" when none is declared
+TIMELINE = "timeline"  # when each wave was released and each generation first deployed (Timeline)
 
 OUTPUT_NAMES: tuple[str, ...] = (
     STAGE, CLUSTER, DRIVER_VERSION, POOLS, RELEASED_POOLS, HELD_POOLS,
-    CLOUD_POOLS, OPERATOR_VERSION, PER_POOL_DRIVERS, PREVIOUS_DRIVER_VERSION,
+    CLOUD_POOLS, OPERATOR_VERSION, PER_POOL_DRIVERS, PREVIOUS_DRIVER_VERSION, TIMELINE,
 )
 
 # The keys of a pool summary (beside DRIVER_VERSION), and of one of its generations.
@@ -46,6 +48,44 @@ IMAGE = "image"
 GENERATIONS = "generations"
 GENERATION_ID = "id"
 RETIRED = "retired"
+# The keys of the timeline.
+WAVES_RELEASED = "wavesReleased"  # wave (as a string) -> when a deployment first released it
+GENERATIONS_DEPLOYED = "generationsDeployed"  # pool -> generation id (as a string) -> when first deployed
+
+
+def timestamp(moment: datetime) -> str:
+    """How a recorded time is written: ISO 8601 in UTC to the second (``2026-12-09T10:00:00Z``)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def read_timestamp(value: Any) -> datetime | None:
+    """A recorded time back; anything else (hand-edited, another format) reads as None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """What deployments recorded, each time by the deployment that did it and carried forward unchanged by the
+    ones after it (``spec.manifests.timeline``): when each released wave was first released, and when each
+    live generation of an image-owned pool was first deployed. A wave or generation that predates the record,
+    or came with a preview (which deploys nothing), has no entry."""
+
+    waves_released: Mapping[int, datetime] = field(default_factory=dict)
+    generations_deployed: Mapping[str, Mapping[int, datetime]] = field(default_factory=dict)
+
+    def as_output(self) -> dict[str, Any]:
+        return {
+            WAVES_RELEASED: {str(w): timestamp(t) for w, t in sorted(self.waves_released.items())},
+            GENERATIONS_DEPLOYED: {
+                pool: {str(g): timestamp(t) for g, t in sorted(gens.items())}
+                for pool, gens in sorted(self.generations_deployed.items())
+            },
+        }
 
 
 @dataclass(frozen=True)
@@ -97,6 +137,7 @@ class StackOutputs:
     operator_version: str | None = None
     per_pool_drivers: bool | None = None
     previous_driver_version: str | None = None
+    timeline: Timeline = field(default_factory=Timeline)
 
     def as_outputs(self) -> dict[str, Any]:
         """Output name -> JSON value, in export order (``perPoolDrivers`` spelled "true"/"false")."""
@@ -111,6 +152,7 @@ class StackOutputs:
             OPERATOR_VERSION: self.operator_version,
             PER_POOL_DRIVERS: flag_text(self.per_pool_drivers) if self.per_pool_drivers is not None else None,
             PREVIOUS_DRIVER_VERSION: self.previous_driver_version,
+            TIMELINE: self.timeline.as_output(),
         }
 
 
@@ -172,6 +214,29 @@ def read_cloud_pools(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
 
 
+def _times(value: Any) -> dict[int, datetime]:
+    """A map of whole numbers (written as strings) to recorded times; what is malformed is left out."""
+    if not isinstance(value, Mapping):
+        return {}
+    found = {}
+    for key, text in value.items():
+        moment = read_timestamp(text)
+        if isinstance(key, str) and key.isdigit() and moment is not None:
+            found[int(key)] = moment
+    return found
+
+
+def read_timeline(value: Any) -> Timeline:
+    if not isinstance(value, Mapping):
+        return Timeline()
+    generations = value.get(GENERATIONS_DEPLOYED)
+    return Timeline(
+        waves_released=_times(value.get(WAVES_RELEASED)),
+        generations_deployed={str(pool): times for pool, gens in generations.items() if (times := _times(gens))}
+        if isinstance(generations, Mapping) else {},
+    )
+
+
 def read_stack_outputs(outputs: Any) -> StackOutputs:
     """A stack's outputs as `pulumi stack output --json` prints them or a StackReference hands them over (a
     mapping; anything else reads as a stack that states nothing)."""
@@ -188,4 +253,5 @@ def read_stack_outputs(outputs: Any) -> StackOutputs:
         operator_version=_text(outputs.get(OPERATOR_VERSION)),
         per_pool_drivers=_bool(outputs.get(PER_POOL_DRIVERS)),
         previous_driver_version=_text(outputs.get(PREVIOUS_DRIVER_VERSION)),
+        timeline=read_timeline(outputs.get(TIMELINE)),
     )

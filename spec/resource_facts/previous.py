@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spec.resource_facts.outputs import read_stack_outputs
+from spec.resource_facts.outputs import PoolSummary, Timeline, read_stack_outputs
 
 PREVIOUS_DEPLOYMENT = "previous-deployment"  # the logical name of the StackReference to the stack itself
 
@@ -33,6 +33,8 @@ class PreviousDeployment:
     per_pool_drivers: bool | None = None
     pool_drivers: Mapping[str, frozenset[str]] = field(default_factory=dict)  # pool -> the drivers it ran
     cloud_pools: Mapping[str, str] = field(default_factory=dict)  # cloud pool -> replacement record
+    pools: Mapping[str, PoolSummary] = field(default_factory=dict)  # pool -> its wave, role, held, generations
+    timeline: Timeline = field(default_factory=Timeline)  # when its waves were released, generations deployed
 
     @property
     def drivers_ran(self) -> frozenset[str]:
@@ -58,6 +60,8 @@ def read_previous_deployment(outputs: Any) -> PreviousDeployment:
         per_pool_drivers=last.per_pool_drivers,
         pool_drivers=pool_drivers,
         cloud_pools=dict(last.cloud_pools),
+        pools={name: summary for name, summary in last.pools.items() if summary != PoolSummary()},
+        timeline=last.timeline,
     )
 
 

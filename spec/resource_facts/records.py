@@ -31,6 +31,15 @@ class IdentityFacts:
     unpinned_hold_reason: str | None = None
     # The version of the facts the program wrote (spec.resource_facts.version); None: not stated or malformed
     facts_version: int | None = None
+    # The rollout's discipline as the stack declares it (spec.discipline.RolloutSettings): hours and reasons,
+    # and the maintenance window as its JSON (None where the stack declares none).
+    wave_dwell_hours: float | None = None
+    early_release_reason: str | None = None
+    serving_before_batch_reason: str | None = None
+    keep_generation_hours: float | None = None
+    early_retire_reason: str | None = None
+    maintenance_window: str | None = None
+    validation_job: bool | None = None  # the stack declares the post-upgrade validation job
 
 
 _IDENTITY_DATA = (
@@ -38,6 +47,10 @@ _IDENTITY_DATA = (
     ("perPoolDrivers", "per_pool_drivers"), ("aksResourceGroup", "aks_resource_group"),
     ("aksClusterName", "aks_cluster_name"), ("eksClusterName", "eks_cluster_name"), ("eksRegion", "eks_region"),
     ("unpinnedHoldReason", "unpinned_hold_reason"), ("factsVersion", "facts_version"),
+    ("waveDwellHours", "wave_dwell_hours"), ("earlyReleaseReason", "early_release_reason"),
+    ("servingBeforeBatchReason", "serving_before_batch_reason"), ("keepGenerationHours", "keep_generation_hours"),
+    ("earlyRetireReason", "early_retire_reason"), ("maintenanceWindow", "maintenance_window"),
+    ("validationJob", "validation_job"),
 )
 
 
@@ -56,6 +69,8 @@ def identity_data(facts: IdentityFacts) -> dict[str, str]:
         value = getattr(facts, field)
         if isinstance(value, bool):
             out[key] = flag_text(value)
+        elif isinstance(value, float):
+            out[key] = f"{value:g}"
         elif value is not None:
             out[key] = str(value)
     return out
@@ -69,7 +84,19 @@ def read_identity(props: Mapping[str, Any]) -> IdentityFacts:
         "stage": read_stage(values["stage"]),
         "per_pool_drivers": flag(values["per_pool_drivers"]),
         "facts_version": _version(values["facts_version"]),
+        "wave_dwell_hours": _hours(values["wave_dwell_hours"]),
+        "keep_generation_hours": _hours(values["keep_generation_hours"]),
+        "validation_job": flag(values["validation_job"]),
     })
+
+
+def _hours(value: Any) -> float | None:
+    """Stated hours: a non-negative number written as text, else None (not stated or malformed)."""
+    try:
+        hours = float(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    return hours if hours is not None and hours >= 0 and hours == hours and hours != float("inf") else None
 
 
 def _version(value: Any) -> int | None:

@@ -21,6 +21,7 @@ NVIDIA_DRIVER = kubernetes_type(kinds.NVIDIA_DRIVER)
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"  # the provider's own resource type, no Kubernetes kind
 PDB = kubernetes_type(kinds.POD_DISRUPTION_BUDGET)
 CONFIG_MAP = kubernetes_type(kinds.CONFIG_MAP)  # the records: cluster identity, a pool of an existing cluster
+DAEMON_SET = kubernetes_type(kinds.DAEMON_SET)  # the validation job's, one per pool it validates
 KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"
 STACK_REFERENCE = "pulumi:pulumi:StackReference"  # the stack's own last deployment (components/previous.py)
 # The component that holds that reference and registers its outputs: stack policies see a component's

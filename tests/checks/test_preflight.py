@@ -39,6 +39,7 @@ PREFLIGHT = {
     "kernel-precompiled": "1. Compatibility checks",
     "fabric-manager": "1. Compatibility checks",
     "mig-timeslicing": "1. Compatibility checks",
+    "dcgm-exporter": "1. Compatibility checks",
     "change-ticket": "1. Compatibility checks",
     "spare-capacity": "2. Capacity and disruption controls",
     "model-replicas": "2. Capacity and disruption controls",
@@ -118,7 +119,17 @@ BREAKS: dict[str, tuple[Callable[[FakeKube], None], Status]] = {
                                             "inference"), Status.FAIL),
     "readiness-probe": (_no_probe, Status.FAIL),
     "weights-cache": (_no_cache, Status.WARN),
+    # Issue 23: a DCGM Exporter older than any operator release listing R580 ships (24.9's, DCGM 3.3.9).
+    "dcgm-exporter": (lambda f: f.add(_dcgm_exporter("3.3.9-3.6.1-ubuntu22.04")), Status.WARN),
 }
+
+
+def _dcgm_exporter(tag: str) -> dict:
+    labels_ = {"app": "nvidia-dcgm-exporter"}
+    return {"kind": "DaemonSet", "metadata": {"name": "nvidia-dcgm-exporter", "namespace": "gpu-operator",
+                                              "labels": labels_},
+            "spec": {"selector": {"matchLabels": labels_}, "template": {"metadata": {"labels": labels_}, "spec": {
+                "containers": [{"name": "nvidia-dcgm-exporter", "image": f"nvcr.io/nvidia/k8s/dcgm-exporter:{tag}"}]}}}}
 
 
 @pytest.mark.parametrize("check_id", sorted(BREAKS))

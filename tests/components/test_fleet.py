@@ -87,9 +87,11 @@ def test_canary_driver_selects_its_pool_one_node_at_a_time(rendered: dict[str, P
 
 
 def test_prod_counts(rendered: dict[str, ProgramRun]) -> None:
-    # ConfigMaps: the cluster-identity record and the promotion record (components/promotion.py).
+    # ConfigMaps: the cluster-identity record, the promotion record (components/promotion.py) and the validation
+    # job's program; the job validates the one released pool (a DaemonSet).
+    validation_job = {token: 1 for token in validation.RESOURCE_TYPES}
     assert type_counts(rendered["prod"]) == {
-        AGENT_POOL: 3, CLUSTER_POLICY: 1, NVIDIA_DRIVER: 3, PDB: 4, CONFIG_MAP: 2, K8S_PROVIDER: 1
+        AGENT_POOL: 3, CLUSTER_POLICY: 1, NVIDIA_DRIVER: 3, PDB: 4, CONFIG_MAP: 3, K8S_PROVIDER: 1, **validation_job
     }
 
 
@@ -155,7 +157,8 @@ def test_children_are_parented_to_their_components(rendered: dict[str, ProgramRu
     promotion = "gpu-driver-upgrade-promotion"
     (record,) = [r for r in rendered["prod"].custom_resources if r.name == promotion]
     assert parent_type(record.urn) == "gpu-driver-upgrade:promotion:CanaryGate"
-    parents = {r.type: parent_type(r.urn) for r in rendered["prod"].custom_resources if r.name != promotion}
+    parents = {r.type: parent_type(r.urn) for r in rendered["prod"].custom_resources
+               if r.name != promotion and parent_type(r.urn) != "gpu-driver-upgrade:validation:ValidationJob"}
     assert parents == {
         AGENT_POOL: "gpu-driver-upgrade:pools:AksGpuPool",
         CLUSTER_POLICY: "gpu-driver-upgrade:operator:DriverPolicy",
@@ -286,7 +289,10 @@ def test_eks_prod_drops_retired_generations_and_pins_every_release(rendered: dic
 
 
 def test_eks_prod_installs_the_operator_with_driver_and_toolkit_disabled(rendered: dict[str, ProgramRun]) -> None:
-    assert type_counts(rendered["eks-prod"]) == {NODE_GROUP: 4, HELM_RELEASE: 1, PDB: 4, CONFIG_MAP: 2, K8S_PROVIDER: 1}
+    # The validation job (issue 23) on its two released pools, its program in a second ConfigMap.
+    validation_job = {**{token: 1 for token in validation.RESOURCE_TYPES}, "kubernetes:apps/v1:DaemonSet": 2}
+    assert type_counts(rendered["eks-prod"]) == {NODE_GROUP: 4, HELM_RELEASE: 1, PDB: 4, CONFIG_MAP: 3, K8S_PROVIDER: 1,
+                                                 **validation_job}
     (release,) = rendered["eks-prod"].of_type(HELM_RELEASE)
     values = release.inputs["values"]
     assert values["driver"] == {"enabled": False}
@@ -317,6 +323,7 @@ def test_every_stack_exports_the_contract_outputs(rendered: dict[str, ProgramRun
         "stage", "cluster", "driverVersion", "pools", "releasedPools", "heldPools",
         # read back by the next deployment (components/previous.py)
         "cloudPools", "operatorVersion", "perPoolDrivers", "previousDriverVersion",
+        "timeline",  # when waves were released and generations first deployed (issue 23)
     }
     assert rendered[stack].outputs["cluster"] == stack_spec(stack).cluster.name
 

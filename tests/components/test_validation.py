@@ -69,11 +69,16 @@ def with_validation(stack: str, **changes: Any) -> dict[str, str]:
 # ---------------------------------------------------------------- what is declared
 
 
-@pytest.mark.parametrize("stack", EXAMPLE_STACKS)
+@pytest.mark.parametrize("stack", [*EXAMPLE_STACKS, "prod-without-validation"])
 def test_only_stacks_with_a_validation_block_declare_the_job(rendered: dict[str, ProgramRun], stack: str) -> None:
-    run = rendered[stack]
+    if stack == "prod-without-validation":  # every example declares the job (the prod ones since issue 23)
+        config = stack_config("prod")
+        del config["gpu-driver-upgrade:validation"]
+        run = run_program(config, "prod")
+    else:
+        run = rendered[stack]
     types = sorted(r.type for r in job(run))
-    if stack in WITH_VALIDATION:
+    if stack != "prod-without-validation":
         extra = [DAEMON_SET] * (len(run.outputs["releasedPools"]) - 1)  # a DaemonSet per released pool
         assert types == sorted([*validation.RESOURCE_TYPES, *extra, CONFIG_MAP])
     else:

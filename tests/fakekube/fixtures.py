@@ -221,7 +221,9 @@ def model_container(model: Model) -> Obj:
         "name": "server",
         "image": model.image,
         "resources": {"requests": dict(gpus), "limits": dict(gpus)},
-        "readinessProbe": {"httpGet": {"path": "/health", "port": 8000}, "periodSeconds": 10},
+        # The engine's own health route, which answers only once the model is loaded (spec/serving.py).
+        "readinessProbe": {"httpGet": {"path": "/v2/health/ready" if "triton" in model.image else "/health",
+                                       "port": 8000}, "periodSeconds": 10},
         "volumeMounts": [{"name": "weights", "mountPath": "/models"}],
     }
 

@@ -15,6 +15,7 @@ import pytest
 
 from checks import kube as kube_module
 from spec.load import load_stack_file
+from spec.discipline import WEEKDAYS, MaintenanceWindow, WeeklyWindow
 from spec.model import FleetSpec
 from tests.conftest import PROJECT_DIR
 from tests.fakekube.fixtures import seed
@@ -37,7 +38,11 @@ def fake() -> Iterator[FakeKube]:
 
 @pytest.fixture
 def prod_spec() -> FleetSpec:
-    return stack_spec("prod")
+    """The example prod stack, its maintenance window open around the clock: the watch tests play the operator at
+    whatever time they run; tests/checks/test_watch_window.py judges the example's window on a fixed clock."""
+    spec = stack_spec("prod")
+    always = MaintenanceWindow(timeZone="UTC", weekly=[WeeklyWindow(days=list(WEEKDAYS), start="00:00", end="24:00")])
+    return spec.model_copy(update={"rollout": spec.rollout.model_copy(update={"maintenanceWindow": always})})
 
 
 @pytest.fixture

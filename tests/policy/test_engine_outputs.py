@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -412,7 +413,39 @@ OUTPUT_VARIANTS: dict[str, tuple[str, list[tuple[str, str | None, Callable[[dict
         "existing-prod", [(rf.CONFIG_MAP, "gpu-driver-upgrade-pool-l40s-serving", _set("data.nodeCount", "1"))],
         "spare-capacity", "pool l40s-serving",
     ),
+    # Issue 23: the rollout's discipline, read from the identity record, the pool labels and the last deployment.
+    "agent-pool-of-wave-3-released-before-wave-2": (
+        "prod", [(rf.AKS_POOL, "gpuh100", lambda p: p["nodeLabels"].pop(labels.SKIP_UPGRADE))],
+        "waves-in-order", "wave 3 (gpuh100) is released while an earlier wave is held",
+    ),
+    "generation-retired-an-hour-after-the-newest-came": (
+        "eks-prod", [(rf.PREVIOUS_DEPLOYMENT_COMPONENT, None, lambda p: p["outputs"].update(_l40s_ran_g0_to_g2()))],
+        "old-generation-kept", "pool gpu-l40s: g0 retired after g2 ran 1.0 h",
+    ),
+    "identity-record-without-the-validation-job": (
+        "prod", [(rf.CONFIG_MAP, "gpu-driver-upgrade-prod", lambda p: p["data"].update(validationJob="false"))],
+        "validation-job-required", "prod declares no validation job",
+    ),
+    "promotion-record-asking-half-a-day": (
+        "prod", [(rf.CONFIG_MAP, "gpu-driver-upgrade-promotion", lambda p: p["data"].update(minSoakHours="12"))],
+        "soak-floor", "promotion.minSoakHours is 12",
+    ),
+    "identity-record-without-a-window": (
+        "prod", [(rf.CONFIG_MAP, "gpu-driver-upgrade-prod", lambda p: p["data"].pop("maintenanceWindow"))],
+        "maintenance-window", "prod declares no maintenance window",
+    ),
 }
+
+
+def _l40s_ran_g0_to_g2() -> dict[str, Any]:
+    """A last deployment that ran generations 0, 1 and 2 of gpu-l40s, the newest first deployed an hour ago."""
+    an_hour_ago = rf.timestamp(datetime.now(UTC) - timedelta(hours=1))
+    return {
+        rf.OPERATOR_VERSION: "v26.7.0",
+        rf.POOLS: {"gpu-l40s": {"role": "serving", "wave": 2, "held": False,
+                                "generations": [{"id": g, "retired": False} for g in (0, 1, 2)]}},
+        rf.TIMELINE: {"generationsDeployed": {"gpu-l40s": {"2": an_hour_ago}}},
+    }
 
 
 def _apply(run: ProgramRun, changes) -> list[EngineResource]:

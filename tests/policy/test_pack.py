@@ -34,6 +34,7 @@ STACK_RULES = {
     "held-pool-pinned",
     "canary-attested",
     "facts-readable",
+    "waves-in-order", "old-generation-kept", "validation-job-required", "soak-floor", "maintenance-window",  # issue 23
 }
 
 

@@ -23,6 +23,8 @@ ISSUE_IDS = {
     "held-pool-pinned",  # issue 13: a held pool is held in every driver mode
     "canary-attested",  # issue 10: the prod gate
     "facts-readable",  # issue 22: the pack of the protected base refuses facts newer than it reads
+    # issue 23: the rollout's discipline
+    "waves-in-order", "old-generation-kept", "validation-job-required", "soak-floor", "maintenance-window",
 }
 
 

@@ -120,7 +120,38 @@ VARIANTS: dict[str, tuple[str, Callable[[], dict[str, str]], str]] = {
         ),
         "advisory",
     ),
+    # Issue 23. The L40S pool (wave 2) stays released while the A10G batch pool (wave 1) goes back to being held.
+    "waves-in-order": ("eks-prod", lambda: change(stack_config("eks-prod"), "nodePools", _a10g_held), "mandatory"),
+    "validation-job-required": ("prod", lambda: _without("prod", "validation"), "mandatory"),
+    "soak-floor": (
+        "prod", lambda: change(stack_config("prod"), "promotion", lambda p: p.update(minSoakHours=12)), "mandatory",
+    ),
+    "maintenance-window": (
+        "prod", lambda: change(stack_config("prod"), "rollout", lambda r: r.pop("maintenanceWindow")), "mandatory",
+    ),
 }
+
+
+def _a10g_held(pools: list[dict]) -> None:
+    """gpu-a10g held on its 570.195.03 generation (the 580.173.02 one removed, the old one live again)."""
+    a10g = next(p for p in pools if p["name"] == "gpu-a10g")
+    a10g["rollout"]["released"] = False
+    a10g["generations"] = [{**a10g["generations"][0], "retired": False}]
+
+
+def _without(stack: str, key: str) -> dict[str, str]:
+    config = stack_config(stack)
+    del config[KEY + key]
+    return config
+
+
+def _l40s_on_its_first_generation(pools: list[dict]) -> None:
+    l40s = next(p for p in pools if p["name"] == "gpu-l40s")
+    l40s["generations"] = l40s["generations"][:1]
+
+
+def _l40s_first_generation_retired(pools: list[dict]) -> None:
+    next(p for p in pools if p["name"] == "gpu-l40s")["generations"][0]["retired"] = True
 
 
 def _helm_without_nvidiadrivers(selectors: list[str]) -> dict[str, str]:
@@ -205,6 +236,14 @@ TRANSITION_VARIANTS: dict[str, tuple[str, str, Callable[[], dict[str, str]], Cal
     # The operator chart goes from 26.3.3 to 26.7.0 and per-pool mode comes on in the same Helm upgrade.
     "per-pool-mode-own-change": (
         "per-pool-mode-own-change", "prod", lambda: _helm_prod("v26.3.3", False), lambda: _helm_prod("v26.7.0", True),
+        "mandatory",
+    ),
+    # Issue 23: the L40S pool's first generation retired in the change that first deploys its second, the way
+    # back gone before the new generation ran at all.
+    "old-generation-kept": (
+        "old-generation-kept", "eks-prod",
+        lambda: change(stack_config("eks-prod"), "nodePools", _l40s_on_its_first_generation),
+        lambda: change(stack_config("eks-prod"), "nodePools", _l40s_first_generation_retired),
         "mandatory",
     ),
 }

@@ -5,6 +5,7 @@ records them (the config each update ran, its result, message and the commit it 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,9 @@ from spec.load import read_stack_file
 from tests.rollout.gitrepo import GIT_ENV, GitRepo
 
 STACKS = ("canary", "prod", "eks-canary", "eks-prod", "existing-canary", "existing-prod")
+# A Wednesday, 11:30 UTC: inside every example prod stack's maintenance window (Amsterdam and Berlin 09:00-14:00,
+# New York 06:00-11:00 local). What a window does to the plan is tested with moments outside it, below.
+INSIDE_THE_WINDOWS = datetime(2026, 12, 9, 11, 30, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -61,12 +65,12 @@ class Backend:
     def deployed(self) -> dict[str, Deployed]:
         return {s: Deployed(self.updates.get(s), file_config(self.repo, s)) for s in STACKS}
 
-    def plan(self, stacks: list[str] | None = None) -> deploy_plan.DeployPlan:
+    def plan(self, stacks: list[str] | None = None, now: datetime = INSIDE_THE_WINDOWS) -> deploy_plan.DeployPlan:
         git = Repository(self.repo.root)
         head = git.commit("HEAD", "--head")
         chosen = [s for s in stack_files(self.repo.root) if stacks is None or s.name in stacks]
         deployed = {**self.deployed(), **{s.name: Deployed(None) for s in chosen if s.name not in STACKS}}
-        return deploy_plan.plan(chosen, deployed, head, git)
+        return deploy_plan.plan(chosen, deployed, head, git, now)
 
 
 def decisions(result: deploy_plan.DeployPlan) -> dict[str, deploy_plan.Decision]:
@@ -258,3 +262,33 @@ def test_a_stack_file_that_does_not_load_is_deployed_so_its_up_fails_and_says_wh
     assert deployed_names(result) == ["broken"]
     assert result.as_json()["prod"][0]["stack"] == "broken"  # the stricter environment
     assert "its stack file does not load" in decisions(result)["broken"].reason
+
+
+# ---------------------------------------------------------------- maintenance windows (issue 23)
+
+
+def test_a_prod_stack_outside_its_window_is_left_alone_with_when_it_opens(repo: GitRepo, backend: Backend) -> None:
+    repo.edit("prod", "driver", lambda d: d.update(version="580.159.04"))
+    repo.edit("canary", "driver", lambda d: d.update(version="580.159.04"))
+    repo.commit("both on 580.159.04")
+    friday_evening = datetime(2026, 12, 11, 18, 0, tzinfo=UTC)  # after the Thursday window in Amsterdam
+    found = decisions(backend.plan(now=friday_evening))
+    assert found["canary"].deploy  # the canary declares no window
+    assert not found["prod"].deploy and found["prod"].pack_ref is None
+    assert found["prod"].reason.startswith("its config differs from what update 1 ran (gpu-driver-upgrade:driver)")
+    assert ("outside its maintenance window (tue,wed,thu 09:00-14:00 (Europe/Amsterdam)); the next one opens "
+            "Tue 2026-12-15 09:00 CET") in found["prod"].reason
+    document = backend.plan(now=friday_evening).as_json()
+    assert document["prod"] == [] and "prod" in {s["stack"] for s in document["skip"]}
+    # Inside the window the same change goes up, and the matrix entry names the window.
+    tuesday = datetime(2026, 12, 15, 8, 0, tzinfo=UTC)  # 09:00 in Amsterdam
+    (entry,) = backend.plan(now=tuesday).as_json()["prod"]
+    assert entry["stack"] == "prod" and entry["maintenanceWindow"] == "tue,wed,thu 09:00-14:00 (Europe/Amsterdam)"
+
+
+def test_at_must_be_a_moment_with_a_zone(repo: GitRepo) -> None:
+    bad = CliRunner().invoke(app, ["deploy-plan", "--project-dir", str(repo.root), "--at", "next tuesday"], env=GIT_ENV)
+    assert bad.exit_code == 2 and "--at" in bad.output and "ISO 8601" in bad.output
+    naive = CliRunner().invoke(app, ["deploy-plan", "--project-dir", str(repo.root), "--at", "2026-12-09T11:30:00"],
+                               env=GIT_ENV)
+    assert naive.exit_code == 2 and "names no time zone" in naive.output

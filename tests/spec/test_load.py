@@ -567,3 +567,15 @@ def test_capacity_block_generations_share_the_reservation() -> None:
     spec = spec_from_config(edited("eks-prod", "nodePools", shared))
     pool = spec.nodePools[2]
     assert [pool.generation_nodes(g) for g in pool.live_generations] == [2, 1]
+
+
+@pytest.mark.parametrize("canary", ["x" * 101, "canary/..", "org/project/..", "a/b/c/d", "org//canary", "can ary"])
+def test_the_canary_stack_must_be_a_stack_name(canary: str) -> None:
+    # Its own name names Pulumi.<name>.yaml and attestations/<name>/: a path or an overlong name is refused here.
+    config = change(stack_config("prod"), "promotion", lambda p: p.update(canaryStack=canary))
+    assert_problem(config, "gpu-driver-upgrade:promotion.canaryStack", "is not a stack", "at most 100 characters")
+
+
+def test_the_canary_stack_may_be_named_fully() -> None:
+    config = change(stack_config("prod"), "promotion", lambda p: p.update(canaryStack="acme/gpu-driver-upgrade/canary"))
+    assert spec_from_config(config).promotion.canaryStack == "acme/gpu-driver-upgrade/canary"

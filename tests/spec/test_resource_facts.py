@@ -103,6 +103,12 @@ def expected_identity(spec: FleetSpec) -> rf.IdentityFacts:
         aks.resourceGroup if aks else None, aks.clusterName if aks else None,
         eks.clusterName if eks else None, eks.region if eks else None,
         unpinned_hold_reason=spec.gpuOperator.unpinnedHoldReason, facts_version=rf.FACTS_VERSION,
+        wave_dwell_hours=spec.rollout.waveDwellHours, early_release_reason=spec.rollout.earlyReleaseReason,
+        serving_before_batch_reason=spec.rollout.servingBeforeBatchReason,
+        keep_generation_hours=spec.rollout.keepGenerationHours, early_retire_reason=spec.rollout.earlyRetireReason,
+        maintenance_window=(spec.rollout.maintenanceWindow.model_dump_json()
+                            if spec.rollout.maintenanceWindow is not None else None),
+        validation_job=spec.validation is not None,
     )
 
 

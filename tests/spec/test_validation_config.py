@@ -88,10 +88,10 @@ def test_a_validation_pod_takes_every_gpu_of_its_node_on_the_pools_the_job_valid
     canary = spec_from_config(stack_config("existing-canary"))
     assert {p.name: canary.validation_gpus(p) for p in canary.nodePools} == {"l40s-canary": 1, "h100-canary": 8}
     config = stack_config("existing-prod")
-    assert f"{KEY}" not in config
+    declared = config.pop(KEY)  # the example declares the job (issue 23); first without it
     prod = spec_from_config(config)
     assert {p.name: prod.validation_gpus(p) for p in prod.nodePools} == {"l40s-serving": 0, "h100-serving": 0}
-    config[KEY] = stack_config("existing-canary")[KEY]
+    config[KEY] = declared
     validated = spec_from_config(config)
     # The released pool is validated with all 4 GPUs of a node; the held one is not validated at all.
     assert {p.name: validated.validation_gpus(p) for p in validated.nodePools} == {"l40s-serving": 4,
