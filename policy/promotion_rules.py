@@ -14,9 +14,10 @@ stack's waivers (``components/promotion.py``, ``spec.resource_facts.promotion``)
   ``promotion.waivers.<pool>`` accepts is advice, with the waiver's reason.
 
 What is a promotion comes from what the last deployment applied to the pools (its ``pools`` output, never a
-config field): a released pool's driver unless some pool of the fleet ran it (a redeployment, a rollback: what
-would block it is advice); a held pool's pin when the pool ran another driver (a change of
-``driver.previousVersion`` moves the pool). On a stack's first deployment a held pool's pin is taken as what it
+config field, and recorded per pool across deployments in the ``timeline`` output's ``driversRun``): a pool's
+driver unless that pool ran it before (a redeployment, a rollback: what would block it is advice), even where
+other pools run it, since an attestation binds a kind of GPU; a held pool's pin when the pool ran another
+driver (a change of ``driver.previousVersion`` moves the pool). On a stack's first deployment a held pool's pin is taken as what it
 runs: nothing records otherwise.
 
 The rule also refuses trusting the example key (``spec.attestation.EXAMPLE_KEY_ID``, whose private half is in
@@ -56,7 +57,8 @@ SETTINGS = PolicyConfig(properties={TRUSTED_KEYS: attestation.TRUSTED_KEYS_SCHEM
 
 @dataclass
 class _Target:
-    """A driver pools move to, with those pools; ``promotion`` False: the fleet ran it (what blocks is advice)."""
+    """A driver pools move to, with those pools; ``promotion`` False: each of them ran it before (what blocks is
+    advice)."""
 
     driver: str
     promotion: bool
@@ -80,16 +82,18 @@ def _target_drivers(pool: facts.Pool, stack: StackFacts) -> set[str]:
 
 
 def _is_promotion(pool: facts.Pool, driver: str, last: rf.PreviousDeployment) -> bool | None:
-    """Whether the pool's taking ``driver`` is a promotion: True, False (the fleet ran it: advice), or None
-    (a held pool that stays on what it runs, or one on a first deployment: not judged)."""
-    if not pool.facts.held:
-        return driver not in last.drivers_ran
-    if not last.deployed:
-        return None
+    """Whether the pool's taking ``driver`` is a promotion: True; False (the pool ran it before, a rollback or
+    a redeployment: advice); or None (a held pool that stays on what it runs, or one on a first deployment: not
+    judged). "Ran" is per pool, since the attestation binds a kind of GPU: a driver other pools run is still a
+    promotion of this one (wave 2 onto what wave 1 runs)."""
     ran = last.pool_drivers.get(pool.name)
-    if ran is None:  # a pool the last deployment did not have
-        return driver not in last.drivers_ran
-    return None if driver in ran else True
+    if pool.facts.held:
+        if not last.deployed:
+            return None
+        if ran is None:  # a pool the last deployment did not have, held on the fleet's old driver
+            return driver not in last.drivers_ran
+        return None if driver in ran else True
+    return ran is None or driver not in ran
 
 
 def _targets(stack: StackFacts) -> tuple[dict[tuple[str, bool], _Target], list[Finding]]:
@@ -316,7 +320,8 @@ def canary_attested(stack: StackFacts, settings: GateSettings = GateSettings()) 
                 yield Finding(message, resource)
             else:
                 yield advice(
-                    f"{message} (the fleet ran {driver} as of its last deployment: not a promotion, not blocked)",
+                    f"{message} (each of these pools ran {driver} before: a rollback or a redeployment, not a "
+                    "promotion, not blocked)",
                     resource,
                 )
         for note in notes:

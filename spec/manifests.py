@@ -447,7 +447,34 @@ def timeline(spec: FleetSpec, last: rf.StackOutputs, now: datetime | None) -> rf
                 times[gen.id] = now
         if times:
             generations[pool.name] = times
-    return rf.Timeline(waves, generations)
+    return rf.Timeline(waves, generations, drivers_run(spec, last))
+
+
+def drivers_run(spec: FleetSpec, last: rf.StackOutputs) -> dict[str, tuple[str, ...]]:
+    """Per pool, the drivers deployments applied to it that still count as run: what the last deployment
+    recorded, what it ran itself (its pool summary, for a last deployment made before this record existed),
+    then what this one applies (the pool's target, its live generations'); the most recent
+    ``rf.DRIVERS_REMEMBERED`` kept, each driver at its latest place. A pool moved back to a driver it ran is a
+    rollback, and the driver it leaves is forgotten: it was rolled back from, so taking it again is a promotion
+    that its attestation judges again. A redeployment records the same again. Not a time: a preview states it."""
+    out: dict[str, tuple[str, ...]] = {}
+    for pool in spec.nodePools:
+        summary = last.pools.get(pool.name)
+        ran = list(last.timeline.drivers_run.get(pool.name, ()))
+        if summary is not None:
+            ran += [d for d in (*(g.driver_version for g in summary.generations if not g.retired),
+                                summary.driver_version) if d]
+        target = spec.pool_target(pool).driver
+        left = summary.driver_version if summary is not None else None
+        if target is not None and left is not None and target != left and target in ran:
+            ran = [d for d in ran if d != left]  # rolled back from
+        ran += [*(g.driverVersion for g in pool.live_generations), *([target] if target else [])]
+        remembered: list[str] = []
+        for driver in reversed(ran):  # the most recent run of each driver counts
+            if driver not in remembered:
+                remembered.insert(0, driver)
+        out[pool.name] = tuple(remembered[-rf.DRIVERS_REMEMBERED:])
+    return out
 
 
 def stack_outputs(spec: FleetSpec, recorded: rf.Timeline | None = None) -> rf.StackOutputs:

@@ -51,6 +51,8 @@ RETIRED = "retired"
 # The keys of the timeline.
 WAVES_RELEASED = "wavesReleased"  # wave (as a string) -> when a deployment first released it
 GENERATIONS_DEPLOYED = "generationsDeployed"  # pool -> generation id (as a string) -> when first deployed
+DRIVERS_RUN = "driversRun"  # pool -> the drivers deployments applied to it, this one's included, oldest first
+DRIVERS_REMEMBERED = 8  # per pool: enough for any rollback, bounded however long the stack lives
 
 
 def timestamp(moment: datetime) -> str:
@@ -77,6 +79,9 @@ class Timeline:
 
     waves_released: Mapping[int, datetime] = field(default_factory=dict)
     generations_deployed: Mapping[str, Mapping[int, datetime]] = field(default_factory=dict)
+    # Per pool, the drivers deployments applied to it up to the one these outputs are of, oldest first: moving a
+    # pool back to one of them is a rollback, not a promotion.
+    drivers_run: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def as_output(self) -> dict[str, Any]:
         return {
@@ -85,6 +90,7 @@ class Timeline:
                 pool: {str(g): timestamp(t) for g, t in sorted(gens.items())}
                 for pool, gens in sorted(self.generations_deployed.items())
             },
+            DRIVERS_RUN: {pool: list(drivers) for pool, drivers in sorted(self.drivers_run.items())},
         }
 
 
@@ -230,10 +236,14 @@ def read_timeline(value: Any) -> Timeline:
     if not isinstance(value, Mapping):
         return Timeline()
     generations = value.get(GENERATIONS_DEPLOYED)
+    run = value.get(DRIVERS_RUN)
     return Timeline(
         waves_released=_times(value.get(WAVES_RELEASED)),
         generations_deployed={str(pool): times for pool, gens in generations.items() if (times := _times(gens))}
         if isinstance(generations, Mapping) else {},
+        drivers_run={str(pool): tuple(d for d in drivers if isinstance(d, str) and d)
+                     for pool, drivers in run.items() if isinstance(drivers, (list, tuple))}
+        if isinstance(run, Mapping) else {},
     )
 
 

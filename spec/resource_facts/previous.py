@@ -31,7 +31,7 @@ class PreviousDeployment:
 
     operator_version: str | None = None
     per_pool_drivers: bool | None = None
-    pool_drivers: Mapping[str, frozenset[str]] = field(default_factory=dict)  # pool -> the drivers it ran
+    pool_drivers: Mapping[str, frozenset[str]] = field(default_factory=dict)  # pool -> every driver it ran
     cloud_pools: Mapping[str, str] = field(default_factory=dict)  # cloud pool -> replacement record
     pools: Mapping[str, PoolSummary] = field(default_factory=dict)  # pool -> its wave, role, held, generations
     timeline: Timeline = field(default_factory=Timeline)  # when its waves were released, generations deployed
@@ -53,6 +53,7 @@ def read_previous_deployment(outputs: Any) -> PreviousDeployment:
     pool_drivers = {}
     for name, summary in last.pools.items():
         ran = {summary.driver_version} | {g.driver_version for g in summary.generations if not g.retired}
+        ran |= set(last.timeline.drivers_run.get(name, ()))  # what earlier deployments applied to it
         if ran - {None}:
             pool_drivers[name] = frozenset(d for d in ran if d)
     return PreviousDeployment(

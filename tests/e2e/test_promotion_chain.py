@@ -1,15 +1,15 @@
 """What ran is what ran (issue 20 point 2), in the real engine with the policy pack: a canary and a prod stack of
 their own go up on driver A; B is promoted with its attestation; prod rolls back to A; a change of prod's
 ``previousVersion`` to an unattested C is refused (it would move the held pool); re-promoting B is judged by B's
-attestation again, since the last deployment ran A everywhere.
+attestation again: the rollback left B, and a driver a pool was rolled back from no longer counts as run.
 
 The two stacks are the existing-cluster examples with their pools renamed (``chain-...``, selecting the same
-nodes) and their models renamed too (the same pods), without the validation job: their own NVIDIADrivers, pool
+nodes), models of their own whose PDBs select no pod, without the validation job: their own NVIDIADrivers, pool
 records and PDBs, so the session's stacks keep theirs. The records every stack of a stage writes (kube-system/gpu-driver-upgrade-<stage>, the promotion record)
 are shared with the session's stacks; these stacks' `up` takes their fields over (the provider's patch force,
-PULUMI_K8S_ENABLE_PATCH_FORCE), and no later test deploys the session's prod stack. Attestations are sealed by
+PULUMI_K8S_ENABLE_PATCH_FORCE). Attestations are sealed by
 the test through spec.attestation and signed with the example key (tests/policy/attested.py), standing in for the
-canary's `gpu-rollout verify`.
+canary's `gpu-rollout verify`. Stacks of their own as tests/e2e/variants.py makes them.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 
 from spec import attestation as att
 from spec.attestation import AttestedPool
-from tests.e2e.conftest import policy_args
+from tests.e2e import variants
 from tests.e2e.controlplane import ControlPlane, Rest
 from tests.e2e.pulumi_cli import Pulumi, Result
 from tests.e2e.test_engine import variant_stack
@@ -38,13 +38,7 @@ RENAMED = {"l40s-canary": "chain-l40s", "h100-canary": "chain-h100", "l40s-servi
 
 
 def _own_pools(config: dict) -> None:
-    """The example's pools and models under names of their own (the same nodes and pods), no validation job."""
-    for pool in config["nodePools"]:
-        pool["name"] = RENAMED[pool["name"]]
-    for model in config["models"]:
-        model["name"] = f"chain-{model['name']}"
-        model["nodePools"] = [RENAMED[p] for p in model["nodePools"]]
-    config.pop("validation", None)
+    variants.own_pools(config, RENAMED, "chain")
 
 
 def _canary_config(config: dict) -> None:
@@ -56,7 +50,6 @@ def _prod_config(config: dict) -> None:
     _own_pools(config)
     config["driver"]["previousVersion"] = A  # the held pool stays on A throughout
     config["promotion"]["canaryStack"] = CANARY
-    config["promotion"]["waivers"] = {"chain-l40s-serving": config["promotion"]["waivers"].pop("l40s-serving")}
 
 
 @pytest.fixture(scope="module")
@@ -76,11 +69,11 @@ def _set(pulumi: Pulumi, stack: str, **driver: str) -> None:
 
 def _up(pulumi: Pulumi, pack: Path, stack: str, stage: str, check: bool = True) -> Result:
     return pulumi.run("up", "--stack", stack, "--yes", "--non-interactive", "--skip-preview",
-                      *policy_args(pack, stage), program=True, check=check)
+                      *variants.policy(pulumi, pack, stage), program=True, check=check)
 
 
 def _preview(pulumi: Pulumi, pack: Path) -> Result:
-    return pulumi.run("preview", "--stack", PROD, "--non-interactive", *policy_args(pack, "prod"), program=True,
+    return pulumi.run("preview", "--stack", PROD, "--non-interactive", *variants.policy(pulumi, pack, "prod"), program=True,
                       check=False)
 
 

@@ -14,6 +14,7 @@ from policy.registry import POLICY_IDS
 from rollout.cli import app
 from tests.conftest import EXAMPLE_STACKS, PROD_GATE, PROJECT_DIR, as_planned, change, stack_config
 from preview.run import run_program
+from spec import resource_facts as rf
 from tests.policy.variants import MORE_VARIANTS, TRANSITION_VARIANTS, VARIANTS
 
 runner = CliRunner()
@@ -129,12 +130,25 @@ def test_a_rollback_plan_passes_against_the_deployment_it_rolls_back(tmp_path, r
     # Issue 12: prod goes back to 570.195.03. Operator v26.7.0 lists no R570 driver, but the fleet ran it: the
     # gate must not block the way back in an incident. previousVersion stays what the held pools run (issue 20:
     # swapping it would move them to the driver being rolled back, which the gate judges as a promotion).
+    # "Ran" is per pool (the attestation binds a kind of GPU): the deployment rolled back from is the one that
+    # released gput4 from 570.195.03 to 580.173.02, after one that held it there; it records both.
+    all_held = change(stack_config("prod"), "nodePools", lambda pools: [p["rollout"].update(released=False)
+                                                                         for p in pools])
+    before = run_program(all_held, "prod").outputs
+    released = run_program(stack_config("prod"), "prod", previous_outputs=before).outputs
+    assert released[rf.TIMELINE]["driversRun"]["gput4"] == ["570.195.03", "580.173.02"]
     rolled_back = change(stack_config("prod"), "driver", lambda d: d.update(version="570.195.03"))
     path = write_stack(tmp_path, "prod", rolled_back)
     previous = tmp_path / "outputs.json"
-    previous.write_text(json.dumps(rendered["prod"].outputs))
+    previous.write_text(json.dumps(released))
     informed = runner.invoke(app, ["plan", "--stack-file", str(path), "--json", "--previous-outputs", str(previous)])
     assert informed.exit_code == 0, informed.stdout
+    # Against a first deployment, which has no record of gput4 on 570.195.03, the T4 pool's move is a promotion.
+    first = tmp_path / "first.json"
+    first.write_text(json.dumps(rendered["prod"].outputs))
+    unproven = runner.invoke(app, ["plan", "--stack-file", str(path), "--json", "--previous-outputs", str(first)])
+    assert any(v["policy"] == PROD_GATE and v["enforcement"] == "mandatory" and "pools gput4" in v["message"]
+               for v in json.loads(unproven.stdout)["violations"])
     advice = [v for v in json.loads(informed.stdout)["violations"] if v["policy"] == "operator-supports-driver"]
     assert advice and all(v["enforcement"] == "advisory" for v in advice)
     # The objects that move back say it is a rollback; the held pools say they stay where they are.

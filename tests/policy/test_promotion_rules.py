@@ -206,7 +206,7 @@ def test_a_driver_the_fleet_ran_is_not_blocked(project: Path, canary_outputs: di
     assert messages(found) == []
     (advice,) = [m for m in messages(found, "advisory") if "no attestation" in m]
     assert "no attestation attestations/existing-canary/580.173.02.json" in advice
-    assert advice.endswith("(the fleet ran 580.173.02 as of its last deployment: not a promotion, not blocked)")
+    assert advice.endswith("(each of these pools ran 580.173.02 before: a rollback or a redeployment, not a promotion, not blocked)")
 
 
 def test_a_held_pool_needs_no_attestation(project: Path, canary_outputs: dict[str, Any]) -> None:

@@ -104,7 +104,9 @@ def test_a_first_update_records_its_moment_and_a_preview_records_nothing() -> No
     first = manifests.timeline(spec, rf.StackOutputs(), T0)
     assert first.waves_released == {1: T0, 2: T0}  # the released prod waves; wave 3 is held
     assert first.generations_deployed == {"gpu-a10g": {4: T0}, "gpu-l40s": {1: T0, 2: T0}, "gpu-h100": {1: T0}}
-    assert manifests.timeline(spec, rf.StackOutputs(), None) == rf.Timeline()
+    preview = manifests.timeline(spec, rf.StackOutputs(), None)
+    assert (preview.waves_released, preview.generations_deployed) == ({}, {})  # no time: a preview deploys nothing
+    assert preview.drivers_run == first.drivers_run  # not a time: what the pools take is stated either way
 
 
 def test_later_deployments_carry_the_record_forward_unchanged() -> None:
@@ -127,7 +129,8 @@ def test_what_the_last_deployment_ran_without_a_record_gets_none() -> None:
     spec = spec_from_config(stack_config("eks-prod"))
     unrecorded = manifests.stack_outputs(spec)  # an older release of the program, or a preview's outputs
     again = manifests.timeline(spec, unrecorded, T0)
-    assert again == rf.Timeline()  # its waves and generations were running before T0: their time is not T0
+    # Its waves and generations were running before T0: their time is not T0.
+    assert (again.waves_released, again.generations_deployed) == ({}, {})
 
 
 def test_a_recorded_time_that_is_no_time_reads_as_none() -> None:
@@ -135,3 +138,34 @@ def test_a_recorded_time_that_is_no_time_reads_as_none() -> None:
                             "generationsDeployed": {"p": {"1": "2026-12-01T08:00:00Z"}, "q": "junk"}})
     assert odd == rf.Timeline({}, {"p": {1: T0}})
     assert rf.read_timeline(None) == rf.Timeline()
+
+
+def test_each_pool_remembers_the_drivers_deployments_applied_to_it() -> None:
+    """What ran is recorded per pool and carried forward (the prod gate: a pool going back to a driver it ran is
+    a rollback, a driver only other pools ran is still a promotion of this one)."""
+    spec = spec_from_config(stack_config("eks-prod"))
+    first = manifests.stack_outputs(spec, manifests.timeline(spec, rf.StackOutputs(), T0))
+    assert first.timeline.drivers_run == {"gpu-a10g": ("580.173.02",), "gpu-l40s": ("570.195.03", "580.173.02"),
+                                          "gpu-h100": ("570.195.03",)}
+    assert manifests.timeline(spec, first, T0).drivers_run == first.timeline.drivers_run  # a redeployment: the same
+    # Every driver at its latest place, the oldest forgotten past DRIVERS_REMEMBERED.
+    last = rf.StackOutputs(pools={"gpu-h100": rf.PoolSummary(driver_version="580.173.02")},
+                           timeline=rf.Timeline(drivers_run={"gpu-h100": tuple(f"5{n:02d}.1.1" for n in range(10))}))
+    remembered = manifests.timeline(spec, last, T0).drivers_run["gpu-h100"]
+    assert len(remembered) == rf.DRIVERS_REMEMBERED and remembered[-2:] == ("580.173.02", "570.195.03")
+    assert rf.read_timeline(rf.Timeline(drivers_run={"p": ("a",)}).as_output()).drivers_run == {"p": ("a",)}
+
+
+def test_a_pool_rolled_back_forgets_the_driver_it_left() -> None:
+    """A -> B -> back to A: A still counts as run, B does not (taking it again is judged by its attestation)."""
+    def deployed(version: str, last: rf.StackOutputs) -> rf.StackOutputs:
+        spec = spec_from_config(change(stack_config("existing-prod"), "driver", lambda d: d.update(version=version)))
+        return manifests.stack_outputs(spec, manifests.timeline(spec, last, T0))
+
+    on_a = deployed("580.173.02", rf.StackOutputs())
+    on_b = deployed("595.91.07", on_a)
+    assert on_b.timeline.drivers_run["l40s-serving"] == ("580.173.02", "595.91.07")
+    back = deployed("580.173.02", on_b)
+    assert back.timeline.drivers_run["l40s-serving"] == ("580.173.02",)
+    assert rf.read_previous_deployment(back.as_outputs()).pool_drivers["l40s-serving"] == {"580.173.02"}
+    assert rf.read_previous_deployment(on_b.as_outputs()).pool_drivers["l40s-serving"] == {"580.173.02", "595.91.07"}
