@@ -373,6 +373,29 @@ def _read_comparison(reader: Reader, comparison: Comparison, placement: _Placeme
 # ---------------------------------------------------------------- restarts
 
 
+def _at_bucket_ends(reader: Reader, expr: str, window: Window
+                    ) -> dict[tuple[str, str], dict[int, float]] | None:
+    """(pod, container) -> bucket index -> the counter's value at that bucket's end (index 0: the window's start).
+    Differences of the counter's own values, never ``increase()``, whose extrapolation would turn 12 restarts
+    into 13."""
+    out: dict[tuple[str, str], dict[int, float]] = {}
+    series = reader.range(expr, window.start, window.start + window.full * window.bucket, window.bucket)
+    if series is None:
+        return None
+    for one in series:
+        for at, value in one.points:
+            index = round((at - window.start) / window.bucket)
+            out.setdefault((one.labels.get("pod", ""), one.labels.get("container", "")), {})[index] = value
+    buckets = window.buckets()
+    if buckets and buckets[-1].index > window.full:
+        samples = reader.instant(expr, window.end)
+        if samples is None:
+            return None
+        for labels_, value in samples:
+            out.setdefault((labels_.get("pod", ""), labels_.get("container", "")), {})[buckets[-1].index] = value
+    return out
+
+
 def restarts(reader: Reader | None, model: Model, live: list[Obj], pattern: str | None, placement: _Placement,
               upgraded: set[str], window: Window | None) -> Restarts:
     on_upgraded = sorted(name_of(p) for p in live)
@@ -380,25 +403,26 @@ def restarts(reader: Reader | None, model: Model, live: list[Obj], pattern: str 
         pods = {pod: node for pod, node in placement.nodes.items() if node in upgraded}
         found = Restarts(model, "kube-state-metrics", sorted(set(pods) | set(on_upgraded)))
         selector = f'namespace="{model.namespace}",pod=~"{pattern}"'
-        restarts = _per_bucket(reader, lambda w: [f"sum by (pod, container) (increase({KSM_RESTARTS}{{{selector}}}[{w}]))"],
-                               window)
+        counts = _at_bucket_ends(reader, f"max by (pod, container) ({KSM_RESTARTS}{{{selector}}})", window)
         ooms = _per_bucket(reader, lambda w: [f'max by (pod, container) (max_over_time({KSM_TERMINATED}{{{selector},'
                                               f'reason="OOMKilled"}}[{w}]))'], window)
-        if restarts is None or ooms is None:
+        if counts is None or ooms is None:
             found.error = reader.errors[-1]
             return found
-        if not restarts:
+        if not counts:
             found.missing.append(f"{KSM_RESTARTS} has no series for the model's pods ({pattern})")
         buckets = {b.index: b for b in window.buckets()}
         oom_at = {(index, labels_.get("pod"), labels_.get("container")) for index, samples in ooms.items()
                   for labels_, value in samples if value >= 1}
-        for index, samples in sorted(restarts.items()):
-            for labels_, value in samples:
-                pod, container, count = labels_.get("pod", ""), labels_.get("container", ""), round(value)
-                if count <= 0 or pod not in pods:
-                    continue
-                oom = count if (index, pod, container) in oom_at else 0
-                found.restarts.append(Restart(pod, container, pods[pod], buckets.get(index), count, oom))
+        for (pod, container), by_end in sorted(counts.items()):
+            previous = by_end.get(0, 0.0)  # its count when the soak started (0 for a pod started since)
+            for index in sorted(i for i in by_end if i > 0):
+                value = by_end[index]
+                count = round(value - previous if value >= previous else value)  # lower: the pod's counter reset
+                previous = value
+                if count > 0 and pod in pods:
+                    found.restarts.append(Restart(pod, container, pods[pod], buckets.get(index), count,
+                                                  (index, pod, container) in oom_at))
         return found
     found = Restarts(model, "the pods' status", on_upgraded)
     if reader is None:
@@ -413,8 +437,8 @@ def restarts(reader: Reader | None, model: Model, live: list[Obj], pattern: str 
             if count:
                 reason = ((status.get("lastState") or {}).get("terminated") or {}).get("reason")
                 found.restarts.append(Restart(name_of(live_pod), str(status.get("name", "")),
-                                              str(spec_of(live_pod).get("nodeName")),
-                                              None, count, count if reason == "OOMKilled" else 0))
+                                              str(spec_of(live_pod).get("nodeName")), None, count,
+                                              reason == "OOMKilled"))
     return found
 
 

@@ -299,7 +299,7 @@ def check_model_restarts(facts: VerifyFacts) -> list[Finding]:
                                     "missing": reading.missing,
                                     "restarts": [{"pod": r.pod, "container": r.container, "node": r.node,
                                                   "bucket": r.bucket.as_json() if r.bucket else None,
-                                                  "restarts": r.restarts, "oomKills": r.oom_kills}
+                                                  "restarts": r.restarts, "oomKilled": r.oom_killed}
                                                  for r in reading.restarts]}
         if reading.error:
             findings.append(inconclusive(subject, f"{reading.source}: {reading.error}", evidence))
@@ -308,14 +308,14 @@ def check_model_restarts(facts: VerifyFacts) -> list[Finding]:
             findings.append(inconclusive(subject, "no pod of the model ran on an upgraded node", evidence))
             continue
         total = sum(r.restarts for r in reading.restarts)
-        ooms = sum(r.oom_kills for r in reading.restarts)
+        oom_killed = any(r.oom_killed for r in reading.restarts)
         note = f" ({'; '.join(reading.missing)})" if reading.missing else ""
         named = [f"{r.bucket.name() if r.bucket else 'since it started'}: {r.restarts} restart(s) of {r.pod}/"
-                 f"{r.container} on {r.node}" + (f", {r.oom_kills} OOM-killed" if r.oom_kills else "")
-                 for r in reading.restarts]
-        if ooms or total > allowed:
+                 f"{r.container} on {r.node}" + (" (OOM-killed)" if r.oom_killed else "") for r in reading.restarts]
+        if oom_killed or total > allowed:
             why = f"{total} container restart(s) on upgraded nodes during the soak"
-            why += f", {ooms} of them OOM kills" if ooms else f", more than the {allowed} validation.maxModelRestarts allows"
+            why += (", OOM kills among them" if oom_killed
+                    else f", more than the {allowed} validation.maxModelRestarts allows")
             findings.append(failed(subject, f"{why} ({reading.source}): {_listed(named)}{note}", evidence))
         else:
             what = "no container restart" if not total else f"{total} container restart(s), within {allowed}"

@@ -208,7 +208,7 @@ class Restart:
     node: str
     bucket: Bucket | None  # None: from the pod's own status (when it happened within the window is not known)
     restarts: int
-    oom_kills: int  # of those, ended by the OOM killer
+    oom_killed: bool  # the OOM killer ended the container in that bucket (its last termination's reason)
 
 
 @dataclass

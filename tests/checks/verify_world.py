@@ -342,6 +342,7 @@ class Soak:
     layout: str = "embedded"  # embedded | node-label | exporter-pod: how DCGM series name their node
     driver_label: bool = True  # DCGM series carry DCGM_FI_DRIVER_VERSION (dcp-metrics-included.csv)
     xid_count: bool = False  # the exporter exports DCGM_EXP_XID_ERRORS_COUNT too
+    err_code: bool = True  # the Xid gauge carries its value as an err_code label too (dcgm-exporter 4)
     kube_state_metrics: bool = False
 
 
@@ -394,7 +395,8 @@ def _dcgm(out: History, world: World, times: list[float], soak: Soak) -> None:
             labels = {**base, "DCGM_FI_DRIVER_VERSION": driver} if soak.driver_label else base
             xid = next(x for since, x in reversed(timeline) if since <= at)
             out.add("DCGM_FI_DEV_GPU_UTIL", labels, at, 63.0)
-            out.add("DCGM_FI_DEV_XID_ERRORS", {**labels, "err_code": str(xid)}, at, float(xid))
+            out.add("DCGM_FI_DEV_XID_ERRORS", {**labels, "err_code": str(xid)} if soak.err_code else labels, at,
+                    float(xid))
             if soak.xid_count:
                 for since, value in timeline:
                     if value and since <= at < since + 300:  # the exporter counts an Xid for its 5-minute window

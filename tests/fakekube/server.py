@@ -602,9 +602,10 @@ class _Handler(BaseHTTPRequestHandler):
                       "reason": exc.reason, "code": exc.code}
             if exc.retry_after is not None:
                 extra["Retry-After"] = str(exc.retry_after)
-        payload, kind = json.dumps(result).encode(), "application/json"
         if isinstance(result, Passthrough):
             code, payload, kind = result.status, result.body, result.content_type
+        else:
+            payload, kind = json.dumps(result).encode(), "application/json"
         try:
             self.send_response(code)
             self.send_header("Content-Type", kind)
