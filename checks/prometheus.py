@@ -215,6 +215,11 @@ def escape_regex(value: str) -> str:
     return "".join("\\\\" + c if c in _SPECIALS else c for c in value).replace('"', '\\"')
 
 
+def escape_label(value: str) -> str:
+    """A value inside a PromQL string (``label="..."``)."""
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
 def regex_union(values: Sequence[str]) -> str:
     """A PromQL regex matching exactly these values (anchored by PromQL), for ``label=~"..."``."""
     return "|".join(escape_regex(value) for value in sorted(set(values)))

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from checks.objects import Obj, gpu_request, labels_of, meta, name_of, spec_of, status_of
 from checks.progress import pod_ready
-from checks.prometheus import Prometheus, PrometheusError, Series, escape_regex, finite, split_query
+from checks.prometheus import Prometheus, PrometheusError, Series, escape_label, escape_regex, finite, split_query
 from checks.serving import ENGINE_PARTS, METRICS, PART_METRIC, EngineParts, Figures, Parts, engine_of, figures, fill
 from checks.verify_facts import (DCGM_DRIVER_LABEL, DCGM_SERIES, DCGM_XID, DCGM_XID_COUNT, NO_PROMETHEUS, Baseline,
                                  BucketFigures, Comparison, DcgmNode, NodeXids, Restart, Restarts, UpgradedNode,
@@ -464,6 +464,14 @@ class Exporters:
             return self.by_pod[labels_["pod"]], "pod (the exporter pod's node)"
         return None, None
 
+    def selector_of(self, labels_: dict[str, str], node: str) -> str:
+        """A label matcher selecting ``node``'s series the way this series of it was told to be the node's."""
+        _, how = self.node_of(labels_, {node})
+        if how in DCGM_NODE_LABELS:
+            return f'{how}="{escape_label(node)}"'
+        key = "instance" if how and how.startswith("instance") else "pod"
+        return f'{key}="{escape_label(labels_.get(key, ""))}"'
+
 
 def _dcgm_exprs(reader: Reader, nodes: list[str], exporters: Exporters, fn: Callable[[str], str]) -> list[str]:
     """Queries ``fn(selector)`` selecting the series of ``nodes`` in either exporter deployment: by the node labels,
@@ -561,41 +569,65 @@ def read_xids(reader: Reader, facts: VerifyFacts, exporters: Exporters) -> None:
             if reading.source is not None:
                 continue
             reading.source, reading.series = source, len(keys)
-            for key in keys:
-                reading.events += _series_events(reader, facts, source, node, labels_of_series[key],
-                                                 looks[source][key], known[node])
+            reading.events = _node_events(reader, facts, exporters, source, node,
+                                          {key: looks[source][key] for key in keys}, known[node])
     for reading in facts.xids.values():
         reading.events.sort(key=lambda e: (e.at, e.gpu, e.xid))
 
 
-def _series_events(reader: Reader, facts: VerifyFacts, source: str, node: str, labels_: dict[str, str],
-                   points: dict[float, tuple[float, float]], since: float) -> list[XidEvent]:
-    """The Xids one series logged after ``since``: the hours it changed or appeared in are read sample by sample."""
-    events: dict[float, XidEvent] = {}
-    for at in sorted(points):
-        if at < since:
-            continue
-        maximum, changed = points[at]
+STALE = 300.0  # Prometheus's staleness: a series silent longer than this has gone, and a sample after it is new
+
+
+def _flagged(source: str, points: dict[float, tuple[float, float]], since: float) -> set[float]:
+    """The hourly looks (by end) of one series worth reading sample by sample: it changed, appeared with a
+    non-zero value, or (the exporter's count) counted an Xid; and the look after each, which overlaps it."""
+    flagged = set()
+    for at, (maximum, changed) in points.items():
         appeared = round(at - XID_STEP, 3) not in points
-        if not (changed > 0 or (appeared and maximum != 0) or (source == DCGM_XID_COUNT and maximum > 0)):
+        if at >= since and (changed > 0 or (appeared and maximum != 0) or (source == DCGM_XID_COUNT and maximum > 0)):
+            flagged |= {at, round(at + XID_STEP, 3)}
+    return flagged
+
+
+def _node_events(reader: Reader, facts: VerifyFacts, exporters: Exporters, source: str, node: str,
+                 series: dict[tuple[tuple[str, str], ...], dict[float, tuple[float, float]]], since: float
+                 ) -> list[XidEvent]:
+    """The Xids a node's GPUs logged after ``since``: every series of the node is read sample by sample over the
+    looks any of them was flagged in, and a new value (the gauge), a rise (the count), or a series coming back
+    after going stale with a non-zero value is an Xid at that sample's time."""
+    looks = sorted(set().union(*(_flagged(source, points, since) for points in series.values())))
+    events: dict[tuple[str, float], XidEvent] = {}
+    span = f"{int(XID_STEP + XID_OVERLAP)}s"
+    selectors = sorted({exporters.selector_of(dict(key), node) for key in series})
+    for at in looks:
+        if at > facts.now + 1:
             continue
-        selector = ",".join(f'{key}="{value}"' for key, value in sorted(labels_.items()) if key != "__name__")
-        raw = reader.samples(f"{source}{{{selector}}}[{int(XID_STEP + XID_OVERLAP)}s]", at)
-        if raw is None:
-            facts.xid_error = reader.errors[-1]
-            continue
-        for one in raw:
-            if _key({k_: v for k_, v in one.labels.items() if k_ != "__name__"}) != _key(labels_):
-                continue  # a series with more labels than this one's also matched the selector
-            previous: float | None = None
-            for t, value in one.points:
-                new = (value != 0 and (previous is None and appeared or previous is not None and value != previous))
-                if source == DCGM_XID_COUNT:
-                    new = value > 0 and (previous is None and appeared or previous is not None and value > previous)
-                if new and t >= since:
-                    xid = int(labels_.get("xid", value)) if source == DCGM_XID_COUNT else int(value)
-                    events[t] = XidEvent(node, labels_.get("gpu", "?"), xid, t, source)
-                previous = value
+        for expr in (f"{source}{{{selector}}}[{span}]" for selector in selectors):  # a range selector has no `or`
+            raw = reader.samples(expr, at)
+            if raw is None:
+                facts.xid_error = reader.errors[-1]
+                return []
+            for one in raw:
+                labels_ = {k_: v for k_, v in one.labels.items() if k_ != "__name__"}
+                if exporters.node_of(labels_, {node})[0] != node:
+                    continue
+                # A series already there an hour before this look continues; one that was not appears in it.
+                appeared = round(at - XID_STEP, 3) not in series.get(_key(labels_), {})
+                # Its first sample here is new if it appeared in this look, or came long after the range began
+                # (a series that was there would have been scraped within STALE of it).
+                previous: tuple[float, float] | None = None
+                begin = at - XID_STEP - XID_OVERLAP
+                for t, value in one.points:
+                    fresh = (t - (previous[0] if previous is not None else begin) > STALE
+                             or previous is None and appeared)
+                    if source == DCGM_XID_COUNT:
+                        new = value > 0 and (fresh or previous is not None and value > previous[1])
+                    else:
+                        new = value != 0 and (fresh or previous is not None and value != previous[1])
+                    if new and t >= since:
+                        xid = int(labels_.get("xid", value)) if source == DCGM_XID_COUNT else int(value)
+                        events[(labels_.get("gpu", "?"), t)] = XidEvent(node, labels_.get("gpu", "?"), xid, t, source)
+                    previous = (t, value)
     return list(events.values())
 
 

@@ -70,6 +70,7 @@ class ProxyKube(FakeKube):
         self.proxied: list[tuple[str, str, str, int, str]] = []  # (method, namespace, pod, port, path)
         self.services: dict[tuple[str, str], str] = {}  # (namespace, "name:port") -> base URL of its backend
         self.service_proxied: list[tuple[str, str, str, str, dict[str, str]]] = []  # (method, ns, svc, path, form)
+        self.deny_service_proxy = False  # the identity has no RBAC for services/proxy
 
     def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any, content_type: str,
                user_agent: str = "") -> Any:
@@ -86,6 +87,9 @@ class ProxyKube(FakeKube):
             self.counts["service-proxy"] += 1
         form = dict(parse_qsl(body)) if isinstance(body, str) else {}
         self.service_proxied.append((method, namespace, target, rest, form))
+        if self.deny_service_proxy:
+            raise ApiError(403, "Forbidden", f'services "{target}" is forbidden: User "ci" cannot create resource '
+                           f'"services/proxy" in API group "" in the namespace "{namespace}"')
         base = self.services.get((namespace, target))
         if base is None:
             raise ApiError(404, "NotFound", f'services "{target.partition(":")[0]}" not found')
