@@ -191,6 +191,14 @@ def connect(access: PrometheusAccess, kube: k.Kube) -> Prometheus:
     return Prometheus(access.url)
 
 
+def for_stack(declared: str | None, kube: k.Kube, override: str | None = None) -> Prometheus | None:
+    """The Prometheus a live verb reads: ``override`` (``--prometheus URL``) where given, else the stack's
+    ``validation.prometheus`` (a URL, or a Service reached through ``kube``'s service proxy); None without either."""
+    if override:
+        return Prometheus(override)
+    return connect(parse_prometheus(declared), kube) if declared else None
+
+
 def _matrix(data: dict[str, Any], expr: str) -> list[Series]:
     result = data.get("result")
     if data.get("resultType") != "matrix" or not isinstance(result, list):

@@ -24,7 +24,7 @@ from checks import validation
 from checks.catalogue import CATALOGUE
 from checks.metadata import VALIDATION
 from checks.objects import Obj, labels_of, status_of
-from checks.prometheus import Prometheus, connect
+from checks.prometheus import for_stack
 from checks.results import CheckResult, Status
 from checks.verify_facts import UpgradedNode, VerifyFacts
 from checks.verify_read import gather
@@ -34,7 +34,6 @@ from rollout.exits import Exit
 from rollout.live import note_identity
 from spec import attestation, gpu_products, labels, manifests
 from spec.model import DriverOwner, FleetSpec, NodePool, Stage
-from spec.observability import parse_prometheus
 
 _STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.INCONCLUSIVE: "magenta"}
 
@@ -72,21 +71,13 @@ def signing_key(path: Path | None) -> Ed25519PrivateKey | None:
     return attestation.signing_key_from_environment()
 
 
-def prometheus_of(spec: FleetSpec, kube: k.Kube, override: str | None) -> Prometheus | None:
-    """The Prometheus verify reads: ``--prometheus URL`` where given, else the stack's ``validation.prometheus``
-    (a URL, or a Service reached through the API server's service proxy with the stack's own credentials)."""
-    if override:
-        return Prometheus(override)
-    declared = spec.validation.prometheus if spec.validation else None
-    return connect(parse_prometheus(declared), kube) if declared else None
-
-
 def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, project_dir: Path, prometheus_url: str | None,
             as_json: bool, smoke: bool = False, key: Ed25519PrivateKey | None = None) -> Exit:
     """Run the checks; a passing canary (not ``smoke``) writes its attestation, signed with ``key``. ``smoke``:
     the check right after a rollout, before any soak: nothing is attested, and an inconclusive check does not
     fail it."""
-    facts = gather(kube, spec, prometheus_of(spec, kube, prometheus_url))
+    facts = gather(kube, spec, for_stack(spec.validation.prometheus if spec.validation else None, kube,
+                                         prometheus_url))
     note_identity(facts.identity)
     results = CATALOGUE.run(validation.VERB, facts)
     not_passed = [r for r in results if r.status != Status.PASS]

@@ -140,6 +140,8 @@ def write_stack(directory: Path, *, validation: dict[str, Any] | None = None, mo
     declared = doc["config"]["gpu-driver-upgrade:models"][0]
     declared["serving"] = {**declared.get("serving", {}), "baselineMatchLabels": {"app": "llm-chat"}, **serving}
     declared.update(model or {})
+    # Where Prometheus is, each test says: --prometheus, or validation.prometheus given here.
+    doc["config"]["gpu-driver-upgrade:validation"].pop("prometheus", None)
     doc["config"]["gpu-driver-upgrade:validation"].update(validation or {})
     path = directory / "Pulumi.canary.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
