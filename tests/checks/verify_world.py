@@ -350,6 +350,7 @@ class Soak:
     xid_count: bool = False  # the exporter exports DCGM_EXP_XID_ERRORS_COUNT too
     err_code: bool = True  # the Xid gauge carries its value as an err_code label too (dcgm-exporter 4)
     kube_state_metrics: bool = False
+    gpus: int = 1  # GPUs per node DCGM reports (each its own series)
 
 
 def ticks(start: float, end: float, coarse: float, fine: float = STEP) -> list[float]:
@@ -366,8 +367,8 @@ def ticks(start: float, end: float, coarse: float, fine: float = STEP) -> list[f
     return out
 
 
-def _dcgm_labels(world: World, node: str, product: str, soak: Soak) -> dict[str, str]:
-    base = {"gpu": "0", "UUID": f"GPU-{sum(map(ord, node)) % 10**8:08d}", "device": "nvidia0",
+def _dcgm_labels(world: World, node: str, product: str, soak: Soak, gpu: int = 0) -> dict[str, str]:
+    base = {"gpu": str(gpu), "UUID": f"GPU-{sum(map(ord, node)) % 10**8:08d}-{gpu}", "device": f"nvidia{gpu}",
             "modelName": product.replace("-", " "), "Hostname": node}
     if soak.layout == "node-label":  # standalone nvidia-dcgm; a relabelling adds the node
         base.update(Hostname="nvidia-dcgm", kubernetes_node=node)
@@ -390,8 +391,8 @@ def _xid_timeline(world: World, node: str, soak: Soak) -> list[tuple[float, int]
 def _dcgm(out: History, world: World, times: list[float], soak: Soak) -> None:
     gpu_nodes = [(n, world.pool_of[n].gpuProduct) for n in world.canary_nodes] + [
         (n, "NVIDIA-H100-NVL") for n in world.old_nodes]
-    for node, product in gpu_nodes:
-        base = _dcgm_labels(world, node, product, soak)
+    for node, product, gpu in [(n, p, g) for n, p in gpu_nodes for g in range(soak.gpus)]:
+        base = _dcgm_labels(world, node, product, soak, gpu)
         done = world.finished.get(node)
         timeline = _xid_timeline(world, node, soak)
         for at in times:

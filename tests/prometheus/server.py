@@ -55,16 +55,18 @@ class History:
     def samples(self) -> int:
         return sum(len(points) for points in self.series.values())
 
-    def openmetrics(self) -> str:
-        families: dict[str, list[str]] = {}
-        for (name, labels), points in sorted(self.series.items()):
-            text = ",".join(f'{key}="{value}"' for key, value in labels)
-            head = f"{name}{{{text}}} "
-            families.setdefault(name, []).extend(f"{head}{value!r} {at:.3f}" for at, value in sorted(points))
-        lines = []
-        for name, samples in families.items():
-            lines += [f"# TYPE {name} gauge", *samples]
-        return "\n".join([*lines, "# EOF"]) + "\n"
+    def write(self, path: Path) -> None:
+        """The OpenMetrics text into ``path``, a family at a time (a week of a large canary is hundreds of MB)."""
+        by_family: dict[str, list[tuple[tuple[str, str], ...]]] = {}
+        for name, labels in self.series:
+            by_family.setdefault(name, []).append(labels)
+        with path.open("w", encoding="utf-8") as out:
+            for name in sorted(by_family):
+                out.write(f"# TYPE {name} gauge\n")
+                for labels in sorted(by_family[name]):
+                    head = name + "{" + ",".join(f'{key}="{value}"' for key, value in labels) + "} "
+                    out.write("".join(f"{head}{value!r} {at:.3f}\n" for at, value in sorted(self.series[(name, labels)])))
+            out.write("# EOF\n")
 
 
 def _free_port() -> int:
@@ -82,7 +84,7 @@ def start(history: History, workdir: Path, timeout: float = 60.0) -> Iterator[st
     data.mkdir(parents=True)
     if history.series:
         source = workdir / "history.om"
-        source.write_text(history.openmetrics(), encoding="utf-8")
+        history.write(source)
         # Day-long blocks: a week of history is a few blocks, not 84 two-hour ones for Prometheus to open.
         subprocess.run([str(promtool), "tsdb", "create-blocks-from", "openmetrics", "--max-block-duration=24h",
                         str(source), str(data)], check=True, capture_output=True, timeout=timeout * 4)
