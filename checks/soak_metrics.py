@@ -473,38 +473,57 @@ class Exporters:
         return f'{key}="{escape_label(labels_.get(key, ""))}"'
 
 
-def _dcgm_exprs(reader: Reader, nodes: list[str], exporters: Exporters, fn: Callable[[str], str]) -> list[str]:
+def _dcgm_exprs(reader: Reader, nodes: list[str], exporters: Exporters, fn: Callable[[str], str],
+                by_exporter: set[str] | None = None) -> list[str]:
     """Queries ``fn(selector)`` selecting the series of ``nodes`` in either exporter deployment: by the node labels,
-    and by the exporter pods on those nodes (their IPs in ``instance``, their names in ``pod``)."""
-    wanted = set(nodes)
+    and, for the nodes of ``by_exporter`` (default: all), by the exporter pods on them (their IPs in ``instance``,
+    their names in ``pod``)."""
     exprs = reader.split(nodes, lambda r: " or ".join(fn(f'{label}=~"{r}"') for label in DCGM_NODE_LABELS))
-    ips = [ip for ip, node in exporters.by_ip.items() if node in wanted]
-    pods = [pod for pod, node in exporters.by_pod.items() if node in wanted]
-    exprs += reader.split(ips, lambda r: fn(f'instance=~"({r}):[0-9]+"'))
-    exprs += reader.split(pods, lambda r: fn(f'pod=~"{r}"'))
-    return exprs
+    return exprs + _exporter_exprs(reader, set(nodes) if by_exporter is None else by_exporter, exporters, fn)
+
+
+def _exporter_exprs(reader: Reader, nodes: set[str], exporters: Exporters, fn: Callable[[str], str]) -> list[str]:
+    ips = [ip for ip, node in exporters.by_ip.items() if node in nodes]
+    pods = [pod for pod, node in exporters.by_pod.items() if node in nodes]
+    return (reader.split(ips, lambda r: fn(f'instance=~"({r}):[0-9]+"'))
+            + reader.split(pods, lambda r: fn(f'pod=~"{r}"')))
+
+
+def _by_exporter(facts: VerifyFacts) -> set[str]:
+    """The nodes whose DCGM series no node label names (the standalone host engine without a relabelling)."""
+    return {name for name, reading in facts.dcgm.items() if reading.matched_by not in DCGM_NODE_LABELS}
 
 
 def read_dcgm(reader: Reader, facts: VerifyFacts, exporters: Exporters) -> None:
+    """Each node's DCGM series now, by driver label: by the node labels first, by its exporter pod where none names
+    it; a series both select counts once."""
     names = [n.name for n in facts.nodes]
     wanted = set(names)
     by = ", ".join((*DCGM_NODE_LABELS, "instance", "pod", DCGM_DRIVER_LABEL))
-    exprs = _dcgm_exprs(reader, names, exporters, lambda sel: f"count by ({by}) ({DCGM_SERIES}{{{sel}}})")
-    facts.dcgm_query = exprs[0] if exprs else None
+
+    def count(sel: str) -> str:
+        return f"count by ({by}) ({DCGM_SERIES}{{{sel}}})"
+
     facts.dcgm = {name: DcgmNode(name) for name in names}
-    for expr in exprs:
-        samples = reader.instant(expr, facts.now)
-        if samples is None:
-            facts.dcgm_error = reader.errors[-1]
-            return
-        for labels_, value in samples:
-            node, how = exporters.node_of(labels_, wanted)
-            if node is None:
-                continue
-            reading = facts.dcgm[node]
-            reading.matched_by = reading.matched_by or how
-            version = labels_.get(DCGM_DRIVER_LABEL, "")
-            reading.drivers[version] = reading.drivers.get(version, 0) + int(value)
+    seen: set[tuple[tuple[str, str], ...]] = set()
+    for exprs in (_dcgm_exprs(reader, names, exporters, count, set()), None):
+        if exprs is None:  # the second pass: by exporter pod, for the nodes no node label named
+            exprs = _exporter_exprs(reader, _by_exporter(facts), exporters, count)
+        facts.dcgm_query = facts.dcgm_query or (exprs[0] if exprs else None)
+        for expr in exprs:
+            samples = reader.instant(expr, facts.now)
+            if samples is None:
+                facts.dcgm_error = reader.errors[-1]
+                return
+            for labels_, value in samples:
+                node, how = exporters.node_of(labels_, wanted)
+                if node is None or _key(labels_) in seen:
+                    continue
+                seen.add(_key(labels_))
+                reading = facts.dcgm[node]
+                reading.matched_by = reading.matched_by or how
+                version = labels_.get(DCGM_DRIVER_LABEL, "")
+                reading.drivers[version] = reading.drivers.get(version, 0) + int(value)
 
 
 # ---------------------------------------------------------------- Xids, every one
@@ -526,10 +545,11 @@ def _xid_looks(reader: Reader, facts: VerifyFacts, exporters: Exporters, nodes: 
     for source, with_changes in ((DCGM_XID_COUNT, False), (DCGM_XID, True)):
         def over(function: str, source: str = source) -> Callable[[str], str]:
             return lambda sel: f"{function}({source}{{{sel}}}[{span}])"
-        maxima = _dcgm_exprs(reader, nodes, exporters, over("max_over_time"))
+        maxima = _dcgm_exprs(reader, nodes, exporters, over("max_over_time"), _by_exporter(facts))
         facts.xid_queries.append(maxima[0])
         seen = looks.setdefault(source, {})
-        for kind, exprs in (("max", maxima), ("changes", _dcgm_exprs(reader, nodes, exporters, over("changes"))
+        for kind, exprs in (("max", maxima), ("changes", _dcgm_exprs(reader, nodes, exporters, over("changes"),
+                                                                     _by_exporter(facts))
                                               if with_changes else [])):
             for expr in exprs:
                 series = reader.range(expr, first, facts.now, XID_STEP)

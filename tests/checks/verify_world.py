@@ -370,10 +370,12 @@ def ticks(start: float, end: float, coarse: float, fine: float = STEP) -> list[f
 def _dcgm_labels(world: World, node: str, product: str, soak: Soak, gpu: int = 0) -> dict[str, str]:
     base = {"gpu": str(gpu), "UUID": f"GPU-{sum(map(ord, node)) % 10**8:08d}-{gpu}", "device": f"nvidia{gpu}",
             "modelName": product.replace("-", " "), "Hostname": node}
+    if node in world.exporter_ip:  # the scrape target: the exporter pod on the node
+        base["instance"] = f"{world.exporter_ip[node]}:9400"
     if soak.layout == "node-label":  # standalone nvidia-dcgm; a relabelling adds the node
         base.update(Hostname="nvidia-dcgm", kubernetes_node=node)
     elif soak.layout == "exporter-pod":  # standalone nvidia-dcgm; only the scrape target tells the node
-        base.update(Hostname="nvidia-dcgm", instance=f"{world.exporter_ip[node]}:9400")
+        base.update(Hostname="nvidia-dcgm")
     return base
 
 
