@@ -19,6 +19,7 @@ from checks.objects import Obj, name_of, spec_of
 from checks.progress import Trigger, model_key
 from checks.prometheus import Prometheus, PrometheusError, split_query
 from checks.serving import ENGINE_PARTS, Parts, engine_of, figures, fill
+from spec.membership import Membership
 from spec.model import FleetSpec, Model
 
 SLO_STEP = 60.0  # a figure every minute...
@@ -140,3 +141,15 @@ def read_slos(prometheus: Prometheus, spec: FleetSpec, pods: dict[str, list[Obj]
                     reading.error = "no pod of the model runs on the pool"
                 readings.append(reading)
     return readings
+
+
+def slo_of(prometheus: Prometheus | None, spec: FleetSpec, pods: dict[str, list[Obj]],
+           nodes: list[tuple[Obj, Membership]], now: float) -> list[SloReading]:
+    """The models' objectives on the pools being upgraded, for a watch poll that listed ``nodes`` (with their
+    pools) and the models' ``pods``; none without Prometheus or an SLO."""
+    if prometheus is None or not any(m.slo is not None for m in spec.models):
+        return []
+    pool_nodes: dict[str, set[str]] = {}
+    for node, membership in nodes:
+        pool_nodes.setdefault(membership.pool.name, set()).add(name_of(node))
+    return read_slos(prometheus, spec, pods, pool_nodes, now)

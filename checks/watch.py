@@ -65,7 +65,7 @@ from checks.objects import Obj, labels_of, meta, name_of, status_of
 from checks.pause import ChangeInterrupted, PauseReport, pause
 from checks.progress import StateTracker, Trigger, epoch, label_written_at, list_model_pods, model_rows
 from checks.prometheus import Prometheus
-from checks.slo import SloReading, read_slos
+from checks.slo import SloReading, slo_of
 from spec import kinds, labels
 from spec.model import DriverOwner, FleetSpec
 
@@ -176,13 +176,8 @@ def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: flo
     triggers += [h.trigger() for h in held]
     models, model_triggers = model_rows(spec, deployments, pods)
     triggers += model_triggers
-    slo: list[SloReading] = []
-    if prometheus is not None and any(m.slo is not None for m in spec.models):
-        pool_nodes: dict[str, set[str]] = {}
-        for node, membership in nodes:
-            pool_nodes.setdefault(membership.pool.name, set()).add(name_of(node))
-        slo = read_slos(prometheus, spec, pods, pool_nodes, now)
-        triggers += [r.trigger() for r in slo if r.breached]
+    slo = slo_of(prometheus, spec, pods, nodes, now)
+    triggers += [r.trigger() for r in slo if r.breached]
     operator = [{"kind": o.get("kind", kind), "name": name_of(o), "state": str(status_of(o).get("state", "?"))}
                 for kind, objs in ((kinds.CLUSTER_POLICY.kind, policies), (kinds.NVIDIA_DRIVER.kind, drivers))
                 for o in objs]
@@ -238,8 +233,7 @@ def watch(kube: k.Kube, spec: FleetSpec, stack: str, *, interval: float = 30.0, 
                 listed = kube.list(k.NODES)
                 identity = require_stack_cluster(kube, spec, listed)
                 on_identity(identity)
-            snapshot = (poll(kube, spec, tracker, clock(), stuck_after, listed) if image_owned else
-                        take_snapshot(kube, spec, tracker, clock(), stuck_after, listed, prometheus))
+            snapshot = poll(kube, spec, tracker, clock(), stuck_after, listed, prometheus)
         except ClusterError as error:
             failures += 1
             if once or not _retryable(error):

@@ -3,8 +3,8 @@
 On a stack whose node image owns the driver it follows the pools by generation instead and, on a
 trigger, reports it and exits 1 without pausing anything (there is no operator upgrade to pause).
 Either way a node held by a failed validation is a trigger; on an operator-owned stack its model pods
-are also evicted where the stack says so (checks/hold.py), and a model's SLO breached on a pool being upgraded
-(``models[].slo``, read from the Prometheus of ``validation.prometheus`` or ``--prometheus``) is one too.
+are also evicted where the stack says so (checks/hold.py). A model's SLO breached on a pool being upgraded
+(``models[].slo``, read from the Prometheus of ``validation.prometheus`` or ``--prometheus``) is a trigger too.
 """
 
 from __future__ import annotations
@@ -77,6 +77,7 @@ def image_view(spec: FleetSpec, snapshot: ImageSnapshot) -> Group:
                  f"{(n.seconds_not_ready or 0) / 60:.1f} min" for n in snapshot.nodes if not n.ready]
     parts: list[RenderableType] = [pools, models, "driver owner: node image (nothing to pause: progress is by generation)"]
     parts += [f"waiting: {line}" for line in waiting] + not_ready
+    parts += [f"slo: {r.describe()}" for r in snapshot.slo if not r.breached]
     parts += [f"[bold red]TRIGGER[/] {t.message}" for t in snapshot.triggers]
     return Group(*parts)
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from checks import kube as kube_module
@@ -17,6 +18,7 @@ from checks.prometheus import Prometheus
 from checks.watch import WatchOutcome, watch
 from rollout.cli import app
 from tests.checks.verify_world import ProxyKube, Soak, World, build, history
+from tests.conftest import PROJECT_DIR
 from tests.fakekube.plugin import FAST
 from tests.prometheus.server import MISSING, binary, start
 
@@ -87,3 +89,20 @@ def test_a_model_within_its_objectives_does_not_pause(fake: ProxyKube, tmp_path:
     assert not outcome.triggered
     assert [(r.metric, r.breached, r.latest) for r in outcome.snapshot.slo] == [
         ("errorRate", False, 0.0), ("p95LatencySeconds", False, pytest.approx(1.75, rel=0.02))]
+
+
+def test_an_image_owned_stack_reports_a_breach_and_pauses_nothing(fake: ProxyKube, tmp_path: Path) -> None:
+    """The EKS canary (the driver in the AMI): its SLO is read on the newest generation's pool the same way; the
+    breach stops the watch, and there is no operator upgrade to pause."""
+    doc = yaml.safe_load((PROJECT_DIR / "Pulumi.eks-canary.yaml").read_text(encoding="utf-8"))
+    doc["config"]["gpu-driver-upgrade:models"][0]["slo"] = {"errorRate": "2%", "for": "5m"}
+    stack_file = tmp_path / "Pulumi.eks-canary.yaml"
+    stack_file.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    world = build(fake, tmp_path, stack_file=stack_file)
+    soak = Soak(errors=lambda at: 0.10 if at > world.now - 15 * MINUTE else 0.0)
+    with start(history(world, soak=soak), tmp_path / "prometheus") as url:
+        outcome = _watch_once(world, tmp_path, url)
+    (trigger,) = outcome.snapshot.triggers
+    assert trigger.kind == "slo-breach" and trigger.message.startswith(
+        "model inference/llm-chat-canary on pool gpu-canary: error rate 10.00%")
+    assert outcome.paused is None
