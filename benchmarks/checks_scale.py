@@ -87,7 +87,7 @@ def _answer(pod: Any, port: int, path: str, body: Any = None) -> dict[str, Any]:
 
 def read(verb: str, nodes: int, kubeconfig: str) -> dict[str, float]:
     """One verb's read of the cluster, in this interpreter: seconds and peak resident memory."""
-    from checks import snapshot, validation
+    from checks import snapshot, verify_read
 
     spec = prod_with(nodes)
     adapter = k.connect(kubeconfig, settings=k.ClientSettings())
@@ -95,7 +95,7 @@ def read(verb: str, nodes: int, kubeconfig: str) -> dict[str, float]:
     if verb == "preflight":
         count = len(run_preflight(adapter, spec))
     elif verb == "verify":
-        count = len(validation.gather(adapter, spec, None, ask=_answer).nodes)
+        count = len(verify_read.gather(adapter, spec, None, ask=_answer).nodes)
     else:
         count = len(snapshot.read_fleet(adapter, spec).nodes)
     seconds = time.perf_counter() - start

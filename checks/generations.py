@@ -21,7 +21,9 @@ Triggers (no auto-pause: there is nothing to pause; the watch reports them and e
 - ``below-min-available``: a model's available replicas below its minAvailable (as on the operator path);
 - ``not-ready``: a node of the stack's pools whose Ready condition is not True for longer than the stuck
   threshold; since the earlier of the condition's ``lastTransitionTime`` and when this watch first saw
-  it not Ready.
+  it not Ready;
+- ``slo-breach``: a model's SLO breached on a pool being upgraded for as long as it declares (as on the
+  operator path: :mod:`checks.slo`).
 
 A pool's nodes are found by :func:`spec.membership.node_membership` (the project's pool label, else the
 cloud's pool label: EKS node group ``<pool>-g<id>``, AKS agent pool ``<pool>g<id>``), and a node's
@@ -44,7 +46,9 @@ JSON (:meth:`ImageSnapshot.as_json`; ``gpu-rollout watch --json`` adds ``"stack"
      "nodes": [{"name", "pool", "generation", "driver", "ready", "schedulable",
                 "secondsNotReady"}],                     # secondsNotReady: null while Ready
      "models": [{"model": "ns/name", "available", "minAvailable", "replicas"}],
-     "triggers": [{"kind": "below-min-available" | "validation-failed" | "not-ready", "subject", "message"}]}
+     "triggers": [{"kind": "below-min-available" | "validation-failed" | "not-ready" | "slo-breach", "subject",
+                   "message"}],
+     "slo": [...]}                                       # as on the operator path (checks/watch.py)
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ from checks.inventory import pool_nodes_of
 from checks.nodestate import node_driver_version, require_nodes
 from checks.objects import Obj, labels_of, name_of, spec_of, status_of
 from checks.progress import StateTracker, Trigger, epoch, list_model_pods, model_rows
+from checks.prometheus import Prometheus
+from checks.slo import SloReading, slo_of
 from spec import labels
 from spec.model import FleetSpec, NodePool
 
@@ -148,6 +154,7 @@ class ImageSnapshot:
     models: list[dict[str, Any]]
     triggers: list[Trigger]
     held: list[HeldNode] = field(default_factory=list)  # nodes held by a failed validation
+    slo: list[SloReading] = field(default_factory=list)  # the models' objectives on the pools being upgraded
 
     def pools(self, spec: FleetSpec) -> list[dict[str, Any]]:
         return [pool_progress(spec, pool, self.nodes) for pool in spec.nodePools]
@@ -160,7 +167,7 @@ class ImageSnapshot:
         pools = self.pools(spec)
         return {"owner": "image", "at": self.at, "complete": all(p["held"] or p["done"] for p in pools),
                 "pools": pools, "nodes": [n.as_json() for n in self.nodes], "models": self.models,
-                "triggers": [t.as_json() for t in self.triggers]}
+                "triggers": [t.as_json() for t in self.triggers], "slo": [r.as_json() for r in self.slo]}
 
 
 def _ready(node: Obj) -> tuple[bool, str | None]:
@@ -172,9 +179,10 @@ def _ready(node: Obj) -> tuple[bool, str | None]:
 
 
 def take_image_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: float,
-                        stuck_after: float, all_nodes: list[Obj] | None = None) -> ImageSnapshot:
+                        stuck_after: float, all_nodes: list[Obj] | None = None,
+                        prometheus: Prometheus | None = None) -> ImageSnapshot:
     """One poll of an image-owned stack: nodes (unless ``all_nodes`` holds every node already), Deployments
-    and each model's pods."""
+    and each model's pods; with ``prometheus``, the models' SLOs on the pools being upgraded."""
     listed = pool_nodes_of(spec, kube.list(k.NODES) if all_nodes is None else all_nodes)
     require_nodes(listed, spec, "watch")
     deployments = kube.list(k.DEPLOYMENTS)
@@ -198,4 +206,6 @@ def take_image_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, no
                                     ready, not spec_of(node).get("unschedulable", False), seconds))
     held = held_nodes(listed)
     models, model_triggers = model_rows(spec, deployments, pods)
-    return ImageSnapshot(now, nodes, models, model_triggers + [h.trigger() for h in held] + triggers, held)
+    slo = slo_of(prometheus, spec, pods, listed, now)
+    return ImageSnapshot(now, nodes, models, model_triggers + [h.trigger() for h in held] + triggers
+                         + [r.trigger() for r in slo if r.breached], held, slo)

@@ -1,11 +1,16 @@
-"""A small client of Prometheus's HTTP query API (``/api/v1/query``, ``/api/v1/query_range``) for `verify`.
+"""A small client of Prometheus's HTTP query API (``/api/v1/query``, ``/api/v1/query_range``) for `verify` and
+`watch`, reached directly at a URL or through the API server's service proxy.
 
-Over urllib3, the HTTP library the Kubernetes client (and so :mod:`checks.kube`) already runs on and pins:
-no second HTTP stack for two GET endpoints. Every request is bounded (a per-request timeout, a capped
-number of attempts) and retried with backoff on connection errors, 429 and 5xx; anything else is a
-:class:`PrometheusError` naming the query. Results come back as plain samples (labels and a float), so a
-check never sees Prometheus's JSON. An empty result is an empty list: the caller decides what "no data"
-means (for `verify`, inconclusive, never a pass).
+Queries go by POST, form-encoded (the API accepts both), so a long label regex never meets a proxy's URL limit;
+a query over many nodes or pods is split by the caller into queries within :attr:`Prometheus.max_query_bytes`
+(:func:`split_query`), each answering for its share. Directly, over urllib3 (the HTTP library the Kubernetes
+client, and so :mod:`checks.kube`, already runs on and pins): every request is bounded (a per-request timeout, a
+capped number of attempts) and retried with backoff on connection errors, 429 and 5xx. Through a Service
+(``validation.prometheus: namespace/name:port``), :meth:`checks.kube.Kube.service_proxy` makes the request with
+the stack's own cluster credentials and its bounds and retries. Anything else is a :class:`PrometheusError`
+naming the query. Results come back as plain samples (labels and a float), so a check never sees Prometheus's
+JSON. An empty result is an empty list: the caller decides what "no data" means (for `verify`, inconclusive,
+never a pass).
 """
 
 from __future__ import annotations
@@ -13,12 +18,19 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-from urllib.parse import urlsplit
+from typing import Any, Protocol
 
 import urllib3
+
+from checks import kube as k
+from checks.errors import ClusterError
+from spec.observability import PrometheusAccess, PrometheusService, PrometheusUrl, parse_prometheus
+
+# The longest query sent in one request (its PromQL, in bytes): a regex of thousands of node or pod names is
+# split into several queries below it (POST bodies have no URL limit, but Prometheus parses what it is sent).
+MAX_QUERY_BYTES = 32_000
 
 
 class PrometheusError(Exception):
@@ -46,52 +58,41 @@ def finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-class Prometheus:
-    """Instant and range queries against one Prometheus (or a compatible API: Thanos, Mimir, VictoriaMetrics)."""
+class Transport(Protocol):
+    """Where a query goes: ``post`` answers the API document's ``data`` or raises PrometheusError."""
+
+    where: str
+
+    def post(self, path: str, form: list[tuple[str, str]], expr: str) -> dict[str, Any]: ...
+
+
+def _data(document: Any, where: str, expr: str, status: int | str) -> dict[str, Any]:
+    if not isinstance(document, dict):
+        raise PrometheusError(f"{where}: query {expr!r}: the answer is not a JSON object")
+    if document.get("status") != "success":
+        raise PrometheusError(f"{where}: query {expr!r}: {document.get('errorType', 'error')}: "
+                              f"{document.get('error', f'HTTP {status}')}")
+    return dict(document.get("data") or {})
+
+
+class DirectTransport:
+    """POSTs to a URL this machine reaches, with its own bounded retries."""
 
     def __init__(self, url: str, *, timeout: float = 20.0, attempts: int = 3, backoff: float = 0.5,
                  sleep: Callable[[float], None] = time.sleep) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"--prometheus {url!r} is not an http(s) URL such as http://prometheus:9090")
-        self.url = url.rstrip("/")
-        self._timeout = timeout
+        self.where = url.rstrip("/")
         self._attempts = attempts
         self._backoff = backoff
         self._sleep = sleep
         self._http = urllib3.PoolManager(retries=False, timeout=urllib3.Timeout(total=timeout))
 
-    def query(self, expr: str, at: float | None = None) -> list[Sample]:
-        """An instant query evaluated at ``at`` (unix seconds; default now): its vector or scalar as samples."""
-        fields = {"query": expr}
-        if at is not None:
-            fields["time"] = f"{at:.3f}"
-        data = self._get("/api/v1/query", fields, expr)
-        kind, result = data.get("resultType"), data.get("result")
-        if kind == "scalar" and isinstance(result, list):
-            return [Sample({}, _number(result[1], expr))]
-        if kind != "vector" or not isinstance(result, list):
-            raise PrometheusError(f"query {expr!r}: expected a vector, Prometheus answered {kind!r}")
-        return [Sample(dict(item.get("metric") or {}), _number((item.get("value") or [0, "NaN"])[1], expr))
-                for item in result]
-
-    def query_range(self, expr: str, start: float, end: float, step: float) -> list[Series]:
-        """A range query from ``start`` to ``end`` (unix seconds) every ``step`` seconds."""
-        fields = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{max(step, 1.0):.3f}"}
-        data = self._get("/api/v1/query_range", fields, expr)
-        result = data.get("result")
-        if data.get("resultType") != "matrix" or not isinstance(result, list):
-            raise PrometheusError(f"query {expr!r}: expected a matrix, Prometheus answered {data.get('resultType')!r}")
-        return [Series(dict(item.get("metric") or {}),
-                       [(float(t), _number(v, expr)) for t, v in item.get("values") or []]) for item in result]
-
-    def _get(self, path: str, fields: dict[str, str], expr: str) -> dict[str, Any]:
+    def post(self, path: str, form: list[tuple[str, str]], expr: str) -> dict[str, Any]:
         last = ""
         for attempt in range(self._attempts):
             if attempt:
                 self._sleep(self._backoff * 2 ** (attempt - 1))
             try:
-                response = self._http.request("GET", self.url + path, fields=fields)
+                response = self._http.request("POST", self.where + path, fields=form, encode_multipart=False)
             except urllib3.exceptions.HTTPError as exc:  # refused, reset, timed out
                 last = f"{type(exc).__name__}: {exc}"
                 continue
@@ -101,15 +102,109 @@ class Prometheus:
             try:
                 document = json.loads(response.data or b"{}")
             except ValueError:
-                raise PrometheusError(f"{self.url}: query {expr!r}: HTTP {response.status}, not JSON: is this "
+                raise PrometheusError(f"{self.where}: query {expr!r}: HTTP {response.status}, not JSON: is this "
                                       "Prometheus's URL?") from None
-            if not isinstance(document, dict):
-                raise PrometheusError(f"{self.url}: query {expr!r}: the answer is not a JSON object")
-            if document.get("status") != "success":
-                raise PrometheusError(f"{self.url}: query {expr!r}: {document.get('errorType', 'error')}: "
-                                      f"{document.get('error', f'HTTP {response.status}')}")
-            return dict(document.get("data") or {})
-        raise PrometheusError(f"{self.url}: query {expr!r}: no answer after {self._attempts} attempt(s) ({last})")
+            return _data(document, self.where, expr, response.status)
+        raise PrometheusError(f"{self.where}: query {expr!r}: no answer after {self._attempts} attempt(s) ({last})")
+
+
+class ServiceTransport:
+    """POSTs through the API server's service proxy to an in-cluster Service, with the cluster's credentials
+    (the adapter bounds and retries the request)."""
+
+    def __init__(self, kube: k.Kube, service: PrometheusService) -> None:
+        self.kube = kube
+        self.service = service
+        self.where = service.describe()
+
+    def post(self, path: str, form: list[tuple[str, str]], expr: str) -> dict[str, Any]:
+        try:
+            document = self.kube.service_proxy(self.service.namespace, self.service.name, self.service.port,
+                                               path, form)
+        except ClusterError as exc:  # 403 (services/proxy), 503 (no endpoint), a query Prometheus refused (400)
+            raise PrometheusError(f"{self.where}: query {expr!r}: {exc}") from None
+        return _data(document, self.where, expr, "200")
+
+
+class Prometheus:
+    """Instant and range queries against one Prometheus (or a compatible API: Thanos, Mimir, VictoriaMetrics)."""
+
+    def __init__(self, url: str | None = None, *, transport: Transport | None = None, timeout: float = 20.0,
+                 attempts: int = 3, backoff: float = 0.5, sleep: Callable[[float], None] = time.sleep,
+                 max_query_bytes: int = MAX_QUERY_BYTES) -> None:
+        if transport is None:
+            if url is None or not isinstance(parse_or_none(url), PrometheusUrl):
+                raise ValueError(f"--prometheus {url!r} is not an http(s) URL such as http://prometheus:9090")
+            transport = DirectTransport(url, timeout=timeout, attempts=attempts, backoff=backoff, sleep=sleep)
+        self.transport = transport
+        self.max_query_bytes = max_query_bytes
+        self.requests = 0  # queries sent (a split query counts each part)
+
+    @property
+    def where(self) -> str:
+        """The URL, or the Service and how it is reached: for messages and the evidence."""
+        return self.transport.where
+
+    @property
+    def url(self) -> str:
+        return self.transport.where
+
+    def _post(self, path: str, form: list[tuple[str, str]], expr: str) -> dict[str, Any]:
+        self.requests += 1
+        return self.transport.post(path, form, expr)
+
+    def query(self, expr: str, at: float | None = None) -> list[Sample]:
+        """An instant query evaluated at ``at`` (unix seconds; default now): its vector or scalar as samples."""
+        form = [("query", expr)] + ([("time", f"{at:.3f}")] if at is not None else [])
+        data = self._post("/api/v1/query", form, expr)
+        kind, result = data.get("resultType"), data.get("result")
+        if kind == "scalar" and isinstance(result, list):
+            return [Sample({}, _number(result[1], expr))]
+        if kind != "vector" or not isinstance(result, list):
+            raise PrometheusError(f"query {expr!r}: expected a vector, Prometheus answered {kind!r}")
+        return [Sample(dict(item.get("metric") or {}), _number((item.get("value") or [0, "NaN"])[1], expr))
+                for item in result]
+
+    def query_samples(self, expr: str, at: float) -> list[Series]:
+        """An instant query of a range selector (``metric{...}[1h]``) at ``at``: every raw sample in the range,
+        per series, as scraped (no evaluation step between them)."""
+        data = self._post("/api/v1/query", [("query", expr), ("time", f"{at:.3f}")], expr)
+        return _matrix(data, expr)
+
+    def query_range(self, expr: str, start: float, end: float, step: float) -> list[Series]:
+        """A range query from ``start`` to ``end`` (unix seconds) every ``step`` seconds."""
+        form = [("query", expr), ("start", f"{start:.3f}"), ("end", f"{end:.3f}"), ("step", f"{max(step, 1.0):.3f}")]
+        return _matrix(self._post("/api/v1/query_range", form, expr), expr)
+
+
+def parse_or_none(text: str) -> PrometheusAccess | None:
+    try:
+        return parse_prometheus(text)
+    except ValueError:
+        return None
+
+
+def connect(access: PrometheusAccess, kube: k.Kube) -> Prometheus:
+    """The client for ``access``: a URL directly, a Service through ``kube``'s service proxy."""
+    if isinstance(access, PrometheusService):
+        return Prometheus(transport=ServiceTransport(kube, access))
+    return Prometheus(access.url)
+
+
+def for_stack(declared: str | None, kube: k.Kube, override: str | None = None) -> Prometheus | None:
+    """The Prometheus a live verb reads: ``override`` (``--prometheus URL``) where given, else the stack's
+    ``validation.prometheus`` (a URL, or a Service reached through ``kube``'s service proxy); None without either."""
+    if override:
+        return Prometheus(override)
+    return connect(parse_prometheus(declared), kube) if declared else None
+
+
+def _matrix(data: dict[str, Any], expr: str) -> list[Series]:
+    result = data.get("result")
+    if data.get("resultType") != "matrix" or not isinstance(result, list):
+        raise PrometheusError(f"query {expr!r}: expected a matrix, Prometheus answered {data.get('resultType')!r}")
+    return [Series(dict(item.get("metric") or {}),
+                   [(float(t), _number(v, expr)) for t, v in item.get("values") or []]) for item in result]
 
 
 def _number(text: Any, expr: str) -> float:
@@ -119,8 +214,49 @@ def _number(text: Any, expr: str) -> float:
         raise PrometheusError(f"query {expr!r}: {text!r} is not a number") from None
 
 
-def regex_union(values: list[str]) -> str:
+_SPECIALS = set("\\.+*?()|[]{}^$")
+
+
+def escape_regex(value: str) -> str:
+    """One value as a literal inside a PromQL regex string: regex specials escaped (a backslash doubled for the
+    string), quotes escaped for the string."""
+    return "".join("\\\\" + c if c in _SPECIALS else c for c in value).replace('"', '\\"')
+
+
+def escape_label(value: str) -> str:
+    """A value inside a PromQL string (``label="..."``)."""
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def regex_union(values: Sequence[str]) -> str:
     """A PromQL regex matching exactly these values (anchored by PromQL), for ``label=~"..."``."""
-    specials = set("\\.+*?()|[]{}^$")
-    escaped = ["".join("\\\\" + c if c in specials else c for c in value) for value in sorted(set(values))]
-    return "|".join(e.replace('"', '\\"') for e in escaped)
+    return "|".join(escape_regex(value) for value in sorted(set(values)))
+
+
+def split_query(values: Sequence[str], render: Callable[[str], str], limit: int) -> list[str]:
+    """``render(regex)`` over as few parts of ``values`` as keep each query within ``limit`` bytes; the parts
+    together match every value once. Raises PrometheusError when one value alone would exceed it."""
+    ordered = sorted(set(values))
+    if not ordered:
+        return []
+    base, uses = len(render("").encode()), _uses(render)
+    parts: list[list[str]] = [[]]
+    size = base
+    for value in ordered:
+        cost = (len(escape_regex(value).encode()) + 1) * uses  # the value and its "|", wherever the regex is written
+        if parts[-1] and size + cost > limit:
+            parts.append([])
+            size = base
+        if size + cost > limit:
+            raise PrometheusError(f"a query for {value!r} alone is longer than {limit} bytes: {render(value)[:200]}")
+        parts[-1].append(value)
+        size += cost
+    return [render(regex_union(part)) for part in parts]
+
+
+def _uses(render: Callable[[str], str]) -> int:
+    """How many times ``render`` writes the regex it is given (an ``or`` of several selectors writes it more than
+    once)."""
+    marker = "\x00"
+    return render(marker).count(marker)
+

@@ -67,10 +67,18 @@ class PodSpec(TypedDict, total=False):
     volumes: list[Volume] | None
 
 
+class ContainerStatus(TypedDict, total=False):
+    name: Any
+    restartCount: Any
+    lastState: Any  # terminated.reason: OOMKilled
+
+
 class PodStatus(TypedDict, total=False):
     phase: Any
     conditions: list[Any] | None
     startTime: Any
+    podIP: Any  # a DCGM Exporter pod's, which its series' instance label names (verify)
+    containerStatuses: list[ContainerStatus] | None  # restarts and why a container last ended (model-restarts)
 
 
 class Pod(TypedDict, total=False):
@@ -128,4 +136,4 @@ class Budget(TypedDict, total=False):
 ListMeta = TypedDict("ListMeta", {"continue": "Any", "resourceVersion": "Any"}, total=False)
 
 
-__all__ = ["Budget", "Container", "ListMeta", "Metadata", "Node", "Pod", "Volume", "Workload"]
+__all__ = ["Budget", "Container", "ContainerStatus", "ListMeta", "Metadata", "Node", "Pod", "Volume", "Workload"]

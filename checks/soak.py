@@ -1,7 +1,7 @@
 """Is a canary ready to attest, and when will it be: what the soak schedule asks before it runs `verify`.
 
 A canary's soak starts when the last of its upgraded nodes finished its upgrade (the start `verify` records
-in the attestation, :attr:`checks.validation.VerifyFacts.soak_start`), and it is long enough once it has
+in the attestation, :attr:`checks.verify_facts.VerifyFacts.soak_start`), and it is long enough once it has
 lasted the ``promotion.minSoakHours`` of every prod stack promoted from the canary (the longest of them:
 the attestation must admit the driver into each). :func:`read` takes those facts from the cluster with one
 LIST of nodes (another cluster is refused first, as `verify` refuses it); :func:`readiness` is pure. A canary
@@ -19,7 +19,7 @@ from checks import kube as k
 from checks.identity import identify_cluster
 from checks.identity import read_records, refuse_if_refuted
 from checks.nodestate import NoNodesError
-from checks.validation import upgrade_finished_at, upgraded_nodes
+from checks.verify_facts import upgrade_finished_at, upgraded_nodes
 from spec import attestation
 from spec.model import FleetSpec
 

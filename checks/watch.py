@@ -2,10 +2,11 @@
 
 Triggers: a node in ``upgrade-failed``; a node held by a failed validation (the validation job cordoned it
 and recorded why: :mod:`checks.hold`); a model whose available replicas fall below its minAvailable;
-a node in one in-progress state longer than ``stuck_after``; outside the stack's maintenance window
-(``rollout.maintenanceWindow``), a node of a released pool in ``upgrade-required`` without the skip label,
-which the operator would start now (``outside-window``: the pause re-adds the skip label to the nodes not
-done, and a node already upgrading finishes its upgrade). Time in state is the earliest of: the
+a node in one in-progress state longer than ``stuck_after``; a model's SLO (``models[].slo``) breached on a pool
+being upgraded for as long as it declares (:mod:`checks.slo`, read from Prometheus); outside the stack's
+maintenance window (``rollout.maintenanceWindow``), a node of a released pool in ``upgrade-required`` without
+the skip label, which the operator would start now (``outside-window``: the pause re-adds the skip label to the
+nodes not done, and a node already upgrading finishes its upgrade). Time in state is the earliest of: the
 operator's latest ``GPUDriverUpgrade`` event moving the node into that state (events expire after
 about an hour), the ``time`` of the node's ``metadata.managedFields`` entry that owns the state label
 (a lower bound: that manager may have written the node since), and when this watch first saw the node
@@ -40,7 +41,9 @@ JSON of the operator snapshot (:meth:`Snapshot.as_json`; ``gpu-rollout watch --j
      "models": [{"model": "ns/name", "available", "minAvailable", "replicas"}],
      "operator": [{"kind", "name", "state"}], "events": [{"node", "message"}],
      "triggers": [{"kind": "upgrade-failed" | "validation-failed" | "below-min-available" | "stuck" |
-                   "outside-window", "subject", "message"}]}
+                   "outside-window" | "slo-breach", "subject", "message"}],
+     "slo": [{"model", "pool", "metric", "objective", "forSeconds", "latest", "breached", "figures", "expected",
+              "pods", "error"}]}
 
 and, beside ``"paused"``, ``"evictions"``: ``{"evicted", "refused", "failed", "kept"}`` (pods ``ns/name``) or null.
 """
@@ -65,7 +68,9 @@ from checks.nodestate import node_done, node_driver_version, require_nodes
 from checks.objects import Obj, labels_of, meta, name_of, status_of
 from checks.pause import ChangeInterrupted, PauseReport, pause
 from checks.progress import StateTracker, Trigger, epoch, label_written_at, list_model_pods, model_rows
+from checks.prometheus import Prometheus
 from checks.results import few
+from checks.slo import SloReading, slo_of
 from spec import kinds, labels
 from spec.model import DriverOwner, FleetSpec
 
@@ -97,6 +102,7 @@ class Snapshot:
     events: list[dict[str, str]]
     triggers: list[Trigger]
     held: list[HeldNode] = field(default_factory=list)  # nodes held by a failed validation
+    slo: list[SloReading] = field(default_factory=list)  # the models' objectives on the pools being upgraded
 
     def pools(self, spec: FleetSpec) -> list[dict[str, Any]]:
         out = []
@@ -114,7 +120,7 @@ class Snapshot:
     def as_json(self, spec: FleetSpec) -> dict[str, Any]:
         return {"owner": "operator", "at": self.at, "pools": self.pools(spec), "nodes": [n.as_json() for n in self.nodes],
                 "models": self.models, "operator": self.operator, "events": self.events,
-                "triggers": [t.as_json() for t in self.triggers]}
+                "triggers": [t.as_json() for t in self.triggers], "slo": [r.as_json() for r in self.slo]}
 
 
 # k8s-operator-libs: "Successfully updated node state label to cordon-required"; older releases and the
@@ -138,9 +144,10 @@ def _entered_at(events: list[Obj]) -> dict[tuple[str, str], float]:
 
 
 def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: float,
-                  stuck_after: float, listed: list[Obj] | None = None) -> Snapshot:
+                  stuck_after: float, listed: list[Obj] | None = None, prometheus: Prometheus | None = None) -> Snapshot:
     """One poll: nodes (unless ``listed`` holds every node already), Deployments, events, ClusterPolicies,
-    NVIDIADrivers and each model's pods, whatever the fleet's size."""
+    NVIDIADrivers and each model's pods, whatever the fleet's size; with ``prometheus``, the models' SLOs on the
+    pools being upgraded (:mod:`checks.slo`)."""
     nodes = pool_nodes_of(spec, kube.list(k.NODES) if listed is None else listed)
     require_nodes(nodes, spec, "watch")
     deployments = kube.list(k.DEPLOYMENTS)
@@ -175,13 +182,15 @@ def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: flo
     triggers += [h.trigger() for h in held]
     models, model_triggers = model_rows(spec, deployments, pods)
     triggers += model_triggers
+    slo = slo_of(prometheus, spec, pods, nodes, now)
+    triggers += [r.trigger() for r in slo if r.breached]
     operator = [{"kind": o.get("kind", kind), "name": name_of(o), "state": str(status_of(o).get("state", "?"))}
                 for kind, objs in ((kinds.CLUSTER_POLICY.kind, policies), (kinds.NVIDIA_DRIVER.kind, drivers))
                 for o in objs]
     recent = sorted(events, key=lambda e: epoch(e.get("lastTimestamp") or meta(e).get("creationTimestamp")) or 0)
     event_rows = [{"node": (e.get("involvedObject") or {}).get("name", ""), "message": e.get("message", "")}
                   for e in recent[-10:]]
-    return Snapshot(now, progress, models, operator, event_rows, triggers, held)
+    return Snapshot(now, progress, models, operator, event_rows, triggers, held, slo)
 
 
 def _outside_window(spec: FleetSpec, progress: list[NodeProgress], now: float) -> list[Trigger]:
@@ -226,7 +235,8 @@ def watch(kube: k.Kube, spec: FleetSpec, stack: str, *, interval: float = 30.0, 
           clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
           on_snapshot: Callable[[Snapshot | ImageSnapshot], None] = lambda s: None,
           on_poll_error: Callable[[ClusterError, int], None] = lambda e, n: None,
-          on_identity: Callable[[ClusterIdentity], None] = lambda i: None) -> WatchOutcome:
+          on_identity: Callable[[ClusterIdentity], None] = lambda i: None,
+          prometheus: Prometheus | None = None) -> WatchOutcome:
     """Poll until a trigger fires (pause unless told not to), the rollout completes, or once.
 
     On an image-owned stack the snapshot is :class:`checks.generations.ImageSnapshot` and a trigger
@@ -249,7 +259,7 @@ def watch(kube: k.Kube, spec: FleetSpec, stack: str, *, interval: float = 30.0, 
                 listed = kube.list(k.NODES)
                 identity = require_stack_cluster(kube, spec, listed)
                 on_identity(identity)
-            snapshot = poll(kube, spec, tracker, clock(), stuck_after, listed)
+            snapshot = poll(kube, spec, tracker, clock(), stuck_after, listed, prometheus)
         except ClusterError as error:
             failures += 1
             if once or not _retryable(error):

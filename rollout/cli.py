@@ -383,6 +383,24 @@ def preflight(target: LiveTarget) -> Exit:
     return verb.execute(live.stack.name, live.spec, live.kube, target.as_json)
 
 
+PrometheusOption = Annotated[
+    str | None,
+    typer.Option("--prometheus", envvar="GPU_ROLLOUT_PROMETHEUS",
+                 help="Prometheus base URL (http://prometheus:9090), instead of the stack's validation.prometheus "
+                 "(a URL, or a Service reached through the API server's service proxy)."),
+]
+
+
+def _prometheus_url(value: str | None) -> str | None:
+    """--prometheus, refused unless it is an http(s) URL (a Service is the stack's to name)."""
+    from urllib.parse import urlsplit
+
+    if value is not None and (urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).netloc):
+        raise typer.BadParameter(f"{value!r} is not an http(s) URL such as http://prometheus:9090",
+                                 param_hint="--prometheus")
+    return value
+
+
 @app.command()
 @live_verb
 def watch(
@@ -400,19 +418,21 @@ def watch(
         int, typer.Option("--max-failed-polls", min=1,
                           help="Give up after this many polls in a row fail (throttling, 5xx, timeouts).")
     ] = 5,
+    prometheus: PrometheusOption = None,
 ) -> Exit:
-    """Follow the rollout per pool; on upgrade-failed, a failed validation, a model below minAvailable or a stuck
-    node, pause and exit 1.
+    """Follow the rollout per pool; on upgrade-failed, a failed validation, a model below minAvailable, a model's
+    SLO breached or a stuck node, pause and exit 1.
 
     A node held by a failed validation also has its model pods evicted (PDBs respected) where the stack says
     so. On an image-owned stack it follows the generations instead, and reports a trigger without pausing.
     """
     from rollout import watch as verb
 
+    prometheus = _prometheus_url(prometheus)
     live = target.open()
     return verb.execute(live.stack.name, live.spec, live.kube, once=once, interval=interval,
                         stuck_after=stuck_after * 60, auto_pause=not no_auto_pause, as_json=target.as_json,
-                        max_failed_polls=max_failed_polls)
+                        max_failed_polls=max_failed_polls, prometheus_url=prometheus)
 
 
 @app.command()
@@ -554,14 +574,6 @@ def rollback(
     run(call, debug)
 
 
-PrometheusOption = Annotated[
-    str | None,
-    typer.Option("--prometheus", envvar="GPU_ROLLOUT_PROMETHEUS",
-                 help="Prometheus base URL (http://prometheus:9090) for latency-throughput, no-new-xid and "
-                 "dcgm-metrics; without it those checks are inconclusive."),
-]
-
-
 SigningKeyOption = Annotated[
     Path | None,
     typer.Option("--signing-key", help="PEM file of the Ed25519 private key a canary's attestation is signed with "
@@ -587,15 +599,10 @@ def verify(
     Exit 0 only when every check passes; a failed or inconclusive check exits 1 with its reason. With --smoke
     nothing is attested and only a failed check exits 1.
     """
-    from urllib.parse import urlsplit
-
     from rollout import verify as verb
     from spec.attestation import AttestationError
 
-    if prometheus is not None and (urlsplit(prometheus).scheme not in ("http", "https")
-                                   or not urlsplit(prometheus).netloc):
-        raise typer.BadParameter(f"{prometheus!r} is not an http(s) URL such as http://prometheus:9090",
-                                 param_hint="--prometheus")
+    prometheus = _prometheus_url(prometheus)
     try:
         key = verb.signing_key(signing_key)
     except AttestationError as error:

@@ -12,7 +12,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, cast
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from rich.console import Console
@@ -22,14 +23,17 @@ from checks import kube as k
 from checks import validation
 from checks.catalogue import CATALOGUE
 from checks.metadata import VALIDATION
-from checks.prometheus import Prometheus
+from checks.objects import Obj, labels_of, status_of
+from checks.prometheus import for_stack
 from checks.results import CheckResult, Status
+from checks.verify_facts import UpgradedNode, VerifyFacts
+from checks.verify_read import gather
 from rollout import console as consoles
 from rollout.console import say
 from rollout.exits import Exit
 from rollout.live import note_identity
-from spec import attestation
-from spec.model import FleetSpec, Stage
+from spec import attestation, gpu_products, labels, manifests
+from spec.model import DriverOwner, FleetSpec, NodePool, Stage
 
 _STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.INCONCLUSIVE: "magenta"}
 
@@ -72,8 +76,8 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, project_dir: Path, pro
     """Run the checks; a passing canary (not ``smoke``) writes its attestation, signed with ``key``. ``smoke``:
     the check right after a rollout, before any soak: nothing is attested, and an inconclusive check does not
     fail it."""
-    prometheus = Prometheus(prometheus_url) if prometheus_url else None
-    facts = validation.gather(kube, spec, prometheus)
+    facts = gather(kube, spec, for_stack(spec.validation.prometheus if spec.validation else None, kube,
+                                         prometheus_url))
     note_identity(facts.identity)
     results = CATALOGUE.run(validation.VERB, facts)
     not_passed = [r for r in results if r.status != Status.PASS]
@@ -86,7 +90,7 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, project_dir: Path, pro
                 raise attestation.AttestationError(
                     f"no signing key: set {attestation.SIGNING_KEY_ENV} (the PEM text) or give --signing-key FILE; "
                     "the prod gate admits only signed attestations (`gpu-rollout keygen` makes a key pair)")
-            sealed = validation.attest(facts, results, stack=stack, git_commit=git_commit(project_dir),
+            sealed = attest(facts, results, stack=stack, git_commit=git_commit(project_dir),
                                        signing_key=key)
             written = attestation.write(project_dir / attestation.ATTESTATION_DIR, sealed)
         except attestation.AttestationError as exc:
@@ -112,3 +116,121 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, project_dir: Path, pro
     elif not not_passed:
         say(f"note: stack {stack} is a {spec.stage.value} stack; only a canary stack's verify writes an attestation")
     return Exit.failed_if(bool(failing) or problem is not None)
+
+
+# ---------------------------------------------------------------- the attestation of a passing canary
+
+
+def node_image_of(nodes: list[UpgradedNode], pool: NodePool) -> str | None:
+    """The node image the pool's upgraded nodes run (AKS node-image label, EKS AMI release of the newest
+    generation), where one is known and they all agree."""
+    images = {labels_of(n.node).get(labels.AKS_NODE_IMAGE_VERSION) for n in nodes if n.pool.name == pool.name}
+    if len(images) == 1 and None not in images:
+        return images.pop()
+    newest = pool.newest_generation
+    return newest.image if newest is not None else None
+
+
+def _one(pool: NodePool, what: str, values: set[str]) -> str:
+    """The one value the pool's upgraded nodes agree on; AttestationError when they show none or several."""
+    if len(values) != 1:
+        shown = ", ".join(sorted(values)) or "none"
+        raise attestation.AttestationError(f"pool {pool.name}: its upgraded nodes show {what} {shown}, not one value: "
+                                           "what the canary ran cannot be attested")
+    return values.pop()
+
+
+def _gpus(node: Obj) -> str | None:
+    """GPUs on the node: GFD's nvidia.com/gpu.count, else the device plugin's capacity where no MIG slices it."""
+    value = labels_of(node).get(labels.GPU_COUNT)
+    if value is None and not any(key.startswith(labels.MIG_RESOURCE_PREFIX) for key in status_of(node).get("capacity") or {}):
+        value = (status_of(node).get("capacity") or {}).get(labels.GPU_RESOURCE)
+    return str(value) if value is not None else None
+
+
+def _mig_config(node: Obj) -> str:
+    """The node's MIG layout (nvidia.com/mig.config); without the label, all-disabled unless MIG devices are
+    advertised, which a layout nothing manages shows as ``unmanaged`` (equal to no declared layout)."""
+    value = labels_of(node).get(labels.MIG_CONFIG)
+    if value:
+        return value
+    advertised = any(key.startswith(labels.MIG_RESOURCE_PREFIX) for key in status_of(node).get("capacity") or {})
+    return "unmanaged" if advertised else labels.MIG_CONFIG_DISABLED
+
+
+def pool_traffic(facts: VerifyFacts, pool: NodePool) -> tuple[bool, str]:
+    """Whether the pool served model traffic during the soak, and what showed it: a declared model whose pods
+    on the pool's upgraded nodes answered verify's request and served requests Prometheus counted since the
+    soak started."""
+    seen = facts.traffic.get(pool.name, [])
+    if not seen:
+        return False, "no model of the stack runs on the pool's upgraded nodes"
+    notes: list[str] = []
+    served = False
+    for model, pods, total, problem in seen:
+        answered = any(p.outcome == "answered" and p.pod.split("/", 1)[-1] in pods for p in facts.probes)
+        # Whether, not how many: the count moves with the moment verify asks, what the pool was does not.
+        if total is None:
+            seen_requests = f"requests not known ({problem})"
+        else:
+            seen_requests = "requests served" if total > 0 else "no request served"
+        notes.append(f"{model.name} on {len(pods)} pod(s): {seen_requests} during the soak, "
+                     + ("answered verify's request" if answered else "no answer to verify's request"))
+        served = served or (answered and total is not None and total > 0)
+    return served, "; ".join(notes)
+
+
+def attested_pool(facts: VerifyFacts, pool: NodePool) -> attestation.AttestedPool:
+    """What the pool's upgraded nodes are, as the cluster shows them (GFD labels, node info), for the attestation."""
+    nodes = [n.node for n in facts.nodes if n.pool.name == pool.name]
+    product = _one(pool, labels.GPU_PRODUCT, {gpu_products.base_product(v) for n in nodes
+                                              if (v := labels_of(n).get(labels.GPU_PRODUCT))})
+    count = _one(pool, labels.GPU_COUNT, {g for n in nodes if (g := _gpus(n)) is not None})
+    gpus = int(count) if count.isdigit() else 0
+    nvswitch = gpu_products.is_nvswitch_system(product, gpus)
+    if nvswitch is None:  # a product the NVSwitch table does not know: the stack's word for it
+        nvswitch = pool.nvswitch
+    served, traffic = pool_traffic(facts, pool)
+    kernels = {str(v) for n in nodes if (v := (status_of(n).get("nodeInfo") or {}).get("kernelVersion"))}
+    images = {str(v) for n in nodes if (v := (status_of(n).get("nodeInfo") or {}).get("osImage"))}
+    return attestation.AttestedPool.of(
+        pool.name, product, node_image_of(facts.nodes, pool), gpus_per_node=gpus, nvswitch=nvswitch,
+        fabric_manager=(cast(attestation.FabricManagerSource, manifests.fabric_manager_source(facts.spec, pool))
+                        if nvswitch else None),
+        mig_config=_one(pool, labels.MIG_CONFIG, {_mig_config(n) for n in nodes}),
+        kernel=", ".join(sorted(kernels)) or None, os_image=", ".join(sorted(images)) or None,
+        served_traffic=served, traffic=traffic,
+    )
+
+
+def driver_mode(spec: FleetSpec) -> attestation.DriverMode:
+    """Who installed the driver on the canary: the node image, per-pool NVIDIADrivers or the ClusterPolicy."""
+    if spec.driver.owner == DriverOwner.IMAGE:
+        return "image"
+    return "nvidiadriver" if spec.gpuOperator.useNvidiaDriverCrd else "clusterpolicy"
+
+
+def attest(facts: VerifyFacts, results: list[Any], *, stack: str, git_commit: str,
+           signing_key: Ed25519PrivateKey | None) -> attestation.Attestation:
+    """The sealed, signed attestation of a passing verify (spec.attestation's format); AttestationError otherwise."""
+    soak = facts.soak_start
+    if soak is None:
+        raise attestation.AttestationError("when the canary's upgrade finished is not known: no soak start")
+    drivers = {n.target for n in facts.nodes}
+    if len(drivers) != 1:
+        raise attestation.AttestationError(f"the upgraded nodes run more than one target ({', '.join(sorted(drivers))})")
+    pools = sorted({n.pool.name: n.pool for n in facts.nodes}.values(), key=lambda p: p.name)
+    return attestation.seal(
+        stack=stack,
+        cluster=facts.spec.cluster.name,
+        driver=drivers.pop(),
+        operator_chart=facts.spec.gpuOperator.chartVersion,
+        driver_mode=driver_mode(facts.spec),
+        pools=[attested_pool(facts, p) for p in pools],
+        checks=[attestation.AttestedCheck(id=r.id, status=r.status.value, subject=r.subject, message=r.message,
+                                          evidence=r.evidence or {}) for r in results],
+        soak_start=datetime.fromtimestamp(soak, UTC),
+        soak_end=datetime.fromtimestamp(facts.now, UTC),
+        git_commit=git_commit,
+        signing_key=signing_key,
+    )

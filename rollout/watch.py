@@ -3,7 +3,8 @@
 On a stack whose node image owns the driver it follows the pools by generation instead and, on a
 trigger, reports it and exits 1 without pausing anything (there is no operator upgrade to pause).
 Either way a node held by a failed validation is a trigger; on an operator-owned stack its model pods
-are also evicted where the stack says so (checks/hold.py).
+are also evicted where the stack says so (checks/hold.py). A model's SLO breached on a pool being upgraded
+(``models[].slo``, read from the Prometheus of ``validation.prometheus`` or ``--prometheus``) is a trigger too.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from rich.table import Table
 from checks import kube as k
 from checks.errors import ClusterError
 from checks.generations import ImageSnapshot, generation_title
+from checks.prometheus import for_stack
 from checks.watch import Snapshot, WatchOutcome, watch
 from rollout import console as consoles
 from rollout.exits import Exit
@@ -41,6 +43,7 @@ def snapshot_view(spec: FleetSpec, snapshot: Snapshot) -> Group:
     operator = ", ".join(f"{o['kind']} {o['name']}: {o['state']}" for o in snapshot.operator) or "no operator objects"
     parts: list[RenderableType] = [pools, moving, f"operator: {operator}"]
     parts += [f"event {e['node']}: {e['message']}" for e in snapshot.events[-5:]]
+    parts += [f"slo: {r.describe()}" for r in snapshot.slo if not r.breached]
     parts += [f"[bold red]TRIGGER[/] {t.message}" for t in snapshot.triggers]
     return Group(*parts)
 
@@ -74,6 +77,7 @@ def image_view(spec: FleetSpec, snapshot: ImageSnapshot) -> Group:
                  f"{(n.seconds_not_ready or 0) / 60:.1f} min" for n in snapshot.nodes if not n.ready]
     parts: list[RenderableType] = [pools, models, "driver owner: node image (nothing to pause: progress is by generation)"]
     parts += [f"waiting: {line}" for line in waiting] + not_ready
+    parts += [f"slo: {r.describe()}" for r in snapshot.slo if not r.breached]
     parts += [f"[bold red]TRIGGER[/] {t.message}" for t in snapshot.triggers]
     return Group(*parts)
 
@@ -100,7 +104,7 @@ def what_was_done(stack: str, outcome: WatchOutcome) -> str:
 
 
 def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, once: bool, interval: float, stuck_after: float,
-            auto_pause: bool, as_json: bool, max_failed_polls: int = 5) -> Exit:
+            auto_pause: bool, as_json: bool, max_failed_polls: int = 5, prometheus_url: str | None = None) -> Exit:
     console = consoles.stdout()
     live = Live(console=console, auto_refresh=False) if sys.stdout.isatty() and not as_json else None
 
@@ -121,7 +125,9 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, once: bool, interval: 
     try:
         outcome = watch(kube, spec, stack, interval=interval, stuck_after=stuck_after, auto_pause=auto_pause,
                         once=once, max_failed_polls=max_failed_polls, on_snapshot=show, on_poll_error=poll_failed,
-                        on_identity=note_identity)
+                        on_identity=note_identity,
+                        prometheus=for_stack(spec.validation.prometheus if spec.validation else None, kube,
+                                             prometheus_url))
     finally:
         if live is not None:
             live.stop()

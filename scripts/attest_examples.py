@@ -8,9 +8,10 @@ The test cluster is the one tests/checks/test_verify.py checks verify against: t
 (tests/fakekube) seeded with the canary stack's cluster and moved through the upgrade to its target driver
 (tests/checks/verify_world.py), the canary model's pods answering through the API server's pod proxy (a
 loopback OpenAI-compatible server each), and a real Prometheus (Debian's, `make prometheus`) backfilled with
-the DCGM and vLLM history of that upgrade. The canary nodes finished their upgrade ``minSoakHours`` of the
-prod stack promoted from the canary plus ``SOAK_MARGIN_HOURS`` ago, so the soak the attestation records is
-long enough for the prod gate.
+the DCGM, vLLM and kube-state-metrics history of that upgrade, reached through the API server's service proxy
+as the stack's ``validation.prometheus`` names it (no ``--prometheus``), the way the soak workflow reaches it.
+The canary nodes finished their upgrade ``minSoakHours`` of the prod stack promoted from the canary plus
+``SOAK_MARGIN_HOURS`` ago, so the soak the attestation records is long enough for the prod gate.
 
 Each canary is verified with the real CLI (``python -m rollout verify``) in a process of its own, signing with
 the example key (tests/data/example-attestation-key.pem, in ``GPU_ROLLOUT_SIGNING_KEY``), on the
@@ -30,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 from spec.load import load_stack_file
-from tests.checks.verify_world import ProxyKube, build, history, promoted_from
+from tests.checks.verify_world import PROMETHEUS_SERVICE, ProxyKube, Soak, build, history, promoted_from
 from spec.attestation import SIGNING_KEY_ENV
 from tests.conftest import EXAMPLE_KEY_FILE, PROJECT_DIR
 from tests.prometheus.server import MISSING, binary, start
@@ -63,10 +64,11 @@ def verify(canary: str, project_dir: Path, workdir: Path) -> subprocess.Complete
                 servers.append(server)
             context = spec.cluster.existing.context if spec.cluster.existing else "fake"
             kubeconfig = fake.write_kubeconfig(workdir / "kubeconfig", context=context)
-            with start(history(world), workdir / "prometheus") as url:
+            with start(history(world, soak=Soak(kube_state_metrics=True)), workdir / "prometheus") as url:
+                fake.services[PROMETHEUS_SERVICE] = url  # the Service the stack's validation.prometheus names
                 return subprocess.run(
                     [sys.executable, "-m", "rollout", "verify", "--stack-file", str(stack_file), "--project-dir",
-                     str(project_dir), "--kubeconfig", str(kubeconfig), "--prometheus", url, "--json"],
+                     str(project_dir), "--kubeconfig", str(kubeconfig), "--json"],
                     capture_output=True, text=True, timeout=VERIFY_TIMEOUT, cwd=PROJECT_DIR, check=False,
                     env={**os.environ, SIGNING_KEY_ENV: EXAMPLE_KEY_FILE.read_text()})
         finally:

@@ -32,6 +32,7 @@ EVENT = Kind("", "v1", "Event", "events", namespaced=True)
 CONFIG_MAP = Kind("", "v1", "ConfigMap", "configmaps", namespaced=True)
 NAMESPACE = Kind("", "v1", "Namespace", "namespaces", namespaced=False)
 SERVICE_ACCOUNT = Kind("", "v1", "ServiceAccount", "serviceaccounts", namespaced=True)
+SERVICE = Kind("", "v1", "Service", "services", namespaced=True)  # only its proxy: an in-cluster Prometheus
 
 # Workloads and their disruption budgets.
 DEPLOYMENT = Kind("apps", "v1", "Deployment", "deployments", namespaced=True)

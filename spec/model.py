@@ -12,7 +12,7 @@ import re
 from enum import StrEnum
 from typing import Annotated, Literal, Self, get_args
 
-from pydantic import Field, StrictBool, StrictInt, field_validator, model_validator
+from pydantic import ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
 
 from spec import capacity, compat, stacks
 from spec.base import (
@@ -37,6 +37,7 @@ from spec.base import (
 from spec.operator import Drain, GpuOperator, PodDeletion, UpgradePolicy, WaitForCompletion
 from spec.pools import AksPool, EksPool, ExistingPool, Generation, LaunchTemplate, NodePool, PoolRollout, PoolTarget
 from spec.platform import EKS_AMI_OS, aks_os, eks_os
+from spec.observability import decimal_percent, duration_seconds, parse_prometheus
 from spec.simulation import Simulation
 from spec.discipline import MaintenanceWindow, RolloutSettings, WeeklyWindow
 from spec.resource_facts.cloud import is_nvidia_ami
@@ -45,7 +46,7 @@ from spec.versions import CudaVersion, DriverVersion, is_branch_only
 __all__ = [
     "PROJECT", "AksCluster", "AksPool", "Cloud", "Cluster", "ClusterPolicyMode", "Drain", "Driver", "DriverOwner",
     "EksCluster", "EksPool", "ExistingCluster", "ExistingPool", "FleetSpec", "Generation", "GpuOperator", "LaunchTemplate", "LocatedError", "Model",
-    "ModelQueries", "ModelServing", "ServingEngine",
+    "ModelQueries", "ModelServing", "ModelSlo", "ServingEngine",
     "MaintenanceWindow", "NodePool", "NonNegativeInt", "PodDeletion", "PoolRollout", "PoolTarget", "PositiveInt",
     "Promotion", "RolloutSettings", "Simulation", "Stage", "UpgradePolicy", "Validation", "WAIVABLE_DIFFERENCES",
     "Waiver", "ValidationBaseline", "ValidationCache", "ValidationTolerance", "WeeklyWindow",
@@ -107,6 +108,9 @@ class Driver(SpecModel):
 
 
 
+PositiveNumber = Annotated[float, Field(gt=0)]
+
+
 class ServingEngine(StrEnum):
     VLLM = "vllm"
     TGI = "tgi"
@@ -114,14 +118,16 @@ class ServingEngine(StrEnum):
 
 
 class ModelQueries(SpecModel):
-    """PromQL for `gpu-rollout verify`'s latency-throughput check, replacing the engine's default. Each is an
-    instant query giving one number; ``{namespace}``, ``{pods}`` (a regex of pod names: the model's pods on
-    new-driver nodes, then those on old-driver nodes) and ``{window}`` (e.g. ``1800s``) are filled in."""
+    """PromQL for `gpu-rollout verify`'s latency-throughput check, replacing the engine's default. Each is a
+    query giving one number over a window; ``{namespace}``, ``{pods}`` (a regex of pod names: the model's pods
+    on new-driver nodes, then those it is compared with) and ``{window}`` (a bucket, e.g. ``3600s``) are filled
+    in, and it is evaluated once per bucket of the soak."""
 
     p95LatencySeconds: str | None = Field(None, min_length=1, description="p95 request latency, seconds.")
     tokensPerSecond: str | None = Field(None, min_length=1, description="Tokens per second of one request.")
+    errorRate: str | None = Field(None, min_length=1, description="Failed requests as a fraction of all (0 to 1).")
 
-    @field_validator("p95LatencySeconds", "tokensPerSecond")
+    @field_validator("p95LatencySeconds", "tokensPerSecond", "errorRate")
     @classmethod
     def _placeholders(cls, value: str | None) -> str | None:
         if value is not None and "{pods}" not in value:
@@ -149,6 +155,47 @@ class ModelServing(SpecModel):
         return None if value is None else check_label_map(value)
 
 
+class ModelSlo(SpecModel):
+    """The model's service-level objectives, which `gpu-rollout watch` reads from Prometheus for each pool being
+    upgraded: a breach of one, sustained for ``for``, pauses the rollout (docs/runbook.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    errorRate: str | None = Field(None, description="Highest share of failed requests, e.g. '1%' or '0.5%'.")
+    p95LatencySeconds: PositiveNumber | None = Field(None, description="Highest p95 request latency, seconds.")
+    sustained: str = Field("10m", alias="for", description="How long a breach lasts before it pauses the rollout.")
+
+    @field_validator("errorRate")
+    @classmethod
+    def _error_rate(cls, value: str | None) -> str | None:
+        if value is not None:
+            decimal_percent(value)
+        return value
+
+    @field_validator("sustained")
+    @classmethod
+    def _sustained(cls, value: str) -> str:
+        seconds = duration_seconds(value)
+        if not 60 <= seconds <= 86400:
+            raise ValueError(f"'{value}' must be from 1m to 24h: shorter than a scrape or two is noise")
+        return value
+
+    @model_validator(mode="after")
+    def _one_objective(self) -> Self:
+        if self.errorRate is None and self.p95LatencySeconds is None:
+            raise at(("errorRate",), "declare errorRate, p95LatencySeconds or both: an SLO without an objective "
+                     "watches nothing")
+        return self
+
+    @property
+    def error_rate(self) -> float | None:
+        return None if self.errorRate is None else decimal_percent(self.errorRate)
+
+    @property
+    def sustained_seconds(self) -> int:
+        return duration_seconds(self.sustained)
+
+
 class Model(SpecModel):
     name: str = Field(description="Model server name (Deployment name).")
     namespace: str = Field(description="Namespace of the model server.")
@@ -161,6 +208,7 @@ class Model(SpecModel):
     nodePools: list[str] = Field(min_length=1, description="Pools the model's pods run on.")
     cudaForwardCompat: StrictBool = Field(False, description="Image ships cuda-compat for a newer CUDA.")
     serving: ModelServing = ModelServing()
+    slo: ModelSlo | None = Field(None, description="Objectives `gpu-rollout watch` pauses the rollout on.")
     weightsCached: StrictBool = Field(
         False, description="A rescheduled replica loads its weights from a cache (PVC, host path, weights in the "
         "image), not from a download: simulate's cachedLoadSeconds instead of uncachedLoadSeconds.")
@@ -198,7 +246,6 @@ class Model(SpecModel):
 
 # ---------------------------------------------------------------- validation (issue 10; docs/validation.md)
 
-PositiveNumber = Annotated[float, Field(gt=0)]
 SHA256_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
@@ -262,6 +309,8 @@ class ValidationTolerance(SpecModel):
     tokensPerSecond: str = Field("10%", description="How much below the baseline tokens per second may fall.")
     p95Latency: str = Field("20%", description="How much higher p95 latency on new-driver nodes may be than on "
                             "old-driver ones (verify, from Prometheus).")
+    errorRate: str = Field("1%", description="How many percentage points the error rate on new-driver pods may be "
+                           "above the baseline's (verify, from Prometheus).")
 
     @field_validator("timeToFirstToken", "tokensPerSecond", "p95Latency", mode="before")
     @classmethod
@@ -269,6 +318,12 @@ class ValidationTolerance(SpecModel):
         if not isinstance(value, str) or percent_of(value) is None:
             raise ValueError(f"must be a percentage from 0% to 100%, such as '10%', got {value!r}")
         return value
+
+    @field_validator("errorRate", mode="before")
+    @classmethod
+    def _points(cls, value: object) -> str:
+        decimal_percent(value)
+        return str(value)
 
 
 class Validation(SpecModel):
@@ -292,6 +347,15 @@ class Validation(SpecModel):
     textfileDirectory: str | None = Field(
         None, description="Host directory of node-exporter's textfile collector; the job writes its metrics there."
     )
+    prometheus: str | None = Field(
+        None, description="Where verify and watch read Prometheus: an http(s) URL, or an in-cluster Service as "
+        "namespace/name:port reached through the API server's service proxy with the stack's cluster credentials.")
+    bucketMinutes: Annotated[StrictInt, Field(ge=5, le=1440)] = Field(
+        60, description="verify compares latency, tokens/s and error rate over the soak in buckets this long.")
+    minBucketRequests: Annotated[StrictInt, Field(ge=1)] = Field(
+        100, description="Requests a bucket needs on each side before verify judges it.")
+    maxModelRestarts: NonNegativeInt = Field(
+        0, description="Container restarts of the model pods on upgraded nodes verify accepts over the soak.")
     evictOnFailure: dict[str, StrictBool] = Field(
         default_factory=dict,
         description="Per pool name: whether `gpu-rollout watch` moves the model pods off a node held by a failed "
@@ -310,6 +374,13 @@ class Validation(SpecModel):
     @classmethod
     def _model_path(cls, value: str) -> str:
         return _absolute_path(value, "modelPath")
+
+    @field_validator("prometheus")
+    @classmethod
+    def _prometheus(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_prometheus(value)
+        return value
 
     @field_validator("textfileDirectory")
     @classmethod

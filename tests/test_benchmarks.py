@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.checks_scale import measure
 from checks import kube as k
 from tests.fakekube.plugin import fake, kubeconfig  # noqa: F401 - fixtures
+from tests.prometheus.server import MISSING, binary
 
 
 def test_preflight_benchmark_runs_and_its_query_count_does_not_grow() -> None:
@@ -31,3 +34,12 @@ def test_a_read_at_scale_reports_its_figures(fake, kubeconfig) -> None:  # noqa:
         row = read(verb, 12, str(kubeconfig))
         assert row["count"] > 0 and row["peak_mb"] > 0
     assert fake.writes == 0
+
+
+@pytest.mark.skipif(binary("prometheus") is None or binary("promtool") is None, reason=MISSING)
+def test_the_verify_soak_benchmark_runs_and_sees_its_xid() -> None:
+    from benchmarks.verify_soak import measure
+
+    row = measure(nodes=3, gpus=2, soak_minutes=6 * 60)
+    assert row["nodes"] == 5 and row["peak_mb"] > 0 and row["queries"] > 0
+    assert row["statuses"] == {"fail": 1, "pass": row["statuses"]["pass"]}  # the Xid 79, nothing else

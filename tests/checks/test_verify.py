@@ -31,8 +31,8 @@ from tests.prometheus.server import MISSING, History, binary, start
 from tests.workload.openai_server import Behaviour, OpenAIServer
 from workload import result as job_result
 
-IDS = ["driver-version", "gpu-count", "operator-validator", "model-answers", "latency-throughput", "no-new-xid",
-       "dcgm-metrics", "validation-job"]
+IDS = ["driver-version", "gpu-count", "operator-validator", "model-answers", "latency-throughput", "model-restarts",
+       "no-new-xid", "dcgm-metrics", "validation-job"]
 PROMETHEUS_CHECKS = {"latency-throughput", "no-new-xid", "dcgm-metrics"}
 
 needs_prometheus = pytest.mark.skipif(binary("prometheus") is None or binary("promtool") is None, reason=MISSING)
@@ -106,10 +106,11 @@ def test_a_clean_canary_passes_every_check_and_writes_its_attestation(world: Wor
     assert {c["subject"] for c in by_check(doc, "model-answers")} == {f"inference/{p}" for p in world.canary_pods}
     latency = by_check(doc, "latency-throughput")[0]["evidence"]
     assert latency["newPods"] == world.canary_pods and latency["oldPods"] == world.old_pods
-    values = {key: q["value"] for key, q in latency["queries"].items()}
-    assert values["p95LatencySeconds new"] == pytest.approx(1.75, rel=0.02)
-    assert values["p95LatencySeconds old"] == pytest.approx(1.75, rel=0.02)
-    assert values["tokensPerSecond new"] == pytest.approx(100.0, rel=0.02)  # 100 tokens per 1 s request
+    new, old = latency["whole"]["new"], latency["whole"]["baseline"]  # over the whole soak
+    assert new["p95LatencySeconds"] == pytest.approx(1.75, rel=0.02)
+    assert old["p95LatencySeconds"] == pytest.approx(1.75, rel=0.02)
+    assert new["tokensPerSecond"] == pytest.approx(100.0, rel=0.02)  # 100 tokens per 1 s request
+    assert latency["baseline"]["kind"] == "old-driver pods" and latency["gpusPerPod"] == 1
     xids = by_check(doc, "no-new-xid")
     assert all("ignored, expected during pod deletion: 43" in c["message"] for c in xids)
     assert all(c["evidence"]["seriesByDriver"] == {NEW: 1} for c in by_check(doc, "dcgm-metrics"))
@@ -209,7 +210,7 @@ def test_a_canary_slower_than_the_tolerance_fails_latency_throughput(world: Worl
     assert found["status"] == "fail" and found["subject"] == "inference/llm-chat-canary"
     assert "p95 latency 2.25s vs 1.75s on old-driver pods (more than 20% higher)" in found["message"]
     assert "tokens/s 66.7 vs 100 on old-driver pods (more than 10% lower)" in found["message"]
-    assert found["evidence"]["tolerance"] == {"p95Latency": 0.2, "tokensPerSecond": 0.1}
+    assert found["evidence"]["tolerance"] == {"p95Latency": 0.2, "tokensPerSecond": 0.1, "errorRate": 0.01}
 
 
 @needs_prometheus
@@ -220,8 +221,8 @@ def test_empty_metrics_are_inconclusive_never_a_pass(world: World, project: Path
     assert_refused(code, doc, project)
     assert {c["id"] for c in doc["checks"] if c["status"] == "inconclusive"} == PROMETHEUS_CHECKS
     assert {c["id"] for c in doc["checks"] if c["status"] == "pass"} == set(IDS) - PROMETHEUS_CHECKS
-    assert "no data: p95LatencySeconds new: empty result for histogram_quantile" in by_check(
-        doc, "latency-throughput")[0]["message"]
+    assert ("no data: p95LatencySeconds new: empty result for sum by (le) (increase("
+            "vllm:e2e_request_latency_seconds_bucket") in by_check(doc, "latency-throughput")[0]["message"]
     assert "inconclusive: dcgm-metrics" in err and "no DCGM_FI_DEV_GPU_UTIL series for this node" in err
 
 

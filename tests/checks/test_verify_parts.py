@@ -17,10 +17,11 @@ import yaml
 from typer.testing import CliRunner
 
 from checks import kube as kube_module
-from checks.prometheus import Prometheus, PrometheusError
+from checks.prometheus import Prometheus, PrometheusError, regex_union
 from checks.catalogue import CATALOGUE
 from checks.objects import labels_of, name_of
-from checks.validation import DEFAULT_QUERIES, engine_of, fill, gather
+from checks.serving import ENGINE_PARTS, engine_of, fill
+from checks.verify_read import gather
 from rollout.cli import app
 from spec.load import SpecError, load_stack_file
 from spec import labels
@@ -141,9 +142,9 @@ def test_the_engine_is_read_from_the_image_unless_declared(tmp_path: Path) -> No
 def test_every_default_query_is_valid_promql_and_an_empty_result_is_inconclusive(tmp_path: Path) -> None:
     with start(History(), tmp_path / "prometheus") as url:
         prometheus = Prometheus(url)
-        for engine, queries in DEFAULT_QUERIES.items():
-            for metric, template in queries.items():
-                expr = fill(template, "inference", ["llm-chat-7d9f8c-000", "llm.chat-1"], "300s")
+        for engine, parts in ENGINE_PARTS.items():
+            for metric, template in parts.templates().items():
+                expr = fill(template, "inference", regex_union(["llm-chat-7d9f8c-000", "llm.chat-1"]), "300s")
                 assert "{pods}" not in expr and "{window}" not in expr
                 assert prometheus.query(expr) == [], (engine, metric)  # parsed and evaluated: no data
         with pytest.raises(PrometheusError, match="bad_data"):

@@ -118,6 +118,15 @@ class Fault:
         return True
 
 
+@dataclass(frozen=True)
+class Passthrough:
+    """An answer sent as it is (status, body, content type), as the API server's proxies pass a backend's answer."""
+
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+
+
 class ApiError(Exception):
     def __init__(self, code: int, reason: str, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
@@ -579,10 +588,13 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         extra: dict[str, str] = {}
+        content_type = self.headers.get("Content-Type") or ""
         try:
-            body = json.loads(raw) if raw else None
-            result = self.fake.handle(self.command, url.path, parse_qs(url.query), body,
-                                      self.headers.get("Content-Type") or "", self.headers.get("User-Agent") or "")
+            # A form (a proxied Prometheus query) is handed on as text; everything else the clients send is JSON.
+            body = raw.decode() if content_type.startswith("application/x-www-form-urlencoded") else (
+                json.loads(raw) if raw else None)
+            result = self.fake.handle(self.command, url.path, parse_qs(url.query), body, content_type,
+                                      self.headers.get("User-Agent") or "")
             code = 201 if self.command == "POST" else 200
         except ApiError as exc:
             code = exc.code
@@ -590,10 +602,13 @@ class _Handler(BaseHTTPRequestHandler):
                       "reason": exc.reason, "code": exc.code}
             if exc.retry_after is not None:
                 extra["Retry-After"] = str(exc.retry_after)
-        payload = json.dumps(result).encode()
+        if isinstance(result, Passthrough):
+            code, payload, kind = result.status, result.body, result.content_type
+        else:
+            payload, kind = json.dumps(result).encode(), "application/json"
         try:
             self.send_response(code)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(payload)))
             for key, value in extra.items():
                 self.send_header(key, value)

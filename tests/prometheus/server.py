@@ -4,7 +4,7 @@ Debian's ``prometheus`` package (2.42: ``prometheus`` and ``promtool``), unpacke
 ``.tools/prometheus`` (found there, else on ``PATH``). :class:`History` collects samples at chosen times and
 writes them as OpenMetrics text; :func:`start` backfills them into a fresh TSDB with ``promtool tsdb
 create-blocks-from openmetrics`` and starts ``prometheus`` on a free loopback port over it, so the server
-holds an hour of history the moment it reports ready. Nothing is downloaded here.
+holds its history (an hour, or weeks) the moment it reports ready. Nothing is downloaded here.
 """
 
 from __future__ import annotations
@@ -46,16 +46,27 @@ class History:
     def add(self, name: str, labels: dict[str, str], at: float, value: float) -> None:
         self.series.setdefault((name, tuple(sorted(labels.items()))), []).append((at, value))
 
-    def openmetrics(self) -> str:
-        families: dict[str, list[str]] = {}
-        for (name, labels), points in sorted(self.series.items()):
-            text = ",".join(f'{key}="{value}"' for key, value in labels)
-            families.setdefault(name, []).extend(
-                f"{name}{{{text}}} {value!r} {at:.3f}" for at, value in sorted(points))
-        lines = []
-        for name, samples in families.items():
-            lines += [f"# TYPE {name} gauge", *samples]
-        return "\n".join([*lines, "# EOF"]) + "\n"
+    def merge(self, other: History) -> History:
+        """This history with ``other``'s series added (their samples must not overlap in time)."""
+        for key, points in other.series.items():
+            self.series.setdefault(key, []).extend(points)
+        return self
+
+    def samples(self) -> int:
+        return sum(len(points) for points in self.series.values())
+
+    def write(self, path: Path) -> None:
+        """The OpenMetrics text into ``path``, a family at a time (a week of a large canary is hundreds of MB)."""
+        by_family: dict[str, list[tuple[tuple[str, str], ...]]] = {}
+        for name, labels in self.series:
+            by_family.setdefault(name, []).append(labels)
+        with path.open("w", encoding="utf-8") as out:
+            for name in sorted(by_family):
+                out.write(f"# TYPE {name} gauge\n")
+                for labels in sorted(by_family[name]):
+                    head = name + "{" + ",".join(f'{key}="{value}"' for key, value in labels) + "} "
+                    out.write("".join(f"{head}{value!r} {at:.3f}\n" for at, value in sorted(self.series[(name, labels)])))
+            out.write("# EOF\n")
 
 
 def _free_port() -> int:
@@ -73,16 +84,18 @@ def start(history: History, workdir: Path, timeout: float = 60.0) -> Iterator[st
     data.mkdir(parents=True)
     if history.series:
         source = workdir / "history.om"
-        source.write_text(history.openmetrics(), encoding="utf-8")
-        subprocess.run([str(promtool), "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
-                       check=True, capture_output=True, timeout=timeout)
+        history.write(source)
+        # Day-long blocks: a week of history is a few blocks, not 84 two-hour ones for Prometheus to open.
+        subprocess.run([str(promtool), "tsdb", "create-blocks-from", "openmetrics", "--max-block-duration=24h",
+                        str(source), str(data)], check=True, capture_output=True, timeout=timeout * 4)
     config = workdir / "prometheus.yml"
     config.write_text("global:\n  scrape_interval: 1h\n", encoding="utf-8")  # scrapes nothing: history only
     port = _free_port()
     log = (workdir / "prometheus.log").open("wb")
     process = subprocess.Popen(
         [str(prometheus), f"--config.file={config}", f"--storage.tsdb.path={data}",
-         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn",
+         "--storage.tsdb.retention.time=60d"],  # histories reach weeks into the past
         stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:

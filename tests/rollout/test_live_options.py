@@ -18,7 +18,7 @@ from rollout.exits import Exit
 LIVE_VERBS = ["preflight", "watch", "pause", "resume", "verify", "soak"]
 OWN_OPTIONS = {
     "preflight": [],
-    "watch": ["--once", "--interval", "--stuck-after", "--no-auto-pause", "--max-failed-polls"],
+    "watch": ["--once", "--interval", "--stuck-after", "--no-auto-pause", "--max-failed-polls", "--prometheus"],
     "pause": ["--reason"],
     "resume": [],
     "verify": ["--prometheus", "--signing-key", "--smoke"],
