@@ -369,10 +369,10 @@ def _unreachable(exc: urllib3.exceptions.HTTPError, where: str) -> str:
     name = type(exc).__name__
     if isinstance(exc, urllib3.exceptions.NameResolutionError):
         return f"the server's name does not resolve ({where}; {name})"
+    if isinstance(exc, urllib3.exceptions.NewConnectionError):  # a subclass of ConnectTimeoutError, so first
+        return f"the connection was refused or failed ({where}; {name})"
     if isinstance(exc, urllib3.exceptions.ConnectTimeoutError):
         return f"no connection within the timeout ({where}; {name})"
-    if isinstance(exc, urllib3.exceptions.NewConnectionError):
-        return f"the connection was refused or failed ({where}; {name})"
     if isinstance(exc, urllib3.exceptions.ReadTimeoutError):
         return f"no answer within the timeout ({where}; {name})"
     return f"{name}: {' '.join(str(exc).split())[:300]}"

@@ -15,12 +15,12 @@ Nothing here imports the Pulumi SDK: the live verbs never pay for it (``gpu-roll
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import click
 import typer
 
 from rollout.project import find_project
@@ -53,12 +53,10 @@ STACK_FILE_VARIABLE = "GPU_ROLLOUT_STACK_FILE"
 _STACK_FILE_NAME = re.compile(r"^Pulumi\.(?P<stack>.+)\.ya?ml$")
 
 
-def _from_environment(parameter: str) -> bool:
-    """Whether the running command's ``parameter`` was set by its environment variable, not on the line."""
-    ctx = click.get_current_context(silent=True)
-    if ctx is None or parameter not in ctx.params:
-        return False
-    return ctx.get_parameter_source(parameter) is click.core.ParameterSource.ENVIRONMENT
+def _from_environment(variable: str, value: object) -> bool:
+    """Whether a flag's value is its environment variable's: typer reads the variable when the flag is not on the
+    command line (a flag given with the very same value reads as the variable; both name the same thing)."""
+    return value is not None and os.environ.get(variable) == str(value)
 
 
 def stack_names(project_dir: Path) -> list[str]:
@@ -81,7 +79,7 @@ def resolve_stack(stack: str | None, stack_file: Path | None, project_dir: Path 
     else:
         project, found = find_project()
     if stack and stack_file:
-        stack_env, file_env = _from_environment("stack"), _from_environment("stack_file_path")
+        stack_env, file_env = _from_environment(STACK_VARIABLE, stack), _from_environment(STACK_FILE_VARIABLE, stack_file)
         if stack_env and not file_env:
             stack = None  # --stack-file on the line beats $GPU_ROLLOUT_STACK
         elif file_env and not stack_env:
@@ -104,7 +102,7 @@ def resolve_stack(stack: str | None, stack_file: Path | None, project_dir: Path 
     path = load.stack_file(project, stack)
     known = stack_names(project)
     if not path.is_file() and known:
-        where = f"${STACK_VARIABLE}" if _from_environment("stack") else "--stack"
+        where = f"${STACK_VARIABLE}" if _from_environment(STACK_VARIABLE, stack) else "--stack"
         raise load.SpecError([load.SpecProblem(
             where, f"no stack {stack!r}: {project} has no {path.name} (from {found}); its stacks: {', '.join(known)}"
         )])

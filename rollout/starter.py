@@ -36,7 +36,7 @@ import yaml
 from rollout.console import say
 from rollout.exits import Exit
 from rollout.project import SOURCE_DIR
-from spec import attestation, yaml_files
+from spec import attestation, stacks, yaml_files
 from spec.load import MAX_STACK_FILE_BYTES, SpecError, SpecProblem, spec_from_config, config_strings
 from spec.model import PROJECT
 
@@ -44,7 +44,6 @@ EXAMPLES = {"aks": ("canary", "prod"), "eks": ("eks-canary", "eks-prod"), "exist
 PACK_CONFIG = Path("policy") / "prod.json"
 GATE = "canary-attested"
 TRUSTED_KEYS = "trustedKeys"
-_STACK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # what Pulumi accepts as a stack name
 _VERSION_LIKE = re.compile(r"^v?\d[\w.+-]*$")  # 580.173.02, 1.33.5, 12.6, v26.7.0
 
 
@@ -163,14 +162,15 @@ def execute(project_dir: Path, cluster: Cluster, canary: str, prod: str, change_
     steps. Exit 2, nothing written, when a flag, name or file cannot be used."""
     problems = [f"{flag}: needed for --cloud {cluster.cloud}" for flag in cluster.missing()]
     for flag, name in (("--canary", canary), ("--prod", prod)):
-        if not _STACK_NAME.match(name):
+        if not stacks.is_stack_name(name):
             problems.append(f"{flag}: {name!r} is not a stack name (letters, digits, '-', '_', '.')")
         elif (project_dir / f"Pulumi.{name}.yaml").exists():
             problems.append(f"{flag}: {project_dir / f'Pulumi.{name}.yaml'} exists; init never replaces a stack file")
     if canary == prod:
         problems.append("--canary/--prod: the two stacks need two names")
-    folder = attestation.folder_for(project_dir / attestation.ATTESTATION_DIR, canary)
-    if folder.is_dir() and any(folder.iterdir()):
+    folder = attestation.folder_for(project_dir / attestation.ATTESTATION_DIR, canary) \
+        if stacks.is_stack_name(canary) else None
+    if folder is not None and folder.is_dir() and any(folder.iterdir()):
         problems.append(f"--canary: {folder.relative_to(project_dir)} already holds attestations (another canary's, "
                         "such as the example's): choose another name, so the gate reads only your canary's")
     if problems:
