@@ -1,7 +1,7 @@
 """What `plan` and `diff` judge a stack file against besides the file itself: the stack's last deployment (what
 the program's StackReference to itself answers, components/previous.py) and, for a prod stack, its canary's
 outputs (the prod gate's StackReference, components/promotion.py). Both verbs take them from the same place, in
-this order (docs/runbook.md, "What plan and diff assume"), so they judge one stack file alike:
+this order (README.md, "What plan and diff assume"), so they judge one stack file alike:
 
 1. given: ``--previous-outputs FILE`` and ``--canary-outputs FILE``, what `pulumi stack output --json` printed;
 2. ``--from-backend``: the stacks' own outputs, read from the Pulumi backend (:func:`rollout.backend.stack_outputs`);
