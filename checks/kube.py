@@ -197,9 +197,10 @@ def connect(kubeconfig: str | None = None, context: str | None = None, settings:
     configuration.retries = False
     adapter = Kube(k8s_client.ApiClient(configuration), settings or ClientSettings(), notify=notify, advice=advice)
     adapter.where = f"{configuration.host} ({where})"
+    # urllib3 warns with its own file and line (on every request where TLS is not verified): never raw on the
+    # terminal; what matters of it is said once, in words.
+    warnings.filterwarnings("ignore", category=urllib3.exceptions.HTTPWarning)
     if not configuration.verify_ssl:
-        # urllib3 would warn on every request, with its own file and line; say it once instead.
-        warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
         adapter.notify(f"note: the TLS certificate of {configuration.host} is not verified "
                        "(insecure-skip-tls-verify in the kubeconfig)")
     return adapter
