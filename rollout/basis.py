@@ -69,10 +69,12 @@ def committed_base(project_dir: Path, path: Path) -> Committed:
     try:
         repo = Repository(project_dir)
         base = repo.default_base()
+        label = f"{repo.prefix}{path.name} at the merge base with {repo.default_branch()} ({base[:12]})"
+        data = repo.file_at(base, path.name)
     except RevisionError as error:
         return Committed(None, f"none: {error}")
-    label = f"{repo.prefix}{path.name} at the merge base with {repo.default_branch()} ({base[:12]})"
-    data = repo.file_at(base, path.name)
+    except OSError as error:  # no git on this machine: plan needs none
+        return Committed(None, f"none: git cannot be run ({error.strerror or error})")
     if data is None:
         return Committed(None, f"none: {label} does not exist")
     with tempfile.TemporaryDirectory(prefix="gpu-rollout-base-") as folder:

@@ -185,3 +185,11 @@ def test_an_unmodified_copy_of_prod_elsewhere_passes_as_the_original(tmp_path: P
     last, canary = json.loads(result.stdout)["basis"]["sources"]
     assert last["source"].startswith("a first deployment (none: ") and "outside the project folder" in last["source"]
     assert canary["source"] == "what Pulumi.canary.yaml declares, rendered offline"  # found in the project
+
+
+def test_without_git_plan_assumes_a_first_deployment_and_says_why(repo: GitRepo, tmp_path: Path) -> None:
+    """Plan needs no git: where it cannot be run, the last deployment is a first one, said as such."""
+    code, document, err = plan(repo, env={"PATH": str(tmp_path)})  # a PATH with no git on it
+    assert code in (0, 1), err
+    last = document["basis"]["sources"][0]
+    assert last["assumed"] and last["source"].startswith("a first deployment (none: git cannot be run")
