@@ -43,6 +43,11 @@ class NotFoundError(PermanentError):
     """404: the object, or the whole resource type (a CRD that is not installed)."""
 
 
+class NotKubernetesError(PermanentError):
+    """The server answered, but not as a Kubernetes API server does (a 404 with no Kubernetes Status): the
+    kubeconfig's server URL points at something else. Not a :class:`NotFoundError`: no resource is absent."""
+
+
 class ConflictError(PermanentError):
     """409: someone else changed the object, or it already exists."""
 

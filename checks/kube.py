@@ -13,16 +13,25 @@ logins, TLS, auth headers, URL building) and skip its typed-model deserializatio
 than the request itself on lists of thousands of pods. Responses are parsed by msgspec straight from the
 bytes; a LIST of a large kind (nodes, pods, Deployments, DaemonSets, PDBs) keeps only the fields the checks
 read (:mod:`checks.slim`), so 80,000 pods fit in a fraction of the memory their whole objects take.
+
+What reaches the user is said once and plainly: a credentials plugin that fails while the kubeconfig loads stops
+the verb with the plugin's own message (the client would log it and carry on unauthenticated); a server that
+answers 404 with no Kubernetes status is said to be no Kubernetes API; each retry is one line through the
+caller's ``notify``; urllib3's warnings (TLS verification off) never print raw. What to do is said in the
+stack's cloud's words (:class:`checks.kubeconfig.Advice`).
 """
 
 from __future__ import annotations
 
 import builtins  # annotations inside Kube, whose method `list` shadows the builtin there
 import functools
+import logging
 import os
 import random
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
@@ -37,6 +46,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from checks.errors import (
     AccessDeniedError,
+    NotKubernetesError,
     ClusterError,
     ConfigError,
     ConflictError,
@@ -117,12 +127,47 @@ def _list_decoder(shape: Any) -> msgspec.json.Decoder[Any]:
                                                    "items": list[shape] | None}, total=False)
     return msgspec.json.Decoder(document)
 FIELD_MANAGER = "gpu-rollout"
+MAX_PLUGIN_MESSAGE = 600  # characters of a failed credentials plugin's own message quoted
 
 
-def connect(kubeconfig: str | None = None, context: str | None = None, settings: ClientSettings | None = None) -> Kube:
+class _Recorded(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.messages: builtins.list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@contextmanager
+def _client_errors() -> Iterator[builtins.list[str]]:
+    """What the client logs as errors while it loads a kubeconfig: it logs a credentials plugin's failure on the
+    root logger and goes on without credentials. Recorded here, so none of it prints as ``ERROR:root:``."""
+    root, handler = logging.getLogger(), _Recorded()
+    root.addHandler(handler)
+    try:
+        yield handler.messages
+    finally:
+        root.removeHandler(handler)
+
+
+def _plugin_failure(messages: builtins.list[str], config_file: str, context: str,
+                    advice: kubeconfig_files.Advice) -> ConfigError:
+    text = " ".join(" ".join(messages).split()).removeprefix("exec: ")
+    if len(text) > MAX_PLUGIN_MESSAGE:
+        text = text[:MAX_PLUGIN_MESSAGE] + "..."
+    return ConfigError(f"context {context} of kubeconfig {config_file}: its credentials plugin failed ({text}); "
+                       f"{advice.login}, then {advice.fix()}")
+
+
+def connect(kubeconfig: str | None = None, context: str | None = None, settings: ClientSettings | None = None,
+            advice: kubeconfig_files.Advice | None = None, notify: Callable[[str], None] | None = None) -> Kube:
     """An adapter from ``kubeconfig`` (else ``KUBECONFIG``, else ~/.kube/config, else in-cluster) and
     ``context`` (else the kubeconfig's current context). The CLI decides which of its flags and the
-    stack's ``cluster.existing`` fill these; no environment variable is read here but ``KUBECONFIG``."""
+    stack's ``cluster.existing`` fill these; no environment variable is read here but ``KUBECONFIG``.
+    ``advice`` words what to do about a kubeconfig that does not work for the stack's cloud; ``notify``
+    hears each retry and note, one line each."""
+    advice = advice or kubeconfig_files.Advice()
     path = kubeconfig or os.environ.get("KUBECONFIG")
     default = Path.home() / ".kube" / "config"
     configuration = k8s_client.Configuration()
@@ -131,24 +176,35 @@ def connect(kubeconfig: str | None = None, context: str | None = None, settings:
         if path or default.exists():
             config_file = path or str(default)
             # Refuse a broken file in one line naming it, before the client trips over it.
-            context = kubeconfig_files.validate(config_file, context)
-            k8s_config.load_kube_config(config_file=config_file, context=context, client_configuration=configuration)
+            context = kubeconfig_files.validate(config_file, context, advice)
+            with _client_errors() as logged:
+                k8s_config.load_kube_config(config_file=config_file, context=context,
+                                            client_configuration=configuration)
+            if logged:  # a credentials plugin failed: every request would go out unauthenticated
+                raise _plugin_failure(logged, config_file, context, advice)
             where = f"context {context} of kubeconfig {config_file}"
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):
             if context:
                 raise ConfigError(f"--context {context} needs a kubeconfig; none was found (in-cluster has none)")
             k8s_config.load_incluster_config(client_configuration=configuration)
         else:
-            raise ConfigError("no kubeconfig: pass --kubeconfig, set KUBECONFIG, or run inside the cluster")
+            raise ConfigError(f"no kubeconfig: {advice.fix()}; or pass --kubeconfig, set KUBECONFIG, or run inside "
+                              "the cluster")
     except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError, yaml.YAMLError) as exc:
         # What the client raises on a value of the wrong type or shape in the file: the input, not a defect.
         where = path or str(default)
         raise ConfigError(f"cannot use kubeconfig {where}" + (f" context {context}" if context else "")
                           + f": {' '.join(str(exc).split()) or type(exc).__name__}") from None
-    # Retries are ours (bounded, logged in errors); urllib3's own would multiply the attempts.
+    # Retries are ours (bounded, each said through notify); urllib3's own would multiply the attempts.
     configuration.retries = False
-    adapter = Kube(k8s_client.ApiClient(configuration), settings or ClientSettings())
+    adapter = Kube(k8s_client.ApiClient(configuration), settings or ClientSettings(), notify=notify, advice=advice)
     adapter.where = f"{configuration.host} ({where})"
+    # urllib3 warns with its own file and line (on every request where TLS is not verified): never raw on the
+    # terminal; what matters of it is said once, in words.
+    warnings.filterwarnings("ignore", category=urllib3.exceptions.HTTPWarning)
+    if not configuration.verify_ssl:
+        adapter.notify(f"note: the TLS certificate of {configuration.host} is not verified "
+                       "(insecure-skip-tls-verify in the kubeconfig)")
     return adapter
 
 
@@ -161,12 +217,16 @@ class Kube:
         settings: ClientSettings | None = None,
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
+        notify: Callable[[str], None] | None = None,
+        advice: kubeconfig_files.Advice | None = None,
     ) -> None:
         self.api = api_client
         self.settings = settings or ClientSettings()
         self.where = str(getattr(api_client.configuration, "host", "") or "the cluster")  # for messages
         self._sleep = sleep
         self._monotonic = monotonic
+        self.notify: Callable[[str], None] = notify or (lambda _line: None)  # a retry, a note: one line each
+        self.advice = advice or kubeconfig_files.Advice()
 
     # ------------------------------------------------------------ reads
 
@@ -273,6 +333,7 @@ class Kube:
                 delay = max(delay, last.retry_after)  # asking again sooner would only be refused again
             if self._monotonic() - start + delay > settings.total_timeout:
                 break
+            self.notify(f"{last}; retrying in {delay:.1f} s (attempt {attempt + 2} of {settings.attempts})")
             self._sleep(delay)
         raise GaveUpError(f"{verb} {resource.kind_name} gave up after {attempt + 1} attempt(s): {last}") from last
 
@@ -291,7 +352,7 @@ class Kube:
             response = self.api.call_api(*request, _request_timeout=self.settings.request_timeout)
             data = response.read()
         except urllib3.exceptions.HTTPError as exc:  # timeouts, refused or dropped connections
-            raise RetryableError(f"{what}: {type(exc).__name__}: {exc}") from exc
+            raise RetryableError(f"{what}: {_unreachable(exc, self.where)}") from exc
         except k8s_client.ApiException as exc:  # the client reports TLS failures this way
             raise PermanentError(f"{what}: {exc.reason}") from exc
         status = response.status
@@ -309,11 +370,35 @@ class Kube:
             if not isinstance(doc, dict):
                 raise RetryableError(f"{what}: the server sent JSON that is not an object")
             return doc
-        raise _error_for(status, response.headers, data, what, verb, resource, namespace)
+        raise _error_for(status, response.headers, data, what, verb, resource, namespace, self.where,
+                         self.advice)
 
 
 class _Expired(PermanentError):
     """410 Gone: a continue token expired."""
+
+
+def _unreachable(exc: urllib3.exceptions.HTTPError, where: str) -> str:
+    """Why a request got no answer, in words first, urllib3's name for it after."""
+    name = type(exc).__name__
+    if isinstance(exc, urllib3.exceptions.NameResolutionError):
+        return f"the server's name does not resolve ({where}; {name})"
+    if isinstance(exc, urllib3.exceptions.NewConnectionError):  # a subclass of ConnectTimeoutError, so first
+        return f"the connection was refused or failed ({where}; {name})"
+    if isinstance(exc, urllib3.exceptions.ConnectTimeoutError):
+        return f"no connection within the timeout ({where}; {name})"
+    if isinstance(exc, urllib3.exceptions.ReadTimeoutError):
+        return f"no answer within the timeout ({where}; {name})"
+    return f"{name}: {' '.join(str(exc).split())[:300]}"
+
+
+def _is_kubernetes_status(data: bytes | None) -> bool:
+    """Whether an error body is a Kubernetes ``Status``, which every API server answers an error with."""
+    try:
+        doc = _WHOLE.decode(data or b"")
+    except msgspec.DecodeError:
+        return False
+    return isinstance(doc, dict) and doc.get("kind") == "Status"
 
 
 def _status_message(data: bytes | None) -> str:
@@ -329,13 +414,23 @@ def _status_message(data: bytes | None) -> str:
 
 
 def _error_for(status: int, headers: Any, data: bytes | None, what: str, verb: str, resource: Resource,
-               namespace: str | None) -> ClusterError:
+               namespace: str | None, where: str = "the server",
+               advice: kubeconfig_files.Advice | None = None) -> ClusterError:
     message = _status_message(data)
+    advice = advice or kubeconfig_files.Advice()
     if status == 401:
         return AccessDeniedError(
             f"{what}: the credentials were rejected (401 Unauthorized): the token or client certificate is "
-            "missing, expired or not trusted by this cluster; log in again (az aks get-credentials / "
-            "aws eks update-kubeconfig) or check --kubeconfig/--context" + (f" ({message})" if message else "")
+            f"missing, expired or not trusted by this cluster; {advice.login}, then {advice.fix()}, or check "
+            "--kubeconfig/--context" + (f" ({message})" if message else "")
+        )
+    # Only a core kind's own path tells: every API server serves those and answers their errors with a Status,
+    # while an API group that is not installed (a CRD) gets a plain "404 page not found", and a proxied pod or
+    # service answers with its own body.
+    if status == 404 and not resource.kind.group and resource.subresource is None and not _is_kubernetes_status(data):
+        return NotKubernetesError(
+            f"{what}: {where} answered 404 without a Kubernetes status, so it is no Kubernetes API server: check the "
+            "kubeconfig's server URL (the cluster's API endpoint, with no path)" + (f" ({message[:120]})" if message else "")
         )
     if status == 403:
         scope = f"in namespace {namespace}" if namespace else "cluster-wide"

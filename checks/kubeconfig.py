@@ -21,6 +21,8 @@ from typing import Any
 
 from checks.errors import ConfigError
 from spec import yaml_files
+from spec.base import Cloud
+from spec.model import Cluster
 
 MAX_FILE_BYTES = 16 * 1024 * 1024  # kubeconfigs embed certificates; none is anywhere near this
 SECTIONS = (("clusters", "cluster"), ("contexts", "context"), ("users", "user"))
@@ -29,6 +31,44 @@ CLUSTER_FIELDS = {"server": str, "certificate-authority": str, "certificate-auth
                   "tls-server-name": str, "proxy-url": str, "insecure-skip-tls-verify": bool}
 USER_FIELDS = {"token": str, "tokenFile": str, "client-certificate": str, "client-certificate-data": str,
                "client-key": str, "client-key-data": str, "username": str, "password": str}
+
+
+@dataclass(frozen=True)
+class Advice:
+    """What to tell a user whose kubeconfig does not reach the stack's cluster, in the words of its cloud: the
+    command that writes credentials for it, how to log in to the cloud a credentials plugin asks, and an existing
+    cluster's declared context. Without a stack: the commands of both clouds."""
+
+    fetch: str = "az aks get-credentials or aws eks update-kubeconfig"
+    login: str = "log in to the cloud again (az login, aws sso login)"
+    declared_context: str | None = None  # cluster.existing.context
+
+    def fix(self) -> str:
+        """How to get a working kubeconfig for this cluster, in a clause."""
+        if self.declared_context is not None:
+            return (f"the stack declares context {self.declared_context} (cluster.existing.context): pass "
+                    "--kubeconfig, set KUBECONFIG or declare cluster.existing.kubeconfig for a file that has it")
+        return f"run `{self.fetch}` (it writes ~/.kube/config and sets its current context)"
+
+    def choose_context(self) -> str:
+        """How to choose a context where the kubeconfig names none."""
+        if self.declared_context is not None:
+            return "declare cluster.existing.context, or pass --context"
+        return f"pass --context, or run `{self.fetch}`, which sets it"
+
+
+def advice_for(cluster: Cluster) -> Advice:
+    """The advice for a stack's cluster (:class:`Advice`)."""
+    if cluster.cloud is Cloud.AKS and cluster.aks is not None:
+        return Advice(f"az aks get-credentials --resource-group {cluster.aks.resourceGroup} --name "
+                      f"{cluster.aks.clusterName}", "log in with `az login` (Entra ID clusters: kubelogin reads it)")
+    if cluster.cloud is Cloud.EKS and cluster.eks is not None:
+        return Advice(f"aws eks update-kubeconfig --name {cluster.eks.clusterName} --region {cluster.eks.region}",
+                      "give the AWS CLI credentials (`aws sso login`, AWS_PROFILE, or AWS_ACCESS_KEY_ID and "
+                      "AWS_SECRET_ACCESS_KEY); `aws sts get-caller-identity` checks them")
+    if cluster.existing is not None:
+        return Advice(declared_context=cluster.existing.context)
+    return Advice()
 
 
 @dataclass(frozen=True)
@@ -48,9 +88,11 @@ def paths_of(kubeconfig: str) -> list[Path]:
     return [Path(os.path.expanduser(part)) for part in kubeconfig.split(os.pathsep) if part]
 
 
-def validate(kubeconfig: str, context: str | None) -> str:
+def validate(kubeconfig: str, context: str | None, advice: Advice | None = None) -> str:
     """The context the client will use, once every file is readable YAML of a kubeconfig's shape and the
-    context, its cluster, its user and the user's credentials plugin exist; else :class:`ConfigError`."""
+    context, its cluster, its user and the user's credentials plugin exist; else :class:`ConfigError`, whose
+    message says what to do in the words of ``advice``."""
+    advice = advice or Advice()
     files = [path for path in paths_of(kubeconfig) if path.exists()]
     if not files:
         raise ConfigError(f"kubeconfig {kubeconfig}: no such file")
@@ -60,8 +102,7 @@ def validate(kubeconfig: str, context: str | None) -> str:
     where = kubeconfig if len(files) > 1 else str(files[0])
     name = context or merged.current_context
     if not name:
-        raise ConfigError(f"kubeconfig {where} sets no current-context: pass --context (or declare "
-                          "cluster.existing.context)")
+        raise ConfigError(f"kubeconfig {where} sets no current-context: {advice.choose_context()}")
     found = merged.entries["contexts"].get(name)
     if found is None:
         known = ", ".join(sorted(merged.entries["contexts"])) or "none"
@@ -81,7 +122,7 @@ def validate(kubeconfig: str, context: str | None) -> str:
     if user is not None:
         _check_fields(user, "user", USER_FIELDS)
     if user is not None and cluster is not None:
-        _check_plugin(user, cluster.file.parent, name)
+        _check_plugin(user, cluster.file.parent, name, advice)
     return name
 
 
@@ -144,7 +185,7 @@ def _check_fields(entry: Entry, body: str, fields: Mapping[str, type]) -> None:
                               f"{_kind(kind())}, not {_kind(value)}")
 
 
-def _check_plugin(user: Entry, cwd: Path, context: str) -> None:
+def _check_plugin(user: Entry, cwd: Path, context: str, advice: Advice) -> None:
     """The user's ``exec`` credentials plugin (az's kubelogin, aws eks get-token ...) can be started."""
     body = user.value["user"]
     plugin = body.get("exec")
@@ -175,8 +216,7 @@ def _check_plugin(user: Entry, cwd: Path, context: str) -> None:
         found = shutil.which(command, path=env_path) is not None
     if not found:
         raise ConfigError(f"{where}: its credentials plugin {command!r} is not installed or not on PATH "
-                          "(install it, or fetch the credentials again: az aks get-credentials, aws eks "
-                          "update-kubeconfig)")
+                          f"(install it, or fetch the credentials again: {advice.fetch})")
 
 
 def _kind(value: object) -> str:

@@ -258,8 +258,10 @@ def _admission(target: _Target, gate: rf.PromotionFacts, settings: GateSettings,
         reasons.append(f"the canary stack '{canary}' shows no driver (no driverVersion or pools output: not deployed "
                        "yet, or not readable from this stack); cannot confirm it runs the attested driver")
     elif driver not in gate.canary_drivers:
-        reasons.append(f"the canary stack '{canary}' runs {', '.join(sorted(gate.canary_drivers))}, not {driver}: the "
-                       "canary has moved on or was rolled back since it was attested")
+        # Only an attested driver is one the canary ran and left; without an attestation it never ran it here.
+        why = ("the canary has moved on or was rolled back since it was attested" if text is not None else
+               "the canary does not run it (deploy it on the canary first, let it soak and attest it)")
+        reasons.append(f"the canary stack '{canary}' runs {', '.join(sorted(gate.canary_drivers))}, not {driver}: {why}")
     return reasons, notes
 
 

@@ -233,6 +233,15 @@ class StackDiff:
     standing: tuple[Violation, ...] = ()  # mandatory verdicts at head that base had too (the change keeps them)
     risks: tuple[Risk, ...] = field(default=())
     note: str | None = None  # why a side is missing although its file exists (base not renderable)
+    # What head was judged against (its last deployment, its canary), each as rollout.basis.Source.as_json():
+    # role, source, assumed, answeredBy, line.
+    basis: tuple[Mapping[str, Any], ...] = ()
+    # A mandatory verdict at head that rests on an assumed source: (policy, resource, message) -> which, and the
+    # flags that answer it.
+    assumptions: Mapping[tuple[str, str, str], str] = field(default_factory=dict)
+
+    def assumption(self, v: Violation) -> str | None:
+        return self.assumptions.get((v.policy, v.resource, v.message))
 
     @property
     def newly_mandatory(self) -> tuple[Violation, ...]:
@@ -242,12 +251,22 @@ class StackDiff:
         return {
             "stack": self.stack, "file": self.file, "status": self.status.value,
             "changes": [c.as_json() for c in self.changes],
-            "violations": {"introduced": [v.as_json() for v in self.introduced],
+            "violations": {"introduced": [self._verdict_json(v) for v in self.introduced],
                            "fixed": [v.as_json() for v in self.fixed],
-                           "standing": [v.as_json() for v in self.standing]},
+                           "standing": [self._verdict_json(v) for v in self.standing]},
             "risks": [r.as_json() for r in self.risks],
             "note": self.note,
+            # Only where a flag replaced the offline assumption (--previous-outputs, --canary-outputs,
+            # --from-backend): the document of a plain offline diff keeps its shape; Markdown always says it.
+            **({"basis": [dict(source) for source in self.basis]}
+               if any(not source.get("assumed") for source in self.basis) else {}),
         }
+
+    def _verdict_json(self, v: Violation) -> dict[str, Any]:
+        document: dict[str, Any] = v.as_json()
+        if self.assumption(v) is not None:
+            document["assumption"] = self.assumption(v)
+        return document
 
 
 def _verdict(v: Violation) -> tuple[str, str, str]:
@@ -281,11 +300,14 @@ def changes(base: StackView | None, head: StackView | None) -> list[Change]:
 
 
 def compare(stack: str, file: str, base: StackView | None, head: StackView | None,
-            unattested: Callable[[str], str | None] | None = None, base_error: str | None = None) -> StackDiff:
+            unattested: Callable[[str], str | None] | None = None, base_error: str | None = None,
+            basis: Sequence[Mapping[str, Any]] = (),
+            assumptions: Mapping[tuple[str, str, str], str] | None = None) -> StackDiff:
     """The diff of one stack between two sides (None: the stack file does not exist on that side).
     ``unattested(driver)`` says why the canary has not attested a driver (None: it has); without it that
     risk is not judged. ``base_error``: the base file exists but the program under
-    review refuses it (a change of the config schema); head is then shown whole."""
+    review refuses it (a change of the config schema); head is then shown whole. ``basis``: what head was judged
+    against; ``assumptions``: the mandatory verdicts at head that rest on an assumed part of it."""
     status = Status.CHANGED if base_error else Status.ADDED if base is None else Status.REMOVED if head is None else Status.CHANGED
     before = {_verdict(v): v for v in (base.violations if base else ())}
     after = {_verdict(v): v for v in (head.violations if head else ())}
@@ -293,7 +315,8 @@ def compare(stack: str, file: str, base: StackView | None, head: StackView | Non
     fixed = tuple(v for key, v in before.items() if key not in after) if head is not None else ()
     standing = tuple(v for key, v in after.items() if key in before and v.enforcement == Level.MANDATORY)
     note = f"the base side does not render with the program under review, so head is shown whole: {base_error}" if base_error else None
-    diff = StackDiff(stack, file, status, tuple(changes(base, head)), introduced, fixed, standing, note=note)
+    diff = StackDiff(stack, file, status, tuple(changes(base, head)), introduced, fixed, standing, note=note,
+                     basis=tuple(basis), assumptions=dict(assumptions or {}))
     return replace(diff, risks=tuple(risks(diff, base, head, unattested)))
 
 
@@ -325,8 +348,9 @@ def risks(diff: StackDiff, base: StackView | None, head: StackView | None,
                                 f"prod pool {pool} moves to {driver}, which the canary has not attested ({why})"))
     for v in sorted(diff.introduced, key=lambda v: (v.enforcement != Level.MANDATORY, v.policy, v.resource)):
         gate = ": `pulumi up` with the policy pack refuses this change" if v.enforcement == Level.MANDATORY else ""
-        out.append(Risk(RiskKind.NEW_VIOLATION, f"{v.message} ({v.policy}, {v.enforcement.value}{gate})",
-                        v.policy, v.enforcement.value))
+        assumed = diff.assumption(v)
+        out.append(Risk(RiskKind.NEW_VIOLATION, f"{v.message} ({v.policy}, {v.enforcement.value}{gate})"
+                        + (f"; this {assumed}" if assumed else ""), v.policy, v.enforcement.value))
     return out
 
 
@@ -389,6 +413,8 @@ def markdown(report: Report) -> str:
         lines.append("")
         if diff.note:
             lines += [f"_{_line(diff.note)}_", ""]
+        if diff.basis:
+            lines += ["Judged against: " + "; ".join(_line(str(source["line"])) for source in diff.basis) + ".", ""]
         if diff.changes:
             lines += ["| what | field | base | head |", "|---|---|---|---|"]
             lines += [f"| {_line(c.subject)} | {_line(c.field) or '-'} | {_cell(c.base)} | {_cell(c.head)} |"
@@ -406,7 +432,8 @@ def markdown(report: Report) -> str:
             lines.append("")
         if diff.standing:
             lines.append("**Still refused** (mandatory at base already; this change keeps it)")
-            lines += [f"- {_line(v.message)} ({v.policy})" for v in diff.standing]
+            lines += [f"- {_line(v.message)} ({v.policy})" + (f"; this {_line(diff.assumption(v) or '')}"
+                                                              if diff.assumption(v) else "") for v in diff.standing]
             lines.append("")
     if report.unchanged:
         lines.append(f"Unchanged: {', '.join(f'`{s}`' for s in report.unchanged)}.")

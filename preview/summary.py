@@ -1,7 +1,13 @@
-"""What a reviewer cares about in each rendered resource, as short text: driver, image, policy, labels."""
+"""What a reviewer cares about in each rendered resource, as short text: driver, image, policy, labels.
+
+Large payloads (the validation program a ConfigMap ships, any data value over a few lines) show as their key,
+size and sha256, not their text: a plan is read in a minute, and the text is in ``plan --json`` and behind
+``plan --show-data``.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from spec import attestation, capacity, labels
@@ -54,10 +60,35 @@ def _driver(image: object, version: object, precompiled: object) -> str:
     return text
 
 
-def _skip(node_labels: dict[str, str] | None) -> str:
+# A data value longer than this is a payload: shown by size and digest unless asked for (--show-data).
+PAYLOAD_LINES = 3
+PAYLOAD_CHARS = 200
+DIGEST_SHOWN = 16  # hex digits of the sha256, as a short commit id is shown
+
+
+def is_payload(value: str) -> bool:
+    return value.count("\n") >= PAYLOAD_LINES or len(value) > PAYLOAD_CHARS
+
+
+def payload_summary(value: str) -> str:
+    """A payload in one line: its size in bytes and the start of its sha256."""
+    data = value.encode()
+    return f"{len(data):,} bytes, sha256 {hashlib.sha256(data).hexdigest()[:DIGEST_SHOWN]}"
+
+
+def _rollout(type_token: str, inputs: dict[str, Any], node_labels: dict[str, str] | None) -> str:
+    """The pool's wave and whether it is held, and by what: the skip label holds an operator-owned pool's driver;
+    a pool whose node image carries the driver is held by keeping that image (no new generation), and the
+    label holds nothing there."""
     node_labels = node_labels or {}
     held = node_labels.get(labels.SKIP_UPGRADE) == "true"
-    return f"wave {node_labels.get(labels.WAVE, '?')}, " + ("HELD (skip label)" if held else "released")
+    if not held:
+        state = "released"
+    elif rf.image_owns_driver(type_token, inputs):
+        state = "HELD (keeps its node image and driver)"
+    else:
+        state = "HELD (skip label)"
+    return f"wave {node_labels.get(labels.WAVE, '?')}, {state}"
 
 
 # Surge is capacity the cloud must grant when the upgrade runs (the runbook: "check quota before you rely on
@@ -84,23 +115,36 @@ def _eks_surge(inputs: dict[str, Any]) -> str:
     return f"new {kinds} nodes launch before old ones leave (and a new generation beside the old); {_QUOTA}"
 
 
-def _short(value: object) -> str:
-    """A ConfigMap value as the table shows it: whole when short, else its size (the validation job's program
-    is kilobytes of source; the table is for what a reviewer weighs)."""
-    text = str(value)
-    if "\n" not in text and len(text) <= 120:
-        return text
-    return f"({len(text.splitlines())} lines, {len(text.encode())} bytes)"
+def _provider(inputs: dict[str, Any]) -> str:
+    """Which cluster the program's objects go to: a kubeconfig the program builds from the stack's cluster (AKS
+    user credentials, the EKS endpoint; a secret) and its one context, or an existing cluster's declared file
+    and context. Never the shell's current context."""
+    kubeconfig, context = inputs.get("kubeconfig"), inputs.get("context")
+    if kubeconfig == "[secret]":
+        source = "the stack's own cluster credentials (a kubeconfig the program builds, [secret])"
+    else:
+        source = f"kubeconfig {kubeconfig or '$KUBECONFIG, else ~/.kube/config'}"
+    if context:
+        return f"{source}, context {context}"
+    return f"{source}, its only context" if kubeconfig == "[secret]" else f"{source}, its current-context"
 
 
-def review_fields(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, str]]:
-    """(field, value) pairs for the plan table; unknown types show nothing beyond their name."""
+def _data(data: dict[str, Any], show_data: bool) -> list[tuple[str, str]]:
+    """A ConfigMap's data: short values as key=value on one line, each payload on a line of its own."""
+    short = {k: v for k, v in data.items() if show_data or not is_payload(str(v))}
+    fields = [("data", ", ".join(f"{k}={v}" for k, v in short.items()))] if short or not data else []
+    return fields + [(k, payload_summary(str(v))) for k, v in sorted(data.items()) if k not in short]
+
+
+def review_fields(type_token: str, inputs: dict[str, Any], show_data: bool = False) -> list[tuple[str, str]]:
+    """(field, value) pairs for the plan table; unknown types show nothing beyond their name. ``show_data``:
+    a ConfigMap's payloads as their text instead of their size and digest."""
     if type_token == rf.AKS_POOL:
         settings = inputs.get("upgradeSettings") or {}
         return [
             ("vm", f"{inputs.get('vmSize')} x{inputs.get('count')}"),
             ("gpuProfile.driver", str((inputs.get("gpuProfile") or {}).get("driver"))),
-            ("rollout", _skip(inputs.get("nodeLabels"))),
+            ("rollout", _rollout(type_token, inputs, inputs.get("nodeLabels"))),
             (
                 "upgradeSettings",
                 f"maxSurge={settings.get('maxSurge')}, drain={settings.get('drainTimeoutInMinutes')}m, "
@@ -114,7 +158,7 @@ def review_fields(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, st
         return [
             ("instances", f"{','.join(inputs.get('instanceTypes') or ['(launch template)'])} x{scaling.get('desiredSize')}"),
             ("ami", f"{inputs.get('amiType')} releaseVersion={inputs.get('releaseVersion')}"),
-            ("rollout", _skip(inputs.get("labels"))),
+            ("rollout", _rollout(type_token, inputs, inputs.get("labels"))),
             ("updateConfig", f"maxUnavailable={update.get('maxUnavailable')}, strategy={update.get('updateStrategy')}"),
             ("surge", _eks_surge(inputs)),
         ]
@@ -154,16 +198,15 @@ def review_fields(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, st
             ("selector", ", ".join(f"{k}={v}" for k, v in selector.items())),
         ]
     if type_token == rf.KUBERNETES_PROVIDER:
-        kubeconfig = inputs.get("kubeconfig")
-        source = "kubeconfig [secret]" if kubeconfig == "[secret]" else f"kubeconfig {kubeconfig or '$KUBECONFIG'}"
-        return [("cluster", f"{source}, context {inputs.get('context') or '(the kubeconfig current-context)'}")]
+        return [("cluster", _provider(inputs))]
     if type_token == rf.CONFIG_MAP:
         meta = inputs.get("metadata") or {}
         data = inputs.get("data") or {}
-        record = ("record", f"{meta.get('namespace')}/{meta.get('name')}")
+        is_record = labels.RECORD in (meta.get("labels") or {})
+        record = ("record" if is_record else "configmap", f"{meta.get('namespace')}/{meta.get('name')}")
         if rf.is_promotion_record(inputs):
             shown = {k: v for k, v in data.items() if k != promotion_facts.ATTESTATIONS}
             return [record, ("data", ", ".join(f"{k}={v}" for k, v in shown.items())),
                     ("attestations", _attestations(rf.read_promotion(inputs)))]
-        return [record, ("data", ", ".join(f"{k}={_short(v)}" for k, v in data.items()))]
+        return [record, *_data(data, show_data)]
     return []

@@ -1,5 +1,6 @@
 """A stack's records in the Pulumi backend, read through the Automation API as the CLI's own documents.
 
+`gpu-rollout plan --from-backend` and `diff --from-backend` read a stack's outputs (:func:`stack_outputs`).
 `gpu-rollout rollback` and `gpu-rollout deploy-plan` read the same things: a stack's update history (every
 page, each update with the config it ran and the CLI's metadata, such as the commit it ran from), its
 config as the stack file holds it, and whether the file backend holds an update's lock. Each reading is
@@ -10,7 +11,9 @@ tested on plain documents. A CLI failure becomes :class:`BackendError`, one line
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
@@ -23,6 +26,8 @@ if TYPE_CHECKING:
 
 PROJECT_NAME = "gpu-driver-upgrade"
 HISTORY_PAGE = 100
+CLI = "pulumi"
+NO_SUCH_STACK = "no stack named"  # the CLI's words for a stack the backend does not hold
 UNDECRYPTABLE_HINTS = ("passphrase", "decrypt", "secrets manager", "secrets provider")
 
 
@@ -134,3 +139,28 @@ def lock_files(workspace: auto.LocalWorkspace, stack: str) -> list[str]:
         if folder.is_dir():
             found += [str(p) for p in folder.iterdir() if p.is_file()]
     return found
+
+
+def stack_outputs(project_dir: Path, stack: str) -> dict[str, Any] | None:
+    """The stack's outputs as `pulumi stack output --json` prints them (the backend and passphrase from the
+    environment, as every `pulumi` command reads them); None when the backend holds no such stack. Secret
+    outputs stay ``[secret]``: none of those the verbs read is one."""
+    command = [CLI, "stack", "output", "--json", "--stack", stack, "--non-interactive"]
+    try:
+        done = subprocess.run(command, cwd=project_dir, capture_output=True, text=True, check=False,
+                              env={**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"})
+    except FileNotFoundError:
+        raise BackendError(f"--from-backend: the pulumi CLI is not installed or not on PATH (it reads stack "
+                           f"'{stack}''s outputs)") from None
+    if done.returncode != 0:
+        line = first_error_line(Exception(done.stderr or done.stdout))
+        if NO_SUCH_STACK in line:
+            return None
+        raise BackendError(f"--from-backend: `pulumi stack output --json --stack {stack}` failed: {line}")
+    try:
+        document = json.loads(done.stdout or "{}")
+    except json.JSONDecodeError:
+        raise BackendError(f"--from-backend: `pulumi stack output --json --stack {stack}` printed no JSON") from None
+    if not isinstance(document, dict):
+        raise BackendError(f"--from-backend: stack '{stack}''s outputs are not a JSON object")
+    return document

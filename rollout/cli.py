@@ -33,18 +33,48 @@ if TYPE_CHECKING:
     from rollout.context import Live
     from spec.load import SpecError
 
+ABOUT = ("Move the GPU nodes of a Kubernetes inference fleet to a new NVIDIA driver: plan it offline, check the "
+         "cluster, roll out canary then prod, watch, pause, verify and attest, roll back. Every verb below; "
+         "`gpu-rollout VERB --help` for its options.")
+
 app = typer.Typer(
     name="gpu-rollout",
-    help="Upgrade the NVIDIA driver of a GPU inference fleet: plan, check, watch, pause, resume.",
+    help=ABOUT,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
+DISTRIBUTION = "gpu-driver-upgrade"  # the name pyproject.toml installs gpu-rollout under
 
-@app.callback()
-def _root() -> None:
-    """Upgrade the NVIDIA driver of a GPU inference fleet: plan, check, watch, pause, resume."""
+
+def version_text() -> str:
+    """``gpu-rollout <version>`` and the project folder it runs from (two worktrees may share one venv)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from rollout.project import SOURCE_DIR
+
+    try:
+        number = version(DISTRIBUTION)
+    except PackageNotFoundError:
+        number = "unknown (not installed: run from the source)"
+    return f"gpu-rollout {number} (from {SOURCE_DIR})"
+
+
+def _print_version(given: bool) -> None:
+    if given:
+        sys.stdout.write(version_text() + "\n")
+        raise typer.Exit(Exit.OK)
+
+
+@app.callback(help=ABOUT)
+def _root(
+    _version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                           help="Print gpu-rollout's version and the checkout it runs from, and exit.")
+    ] = False,
+) -> None:
+    """The command group: each verb is a command below."""
 
 
 # ---------------------------------------------------------------- options every verb shares
@@ -144,8 +174,9 @@ PreviousOutputsOption = Annotated[
     Path | None,
     typer.Option(
         "--previous-outputs",
-        help="The stack's last deployment, as `pulumi stack output --json` prints it (default: none, a first "
-        "deployment); changes the cloud cannot make in place are checked against it.",
+        help="The stack's last deployment, as `pulumi stack output --json` prints it (default: the stack file at "
+        "the merge base with the default branch, as diff assumes; none there: a first deployment); what is a "
+        "promotion and what the cloud cannot change in place are judged against it.",
     ),
 ]
 
@@ -155,11 +186,16 @@ CanaryOutputsOption = Annotated[
     typer.Option(
         "--canary-outputs",
         help="A prod stack's canary (promotion.canaryStack), as `pulumi stack output --json --stack <canary>` "
-        "prints it (default: the canary's stack file beside this one, rendered offline); the prod gate checks "
-        "that the canary runs the attested driver.",
+        "prints it (default: the canary's stack file beside this one or in the project, rendered offline); the "
+        "prod gate checks that the canary runs the attested driver.",
     ),
 ]
 
+FromBackendOption = Annotated[
+    bool,
+    typer.Option("--from-backend", help="Read the last deployment and the canary's outputs from the Pulumi backend "
+                 "(`pulumi stack output --json`, through the pulumi CLI on PATH) instead of assuming them offline."),
+]
 
 AtOption = Annotated[
     str | None,
@@ -186,7 +222,21 @@ def moment(value: str | None) -> datetime | None:
     return parsed
 
 
-@app.command()
+def _backend_refusal(call: Callable[[], Exit]) -> Callable[[], Exit]:
+    """A verb's call whose backend reading failed exits with the backend's code and one line."""
+    def guarded() -> Exit:
+        from rollout.backend import BackendError
+
+        try:
+            return call()
+        except BackendError as error:
+            say(str(error))
+            return error.code
+
+    return guarded
+
+
+@app.command(short_help="Offline preview of a stack: what `pulumi up` sends, and the verdicts.")
 def plan(
     stack: StackOption = None,
     stack_file_path: StackFileOption = None,
@@ -195,9 +245,16 @@ def plan(
     previous_outputs: PreviousOutputsOption = None,
     canary_outputs: CanaryOutputsOption = None,
     at: AtOption = None,
+    from_backend: FromBackendOption = False,
+    show_data: Annotated[
+        bool, typer.Option("--show-data", help="Print large ConfigMap data (the validation program) whole, not as "
+                           "its size and sha256 (--json always holds it whole).")
+    ] = False,
     debug: DebugOption = False,
 ) -> None:
-    """Offline preview of a stack: what `pulumi up` would send, with no cloud and no Pulumi CLI."""
+    """Offline preview of a stack: what `pulumi up` would send, with no cloud and no Pulumi CLI, and the policy
+    pack's verdicts. The first lines say the stack file read, the project folder, and what the verdicts rest on:
+    the last deployment and the canary's outputs (given, --from-backend, or the offline assumption)."""
 
     def call() -> Exit:
         from rollout import context
@@ -207,17 +264,19 @@ def plan(
         previous = verb.read_previous_outputs(previous_outputs) if previous_outputs is not None else None
         canary = verb.read_previous_outputs(canary_outputs, "--canary-outputs") if canary_outputs is not None else None
         return verb.execute(target.name, target.path, as_json=as_json, project_dir=target.project_dir,
-                            previous_outputs=previous, canary_outputs=canary, now=when)
+                            previous_outputs=previous, canary_outputs=canary, previous_file=previous_outputs,
+                            canary_path=canary_outputs, from_backend=from_backend, show_data=show_data,
+                            shown_path=target.shown_path, project_found=target.project_found, now=when)
 
     when = moment(at)
 
-    run(call, debug)
+    run(_backend_refusal(call), debug)
 
 
 # ---------------------------------------------------------------- diff (offline, between git revisions)
 
 
-@app.command()
+@app.command(short_help="Changes per stack between two git revisions: driver, pools, policy.")
 def diff(
     base: Annotated[
         str | None, typer.Option("--base", help="Git revision of the old side (default: the merge base of HEAD with "
@@ -233,26 +292,53 @@ def diff(
     project_dir: ProjectDirOption = None,
     as_markdown: Annotated[bool, typer.Option("--markdown", help="Print the Markdown of one PR comment.")] = False,
     as_json: JsonOption = False,
+    previous_outputs: Annotated[
+        Path | None, typer.Option("--previous-outputs", help="With one --stack: its last deployment, as `pulumi "
+                                  "stack output --json` prints it (default: the stack file at --base, rendered).")
+    ] = None,
+    canary_outputs: Annotated[
+        Path | None, typer.Option("--canary-outputs", help="With one --stack: its canary's outputs, as `pulumi stack "
+                                  "output --json --stack <canary>` prints them (default: the canary's stack file on "
+                                  "the same side, rendered).")
+    ] = None,
+    from_backend: FromBackendOption = False,
     debug: DebugOption = False,
 ) -> None:
-    """Driver, operator, pool, image and policy changes per stack between two git revisions (offline)."""
+    """Driver, operator, pool, image and policy changes per stack between two git revisions (offline). Head is
+    judged against base as its last deployment and its canary's stack file, as `plan` assumes, unless given or
+    --from-backend; each stack says what it was judged against."""
 
     def call() -> Exit:
-        from rollout.project import default_project_dir
+        from rollout import basis
         from rollout import diff as verb
+        from rollout import plan as plan_verb
+        from rollout.project import default_project_dir
 
         if as_markdown and as_json:
             raise typer.BadParameter("give --markdown or --json, not both", param_hint="--markdown")
+        files = [flag for flag, given in (("--previous-outputs", previous_outputs), ("--canary-outputs", canary_outputs))
+                 if given is not None]
+        if files and len(stacks or []) != 1:
+            raise typer.BadParameter("they are one stack's outputs: give exactly one --stack with them",
+                                     param_hint="/".join(files))
+        previous = canary = None
+        if previous_outputs is not None:
+            previous = (plan_verb.read_previous_outputs(previous_outputs),
+                        basis.given_outputs(previous_outputs, "last deployment", "--previous-outputs"))
+        if canary_outputs is not None:
+            canary = (plan_verb.read_previous_outputs(canary_outputs, "--canary-outputs"),
+                      basis.given_outputs(canary_outputs, "canary", "--canary-outputs"))
         project = project_dir if project_dir is not None else default_project_dir()
-        return verb.execute(project, base, head, stacks, as_markdown=as_markdown, as_json=as_json)
+        return verb.execute(project, base, head, stacks, as_markdown=as_markdown, as_json=as_json,
+                            given=verb.Given(previous, canary, from_backend))
 
-    run(call, debug)
+    run(_backend_refusal(call), debug)
 
 
 # ---------------------------------------------------------------- what the workflows deploy
 
 
-@app.command("deploy-plan")
+@app.command("deploy-plan", short_help="Which stacks a merge deploys, in which order, with which policy pack.")
 def deploy_plan(
     stacks: Annotated[
         list[str] | None, typer.Option("--stack", help="Only this stack (repeatable; default: every stack file).")
@@ -280,7 +366,7 @@ def deploy_plan(
     run(call, debug)
 
 
-@app.command("stacks")
+@app.command("stacks", short_help="The project's stacks as their files declare them: stage, cloud, credentials.")
 def stacks_verb(
     stage: Annotated[
         str | None, typer.Option("--stage", help="Only the stacks of this stage (canary or prod).")
@@ -373,7 +459,7 @@ def live_verb(verb: Callable[..., Exit]) -> Callable[..., None]:
     return command
 
 
-@app.command()
+@app.command(short_help="Read-only live checks before a rollout: owner, versions, capacity, PDBs.")
 @live_verb
 def preflight(target: LiveTarget) -> Exit:
     """Read-only live checks before a rollout: driver owner, versions, compatibility, capacity, PDBs."""
@@ -401,7 +487,7 @@ def _prometheus_url(value: str | None) -> str | None:
     return value
 
 
-@app.command()
+@app.command(short_help="Follow the rollout per pool; pause on a failed node or a model at risk.")
 @live_verb
 def watch(
     target: LiveTarget,
@@ -435,7 +521,7 @@ def watch(
                         max_failed_polls=max_failed_polls, prometheus_url=prometheus)
 
 
-@app.command()
+@app.command(short_help="Hold back every node of the stack's pools not yet upgraded (skip label).")
 @live_verb
 def pause(
     target: LiveTarget,
@@ -451,7 +537,7 @@ def pause(
     return verb.execute("pause", live.stack.name, live.spec, live.kube, target.as_json, reason)
 
 
-@app.command()
+@app.command(short_help="Remove exactly the skip labels `pause` set for this stack.")
 @live_verb
 def resume(target: LiveTarget) -> Exit:
     """Remove exactly the skip labels `pause` set for this stack; never one someone else set."""
@@ -461,7 +547,7 @@ def resume(target: LiveTarget) -> Exit:
     return verb.execute("resume", live.stack.name, live.spec, live.kube, target.as_json, "")
 
 
-@app.command()
+@app.command(short_help="Predict the rollout: time per wave and pool, models below minimum, stalls.")
 @live_verb
 def simulate(
     target: LiveTarget,
@@ -493,7 +579,7 @@ def simulate(
                         as_json=target.as_json)
 
 
-@app.command("release-node")
+@app.command("release-node", short_help="Put a node the validation job holds back into service.")
 @live_verb
 def release_node(
     target: LiveTarget,
@@ -521,7 +607,7 @@ def release_node(
 # ---------------------------------------------------------------- rollback (the Pulumi engine, Automation API)
 
 
-@app.command()
+@app.command(short_help="Go back to an earlier good update from `pulumi stack history`.")
 def rollback(
     stack: Annotated[str, typer.Option("--stack", envvar="GPU_ROLLOUT_STACK", help="Stack name in the backend.")],
     project_dir: ProjectDirOption = None,
@@ -581,7 +667,7 @@ SigningKeyOption = Annotated[
 ]
 
 
-@app.command()
+@app.command(short_help="Validate the upgraded nodes; a passing canary writes a signed attestation.")
 @live_verb
 def verify(
     target: LiveTarget,
@@ -613,7 +699,7 @@ def verify(
                         prometheus_url=prometheus, as_json=target.as_json, smoke=smoke, key=key)
 
 
-@app.command()
+@app.command(short_help="Is this canary ready to attest, and when will it be.")
 @live_verb
 def soak(target: LiveTarget) -> Exit:
     """Is this canary ready to attest, and when will it be: its soak (from the last upgraded node's finished
@@ -628,10 +714,72 @@ def soak(target: LiveTarget) -> Exit:
                         as_json=target.as_json)
 
 
+# ---------------------------------------------------------------- init (offline)
+
+
+@app.command(short_help="Make a team's first canary and prod stack files from the example of its cloud.")
+def init(
+    cloud: Annotated[str, typer.Option("--cloud", help="aks, eks or existing: which example to start from.")],
+    name: Annotated[
+        str | None, typer.Option("--name", help="The stacks' name: writes Pulumi.<NAME>-canary.yaml and "
+                                 "Pulumi.<NAME>-prod.yaml (or give --canary and --prod).")
+    ] = None,
+    cluster: Annotated[
+        str | None, typer.Option("--cluster", help="cluster.name: the cluster's name, recorded on it and checked by "
+                                 "the live verbs (default: --aks-cluster/--eks-cluster/--context).")
+    ] = None,
+    canary: Annotated[str | None, typer.Option("--canary", help="The canary stack's name.")] = None,
+    prod: Annotated[str | None, typer.Option("--prod", help="The prod stack's name.")] = None,
+    resource_group: Annotated[str | None, typer.Option("--resource-group", help="AKS: the cluster's resource group.")] = None,
+    aks_cluster: Annotated[str | None, typer.Option("--aks-cluster", help="AKS: the managed cluster's name.")] = None,
+    location: Annotated[str | None, typer.Option("--location", help="AKS: the Azure region (westeurope).")] = None,
+    eks_cluster: Annotated[str | None, typer.Option("--eks-cluster", help="EKS: the cluster's name.")] = None,
+    region: Annotated[str | None, typer.Option("--region", help="EKS: the AWS region (us-east-1).")] = None,
+    node_role_arn: Annotated[str | None, typer.Option("--node-role-arn", help="EKS: the GPU nodes' IAM role.")] = None,
+    subnets: Annotated[list[str] | None, typer.Option("--subnet", help="EKS: a subnet of the GPU node groups "
+                                                      "(repeatable).")] = None,
+    kube_context: Annotated[str | None, typer.Option("--context", help="existing: the cluster's kubeconfig "
+                                                     "context.")] = None,
+    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="existing: its kubeconfig file (default: "
+                                                   "$KUBECONFIG, else ~/.kube/config).")] = None,
+    change_ticket: Annotated[str | None, typer.Option("--change-ticket", help="changeTicket of both stacks "
+                                                      "(default: none; prod's plan asks for one).")] = None,
+    trust_key: Annotated[
+        Path | None, typer.Option("--trust-key", help="The *.pub.json `gpu-rollout keygen` wrote: list it in "
+                                  "policy/prod.json's trustedKeys and remove the example key (default: leave "
+                                  "policy/prod.json alone and print the step).")
+    ] = None,
+    project_dir: ProjectDirOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Write a team's first canary and prod stack files from the example of --cloud: the team's cluster, the
+    prod stack promoted from the new canary (no example attestation, no example waivers), and, with
+    --trust-key, the team's key trusted instead of the example key. Never replaces a file; prints the next steps."""
+
+    def call() -> Exit:
+        from rollout import starter as verb
+        from rollout.project import default_project_dir
+
+        if cloud not in verb.EXAMPLES:
+            raise typer.BadParameter(f"{cloud!r} is not one of {', '.join(verb.EXAMPLES)}", param_hint="--cloud")
+        if name is None and (canary is None or prod is None):
+            raise typer.BadParameter("give --name (or both --canary and --prod)", param_hint="--name")
+        identity = cluster or {"aks": aks_cluster, "eks": eks_cluster, "existing": kube_context}[cloud]
+        if not identity:
+            raise typer.BadParameter("give the cluster's name", param_hint="--cluster")
+        target = verb.Cluster(cloud, identity, resource_group, aks_cluster, location, region, eks_cluster,
+                              node_role_arn, tuple(subnets or ()), kube_context, kubeconfig)
+        project = project_dir if project_dir is not None else default_project_dir()
+        return verb.execute(project, target, canary or f"{name}-canary", prod or f"{name}-prod", change_ticket,
+                            trust_key)
+
+    run(call, debug)
+
+
 # ---------------------------------------------------------------- keygen (offline)
 
 
-@app.command()
+@app.command(short_help="Make an Ed25519 key pair for signing canary attestations.")
 def keygen(
     out: Annotated[Path, typer.Option("--out", help="Folder to write the key pair into (created if missing).")],
     comment: Annotated[str, typer.Option("--comment", help="What the key is: who holds it, since when.")] = "",

@@ -6,8 +6,12 @@ under Pulumi's mocks through :func:`preview.run.run_program`, then the stage's p
 are imported once. Both sides run the work tree's program: the diff is of config, as
 the code under review would deploy it. The head side is rendered against the base side's outputs as its
 last deployment, so the rules that compare with a deployment (``cloud-pool-not-replaced``,
-``per-pool-mode-own-change``) judge the step from base to head. The comparison is :mod:`preview.diff`;
-the revisions and their stack files are :mod:`preview.revisions`.
+``per-pool-mode-own-change``, whether a prod driver is a promotion) judge the step from base to head, and a
+promoted stack reads its canary from the canary's stack file on the same side: the offline assumption
+`gpu-rollout plan` makes too (:mod:`rollout.basis`). ``--previous-outputs``/``--canary-outputs`` (one
+``--stack``) or ``--from-backend`` replace it; each stack's report says what head was judged against, and a
+mandatory verdict that rests on an assumption says so. The comparison is :mod:`preview.diff`; the revisions
+and their stack files are :mod:`preview.revisions`.
 
 Exit codes: 0 whenever the report was rendered, risks and new violations included (the report is for
 review; the gate is the policy pack in `pulumi preview`/`up` and `gpu-rollout plan`, which exit 1); 2 for
@@ -22,6 +26,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +35,7 @@ from preview import diff as compare
 from preview.pack_diff import PACK_DIR, pack_changes
 from preview.run import PROGRAM_FILE, ProgramRun, redeployed, run_program
 from preview.revisions import Repository, RevisionError, Side
+from rollout import basis
 from rollout import console as consoles
 from rollout import plan
 from rollout.console import say
@@ -109,14 +115,26 @@ def _declared_canary(config: dict[str, str] | None) -> str | None:
     return promotion.canaryStack if promotion is not None else None
 
 
+@dataclass(frozen=True)
+class Given:
+    """What replaces the offline assumption (:mod:`rollout.basis`): outputs given in files (one stack's), or
+    the backend's for every stack."""
+
+    previous: tuple[dict[str, Any], basis.Source] | None = None
+    canary: tuple[dict[str, Any], basis.Source] | None = None
+    from_backend: bool = False
+
+
 class _Renderer:
     """Renders stack files with `plan`'s engine, each side's stack files read once, and answers a promoted
     stack's reference to its canary from the canary's own rendering on the same side (rendered once per
     content when the diff has not rendered it already), instead of `plan.run` rendering the canary again
     for every rendering of the prod stack. The canary reference reads the canary's driver and pools."""
 
-    def __init__(self, files: _Files, project_dir: Path) -> None:
-        self.files, self.program = files, project_dir / PROGRAM_FILE
+    def __init__(self, files: _Files, project_dir: Path, given: Given | None = None) -> None:
+        self.files, self.program, self.project_dir = files, project_dir / PROGRAM_FILE, project_dir
+        self.given = given or Given()
+        self._backend: dict[tuple[str, str], tuple[dict[str, Any] | None, basis.Source]] = {}
         if not self.program.is_file():
             raise SpecError([SpecProblem("--project-dir", f"no Pulumi program {self.program}: diff renders both "
                                          "sides with the project's program (the folder with Pulumi.yaml)")])
@@ -145,7 +163,27 @@ class _Renderer:
             self._canaries[key] = name if name in side.files and name != stack else None
         return self._canaries[key]
 
+    def declared_canary(self, side: Side, stack: str) -> str | None:
+        """The canary stack the side's stack file names, wherever its file is (None: none, or invalid config)."""
+        try:
+            name = _declared_canary(self.config(side, stack))
+        except SpecError:
+            return None
+        return stack_name(name) if name is not None else None
+
+    def from_backend(self, stack: str, role: str, flags: tuple[str, ...]) -> tuple[dict[str, Any] | None, basis.Source]:
+        if (stack, role) not in self._backend:
+            self._backend[(stack, role)] = basis.backend_outputs(self.project_dir, stack, role, flags)
+        return self._backend[(stack, role)]
+
     def _canary_outputs(self, side: Side, stack: str) -> dict[str, Any] | None:
+        if self.given.canary is not None:
+            return self.given.canary[0]
+        if self.given.from_backend:
+            canary = self.declared_canary(side, stack)
+            if canary is None:
+                return None
+            return self.from_backend(canary, f"canary '{canary}'", basis.CANARY_FLAGS)[0] or {}
         name = self.canary(side, stack)
         if name is None:
             return None
@@ -161,19 +199,56 @@ class _Renderer:
             self._first[key] = self._run(side, stack, None)
         return self._first[key]
 
-    def _run(self, side: Side, stack: str, previous: dict[str, Any] | None) -> ProgramRun:
+    def _run(self, side: Side, stack: str, previous: dict[str, Any] | None,
+             canary: dict[str, Any] | None = None) -> ProgramRun:
         """What `plan.run` does, with the stack file read once per side and the ownership check (which reads
-        the canary's file) made once per side, though a diff renders each stack twice."""
+        the canary's file) made once per side, though a diff renders each stack twice. ``canary``: outputs that
+        replace the canary's."""
         config, path = self.config(side, stack), self.files.path(side, stack)
         if (side.flag, stack) not in self._owners_checked:
             plan.check_ownership(config, path)
             self._owners_checked.add((side.flag, stack))
-        referenced = plan.canary_stack_outputs(config, path, self.program, self._canary_outputs(side, stack))
+        given = canary if canary is not None else self._canary_outputs(side, stack)
+        referenced = plan.canary_stack_outputs(config, path, self.program, given)
         return run_program(config, stack, self.program, previous, referenced)
 
     def render(self, side: Side, stack: str, previous: dict[str, Any] | None) -> compare.StackView:
         """One side of a stack: rendered on ``previous`` as its last deployment, with its policy report."""
         return self._view(side, stack, self._run(side, stack, previous))
+
+    def judge_head(self, side: Side, stack: str, base_outputs: dict[str, Any] | None, base_text: str,
+                   canary_file: str | None) -> tuple[compare.StackView, list[basis.Source], dict[Any, str]]:
+        """Head of a stack, rendered on its last deployment (given, the backend's, else base's rendering, which
+        ``base_text`` names, or why there is none) with its canary's outputs likewise (``canary_file``: the
+        canary's file at head, None when there is none); what it was judged against, and the mandatory verdicts
+        that rest on an assumed part of that."""
+        previous: dict[str, Any] | None
+        if self.given.previous is not None:
+            previous, last = self.given.previous
+        elif self.given.from_backend:
+            previous, last = self.from_backend(stack, "last deployment", basis.LAST_DEPLOYMENT_FLAGS)
+        else:
+            previous = base_outputs
+            last = basis.Source("last deployment", base_text, True, basis.LAST_DEPLOYMENT_FLAGS)
+        sources = [last]
+        canary_source = None
+        name = self.declared_canary(side, stack)
+        if name is not None and name != stack:
+            role = f"canary '{name}'"
+            if self.given.canary is not None:
+                canary_source = basis.Source(role, self.given.canary[1].text, False, ())
+            elif self.given.from_backend:
+                canary_source = self.from_backend(name, role, basis.CANARY_FLAGS)[1]
+            else:
+                text = f"what {canary_file} declares, rendered offline" if canary_file is not None else \
+                    f"none: no stack file of '{name}' at {side.label}, so it shows no driver"
+                canary_source = basis.Source(role, text, True, basis.CANARY_FLAGS)
+            sources.append(canary_source)
+        result = self._run(side, stack, previous)
+        view = self._view(side, stack, result)
+        notes = plan.assumption_notes(result, list(view.violations), last, canary_source,
+                                      lambda outputs: self._run(side, stack, previous, canary=outputs))
+        return view, sources, notes
 
     def _view(self, side: Side, stack: str, result: ProgramRun) -> compare.StackView:
         self._outputs[(side.flag, stack)] = result.outputs
@@ -189,7 +264,8 @@ class _Renderer:
         return self._view(side, stack, redeployed(first)), first.outputs
 
 
-def build(project_dir: Path, base: str | None, head: str | None, stacks: list[str] | None) -> compare.Report:
+def build(project_dir: Path, base: str | None, head: str | None, stacks: list[str] | None,
+          given: Given | None = None) -> compare.Report:
     """Resolve the sides, render each stack whose config differs on both, and compare them."""
     repo = Repository(project_dir)
     base_side = repo.side(base if base is not None else repo.default_base(), "--base")
@@ -207,7 +283,7 @@ def build(project_dir: Path, base: str | None, head: str | None, stacks: list[st
     unchanged = []
     with ExitStack() as exits:
         files = _Files(repo, exits, base_side, head_side)
-        renderer = _Renderer(files, project_dir)
+        renderer = _Renderer(files, project_dir, given)
         try:
             # Canary stacks first: a promoted stack's reference to its canary reuses the canary's rendering.
             promoted = {n for n in chosen for side in (base_side, head_side)
@@ -263,17 +339,30 @@ def _one(repo: Repository, renderer: _Renderer, base_side: Side, head_side: Side
     if base_error is not None:
         problems = "; ".join(str(problem) for problem in renderer.files.named(base_error).problems)
         note = f"{repo.display_path(base_side, stack)}: {problems}"
-    head_view = renderer.render(head_side, stack, outputs) if new else None
+    head_view: compare.StackView | None = None
+    sources: list[basis.Source] = []
+    notes: dict[Any, str] = {}
+    if new:
+        canary = renderer.declared_canary(head_side, stack)
+        canary_file = repo.display_path(head_side, canary) if canary is not None and canary in head_side.files else None
+        if base_view is not None:
+            base_text = f"{repo.display_path(base_side, stack)} ({str(base_side.commit)[:12]})"
+        elif old:
+            base_text = "a first deployment (the base file does not render with the program under review)"
+        else:
+            base_text = "a first deployment (the stack file is new at head)"
+        head_view, sources, notes = renderer.judge_head(head_side, stack, outputs, base_text, canary_file)
     shown = repo.display_path(head_side if new else base_side, stack)
-    return compare.compare(stack, shown, base_view, head_view, unattested(_declared_canary(head_config)), note)
+    return compare.compare(stack, shown, base_view, head_view, unattested(_declared_canary(head_config)), note,
+                           [source.as_json() for source in sources], notes)
 
 
 def execute(project_dir: Path, base: str | None, head: str | None, stacks: list[str] | None, *,
-            as_markdown: bool, as_json: bool) -> Exit:
+            as_markdown: bool, as_json: bool, given: Given | None = None) -> Exit:
     """Build the report and print it: one JSON document, the Markdown of the PR comment, or (on a
     terminal) that Markdown rendered. 0 whenever it was rendered (see the module's docstring)."""
     try:
-        report = build(project_dir, base, head, stacks)
+        report = build(project_dir, base, head, stacks, given)
     except RevisionError as error:
         say(f"{error.flag}: {error}")  # one line, as the other flag errors of run(): a usage box would wrap it
         return Exit.INVALID

@@ -1,10 +1,18 @@
-"""`gpu-rollout plan`: the offline preview of one stack, rendered by the real program under mocks."""
+"""`gpu-rollout plan`: the offline preview of one stack, rendered by the real program under mocks.
+
+The stack file is judged against its last deployment and, for a prod stack, its canary's outputs, taken from
+where `diff` takes them (:mod:`rollout.basis`); the report's first lines say the stack, the file, the project
+folder and those two sources, and a mandatory finding that would not stand if the assumed last deployment or
+canary were otherwise says so and names the flags that answer it (:func:`assumption_notes`).
+"""
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from datetime import datetime
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +21,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from policy.evaluate import Violation, evaluate, from_registered, load_config, mandatory
-from preview.run import PROGRAM_FILE, ProgramRun, run_program
+from preview.run import PROGRAM_FILE, ProgramRun, redeployed, run_program
 from preview.summary import review_fields
+from rollout import basis
 from rollout import console as consoles
 from rollout.exits import Exit
 from spec.load import SpecError, SpecProblem, load_stack_file, read_stack_file, spec_from_config, stack_file
@@ -22,6 +31,9 @@ from spec.model import PROJECT
 from spec.ownership import shared_objects
 from spec.resource_facts import read_stack_outputs
 from spec.stacks import stack_name
+
+# The one rule that reads the canary's outputs (through the promotion record, components/promotion.py).
+CANARY_GATE = "canary-attested"
 
 
 def read_previous_outputs(path: Path, flag: str = "--previous-outputs") -> dict[str, Any]:
@@ -37,6 +49,14 @@ def read_previous_outputs(path: Path, flag: str = "--previous-outputs") -> dict[
     return document
 
 
+def canary_file(path: Path, canary: str, project_dir: Path | None = None) -> Path | None:
+    """The canary's stack file: beside this stack file, else in the project folder; None when neither has it."""
+    for folder in (path.parent, project_dir):
+        if folder is not None and stack_file(folder, canary).is_file():
+            return stack_file(folder, canary)
+    return None
+
+
 def run(
     stack: str, path: Path, project_dir: Path, previous_outputs: dict[str, Any] | None = None,
     canary_outputs: dict[str, Any] | None = None,
@@ -47,37 +67,37 @@ def run(
         raise SpecError([SpecProblem("--project-dir", f"no Pulumi program {program}: run from the project "
                                      "folder (the one with Pulumi.yaml) or pass --project-dir")])
     config = read_stack_file(path)
-    check_ownership(config, path)
-    referenced = canary_stack_outputs(config, path, program, canary_outputs)
+    check_ownership(config, path, project_dir)
+    referenced = canary_stack_outputs(config, path, program, canary_outputs, project_dir)
     return run_program(config, stack, program, previous_outputs, referenced)
 
 
 def canary_stack_outputs(
-    config: dict[str, str], path: Path, program: Path, given: dict[str, Any] | None
+    config: dict[str, str], path: Path, program: Path, given: dict[str, Any] | None, project_dir: Path | None = None,
 ) -> dict[str, dict[str, Any]]:
     """What the StackReference of a promoted stack to its canary reads offline: the outputs given
-    (``--canary-outputs``: `pulumi stack output --json --stack <canary>`), else those of the canary's stack
-    file beside this one, rendered as plan renders it (what the canary declares; the engine's preview reads
-    what it runs), else none."""
+    (``--canary-outputs``: `pulumi stack output --json --stack <canary>`, or the backend's), else those of the
+    canary's stack file beside this one (else in the project folder), rendered as plan renders it (what the
+    canary declares; the engine's preview reads what it runs), else none."""
     spec = spec_from_config(config, source=str(path))
     if spec.promotion is None:
         return {}
     name = stack_name(spec.promotion.canaryStack)
     if given is not None:
         return {name: given}
-    canary_path = stack_file(path.parent, name)
-    if not canary_path.is_file():
+    found = canary_file(path, name, project_dir)
+    if found is None:
         return {}
-    return {name: run_program(read_stack_file(canary_path), name, program).outputs}
+    return {name: run_program(read_stack_file(found), name, program).outputs}
 
 
-def check_ownership(config: dict[str, str], path: Path) -> None:
+def check_ownership(config: dict[str, str], path: Path, project_dir: Path | None = None) -> None:
     """A stack promoted from a canary stack on the same cluster must own none of the canary's objects."""
     spec = spec_from_config(config, source=str(path))
     if spec.promotion is None:
         return
-    canary_path = stack_file(path.parent, spec.promotion.canaryStack)
-    if not canary_path.is_file():
+    canary_path = canary_file(path, stack_name(spec.promotion.canaryStack), project_dir)
+    if canary_path is None:
         return  # the canary stack lives elsewhere (another repo or cluster): nothing to compare here
     shared = shared_objects(spec, load_stack_file(canary_path))
     if shared:
@@ -90,40 +110,179 @@ def check_ownership(config: dict[str, str], path: Path) -> None:
 
 
 def policy_report(result: ProgramRun, now: datetime | None = None) -> list[Violation]:
-    """The pack's rules over what the program registered, at the stage's enforcement (policy/<stage>.json), judged
+    """The pack's rules over what the program registered, at the stage's enforcement (policy/<stage>.json),
     as of ``now`` (default: the clock)."""
     return evaluate(from_registered(result.resources), load_config(read_stack_outputs(result.outputs).stage), now)
 
 
-def render_json(result: ProgramRun, violations: list[Violation] | None = None) -> str:
+# ---------------------------------------------------------------- what the judgement rests on
+
+
+def verdict_key(v: Violation) -> tuple[str, str, str]:
+    return (v.policy, v.resource, v.message)
+
+
+def assumption_notes(
+    result: ProgramRun, violations: list[Violation], last: basis.Source, canary: basis.Source | None,
+    with_canary: Callable[[dict[str, Any]], ProgramRun], now: datetime | None = None,
+) -> dict[tuple[str, str, str], str]:
+    """For each mandatory finding that would not stand under another last deployment or canary than the assumed
+    ones, which assumption it rests on and the flags that answer it. A finding rests on the assumed last
+    deployment when it is gone once this very stack file is taken as deployed (``preview.run.redeployed``: a
+    driver it already ran is no promotion, a pool it already has is not replaced); on the assumed canary when it
+    is gone once the canary runs what this stack runs (``with_canary`` renders with those outputs)."""
+    refused = mandatory(violations)
+    notes: dict[tuple[str, str, str], list[basis.Source]] = {}
+    if not refused:
+        return {}
+    if last.assumed:
+        standing = {verdict_key(v) for v in mandatory(policy_report(redeployed(result), now))}
+        for v in refused:
+            if verdict_key(v) not in standing:
+                notes.setdefault(verdict_key(v), []).append(last)
+    if canary is not None and canary.assumed and any(v.policy == CANARY_GATE for v in refused):
+        standing = {verdict_key(v) for v in mandatory(policy_report(with_canary(result.outputs), now))}
+        for v in refused:
+            if v.policy == CANARY_GATE and verdict_key(v) not in standing:
+                notes.setdefault(verdict_key(v), []).append(canary)
+    return {key: "rests on the assumed " + " and the assumed ".join(f"{s.role} ({s.text})" for s in sources)
+            + f"; {basis.either(_flags(sources))} answers it"
+            for key, sources in notes.items()}
+
+
+def _flags(sources: list[basis.Source]) -> tuple[str, ...]:
+    """The flags that answer these sources, each once, the one that answers all of them last."""
+    flags = dict.fromkeys(f for source in sources for f in source.flags)
+    return tuple(sorted(flags, key=lambda f: all(f in source.flags for source in sources)))
+
+
+@dataclass
+class Judged:
+    """A stack file rendered on its last deployment and canary, and the pack's verdicts on it."""
+
+    result: ProgramRun
+    violations: list[Violation]
+    sources: tuple[basis.Source, ...]
+    notes: dict[tuple[str, str, str], str] = field(default_factory=dict)
+
+    def violations_json(self) -> list[dict[str, Any]]:
+        out = []
+        for v in self.violations:
+            document: dict[str, Any] = v.as_json()
+            if verdict_key(v) in self.notes:
+                document["assumption"] = self.notes[verdict_key(v)]
+            out.append(document)
+        return out
+
+
+def judge(
+    stack: str, path: Path, project_dir: Path, *, previous_outputs: dict[str, Any] | None = None,
+    previous_file: Path | None = None, canary_outputs: dict[str, Any] | None = None, canary_path: Path | None = None,
+    from_backend: bool = False, now: datetime | None = None,
+) -> Judged:
+    """Render the stack file on its last deployment and canary, from where :mod:`rollout.basis` says, and judge it."""
+    config = read_stack_file(path)
+    spec = spec_from_config(config, source=str(path))
+    program = project_dir / PROGRAM_FILE
+    same_as_file = False  # the last deployment is this very stack file
+    if previous_file is not None:
+        last = basis.given_outputs(previous_file, "last deployment", "--previous-outputs")
+    elif from_backend:
+        previous_outputs, last = basis.backend_outputs(project_dir, stack, "last deployment",
+                                                       basis.LAST_DEPLOYMENT_FLAGS)
+    else:
+        committed = basis.committed_base(project_dir, path) if program.is_file() else \
+            basis.Committed(None, "none: no program to render it with")
+        if committed.config is None:
+            last = basis.Source("last deployment", f"a first deployment ({committed.text})", True,
+                                basis.LAST_DEPLOYMENT_FLAGS)
+        else:
+            last = basis.Source("last deployment", committed.text, True, basis.LAST_DEPLOYMENT_FLAGS)
+            same_as_file = committed.config == config
+            if not same_as_file:
+                previous_outputs = run_program(committed.config, stack, program).outputs
+    canary: basis.Source | None = None
+    if spec.promotion is not None:
+        name = stack_name(spec.promotion.canaryStack)
+        role = f"canary '{name}'"
+        if canary_path is not None:
+            canary = basis.given_outputs(canary_path, role, "--canary-outputs")
+        elif from_backend:
+            found_outputs, canary = basis.backend_outputs(project_dir, name, role, basis.CANARY_FLAGS)
+            canary_outputs = found_outputs if found_outputs is not None else {}
+        else:
+            found = canary_file(path, name, project_dir)
+            text = f"what {_shown(found, project_dir)} declares, rendered offline" if found is not None else \
+                f"none: no {stack_file(Path(), name)} beside the stack file or in the project folder, so it shows no driver"
+            canary = basis.Source(role, text, True, basis.CANARY_FLAGS)
+
+    def render(canary_given: dict[str, Any] | None) -> ProgramRun:
+        rendered = run(stack, path, project_dir, None if same_as_file else previous_outputs, canary_given)
+        return redeployed(rendered) if same_as_file else rendered
+
+    result = render(canary_outputs)
+    violations = policy_report(result, now)
+    sources = (last,) if canary is None else (last, canary)
+    return Judged(result, violations, sources, assumption_notes(result, violations, last, canary, render, now))
+
+
+def _shown(path: Path, project_dir: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(project_dir.resolve()))
+    except ValueError:
+        return str(path)
+
+
+# ---------------------------------------------------------------- the report
+
+
+def render_json(result: ProgramRun, violations: list[Violation] | None = None, judged: Judged | None = None,
+                heading: dict[str, Any] | None = None) -> str:
     document = result.as_json()
-    document["violations"] = [v.as_json() for v in violations or []]
+    if heading is not None:
+        document["basis"] = heading
+    document["violations"] = judged.violations_json() if judged is not None else [v.as_json() for v in violations or []]
     return json.dumps(document, indent=2, sort_keys=False)
 
 
-def render_violations(violations: list[Violation], console: Console) -> None:
+def render_violations(violations: list[Violation], console: Console,
+                      notes: dict[tuple[str, str, str], str] | None = None) -> None:
     if not violations:
         console.print("policies: no violations")
         return
+    notes = notes or {}
     table = Table(title="policy violations", show_lines=True)
-    for column in ("policy", "enforcement", "resource", "message"):
-        table.add_column(column)
+    # The resource under its policy: the message keeps the width (a key id or a version is never cut).
+    for column in ("policy / resource", "enforcement", "message"):
+        table.add_column(column, overflow="fold")
     for v in sorted(violations, key=lambda v: (v.enforcement.value != "mandatory", v.policy, v.resource)):
         style = "bold red" if v.enforcement.value == "mandatory" else "yellow"
-        table.add_row(v.policy, f"[{style}]{v.enforcement.value}[/]", escape(v.resource), escape(v.message))
+        note = notes.get(verdict_key(v))
+        message = escape(v.message) + (f"\n[italic]{escape(note)}[/]" if note else "")
+        table.add_row(f"{v.policy}\n[dim]{escape(v.resource)}[/]", f"[{style}]{v.enforcement.value}[/]", message)
     console.print(table)
 
 
-def render_table(result: ProgramRun, console: Console) -> None:
+def short_type(type_token: str) -> str:
+    """A resource type as a reviewer names it: the kind (``NVIDIADriver``, ``AgentPool``), or ``provider
+    kubernetes``; the whole token is in ``--json``."""
+    package, _, rest = type_token.partition(":")
+    if package == "pulumi" and rest.startswith("providers:"):
+        return f"provider {rest.removeprefix('providers:')}"
+    return type_token.rsplit(":", 1)[-1]
+
+
+def render_table(result: ProgramRun, console: Console, show_data: bool = False) -> None:
+    """One row per resource: its kind above its name (the whole type token is in ``--json``), then what a
+    reviewer checks. No column cuts a value: a row folds rather than end in an ellipsis."""
     table = Table(title=f"gpu-driver-upgrade plan: stack {result.stack}", show_lines=True)
-    # Long type tokens (the validation job's admission policy binding) fold rather than narrow the review column.
-    table.add_column("type", max_width=44, overflow="fold")
-    table.add_column("name")
-    table.add_column("what a reviewer checks")
+    table.add_column("resource", overflow="fold")
+    table.add_column("what a reviewer checks", overflow="fold")
     for resource in sorted(result.custom_resources, key=lambda r: (r.type, r.name)):
-        fields = review_fields(resource.type, resource.inputs)
+        fields = review_fields(resource.type, resource.inputs, show_data)
         # Values are text, not markup: "[secret]" or a selector in brackets must print as written.
-        table.add_row(resource.type, resource.name, escape("\n".join(f"{k}: {v}" for k, v in fields)))
+        table.add_row(f"[dim]{escape(short_type(resource.type))}[/]\n{escape(resource.name)}",
+                      escape("\n".join(f"{k}: {v}" for k, v in fields)))
     console.print(table)
     outputs = read_stack_outputs(result.outputs)
     console.print(
@@ -133,17 +292,34 @@ def render_table(result: ProgramRun, console: Console) -> None:
     )
 
 
+def heading(stack: str, shown_path: str, project_dir: Path, project_found: str,
+            sources: tuple[basis.Source, ...]) -> dict[str, Any]:
+    return {"stack": stack, "stackFile": shown_path, "projectDir": str(project_dir), "projectFound": project_found,
+            "sources": [s.as_json() for s in sources]}
+
+
+def heading_lines(head: dict[str, Any], sources: tuple[basis.Source, ...]) -> list[str]:
+    return [f"plan of stack {head['stack']}: {head['stackFile']} in project {head['projectDir']} "
+            f"({head['projectFound']})", *(s.line() for s in sources)]
+
+
 def execute(
     stack: str, stack_file: Path, as_json: bool, project_dir: Path, previous_outputs: dict[str, Any] | None = None,
-    canary_outputs: dict[str, Any] | None = None, now: datetime | None = None,
+    canary_outputs: dict[str, Any] | None = None, *, previous_file: Path | None = None,
+    canary_path: Path | None = None, from_backend: bool = False, show_data: bool = False,
+    shown_path: str | None = None, project_found: str = "--project-dir", now: datetime | None = None,
 ) -> Exit:
-    """Render, run the policies as of ``now``, print (table or one JSON document); 1 on a mandatory violation."""
-    result = run(stack, stack_file, project_dir, previous_outputs, canary_outputs)
-    violations = policy_report(result, now)
+    """Render, run the policies as of ``now``, print (table or one JSON document); 1 on a mandatory violation.
+    The first lines say what was read and what the judgement rests on."""
+    judged = judge(stack, stack_file, project_dir, previous_outputs=previous_outputs, previous_file=previous_file,
+                   canary_outputs=canary_outputs, canary_path=canary_path, from_backend=from_backend, now=now)
+    head = heading(stack, shown_path or str(stack_file), project_dir, project_found, judged.sources)
     if as_json:
-        sys.stdout.write(render_json(result, violations) + "\n")
+        sys.stdout.write(render_json(judged.result, judged=judged, heading=head) + "\n")
     else:
         console = consoles.stdout()
-        render_table(result, console)
-        render_violations(violations, console)
-    return Exit.failed_if(bool(mandatory(violations)))
+        for line in heading_lines(head, judged.sources):
+            console.print(line, markup=False, highlight=False)
+        render_table(judged.result, console, show_data)
+        render_violations(judged.violations, console, judged.notes)
+    return Exit.failed_if(bool(mandatory(judged.violations)))

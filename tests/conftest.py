@@ -22,6 +22,13 @@ SHARED_CRDS = OPERATOR_CRDS / "v26.7.0"  # the release the examples pin
 EXAMPLE_KEY_FILE = PROJECT_DIR / "tests" / "data" / "example-attestation-key.pem"
 
 
+@pytest.fixture(autouse=True)
+def _no_inherited_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reports follow $COLUMNS when it is set (rollout/console.py); pytest-xdist's workers inherit COLUMNS=80
+    from wherever they start. A test that wants a width sets it."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 def example_signing_key() -> Any:
     """The example key (an Ed25519 private key), as verify reads it from a PEM file."""
     from spec.attestation import read_signing_key

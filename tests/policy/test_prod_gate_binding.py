@@ -180,8 +180,8 @@ def test_previous_driver_version_never_counts_as_ran(project: Path, canary_outpu
     for previous in (claimed, honest):
         first, second = refused(gate(project, canary_outputs, moved, previous))
         assert first.startswith("driver 595.91.07 (pools l40s-serving; ada): no attestation")
-        assert second.endswith("runs 580.173.02, not 595.91.07: the canary has moved on or was rolled back since it "
-                               "was attested")
+        assert second.endswith("runs 580.173.02, not 595.91.07: the canary does not run it (deploy it on the canary "
+                               "first, let it soak and attest it)")  # never attested: it did not "move on" from it
 
 
 def test_what_ran_is_each_pool_s_driver_in_the_last_outputs() -> None:

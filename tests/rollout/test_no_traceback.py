@@ -48,7 +48,8 @@ SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=N
 # revisions (tests/rollout/test_diff.py), rollback the Pulumi backend (tests/rollout/test_rollback.py and
 # tests/e2e/test_rollback.py), deploy-plan and stacks every stack file of a project and the backend
 # (tests/rollout/test_deploy_plan.py).
-FED_ELSEWHERE = {"diff", "rollback", "deploy-plan", "stacks", "keygen"}  # keygen: tests/rollout/test_keygen.py
+FED_ELSEWHERE = {"diff", "rollback", "deploy-plan", "stacks", "keygen",  # keygen: tests/rollout/test_keygen.py
+                 "init"}  # init: tests/rollout/test_init.py (flags and example stack files, never a stack file given)
 
 
 def test_every_registered_verb_is_fed() -> None:

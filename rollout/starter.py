@@ -1,0 +1,219 @@
+"""`gpu-rollout init`: a team's first canary and prod stack files, made from the example of their cloud.
+
+The examples (``Pulumi.canary.yaml``/``Pulumi.prod.yaml`` for AKS, ``Pulumi.eks-*.yaml``,
+``Pulumi.existing-*.yaml``) are working fleets of someone else's. What of them must not carry over is replaced
+or removed, never silently kept:
+
+- the cluster: ``cluster.name`` and the cloud's names (AKS resource group, cluster and location; EKS cluster,
+  region, node role and subnets; an existing cluster's context and kubeconfig) come from the flags;
+- the promotion: the prod stack is promoted from the new canary stack, so the gate reads
+  ``attestations/<canary>/``, which holds no example attestation (a canary name whose folder already holds
+  attestations, or a stack file that exists, is refused); the example's ``promotion.waivers`` are the example
+  team's judgement and are dropped;
+- the change tickets are the example's: replaced by ``--change-ticket``, else removed (policy asks a prod
+  stack for one, so its plan says so);
+- trust: ``policy/prod.json`` trusts the example key (its private half is in the tests), which the gate refuses on
+  any cluster but the examples'. With ``--trust-key`` (the ``*.pub.json`` `gpu-rollout keygen` writes) init lists
+  that key in ``canary-attested.trustedKeys`` and removes the example key; without it, it changes no policy and
+  prints the steps.
+
+Pools and models stay the example's: the next steps say to edit them. Files are written only when every
+check passed; exit 2 (nothing written) for a name, file or flag that cannot be used.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rollout.console import say
+from rollout.exits import Exit
+from rollout.project import SOURCE_DIR
+from spec import attestation, stacks, yaml_files
+from spec.load import MAX_STACK_FILE_BYTES, SpecError, SpecProblem, spec_from_config, config_strings
+from spec.model import PROJECT
+
+EXAMPLES = {"aks": ("canary", "prod"), "eks": ("eks-canary", "eks-prod"), "existing": ("existing-canary", "existing-prod")}
+PACK_CONFIG = Path("policy") / "prod.json"
+GATE = "canary-attested"
+TRUSTED_KEYS = "trustedKeys"
+_VERSION_LIKE = re.compile(r"^v?\d[\w.+-]*$")  # 580.173.02, 1.33.5, 12.6, v26.7.0
+
+
+class _Dumper(yaml.SafeDumper):
+    """Writes a version-like string quoted, as the examples do: edited to 595.91 unquoted, YAML would read a
+    number, which the loader refuses (docs/config.md, versions are strings)."""
+
+
+def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = '"' if _VERSION_LIKE.match(value) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _text)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The team's cluster, as the flags give it (the cloud's own fields only where they apply)."""
+
+    cloud: str
+    name: str
+    resource_group: str | None = None
+    aks_cluster: str | None = None
+    location: str | None = None
+    region: str | None = None
+    eks_cluster: str | None = None
+    node_role_arn: str | None = None
+    subnets: tuple[str, ...] = ()
+    context: str | None = None
+    kubeconfig: str | None = None
+
+    def missing(self) -> list[str]:
+        """The flags this cloud needs that were not given."""
+        needed = {"aks": (("--resource-group", self.resource_group), ("--location", self.location)),
+                  "eks": (("--region", self.region), ("--node-role-arn", self.node_role_arn),
+                          ("--subnet", self.subnets or None)),
+                  "existing": (("--context", self.context),)}[self.cloud]
+        return [flag for flag, value in needed if not value]
+
+    def apply(self, config: dict[str, Any]) -> None:
+        """Put the team's cluster into a stack file's config block."""
+        cluster = config[f"{PROJECT}:cluster"]
+        cluster["name"] = self.name
+        if self.cloud == "aks":
+            cluster["aks"].update(resourceGroup=self.resource_group, clusterName=self.aks_cluster or self.name)
+            config["azure-native:location"] = self.location
+        elif self.cloud == "eks":
+            cluster["eks"].update(clusterName=self.eks_cluster or self.name, region=self.region,
+                                  nodeRoleArn=self.node_role_arn, subnetIds=list(self.subnets))
+            config["aws:region"] = self.region
+        else:
+            cluster["existing"] = {"context": self.context, **({"kubeconfig": self.kubeconfig} if self.kubeconfig else {})}
+
+
+def example_file(project_dir: Path, stack: str) -> Path:
+    """The example stack file: the project's, else the checkout gpu-rollout runs from (a project whose examples
+    were removed)."""
+    for folder in (project_dir, SOURCE_DIR):
+        if (folder / f"Pulumi.{stack}.yaml").is_file():
+            return folder / f"Pulumi.{stack}.yaml"
+    raise SpecError([SpecProblem("--cloud", f"no example Pulumi.{stack}.yaml in {project_dir} or {SOURCE_DIR}")])
+
+
+def made_from(example: Path, canary: str, prod: str, cluster: Cluster, change_ticket: str | None,
+              is_prod: bool) -> dict[str, Any]:
+    """A stack file's document from an example's, with the team's cluster and stacks (see the module)."""
+    document = yaml_files.read(example, MAX_STACK_FILE_BYTES, yaml_files.StrictLoader)
+    config = document["config"]
+    cluster.apply(config)
+    ticket = f"{PROJECT}:changeTicket"
+    if change_ticket:
+        config[ticket] = change_ticket
+    else:
+        config.pop(ticket, None)
+    promotion = config.get(f"{PROJECT}:promotion")
+    if is_prod and isinstance(promotion, dict):
+        promotion["canaryStack"] = canary
+        promotion.pop("waivers", None)
+    return {"config": config}
+
+
+def header(example: Path, is_prod: bool, canary: str) -> str:
+    lines = [f"Made by `gpu-rollout init` from the example {example.name}: the cluster is yours, the pools and "
+             "models are still the example's; edit them (docs/config.md) and check with `gpu-rollout plan`."]
+    if is_prod:
+        lines.append(f"Promoted from stack {canary}: its drivers need attestations/{canary}/<driver>.json "
+                     "from `gpu-rollout verify`, signed by a key policy/prod.json trusts.")
+    return "".join(f"# {part}\n" for line in lines for part in textwrap.wrap(line, 108))
+
+
+def trust(pack_config: Path, entry_file: Path) -> str:
+    """List the key of ``entry_file`` (keygen's ``*.pub.json``) in the gate's trustedKeys and remove the example
+    key; the new text of the pack config. ValueError names what is wrong."""
+    try:
+        entry = json.loads(entry_file.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--trust-key {entry_file}: not a readable JSON entry ({exc})") from None
+    (key,) = attestation.read_trusted_keys([entry], f"--trust-key {entry_file}")
+    if key.id == attestation.EXAMPLE_KEY_ID:
+        raise ValueError(f"--trust-key {entry_file} is the example key: make your own with `gpu-rollout keygen`")
+    document = json.loads(pack_config.read_text(encoding="utf-8"))
+    gate = document.get(GATE)
+    if not isinstance(gate, dict):
+        gate = {"enforcementLevel": gate} if isinstance(gate, str) else {}
+        document[GATE] = gate
+    kept = [k for k in gate.get(TRUSTED_KEYS, []) if k.get("id") not in (attestation.EXAMPLE_KEY_ID, key.id)]
+    gate[TRUSTED_KEYS] = [*kept, key.entry()]
+    attestation.read_trusted_keys(gate[TRUSTED_KEYS], f"{pack_config}: {GATE}.{TRUSTED_KEYS}")
+    return json.dumps(document, indent=2) + "\n"
+
+
+def execute(project_dir: Path, cluster: Cluster, canary: str, prod: str, change_ticket: str | None,
+            trust_key: Path | None) -> Exit:
+    """Check everything, then write both stack files (and the pack config with ``trust_key``); print the next
+    steps. Exit 2, nothing written, when a flag, name or file cannot be used."""
+    problems = [f"{flag}: needed for --cloud {cluster.cloud}" for flag in cluster.missing()]
+    for flag, name in (("--canary", canary), ("--prod", prod)):
+        if not stacks.is_stack_name(name):
+            problems.append(f"{flag}: {name!r} is not a stack name (letters, digits, '-', '_', '.')")
+        elif (project_dir / f"Pulumi.{name}.yaml").exists():
+            problems.append(f"{flag}: {project_dir / f'Pulumi.{name}.yaml'} exists; init never replaces a stack file")
+    if canary == prod:
+        problems.append("--canary/--prod: the two stacks need two names")
+    folder = attestation.folder_for(project_dir / attestation.ATTESTATION_DIR, canary) \
+        if stacks.is_stack_name(canary) else None
+    if folder is not None and folder.is_dir() and any(folder.iterdir()):
+        problems.append(f"--canary: {folder.relative_to(project_dir)} already holds attestations (another canary's, "
+                        "such as the example's): choose another name, so the gate reads only your canary's")
+    if problems:
+        for problem in problems:
+            say(f"init: {problem}")
+        return Exit.INVALID
+    canary_example, prod_example = (example_file(project_dir, s) for s in EXAMPLES[cluster.cloud])
+    texts = {}
+    for name, example, is_prod in ((canary, canary_example, False), (prod, prod_example, True)):
+        document = made_from(example, canary, prod, cluster, change_ticket, is_prod)
+        spec_from_config(config_strings(document), source=f"Pulumi.{name}.yaml")  # refuse what plan would refuse
+        texts[name] = header(example, is_prod, canary) + yaml.dump(document, Dumper=_Dumper, sort_keys=False, width=110)
+    pack_text = None
+    if trust_key is not None:
+        try:
+            pack_text = trust(project_dir / PACK_CONFIG, trust_key)
+        except (ValueError, OSError) as exc:
+            say(f"init: {exc}")
+            return Exit.INVALID
+    for name, text in texts.items():
+        (project_dir / f"Pulumi.{name}.yaml").write_text(text, encoding="utf-8")
+    if pack_text is not None:
+        (project_dir / PACK_CONFIG).write_text(pack_text, encoding="utf-8")
+    sys.stdout.write(next_steps(canary, prod, canary_example, prod_example, change_ticket, trust_key))
+    return Exit.OK
+
+
+def next_steps(canary: str, prod: str, canary_example: Path, prod_example: Path, change_ticket: str | None,
+               trust_key: Path | None) -> str:
+    steps = ["edit nodePools and models in both files: they are still the example's (docs/config.md)"]
+    if not change_ticket:
+        steps.append(f"set gpu-driver-upgrade:changeTicket in Pulumi.{prod}.yaml (policy asks a prod stack for one)")
+    if trust_key is None:
+        steps.append("make your signing key: gpu-rollout keygen --out <a folder outside the repository>; then trust "
+                     "it instead of the example key: run init again with --trust-key "
+                     "<folder>/attestation-signing-key.pub.json (and new names), or edit canary-attested.trustedKeys "
+                     "in policy/prod.json. Until then the gate refuses prod: it trusts the example key")
+    else:
+        steps.append(f"policy/prod.json trusts the key of {trust_key.name} and no longer the example key, so the "
+                     "example prod stacks' attestations no longer pass: remove the example stack files and "
+                     "attestations/ folders you do not use")
+    steps += [f"gpu-rollout plan --stack {canary}; gpu-rollout plan --stack {prod}",
+              f"after the canary's rollout and soak: gpu-rollout verify --stack {canary} (docs/runbook.md)"]
+    lines = [f"wrote Pulumi.{canary}.yaml (from {canary_example.name}) and Pulumi.{prod}.yaml (from "
+             f"{prod_example.name})", "next:", *(f"  {n}. {step}" for n, step in enumerate(steps, 1))]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,117 @@
+"""Issue 24 point 8: `gpu-rollout init` makes a team's first canary and prod stack files from the example of its
+cloud: the team's cluster, the prod stack promoted from the new canary, no example attestation, waiver or
+ticket; with --trust-key the team's key is trusted instead of the example key. Nothing is written when a flag,
+name or file cannot be used."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rollout.cli import app
+from spec import attestation
+from spec.load import load_stack_file
+from tests.conftest import PROJECT_DIR
+
+runner = CliRunner()
+
+CLOUDS = {
+    "aks": ["--resource-group", "rg-team", "--aks-cluster", "aks-team-1", "--location", "northeurope"],
+    "eks": ["--eks-cluster", "eks-team-1", "--region", "eu-west-1", "--node-role-arn",
+            "arn:aws:iam::210987654321:role/team-gpu-nodes", "--subnet", "subnet-0123", "--subnet", "subnet-4567"],
+    "existing": ["--context", "team-lab"],
+}
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project folder as a fresh clone has it: the program, the examples and the pack's prod config."""
+    folder = tmp_path / "fleet"
+    (folder / "policy").mkdir(parents=True)
+    for name in ("Pulumi.yaml", "__main__.py", *(p.name for p in PROJECT_DIR.glob("Pulumi.*.yaml"))):
+        shutil.copyfile(PROJECT_DIR / name, folder / name)
+    shutil.copyfile(PROJECT_DIR / "policy" / "prod.json", folder / "policy" / "prod.json")
+    shutil.copytree(PROJECT_DIR / "attestations", folder / "attestations")
+    return folder
+
+
+def init(project: Path, *args: str):
+    return runner.invoke(app, ["init", "--project-dir", str(project), *args])
+
+
+@pytest.mark.parametrize("cloud", list(CLOUDS))
+def test_init_writes_stacks_of_the_team_s_cluster(project: Path, cloud: str) -> None:
+    result = init(project, "--cloud", cloud, "--name", "team", "--cluster", "team-gpu-1", *CLOUDS[cloud])
+    assert result.exit_code == 0, result.output
+    canary, prod = (load_stack_file(project / f"Pulumi.team-{stage}.yaml") for stage in ("canary", "prod"))
+    for spec in (canary, prod):
+        assert spec.cluster.name == "team-gpu-1" and spec.cluster.cloud.value == cloud
+        assert spec.changeTicket is None  # the example's ticket is not the team's
+    assert prod.promotion is not None and prod.promotion.canaryStack == "team-canary"
+    assert not prod.promotion.waivers  # the example team's judgement
+    assert not attestation.folder_for(project / attestation.ATTESTATION_DIR, "team-canary").exists()
+    cluster = prod.cluster
+    if cloud == "aks":
+        assert (cluster.aks.resourceGroup, cluster.aks.clusterName) == ("rg-team", "aks-team-1")
+    elif cloud == "eks":
+        assert (cluster.eks.clusterName, cluster.eks.region, cluster.eks.subnetIds) == (
+            "eks-team-1", "eu-west-1", ["subnet-0123", "subnet-4567"])
+    else:
+        assert cluster.existing.context == "team-lab"
+    text = (project / "Pulumi.team-prod.yaml").read_text()
+    assert text.startswith("# Made by `gpu-rollout init`") and f'version: "{prod.driver.version}"' in text
+    assert "keygen" in result.stdout and json.loads((project / "policy" / "prod.json").read_text()) == \
+        json.loads((PROJECT_DIR / "policy" / "prod.json").read_text())  # no --trust-key: the pack is untouched
+
+
+def test_the_new_prod_stack_is_refused_until_the_team_s_key_and_attestation_exist(project: Path) -> None:
+    assert init(project, "--cloud", "aks", "--name", "team", "--cluster", "team-gpu-1", *CLOUDS["aks"]).exit_code == 0
+    result = runner.invoke(app, ["plan", "--project-dir", str(project), "--stack", "team-prod", "--json"])
+    assert result.exit_code == 1
+    refused = [v["message"] for v in json.loads(result.stdout)["violations"] if v["enforcement"] == "mandatory"]
+    assert any("is no example fleet, but the gate trusts the example key" in m for m in refused)
+    assert any("no attestation attestations/team-canary/" in m for m in refused)
+    canary = runner.invoke(app, ["plan", "--project-dir", str(project), "--stack", "team-canary", "--json"])
+    assert canary.exit_code == 0, canary.stdout[-1000:]
+
+
+def test_trust_key_replaces_the_example_key(project: Path, tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    assert runner.invoke(app, ["keygen", "--out", str(keys), "--comment", "team CI"]).exit_code == 0
+    entry = json.loads((keys / "attestation-signing-key.pub.json").read_text())
+    result = init(project, "--cloud", "existing", "--name", "team", "--cluster", "team-lab", *CLOUDS["existing"],
+                  "--change-ticket", "CHG-1", "--trust-key", str(keys / "attestation-signing-key.pub.json"))
+    assert result.exit_code == 0, result.output
+    pack = json.loads((project / "policy" / "prod.json").read_text())
+    trusted = pack["canary-attested"]["trustedKeys"]
+    assert trusted == [entry] and pack["canary-attested"]["enforcementLevel"] == "mandatory"
+    assert load_stack_file(project / "Pulumi.team-prod.yaml").changeTicket == "CHG-1"
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["--cloud", "aks", "--name", "team", "--cluster", "c"], ("--resource-group: needed for --cloud aks",
+                                                            "--location: needed for --cloud aks")),
+    (["--cloud", "existing", "--canary", "canary", "--prod", "team-prod", "--context", "x"],
+     ("Pulumi.canary.yaml exists", "attestations/canary already holds attestations")),
+    (["--cloud", "existing", "--name", "bad name", "--context", "x"], ("is not a stack name",)),
+])
+def test_refusals_write_nothing(project: Path, args: list[str], named: tuple[str, ...]) -> None:
+    before = sorted(p.name for p in project.iterdir())
+    result = init(project, *args)
+    assert result.exit_code == 2 and result.stdout == ""
+    for part in named:
+        assert part in result.stderr
+    assert sorted(p.name for p in project.iterdir()) == before
+
+
+def test_the_example_key_is_never_the_key_to_trust(project: Path, tmp_path: Path) -> None:
+    example = tmp_path / "example.pub.json"
+    pack = json.loads((PROJECT_DIR / "policy" / "prod.json").read_text())
+    example.write_text(json.dumps(pack["canary-attested"]["trustedKeys"][0]))
+    result = init(project, "--cloud", "existing", "--name", "team", "--context", "x", "--trust-key", str(example))
+    assert result.exit_code == 2 and "is the example key" in result.stderr
+    assert not (project / "Pulumi.team-prod.yaml").exists()
