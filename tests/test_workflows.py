@@ -58,10 +58,18 @@ def test_previews_post_the_diff_and_run_the_pack_with_the_stage_config() -> None
     steps = [s for job in preview["jobs"].values() for s in job["steps"]]
     assert any("gpu-rollout diff" in s.get("run", "") and "--markdown" in s.get("run", "") for s in steps)
     pulumi = [s for s in steps if s.get("uses", "").startswith("pulumi/actions@")]
-    assert pulumi and pulumi[0]["with"]["policyPacks"] == "policy"
-    assert pulumi[0]["with"]["policyPackConfigs"] == "policy/${{ matrix.stage }}.json"
+    # The pack and stage config of the pull request's base, never the pull request's own policy/.
+    (pack,) = [s for s in steps if s.get("uses", "").endswith("/protected-pack")]
+    assert pack["with"]["ref"] == "${{ github.event.pull_request.base.sha }}"
+    assert pack["with"]["stage"] == "${{ matrix.stage }}"
+    assert pulumi and pulumi[0]["with"]["policyPacks"] == "${{ steps.pack.outputs.pack }}"
+    assert pulumi[0]["with"]["policyPackConfigs"] == "${{ steps.pack.outputs.config }}"
+    # Every stack file, from `gpu-rollout stacks`, each with its cluster's credential steps.
+    assert preview["jobs"]["preview"]["strategy"]["matrix"]["include"] == "${{ fromJSON(needs.stacks.outputs.stacks) }}"
+    assert "gpu-rollout stacks --json" in _runs(preview["jobs"]["stacks"])
+    assert any(s.get("uses", "").endswith("/stack-access") for s in steps)
     # Forks get no secrets: the engine preview runs only on this repository's branches.
-    assert "head.repo.full_name == github.repository" in preview["jobs"]["preview"]["if"]
+    assert "head.repo.full_name == github.repository" in preview["jobs"]["stacks"]["if"]
 
 
 def test_zizmor_finds_nothing_in_the_composite_actions_either() -> None:
