@@ -122,3 +122,19 @@ def test_from_the_cluster_a_single_replica_without_a_pdb_goes_to_zero(prod: Fake
                             "--json").stdout)
     solo = next(m for m in doc["predicted"]["models"] if m["model"] == "lab/solo")
     assert solo["minAvailable"] == 1 and solo["lowestAvailable"] == 0
+
+
+def test_the_shipped_operator_owned_examples_predict_a_rollout_that_keeps_every_model() -> None:
+    # The examples' models cache their weights, so a rescheduled replica is back before podDeletion times out.
+    for stack in ("canary", "prod", "existing-canary", "existing-prod"):
+        result = invoke("simulate", "--stack", stack, "--project-dir", str(PROJECT_DIR), "--json")
+        assert result.exit_code == 0, (stack, result.output[-2000:])
+
+
+def test_the_same_fleet_downloading_its_weights_stops_on_a_pdb(tmp_path: Path) -> None:
+    # A replica that downloads its weights takes longer than podDeletion.timeoutSeconds to come back: the next
+    # eviction the PDB allows comes too late, and the node goes to upgrade-failed.
+    uncached = edited("prod", "models", lambda models: [m.update(weightsCached=False) for m in models])
+    result = invoke("simulate", "--stack-file", str(write_stack(tmp_path, uncached)), "--project-dir",
+                    str(PROJECT_DIR), "--json")
+    assert result.exit_code == 1, result.output[-2000:]
