@@ -81,13 +81,15 @@ policy-pack: venv
 # simulate --from-cluster reading 1k, 3k and 10k nodes of 8 pods each: seconds and peak memory) and how the offline
 # plan scales (seconds and peak memory at 3, 30 and 150 pools; the prod example against the SDK imports); what a
 # diff of the four example stacks costs against one plan of the prod stack; the simulator on 100, 1,000 and 10,000
-# nodes (seconds and peak memory); verify over a week of soak of a 50-node canary against a backfilled Prometheus.
+# nodes (seconds and peak memory); verify over a week of soak of a 50-node canary against a backfilled Prometheus;
+# the cluster side of `fleet status` over 5, 10 and 20 clusters of 500 GPU nodes each (seconds and peak memory).
 bench: venv prometheus
 	$(BIN)/python -m benchmarks.checks_scale
 	$(BIN)/python -m benchmarks.plan_scale
 	$(BIN)/python -m benchmarks.diff_scale
 	$(BIN)/python -m benchmarks.simulate_scale
 	$(BIN)/python -m benchmarks.verify_soak
+	$(BIN)/python -m benchmarks.fleet_scale
 
 # Re-pin every transitive dependency after a change to pyproject.toml.
 constraints:

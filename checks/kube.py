@@ -114,6 +114,7 @@ PDBS = Resource(kinds.POD_DISRUPTION_BUDGET, shape=slim.Budget)
 CLUSTER_POLICIES = Resource(kinds.CLUSTER_POLICY)
 NVIDIA_DRIVERS = Resource(kinds.NVIDIA_DRIVER)
 CONFIGMAPS = Resource(kinds.CONFIG_MAP)  # only the stack's records in kube-system
+LEASES = Resource(kinds.LEASE)  # only the fleet train's lease (checks/lease.py)
 
 MERGE_PATCH = "application/merge-patch+json"
 FORM = "application/x-www-form-urlencoded"
@@ -270,7 +271,23 @@ class Kube:
         except NotFoundError:
             return None
 
+    def get(self, resource: Resource, name: str, namespace: str | None = None) -> Obj:
+        """One object; :class:`NotFoundError` when there is none."""
+        return self._request("GET", resource.path(namespace, name), [], verb="get", resource=resource,
+                             namespace=namespace)
+
     # ------------------------------------------------------------ writes
+
+    def create(self, resource: Resource, body: Obj, namespace: str | None = None) -> Obj:
+        """Create ``body``; :class:`ConflictError` when an object of that name exists (someone was first)."""
+        return self._request("POST", resource.path(namespace), [("fieldManager", FIELD_MANAGER)], verb="create",
+                             resource=resource, namespace=namespace, body=body, content_type="application/json")
+
+    def replace(self, resource: Resource, name: str, body: Obj, namespace: str | None = None) -> Obj:
+        """Replace the object with ``body``; with ``metadata.resourceVersion`` set, :class:`ConflictError` when the
+        object changed since it was read (optimistic concurrency, as a lock needs)."""
+        return self._request("PUT", resource.path(namespace, name), [("fieldManager", FIELD_MANAGER)], verb="update",
+                             resource=resource, namespace=namespace, body=body, content_type="application/json")
 
     def patch(self, resource: Resource, name: str, body: Any, namespace: str | None = None,
               content_type: str = MERGE_PATCH) -> Obj:

@@ -391,6 +391,173 @@ def stacks_verb(
     run(call, debug)
 
 
+# ---------------------------------------------------------------- the fleet: one promotion train across the stacks
+
+fleet_app = typer.Typer(name="fleet", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                        short_help="One promotion train across many clusters: plan, status, advance.",
+                        help="One driver promotion train across the fleet's stacks, wave by wave (Fleet.yaml; "
+                        "docs/fleet.md).")
+app.add_typer(fleet_app)
+
+KubeconfigDirOption = Annotated[
+    Path | None,
+    typer.Option("--kubeconfig-dir", help="A folder with one kubeconfig per stack, named after it (DIR/<stack>); a "
+                 "stack without one: its cluster.existing kubeconfig and context, else $KUBECONFIG."),
+]
+
+
+def _fleet_call(call: Callable[[], Exit]) -> Callable[[], Exit]:
+    """A fleet verb's call, with the backend's and git's refusals turned into their exit codes."""
+
+    def wrapped() -> Exit:
+        from preview.revisions import RevisionError
+        from rollout.backend import BackendError
+
+        try:
+            return call()
+        except BackendError as error:
+            say(f"fleet: {error}")
+            return error.code
+        except RevisionError as error:
+            say(f"{error.flag}: {error}")
+            return Exit.INVALID
+
+    return wrapped
+
+
+def _project(project_dir: Path | None) -> Path:
+    from rollout.project import default_project_dir
+
+    return project_dir if project_dir is not None else default_project_dir()
+
+
+@fleet_app.command("plan")
+def fleet_plan(
+    project_dir: ProjectDirOption = None,
+    as_markdown: Annotated[bool, typer.Option("--markdown", help="Print the Markdown of one PR comment.")] = False,
+    as_json: JsonOption = False,
+    at: AtOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Offline, wave by wave: each stack's plan and policy verdict, the driver it moves from and to, and what each
+    wave waits for. Exit 1 when the pack would refuse a stack."""
+
+    def call() -> Exit:
+        from rollout import fleet_plan as verb
+
+        if as_markdown and as_json:
+            raise typer.BadParameter("give --markdown or --json, not both", param_hint="--markdown")
+        return verb.execute(_project(project_dir), as_json, as_markdown, when)
+
+    when = moment(at)
+    run(call, debug)
+
+
+@fleet_app.command("status")
+def fleet_status(
+    project_dir: ProjectDirOption = None,
+    kubeconfig_dir: KubeconfigDirOption = None,
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Where the train is, read from the world: each stack's last deployment (the backend), each cluster's upgrade
+    states, pauses and signs, the attestations; the current wave and what blocks its next step. Changes nothing."""
+
+    def call() -> Exit:
+        from rollout import fleet as verb
+        from rollout.fleet_project import load_project
+
+        project = load_project(_project(project_dir))
+        return verb.status(project, verb.AutomationBackend(project.project_dir), verb.Clusters(kubeconfig_dir),
+                           as_json)
+
+    run(_fleet_call(call), debug)
+
+
+@fleet_app.command("advance")
+def fleet_advance(
+    project_dir: ProjectDirOption = None,
+    kubeconfig_dir: KubeconfigDirOption = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Take the step (else: say what it is, change nothing).")] = False,
+    stage: Annotated[
+        str | None, typer.Option("--stage", help="Bring up only stacks of this stage (canary or prod); an `up` of the "
+                                 "other stage is reported as withheld, for a run from that stage's environment.")
+    ] = None,
+    packs: Annotated[
+        Path | None, typer.Option("--packs", help="The protected policy packs: DIR/<commit>/pack and "
+                                  "DIR/<commit>/<stage>.json for each commit deploy-plan names (packRef).")
+    ] = None,
+    policy_pack: Annotated[
+        str | None, typer.Option("--policy-pack", help="Without --packs: the pack every `up` enforces (default: the "
+                                 "project's policy/, with policy/<stage>.json).")
+    ] = None,
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Take the train's next safe step and return: `up` the stacks of the current wave that differ from what they
+    run (wave concurrency, fleet limits, maintenance windows), verify the ones done, or, on a bad sign in any
+    cluster, pause every stack the train started and exit 1. Never waits for a rollout; run it again."""
+
+    def call() -> Exit:
+        from rollout import fleet as verb
+        from rollout.fleet_project import load_project
+        from spec.base import Stage
+
+        if stage is not None and stage not in Stage._value2member_map_:
+            raise typer.BadParameter(f"{stage!r} is not a stage (canary or prod)", param_hint="--stage")
+        if packs is not None and policy_pack is not None:
+            raise typer.BadParameter("give --packs or --policy-pack, not both", param_hint="--packs")
+        if packs is not None and not packs.is_dir():
+            raise typer.BadParameter(f"{packs} is not a folder", param_hint="--packs")
+        project = load_project(_project(project_dir))
+        return verb.advance(project, verb.AutomationBackend(project.project_dir), verb.Clusters(kubeconfig_dir),
+                            yes=yes, packs=verb.Packs(packs, Path(policy_pack) if policy_pack else None),
+                            only_stage=Stage(stage) if stage else None, as_json=as_json)
+
+    run(_fleet_call(call), debug)
+
+
+@fleet_app.command("halt")
+def fleet_halt(
+    reason: Annotated[str, typer.Option("--reason", help="Why, recorded on the train's lease and on each node.")],
+    project_dir: ProjectDirOption = None,
+    kubeconfig_dir: KubeconfigDirOption = None,
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Halt the train and pause every stack of the fleet at once (`pause` semantics; an image-owned stack cannot be
+    paused: no `up` of it follows, and what is in flight is reported)."""
+
+    def call() -> Exit:
+        from rollout import fleet as verb
+        from rollout.fleet_project import load_project
+
+        if not reason.strip():
+            raise typer.BadParameter("say why, in words", param_hint="--reason")
+        return verb.halt(load_project(_project(project_dir)), verb.Clusters(kubeconfig_dir), reason, as_json)
+
+    run(_fleet_call(call), debug)
+
+
+@fleet_app.command("resume")
+def fleet_resume(
+    project_dir: ProjectDirOption = None,
+    kubeconfig_dir: KubeconfigDirOption = None,
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Resume every stack of the fleet (`resume` semantics: only the skip labels `pause` set) and lift the train's
+    halt. A node held by a failed validation stays held: `gpu-rollout release-node`."""
+
+    def call() -> Exit:
+        from rollout import fleet as verb
+        from rollout.fleet_project import load_project
+
+        return verb.resume_all(load_project(_project(project_dir)), verb.Clusters(kubeconfig_dir), as_json)
+
+    run(_fleet_call(call), debug)
+
+
 # ---------------------------------------------------------------- live cluster verbs
 
 

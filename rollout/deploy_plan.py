@@ -55,6 +55,16 @@ class Deployed:
     file_config: Config | None = None
 
 
+# What a decision says of the stack, for the fleet's train (rollout/train.py), which must tell a stack in step with
+# main from one left alone: the reason is for people.
+DIFFERS = "differs"  # deploy it: it does not run what main says (or never ran)
+IN_STEP = "in-step"  # its last update ran main's config, program and pack
+RUNNING = "running"  # an update of it is still running in the backend
+ROLLED_BACK = "rolled-back"  # left alone: a rollback whose pull request has not merged
+DESTROYED = "destroyed"  # left alone: never brought back
+OUTSIDE_WINDOW = "outside-window"  # it differs, but its maintenance window is closed
+
+
 @dataclass(frozen=True)
 class Decision:
     stack: StackFile
@@ -62,6 +72,7 @@ class Decision:
     reason: str
     pack_ref: str | None = None  # the commit whose policy/ the `up` enforces
     deployed_commit: str | None = None  # what the stack's last update ran from
+    state: str = DIFFERS
 
     def as_json(self) -> dict[str, Any]:
         return {**self.stack.as_json(), "deploy": self.deploy, "reason": self.reason, "packRef": self.pack_ref or "",
@@ -130,16 +141,17 @@ def _settled(stack: StackFile, deployed: Deployed, before_head: str) -> Decision
     last = updates[0]
     if not last.ended:
         return Decision(stack, True, f"update {last.version} is still running: the deploy job waits for the stack's "
-                        "concurrency group and plans again before its `up`", before_head, last.commit)
+                        "concurrency group and plans again before its `up`", before_head, last.commit, RUNNING)
     if last.kind == "destroy":
         return Decision(stack, False, f"destroyed in update {last.version}: a deploy never brings it back; `pulumi up` "
-                        "it by hand, or remove its stack file", deployed_commit=last.commit)
+                        "it by hand, or remove its stack file", deployed_commit=last.commit,
+                        state=DESTROYED)
     rollback = rolled_back_to(last)
     differing = _differing_keys(last.config, deployed.file_config) if deployed.file_config is not None else []
     if rollback is not None and differing:
         return Decision(stack, False, f"update {last.version} rolled it back to update {rollback}; left alone until "
                         f"its stack file on main holds what it runs ({_few(differing)} differ): merge the "
-                        "rollback's pull request", deployed_commit=last.commit)
+                        "rollback's pull request", deployed_commit=last.commit, state=ROLLED_BACK)
     return None
 
 
@@ -186,7 +198,7 @@ def decide(stack: StackFile, deployed: Deployed, head: str, git: Git) -> Decisio
                    + _few([f"{path} (in {sha})" for path, sha in changed.items()]))
     if not why:
         return Decision(stack, False, f"in step with main: update {last.version} ran {commit[:12]} and nothing it "
-                        "runs has changed since", deployed_commit=commit)
+                        "runs has changed since", deployed_commit=commit, state=IN_STEP)
     # The pack judges everything since what the stack really runs: its last succeeded update (a failed one,
     # refused by the gate perhaps, deployed nothing the pack may now let through with a newer pack).
     good = next((u for u in updates if u.good), None)
@@ -202,7 +214,7 @@ def within_window(decision: Decision, now: datetime) -> Decision:
     window = decision.stack.window
     if not decision.deploy or window is None or window.is_open(now):
         return decision
-    return replace(decision, deploy=False, pack_ref=None,
+    return replace(decision, deploy=False, pack_ref=None, state=OUTSIDE_WINDOW,
                    reason=f"{decision.reason}; but it is {window.verdict(now)}: deployed by the first run inside it")
 
 

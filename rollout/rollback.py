@@ -8,7 +8,7 @@ the stack file and runs ``up`` with the policy pack. ``--yes`` refuses, before a
 is not the default branch's (an unmerged edit would ride along, and a deploy from the default branch would
 undo what it sets) unless ``--reason`` says why (printed with what it overrides). Every refusal comes
 before the first change. The program runs in this process, served to the engine by the SDK's language runtime
-(an inline program: :func:`_program`), the way `Stack.up()` serves any inline program; it is the project's own
+(an inline program: :func:`rollout.engine.program`), the way `Stack.up()` serves any inline program; it is the project's own
 ``__main__.py``, run in the project folder as the engine runs a program, so what it reads relative to the
 project (``attestations/``) is the project's wherever gpu-rollout is started.
 """
@@ -16,37 +16,17 @@ project (``attestations/``) is the project's wherever gpu-rollout is started.
 from __future__ import annotations
 
 import json
-import os
-import runpy
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from preview.revisions import Repository, RevisionError
 from rollout import backend, history, pulumi_config
+from rollout.engine import program
 from rollout.console import say, stdout
 from rollout.exits import Exit
 
 if TYPE_CHECKING:
     from pulumi import automation as auto
-
-
-def _program(project_dir: Path) -> Callable[[], None]:
-    """The project's program, as the Python language host runs it: ``__main__.py`` with the project on
-    sys.path and the project folder as the working directory (restored afterwards)."""
-
-    def run() -> None:
-        if str(project_dir) not in sys.path:
-            sys.path.insert(0, str(project_dir))
-        started_in = os.getcwd()
-        os.chdir(project_dir)
-        try:
-            runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
-        finally:
-            os.chdir(started_in)
-
-    return run
 
 
 def _canary_history(workspace: auto.LocalWorkspace, name: str) -> list[pulumi_config.Update] | None:
@@ -160,7 +140,7 @@ def execute(stack_name: str, project_dir: Path, *, to_version: int | None, dry_r
 
     project_dir = project_dir.resolve()
     try:
-        workspace = backend.workspace(project_dir, _program(project_dir))
+        workspace = backend.workspace(project_dir, program(project_dir))
         stack = backend.select(workspace, stack_name)
         if stack is None:
             raise history.RollbackRefused(f"--stack {stack_name}: no such stack in the backend", Exit.INVALID)

@@ -41,6 +41,10 @@ POD_DISRUPTION_BUDGET = Kind("policy", "v1", "PodDisruptionBudget", "poddisrupti
 # The body posted to a pod's eviction subresource (RBAC: pods/eviction); no resource of its own is addressed.
 EVICTION = Kind("policy", "v1", "Eviction", "evictions", namespaced=True)
 
+# The fleet's train holds one Lease (spec/fleet.py: LEASE_NAMESPACE, LEASE_NAME), so two `fleet advance` never run
+# at once.
+LEASE = Kind("coordination.k8s.io", "v1", "Lease", "leases", namespaced=True)
+
 # The validation job's identity and the admission policy that narrows it (components/validation.py).
 RBAC_GROUP = "rbac.authorization.k8s.io"
 CLUSTER_ROLE = Kind(RBAC_GROUP, "v1", "ClusterRole", "clusterroles", namespaced=False)

@@ -106,6 +106,11 @@ ANNOTATION_BATCH_SELECTORS = f"{DOMAIN}/batch-job-selectors"  # newline-separate
 # gpu-rollout pause: the stack that set a node's skip label, and why (resume removes only its own).
 ANNOTATION_PAUSED_BY = f"{DOMAIN}/paused-by"
 ANNOTATION_PAUSED_REASON = f"{DOMAIN}/paused-reason"
+# The fleet's train (spec/fleet.py): on its Lease, why and since when it is halted (JSON: cause, at, by); nothing moves
+# until `gpu-rollout fleet resume` removes it.
+ANNOTATION_FLEET_HALTED = f"{DOMAIN}/fleet-halted"
+# ... and, per stack, the update whose `verify --smoke` passed (JSON: stack -> update version), so it is not asked again.
+ANNOTATION_FLEET_VERIFIED = f"{DOMAIN}/fleet-verified"
 # A model's pod template annotated so declares its weights baked into (and pre-pulled with) the image.
 ANNOTATION_WEIGHTS_IN_IMAGE = f"{DOMAIN}/weights-in-image"
 

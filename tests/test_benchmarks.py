@@ -43,3 +43,11 @@ def test_the_verify_soak_benchmark_runs_and_sees_its_xid() -> None:
     row = measure(nodes=3, gpus=2, soak_minutes=6 * 60)
     assert row["nodes"] == 5 and row["peak_mb"] > 0 and row["queries"] > 0
     assert row["statuses"] == {"fail": 1, "pass": row["statuses"]["pass"]}  # the Xid 79, nothing else
+
+
+def test_the_fleet_benchmark_reads_every_cluster_and_grows_with_them() -> None:
+    from benchmarks.fleet_scale import measure as fleet_measure
+
+    one, three = fleet_measure(1, nodes=12, pods_per_node=4), fleet_measure(3, nodes=12, pods_per_node=4)
+    assert (one["clusters"], one["nodes"]) == (1, 12) and (three["clusters"], three["nodes"]) == (3, 36)
+    assert three["peak_mb"] > 0

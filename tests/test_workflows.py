@@ -59,11 +59,10 @@ def test_previews_post_the_diff_and_run_the_pack_with_the_stage_config() -> None
     assert any("gpu-rollout diff" in s.get("run", "") and "--markdown" in s.get("run", "") for s in steps)
     pulumi = [s for s in steps if s.get("uses", "").startswith("pulumi/actions@")]
     # The pack and stage config of the pull request's base, never the pull request's own policy/.
-    (pack,) = [s for s in steps if s.get("uses", "").endswith("/protected-pack")]
-    assert pack["with"]["ref"] == "${{ github.event.pull_request.base.sha }}"
-    assert pack["with"]["stage"] == "${{ matrix.stage }}"
-    assert pulumi and pulumi[0]["with"]["policyPacks"] == "${{ steps.pack.outputs.pack }}"
-    assert pulumi[0]["with"]["policyPackConfigs"] == "${{ steps.pack.outputs.config }}"
+    (pack,) = [s for s in steps if "protected-pack.sh" in s.get("run", "")]
+    assert pack["env"]["BASE"] == "${{ github.event.pull_request.base.sha }}"
+    assert pulumi and pulumi[0]["with"]["policyPacks"] == "${{ runner.temp }}/base-pack/pack"
+    assert pulumi[0]["with"]["policyPackConfigs"] == "${{ runner.temp }}/base-pack/${{ matrix.stage }}.json"
     # Every stack file, from `gpu-rollout stacks`, each with its cluster's credential steps.
     assert preview["jobs"]["preview"]["strategy"]["matrix"]["include"] == "${{ fromJSON(needs.stacks.outputs.stacks) }}"
     assert "gpu-rollout stacks --json" in _runs(preview["jobs"]["stacks"])
@@ -94,40 +93,56 @@ def _ups(job: dict) -> list[dict]:
 
 
 def test_prod_goes_up_only_from_the_protected_environment() -> None:
-    """Each stack deploys from its stage's environment, as deploy-plan names it from the stack file: prod
-    stacks from `production` (required reviewers), after the canary stacks of the same run."""
+    """The fleet's step runs from the canary environment and brings up canary stacks only; a prod `up` it withholds
+    runs in a job of the protected `production` environment (required reviewers), only when there is one."""
     deploy = _workflows()["deploy.yml"]["jobs"]
     assert ENVIRONMENTS == {Stage.CANARY: "canary", Stage.PROD: "production"}
-    assert deploy["prod"]["environment"] == deploy["canary"]["environment"] == "${{ matrix.environment }}"
-    assert deploy["prod"]["strategy"]["matrix"]["include"] == "${{ fromJSON(needs.plan.outputs.prod) }}"
-    assert deploy["canary"]["strategy"]["matrix"]["include"] == "${{ fromJSON(needs.plan.outputs.canary) }}"
-    assert deploy["prod"]["needs"] == ["plan", "canary"]
-    assert "needs.canary.result == 'success' || needs.canary.result == 'skipped'" in deploy["prod"]["if"]
-    for job_id in ("canary", "prod"):
-        (up,) = _ups(deploy[job_id])
-        assert up["with"]["stack-name"] == "${{ matrix.stack }}"
-        assert "gpu-rollout verify --smoke --stack" in _runs(deploy[job_id])  # a smoke check: it attests nothing
+    assert deploy["step"]["environment"] == ENVIRONMENTS[Stage.CANARY]
+    assert deploy["prod"]["environment"] == ENVIRONMENTS[Stage.PROD]
+    assert deploy["prod"]["needs"] == "step"
+    assert "needs.step.outputs.withheld != '[]'" in deploy["prod"]["if"]
+    assert "needs.step.result == 'success'" in deploy["prod"]["if"]  # never after a halted or failed step
+    assert deploy["step"]["outputs"]["withheld"] == "${{ steps.advance.outputs.withheld }}"
+    assert ".github/scripts/fleet-step.sh canary" in _runs(deploy["step"])
+    assert ".github/scripts/fleet-step.sh prod" in _runs(deploy["prod"])
+    step = (SCRIPTS / "fleet-step.sh").read_text()
+    assert 'gpu-rollout fleet advance --yes --stage "$stage" --json --packs "$RUNNER_TEMP/packs"' in step
+    assert "withheld=$(jq -c '.withheld // []'" in step
+    assert not _ups(deploy["step"]) and not _ups(deploy["prod"])  # every `up` is the train's (the Automation API)
+    assert "verify" not in _runs(deploy["step"])  # fleet advance verifies; nothing here attests
 
 
-def test_deploy_deploys_what_differs_from_what_is_deployed_with_the_protected_pack() -> None:
+def test_deploy_takes_one_step_of_the_train_per_run_with_the_protected_packs() -> None:
     workflow = _workflows()["deploy.yml"]
     deploy = workflow["jobs"]
     assert workflow["on"]["push"] == {"branches": ["main"]} and "workflow_dispatch" in workflow["on"]
+    assert workflow["on"]["schedule"] == [{"cron": "17 * * * *"}]  # rollouts end and windows open between pushes
     assert "paths" not in workflow["on"]["push"]  # a change to the program or the pack matters as much
-    assert "gpu-rollout deploy-plan --json" in _runs(deploy["plan"])
     assert "HEAD^" not in json.dumps(workflow)  # never "what the last commit changed"
-    for job_id in ("canary", "prod"):
+    assert "concurrency" not in workflow
+    for job_id in ("step", "prod"):
         job = deploy[job_id]
-        assert job["concurrency"] == {"group": "deploy-${{ matrix.stack }}", "cancel-in-progress": "false"}
-        assert "still-to-deploy.sh" in _runs(job)
-        (pack,) = [s for s in _steps(job) if s.get("uses", "").startswith("./.github/actions/protected-pack")]
-        assert pack["with"]["ref"] == "${{ steps.still.outputs.pack }}"
-        (up,) = _ups(job)
-        assert up["with"]["policyPacks"] == "${{ steps.pack.outputs.pack }}"
-        assert up["with"]["policyPackConfigs"] == "${{ steps.pack.outputs.config }}"
-        access = [s for s in _steps(job) if s.get("uses", "").startswith("./.github/actions/stack-access")]
-        assert access and access[0]["with"]["cloud"] == "${{ matrix.cloud }}"
-    assert "concurrency" not in workflow  # one group per stack, not one for the whole workflow
+        assert job["concurrency"] == {"group": "fleet", "cancel-in-progress": "false"}  # one step at a time
+        assert "still-main.sh" in _runs(job)
+        assert '.github/scripts/protected-packs.sh "$RUNNER_TEMP/packs"' in _runs(job)
+        (access,) = [s for s in _steps(job) if s.get("uses", "").startswith("./.github/actions/fleet-access")]
+        assert access["with"]["kubeconfig-dir"] == "${{ runner.temp }}/kubeconfigs"
+    packs = (SCRIPTS / "protected-packs.sh").read_text()
+    assert "gpu-rollout deploy-plan --json" in packs and ".packRef" in packs
+    pack = (SCRIPTS / "protected-pack.sh").read_text()
+    assert "python\" -m policy.bundle" in pack and 'git worktree add --force --detach "$base" "$ref"' in pack
+    assert 'fleet-kubeconfigs.sh "$KUBECONFIG_DIR"' in (ACTIONS / "fleet-access" / "action.yml").read_text()
+
+
+def test_the_fleet_access_action_reaches_every_cloud_of_the_fleet_without_a_person() -> None:
+    action = yaml.load((ACTIONS / "fleet-access" / "action.yml").read_text(), Loader=yaml.BaseLoader)
+    steps = action["runs"]["steps"]
+    uses = {s.get("uses", "").split("@")[0]: s for s in steps if s.get("uses")}
+    assert uses["Azure/login"]["if"] == "steps.clouds.outputs.aks == 'true'"
+    assert uses["aws-actions/configure-aws-credentials"]["with"]["role-to-assume"] == "${{ inputs.aws-role-arn }}"
+    script = (SCRIPTS / "fleet-kubeconfigs.sh").read_text()
+    assert "kubelogin convert-kubeconfig --login azurecli" in script and "aws eks update-kubeconfig" in script
+    assert '"$HOME/.kube/config"' in "\n".join(s.get("run", "") for s in steps)  # the existing clusters' contexts
 
 
 def test_the_stack_access_action_reaches_aks_eks_and_existing_clusters_without_a_person() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,30 @@ def cluster(control_plane: ControlPlane, rest: Rest) -> Rest:
     except AssertionError as error:
         raise AssertionError(f"{error}\n{control_plane.logs()}") from None
     return rest
+
+
+@contextmanager
+def running_cluster(workdir: Path, context: str) -> Iterator[tuple[ControlPlane, Rest]]:
+    """Another control plane (its own ports and data folder), with the operator CRDs and the same GPU fleet, every
+    pod Ready; stopped on leaving. The fleet tests (tests/e2e/test_fleet.py) run their clusters so, beside the
+    session's."""
+    missing = missing_tools()
+    if missing:
+        pytest.fail(f"e2e tools not built: {', '.join(missing)}; run `make e2e` (or e2e/build.sh)", pytrace=False)
+    plane = ControlPlane(workdir, context=context)
+    plane.workdir.mkdir(parents=True)
+    try:
+        plane.start()
+        rest = Rest(plane)
+        install_crds(rest)
+        seed_fleet(rest)
+        try:
+            wait_for(f"the fleet of {context} Ready", lambda: fleet_ready(rest), timeout=180)
+        except AssertionError as error:
+            raise AssertionError(f"{error}\n{plane.logs()}") from None
+        yield plane, rest
+    finally:
+        plane.stop()
 
 
 # ---------------------------------------------------------------------------- pulumi

@@ -53,6 +53,7 @@ KINDS: dict[str, tuple[str, str, bool, str]] = {
     "poddisruptionbudgets": ("policy", "v1", True, "PodDisruptionBudget"),
     "clusterpolicies": ("nvidia.com", "v1", False, "ClusterPolicy"),
     "nvidiadrivers": ("nvidia.com", "v1alpha1", False, "NVIDIADriver"),
+    "leases": ("coordination.k8s.io", "v1", True, "Lease"),
 }
 WRITE_VERBS = ("create", "update", "patch", "delete")
 BUILTIN = {plural for plural, (group, *_rest) in KINDS.items() if group in ("", "apps", "policy")}
@@ -74,6 +75,7 @@ FIELD_SELECTORS: dict[str, set[str]] = {
     "poddisruptionbudgets": set(_COMMON),
     "clusterpolicies": {"metadata.name"},
     "nvidiadrivers": {"metadata.name"},
+    "leases": set(_COMMON),
 }
 # Where a selectable field lives in the object, and its value when the object leaves it unset.
 FIELD_PATHS = {"source": "source.component"}
@@ -517,6 +519,12 @@ class FakeKube:
                 return self._computed(plural, copy.deepcopy(store[key]))
             if verb == "delete":
                 return store.pop(key)
+            if verb == "update":
+                # Optimistic concurrency, as the API server keeps it: a replace naming another version is refused.
+                sent = ((body or {}).get("metadata") or {}).get("resourceVersion")
+                if sent and sent != store[key]["metadata"].get("resourceVersion"):
+                    raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {plural} "{name}": the object '
+                                   "has been modified; please apply your changes to the latest version and try again")
             new = copy.deepcopy(body) if verb == "update" else self._patch(plural, store[key], body, content_type)
             track_fields(store[key], new, manager)
             store[key] = self._stamp(new)

@@ -32,8 +32,12 @@ def test_a_bad_duration_names_its_key(key: str, value: object, reason: str) -> N
 
 
 def test_a_model_declares_its_cache_and_load_time() -> None:
-    config = edited("prod", "models", lambda models: models[0].update(weightsCached=True, loadSeconds=90))
-    fleet = fleet_from_spec(spec_from_config(config))
+    def declare(models: list[dict]) -> None:
+        models[0].update(weightsCached=True, loadSeconds=90)
+        models[1].pop("loadSeconds", None)
+        models[1]["weightsCached"] = False  # an uncached model without loadSeconds gets the download default
+
+    fleet = fleet_from_spec(spec_from_config(edited("prod", "models", declare)))
     assert fleet.models[0].load_seconds == 90 and fleet.models[1].load_seconds == 1500
     bad = edited("prod", "models", lambda models: models[0].update(loadSeconds=0))
     with pytest.raises(SpecError, match=r"models\[0\]\.loadSeconds"):

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# One kubeconfig per AKS or EKS stack of the fleet, DIR/<stack>, which `gpu-rollout fleet --kubeconfig-dir DIR`
+# reads (the cloud logins are done: Azure/login, configure-aws-credentials). An existing cluster's stack needs none
+# here: its context is in ~/.kube/config (the EXISTING_KUBECONFIG secret), where the program's provider reads it too.
+# AKS: kubelogin's device-code login, which would wait for a person, is converted to the Azure CLI's session.
+# Usage: fleet-kubeconfigs.sh DIR
+set -euo pipefail
+
+dir="$1"
+mkdir -p "$dir"
+umask 077
+.venv/bin/gpu-rollout stacks --json > "$RUNNER_TEMP/stacks.json"
+jq -c '.[] | select(.cloud == "aks" or .cloud == "eks")' "$RUNNER_TEMP/stacks.json" | while read -r entry; do
+  stack="$(jq -r .stack <<<"$entry")"
+  case "$(jq -r .cloud <<<"$entry")" in
+    aks)
+      az aks get-credentials --resource-group "$(jq -r .aksResourceGroup <<<"$entry")" \
+        --name "$(jq -r .aksClusterName <<<"$entry")" --file "$dir/$stack" --overwrite-existing
+      kubelogin convert-kubeconfig --login azurecli --kubeconfig "$dir/$stack"
+      ;;
+    eks)
+      aws eks update-kubeconfig --name "$(jq -r .eksClusterName <<<"$entry")" \
+        --region "$(jq -r .eksRegion <<<"$entry")" --kubeconfig "$dir/$stack"
+      ;;
+  esac
+done

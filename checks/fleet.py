@@ -1,0 +1,132 @@
+"""What each cluster of a fleet shows of its stacks, for `gpu-rollout fleet status` and `fleet advance`.
+
+Each stack is read as `gpu-rollout watch --once --no-auto-pause` reads it (:func:`checks.watch.watch`: the
+cluster's identity first, then one poll with every trigger the watch knows), so the train halts on exactly what the
+watch would pause a stack for. :func:`observe_all` reads the clusters concurrently, one thread per stack, since
+each read waits on its API server; a cluster that cannot be read is reported as such, never as healthy.
+
+:func:`smoke_verify` is `gpu-rollout verify --smoke` on one stack (the checks of runbook section 5; only a failed
+check fails it), and :func:`soak_of` what `gpu-rollout soak` reads: when the stack's upgraded nodes finished.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from checks import kube as k
+from checks import soak, validation
+from checks.catalogue import CATALOGUE
+from checks.errors import ClusterError
+from checks.generations import ImageSnapshot
+from checks.identity import ClusterIdentity, Verdict
+from checks.prometheus import Prometheus, for_stack
+from checks.progress import Trigger
+from checks.results import CheckResult, Status
+from checks.verify_read import gather
+from checks.watch import Snapshot, watch
+from spec import labels
+from spec.model import DriverOwner, FleetSpec
+
+STUCK_AFTER = 3600.0  # seconds in one upgrade state before a node counts as stuck (watch's default)
+
+
+@dataclass
+class ClusterView:
+    """One stack as its cluster shows it now."""
+
+    stack: str
+    cluster: str  # the stack's cluster.name
+    owner: str  # operator | image
+    complete: bool  # every node of every released pool runs its target driver (and, operator: upgrade-done)
+    triggers: list[Trigger]
+    nodes: int
+    done: int
+    paused: int  # nodes carrying the operator's skip label
+    gpus_unavailable: int  # GPUs of nodes in an upgrade's disruptive states (operator) or not Ready (image)
+    pools: list[dict[str, Any]] = field(default_factory=list)
+    identity: str = ""  # how the cluster's identity was judged, when not confirmed
+
+    def as_json(self) -> dict[str, Any]:
+        return {"stack": self.stack, "cluster": self.cluster, "owner": self.owner, "complete": self.complete,
+                "nodes": self.nodes, "done": self.done, "paused": self.paused,
+                "gpusUnavailable": self.gpus_unavailable, "pools": self.pools,
+                "triggers": [t.as_json() for t in self.triggers], "identity": self.identity or None}
+
+
+def _gpus_per_node(spec: FleetSpec) -> dict[str, int]:
+    return {pool.name: pool.gpusPerNode for pool in spec.nodePools}
+
+
+def view_of(stack: str, spec: FleetSpec, snapshot: Snapshot | ImageSnapshot, identity: str = "") -> ClusterView:
+    gpus = _gpus_per_node(spec)
+    pools = snapshot.pools(spec)
+    if isinstance(snapshot, ImageSnapshot):
+        out = [n for n in snapshot.nodes if not n.ready]
+        done = sum(sum(g["nodes"] for g in p["generations"]) for p in pools if p["done"] or p["held"])
+        return ClusterView(stack, spec.cluster.name, DriverOwner.IMAGE.value, snapshot.complete(spec),
+                           list(snapshot.triggers), len(snapshot.nodes), done, 0,
+                           sum(gpus.get(n.pool, 0) for n in out), pools, identity)
+    disruptive = (*labels.UPGRADE_IN_PROGRESS, labels.UPGRADE_FAILED)
+    out_of_service = [n for n in snapshot.nodes if n.state in disruptive]
+    return ClusterView(stack, spec.cluster.name, DriverOwner.OPERATOR.value, snapshot.complete(spec),
+                       list(snapshot.triggers), len(snapshot.nodes), sum(n.done for n in snapshot.nodes),
+                       sum(n.skipped for n in snapshot.nodes), sum(gpus.get(n.pool, 0) for n in out_of_service),
+                       pools, identity)
+
+
+def observe(kube: k.Kube, spec: FleetSpec, stack: str, now: Callable[[], float] = time.time,
+            stuck_after: float = STUCK_AFTER) -> ClusterView:
+    """One poll of the stack, as `watch --once --no-auto-pause` makes it (nothing is written), its models' SLOs
+    read from the stack's own Prometheus (``validation.prometheus``) as watch reads them."""
+    noted: list[ClusterIdentity] = []
+    outcome = watch(kube, spec, stack, once=True, auto_pause=False, stuck_after=stuck_after, clock=now,
+                    on_identity=noted.append, prometheus=stack_prometheus(kube, spec))
+    identity = noted[0].message if noted and noted[0].verdict != Verdict.CONFIRMED else ""
+    return view_of(stack, spec, outcome.snapshot, identity)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A stack to read: its spec and how to reach its cluster (an adapter made when it is read)."""
+
+    stack: str
+    spec: FleetSpec
+    connect: Callable[[], k.Kube]
+
+
+def observe_all(targets: list[Target], workers: int = 8, now: Callable[[], float] = time.time
+                ) -> dict[str, ClusterView | ClusterError]:
+    """Every target read concurrently; a cluster that could not be read maps to its error."""
+
+    def one(target: Target) -> ClusterView | ClusterError:
+        try:
+            return observe(target.connect(), target.spec, target.stack, now)
+        except ClusterError as error:
+            return error
+
+    if not targets:
+        return {}
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets)))) as pool:
+        return dict(zip([t.stack for t in targets], pool.map(one, targets), strict=True))
+
+
+def stack_prometheus(kube: k.Kube, spec: FleetSpec) -> Prometheus | None:
+    """The Prometheus the stack declares (``validation.prometheus``: a URL, or a Service through the API server's
+    service proxy), as `verify` and `watch` reach it; None where it declares none."""
+    return for_stack(spec.validation.prometheus if spec.validation else None, kube)
+
+
+def smoke_verify(kube: k.Kube, spec: FleetSpec) -> list[CheckResult]:
+    """The failed checks of `gpu-rollout verify --smoke` (runbook section 5) on the stack's upgraded nodes; empty
+    when it passes. Inconclusive checks (the soak's metrics, with no Prometheus) are the soak's verify's to judge."""
+    facts = gather(kube, spec, stack_prometheus(kube, spec))
+    return [r for r in CATALOGUE.run(validation.VERB, facts) if r.status == Status.FAIL]
+
+
+def soak_of(kube: k.Kube, spec: FleetSpec) -> soak.SoakFacts:
+    """When the stack's upgraded nodes finished their upgrade (`gpu-rollout soak`'s read)."""
+    return soak.read(kube, spec)

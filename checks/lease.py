@@ -1,0 +1,251 @@
+"""The fleet train's lease: one ``coordination.k8s.io/v1`` Lease (``kube-system/gpu-driver-upgrade-fleet``) in the
+cluster of the fleet file's lease stack, so two `gpu-rollout fleet advance` never act at once, and the train's halt
+record, so a halted train stays halted whoever runs next.
+
+The lease is taken as leader election takes one: read it; free (no holder, or a holder that stopped renewing for
+``leaseDurationSeconds``) means write our identity with the ``resourceVersion`` read, so of two takers racing the
+API server admits one and answers the other 409. The holder renews ``renewTime`` while it runs and clears the holder
+when done; a holder killed outright blocks the next for at most the duration. Every write is a read-modify-write
+on a fresh read, so a renewal never drops a halt recorded meanwhile (`fleet halt` records one whoever holds the
+lease: an emergency does not wait).
+
+The halt record is the annotation ``gpu-driver-upgrade.io/fleet-halted`` (JSON: cause, at, by) on the Lease: the
+world says the train is halted, not a local file. `fleet resume` removes it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from checks import kube as k
+from checks.errors import ClusterError, ConflictError, NotFoundError
+from checks.objects import Obj, annotations_of, meta, spec_of
+from checks.progress import epoch
+from spec import kinds, labels
+
+ATTEMPTS = 5  # read-modify-write rounds before a busy lease is given up on
+
+
+def micro_time(at: float) -> str:
+    """A Kubernetes MicroTime (RFC 3339 with microseconds), as Lease times are written."""
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class HaltRecord:
+    cause: str
+    at: float
+    by: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"cause": self.cause, "at": micro_time(self.at), "by": self.by}
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    """The Lease as read (None fields where unset)."""
+
+    holder: str | None
+    renewed: float | None
+    duration: int
+    halt: HaltRecord | None
+    raw: Obj
+    verified: dict[str, int] = field(default_factory=dict)  # stack -> the update whose verify --smoke passed
+
+    def free(self, now: float) -> bool:
+        """No holder, or one that stopped renewing long enough ago."""
+        return not self.holder or self.renewed is None or now >= self.renewed + self.duration
+
+    def expires(self) -> float | None:
+        return None if self.renewed is None else self.renewed + self.duration
+
+    def as_json(self, now: float) -> dict[str, Any]:
+        expires = self.expires()
+        return {"holder": self.holder if not self.free(now) else None,
+                "renewTime": micro_time(self.renewed) if self.renewed is not None else None,
+                "expires": micro_time(expires) if expires is not None and not self.free(now) else None,
+                "halted": self.halt.as_json() if self.halt else None}
+
+
+class LeaseHeld(ClusterError):
+    """Another `fleet advance` holds the lease: this one does nothing."""
+
+
+def _halt_of(obj: Obj) -> HaltRecord | None:
+    raw = annotations_of(obj).get(labels.ANNOTATION_FLEET_HALTED)
+    if not raw:
+        return None
+    try:
+        doc = json.loads(raw)
+        return HaltRecord(str(doc["cause"]), epoch(doc.get("at")) or 0.0, str(doc.get("by", "")))
+    except (ValueError, KeyError, TypeError):
+        # Unreadable, but there: still a halt (someone wrote it); its text is the cause.
+        return HaltRecord(raw[:500], 0.0, "")
+
+
+def _verified_of(obj: Obj) -> dict[str, int]:
+    try:
+        doc = json.loads(annotations_of(obj).get(labels.ANNOTATION_FLEET_VERIFIED) or "{}")
+    except ValueError:
+        return {}  # unreadable: every stack is verified again
+    if not isinstance(doc, dict):
+        return {}
+    return {str(stack): int(update) for stack, update in doc.items()
+            if isinstance(update, int) and not isinstance(update, bool)}
+
+
+def _state(obj: Obj) -> LeaseState:
+    spec = spec_of(obj)
+    return LeaseState(spec.get("holderIdentity") or None, epoch(spec.get("renewTime") or spec.get("acquireTime")),
+                      int(spec.get("leaseDurationSeconds") or 0), _halt_of(obj), obj, _verified_of(obj))
+
+
+class TrainLease:
+    """The train's Lease in one cluster. ``clock`` is injected, so tests judge expiry without waiting."""
+
+    def __init__(self, kube: k.Kube, namespace: str, name: str, holder: str, duration: int,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.kube, self.namespace, self.name = kube, namespace, name
+        self.holder, self.duration, self.clock = holder, duration, clock
+
+    def read(self) -> LeaseState | None:
+        try:
+            return _state(self.kube.get(k.LEASES, self.name, self.namespace))
+        except NotFoundError:
+            return None
+
+    def _new(self, spec: dict[str, Any], annotations: dict[str, str] | None = None) -> Obj:
+        metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        if annotations:
+            metadata["annotations"] = annotations
+        return {"apiVersion": kinds.LEASE.api_version, "kind": kinds.LEASE.kind, "metadata": metadata, "spec": spec}
+
+    def _write(self, change: Callable[[LeaseState | None], Obj | None]) -> LeaseState | None:
+        """Read, let ``change`` say the object to write (None: nothing), write it with the version read; on a
+        conflict read again. ``change`` may raise to refuse."""
+        for _ in range(ATTEMPTS):
+            current = self.read()
+            body = change(current)
+            if body is None:
+                return current
+            try:
+                if current is None:
+                    written = self.kube.create(k.LEASES, body, self.namespace)
+                else:
+                    written = self.kube.replace(k.LEASES, self.name, body, self.namespace)
+            except ConflictError:
+                continue  # someone wrote between our read and our write: judge again on a fresh read
+            return _state(written)
+        raise ClusterError(f"lease {self.namespace}/{self.name}: changed {ATTEMPTS} times while being written; "
+                           "try again")
+
+    def _replacing(self, current: LeaseState, spec_changes: dict[str, Any],
+                   annotations: dict[str, str | None] | None = None) -> Obj:
+        body = json.loads(json.dumps(current.raw))
+        body.setdefault("spec", {}).update(spec_changes)
+        body["spec"] = {key: value for key, value in body["spec"].items() if value is not None}
+        if annotations:
+            notes = meta(body).setdefault("annotations", {}) or {}
+            for key, value in annotations.items():
+                if value is None:
+                    notes.pop(key, None)
+                else:
+                    notes[key] = value
+            body["metadata"]["annotations"] = notes
+        return body
+
+    def acquire(self) -> LeaseState:
+        """Take the lease, or raise :class:`LeaseHeld` naming who holds it and until when."""
+
+        def take(current: LeaseState | None) -> Obj:
+            now = self.clock()
+            stamp = micro_time(now)
+            spec = {"holderIdentity": self.holder, "leaseDurationSeconds": self.duration, "acquireTime": stamp,
+                    "renewTime": stamp}
+            if current is None:
+                return self._new({**spec, "leaseTransitions": 0})
+            if not current.free(now) and current.holder != self.holder:
+                expires = current.expires()
+                raise LeaseHeld(f"another `fleet advance` holds the train's lease {self.namespace}/{self.name} "
+                                f"({current.holder}, until {micro_time(expires) if expires else '?'} unless it "
+                                "renews): this one does nothing")
+            transitions = int(spec_of(current.raw).get("leaseTransitions") or 0)
+            return self._replacing(current, {**spec, "leaseTransitions": transitions + 1})
+
+        state = self._write(take)
+        assert state is not None
+        return state
+
+    def renew(self) -> LeaseState:
+        """Move ``renewTime`` on; :class:`LeaseHeld` when the lease is no longer ours (we stopped renewing for
+        longer than the duration and someone took it)."""
+
+        def renewed(current: LeaseState | None) -> Obj:
+            if current is None or current.holder != self.holder:
+                raise LeaseHeld(f"the train's lease {self.namespace}/{self.name} is no longer ours "
+                                f"({current.holder if current else 'gone'})")
+            return self._replacing(current, {"renewTime": micro_time(self.clock())})
+
+        state = self._write(renewed)
+        assert state is not None
+        return state
+
+    def release(self) -> None:
+        """Clear the holder (the halt record stays); nothing when the lease is not ours any more."""
+
+        def cleared(current: LeaseState | None) -> Obj | None:
+            if current is None or current.holder != self.holder:
+                return None
+            return self._replacing(current, {"holderIdentity": None, "renewTime": None, "acquireTime": None})
+
+        self._write(cleared)
+
+    def record_halt(self, cause: str) -> LeaseState:
+        """Record the train as halted (kept when one is recorded already: the first cause is the one that
+        stopped it), whoever holds the lease."""
+        record = HaltRecord(" ".join(cause.split())[:1000], self.clock(), self.holder)
+        text = json.dumps(record.as_json(), sort_keys=True)
+
+        def halted(current: LeaseState | None) -> Obj | None:
+            if current is None:
+                return self._new({"leaseDurationSeconds": self.duration}, {labels.ANNOTATION_FLEET_HALTED: text})
+            if current.halt is not None:
+                return None
+            return self._replacing(current, {}, {labels.ANNOTATION_FLEET_HALTED: text})
+
+        state = self._write(halted)
+        assert state is not None
+        return state
+
+    def record_verified(self, updates: dict[str, int]) -> None:
+        """Add stack -> update whose `verify --smoke` passed to the record (a stack's older entry is replaced)."""
+        if not updates:
+            return
+
+        def recorded(current: LeaseState | None) -> Obj | None:
+            merged = {**(current.verified if current else {}), **updates}
+            text = json.dumps(dict(sorted(merged.items())))
+            if current is None:
+                return self._new({"leaseDurationSeconds": self.duration}, {labels.ANNOTATION_FLEET_VERIFIED: text})
+            if current.verified == merged:
+                return None
+            return self._replacing(current, {}, {labels.ANNOTATION_FLEET_VERIFIED: text})
+
+        self._write(recorded)
+
+    def clear_halt(self) -> HaltRecord | None:
+        """Remove the halt record; the record removed, or None when there was none."""
+        before = self.read()
+
+        def cleared(current: LeaseState | None) -> Obj | None:
+            if current is None or current.halt is None:
+                return None
+            return self._replacing(current, {}, {labels.ANNOTATION_FLEET_HALTED: None})
+
+        self._write(cleared)
+        return before.halt if before is not None else None

@@ -1,0 +1,559 @@
+"""`gpu-rollout fleet status|advance|halt|resume`: the promotion train across the fleet's stacks (docs/fleet.md).
+
+Thin: each verb loads the fleet file and the stack files (:func:`load_project`), reads the world (each stack's
+record in the backend through the Automation API, :class:`AutomationBackend`; each cluster through the live checks,
+:mod:`checks.fleet`), hands it to :mod:`rollout.train`, which decides, and acts on what it decided: `up` through the
+Automation API (:mod:`rollout.engine`, one worker process per stack, so a wave's stacks go up at once), `pause` and
+`resume` (:mod:`checks.pause`), the train's Lease (:mod:`checks.lease`). Nothing is kept on this machine between
+runs: a killed `advance` is followed by one that reads the same world.
+
+Exit codes: 0 the step was taken, or there was nothing to do yet; 1 the train is halted (now or before), an `up`
+failed, another `advance` holds the lease, or a cluster or the backend could not be read; 2 invalid input (the
+fleet file, a stack file, a flag).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from checks import fleet as live
+from checks import kube as k
+from checks.errors import ClusterError
+from checks.lease import LeaseHeld, LeaseState, TrainLease, micro_time
+from checks.nodestate import NoNodesError
+from checks.pause import ChangeInterrupted, ImageOwnedDriver, PauseReport, pause, resume
+from checks.soak import readiness
+from preview.revisions import Repository
+from rollout import backend as backends
+from rollout import context, deploy_plan, train
+from rollout.console import say, stdout
+from rollout.engine import UpResult
+from rollout.exits import Exit
+from rollout.fleet_project import FleetProject
+from rollout.stacks import StackFile, prod_stacks_of
+from spec import attestation
+from spec.base import Stage
+from spec.fleet import LEASE_NAME, LEASE_NAMESPACE
+from spec.model import FleetSpec
+
+UP_MESSAGE = "gpu-rollout fleet advance: wave {wave}"
+
+
+# ---------------------------------------------------------------- the world's two other halves
+
+
+class Backend(Protocol):
+    """The stacks' records, and `up`: the Pulumi backend through the Automation API (tests hand in their own)."""
+
+    def deployed(self, stacks: list[StackFile]) -> dict[str, deploy_plan.Deployed]: ...
+
+    def locked(self, stack: str) -> bool: ...
+
+    def up(self, requests: list[UpRequest]) -> list[UpResult]: ...
+
+
+@dataclass(frozen=True)
+class UpRequest:
+    stack: str
+    pack: str
+    pack_config: str | None
+    message: str
+
+
+class AutomationBackend:
+    """The real one: `pulumi stack history`, the stack file's config and the file backend's locks through the
+    Automation API (:mod:`rollout.backend`), several stacks at once; `up` in one worker process per stack."""
+
+    def __init__(self, project_dir: Path) -> None:
+        self.project_dir = project_dir
+        self.workspace = backends.workspace(project_dir)
+        self._locked: dict[str, bool] = {}
+
+    def deployed(self, stacks: list[StackFile]) -> dict[str, deploy_plan.Deployed]:
+        def one(entry: StackFile) -> deploy_plan.Deployed:
+            stack = backends.select(self.workspace, entry.name) if entry.problem is None else None
+            if stack is None:
+                return deploy_plan.Deployed(None)
+            self._locked[entry.name] = bool(backends.lock_files(self.workspace, entry.name))
+            return deploy_plan.Deployed(backends.history(stack), backends.stack_file_config(stack))
+
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(stacks)))) as pool:
+            return dict(zip([s.name for s in stacks], pool.map(one, stacks), strict=True))
+
+    def locked(self, stack: str) -> bool:
+        """Read with the stack's records (:meth:`deployed`): the lock of a stack the backend does not have is none."""
+        return self._locked.get(stack, False)
+
+    def up(self, requests: list[UpRequest]) -> list[UpResult]:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        from rollout.engine import up_in_process
+
+        if not requests:
+            return []
+        # spawn: a fresh interpreter per worker, so no program state is shared; a worker outlives a killed parent
+        # until its `up` is done.
+        with ProcessPoolExecutor(max_workers=len(requests), mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = [pool.submit(up_in_process, str(self.project_dir), r.stack, r.pack, r.pack_config, r.message)
+                       for r in requests]
+            return [f.result() for f in futures]
+
+
+class Clusters:
+    """How each stack's cluster is reached: ``DIR/<stack>`` of ``--kubeconfig-dir`` where it exists (a CI job
+    writes one per stack), else what the stack declares (``cluster.existing``), else ``$KUBECONFIG``; the context
+    the stack declares, else the file's current one."""
+
+    def __init__(self, kubeconfig_dir: Path | None = None, settings: k.ClientSettings | None = None) -> None:
+        self.kubeconfig_dir = kubeconfig_dir
+        self.settings = settings
+
+    def kubeconfig_of(self, stack: str) -> str | None:
+        if self.kubeconfig_dir is None:
+            return None
+        for name in (stack, f"{stack}.yaml"):
+            if (self.kubeconfig_dir / name).is_file():
+                return str(self.kubeconfig_dir / name)
+        return None
+
+    def connect(self, stack: str, spec: FleetSpec) -> k.Kube:
+        cluster = context.resolve_cluster(spec, self.kubeconfig_of(stack), None)
+        return k.connect(cluster.kubeconfig, cluster.context, self.settings)
+
+
+# ---------------------------------------------------------------- reading the world
+
+
+def read_worlds(project: FleetProject, backend: Backend, clusters: Clusters, now: datetime,
+                head: str | None = None) -> tuple[dict[str, train.StackWorld], str]:
+    """Each stack's record (deploy_plan's decision at main's head, its window judged at ``now``) and, for a stack
+    deployed, its cluster now (read concurrently)."""
+    repo = Repository(project.project_dir)
+    commit = repo.commit(head or "HEAD", "--head")
+    files = list(project.stacks.values())
+    deployed = backend.deployed(files)
+    worlds = {s.name: train.stack_world(s, project.specs[s.name], deployed.get(s.name, deploy_plan.Deployed(None)),
+                                        commit, repo, now, backend.locked(s.name)) for s in files}
+    targets = [live.Target(name, project.specs[name], _connector(clusters, name, project.specs[name]))
+               for name, world in worlds.items() if train.needs_cluster(world)]
+    for name, seen in live.observe_all(targets).items():
+        worlds[name] = (replace(worlds[name], view_error=str(seen)) if isinstance(seen, ClusterError)
+                        else replace(worlds[name], view=seen))
+    return worlds, commit
+
+
+def _connector(clusters: Clusters, stack: str, spec: FleetSpec) -> Callable[[], k.Kube]:
+    return lambda: clusters.connect(stack, spec)
+
+
+class LiveProbe:
+    """`verify --smoke` and the soak read, against the stacks' clusters, each at most once per run."""
+
+    def __init__(self, project: FleetProject, clusters: Clusters, now: float) -> None:
+        self.project, self.clusters, self.now = project, clusters, now
+        self._soaks: dict[str, train.Soak] = {}
+
+    def verify(self, stack: str) -> list[str] | None:
+        spec = self.project.specs[stack]
+        try:
+            failed = live.smoke_verify(self.clusters.connect(stack, spec), spec)
+        except NoNodesError as error:
+            return [f"no upgraded node to verify: {error}"]
+        except ClusterError as error:
+            say(f"{stack}: verify could not read its cluster: {error}")
+            return None
+        return [f"{r.id} {r.subject}: {r.message}" for r in failed]
+
+    def soak(self, stack: str) -> train.Soak:
+        if stack not in self._soaks:
+            self._soaks[stack] = self._soak(stack)
+        return self._soaks[stack]
+
+    def _soak(self, stack: str) -> train.Soak:
+        spec = self.project.specs[stack]
+        try:
+            facts = live.soak_of(self.clusters.connect(stack, spec), spec)
+        except ClusterError as error:
+            return train.Soak(None, None, f"its cluster could not be read: {error}")
+        if spec.stage != Stage.CANARY:
+            return train.Soak(facts.start)
+        prods = {s.name: s.min_soak_hours for s in prod_stacks_of(list(self.project.stacks.values()), stack)
+                 if s.min_soak_hours is not None}
+        answer = readiness(stack, facts, prods, self.project.project_dir / attestation.ATTESTATION_DIR, self.now)
+        when = f" (ready to attest at {answer.as_json()['readyAt']})" if answer.ready_at and not answer.ready else ""
+        return train.Soak(facts.start, answer.attested, answer.reason + when)
+
+
+# ---------------------------------------------------------------- reporting
+
+
+def _lease_of(project: FleetProject, clusters: Clusters, holder: str = "") -> TrainLease:
+    stack = project.fleet.lease_stack
+    return TrainLease(clusters.connect(stack, project.specs[stack]), LEASE_NAMESPACE, LEASE_NAME,
+                      holder or f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}",
+                      project.fleet.lease.durationSeconds)
+
+
+def document(found: train.Train, lease: LeaseState | None, now: float, project: FleetProject) -> dict[str, Any]:
+    current = found.waves[found.current].wave.name if found.current is not None else None
+    limits = project.fleet.limits
+    return {
+        "current": current, "complete": found.complete, "next": found.next_step(),
+        "halt": found.halt.as_json() if found.halt else None,
+        "halted": lease.halt.as_json() if lease and lease.halt else None,
+        "lease": lease.as_json(now) if lease else None,
+        "blocked": found.blocked, "signs": [s.as_json() for s in found.signs],
+        "limits": {"maxGpusUnavailable": limits.maxGpusUnavailable, "gpusCommitted": found.gpus_committed,
+                   "maxClustersInFlight": limits.maxClustersInFlight,
+                   "clustersInFlight": found.clusters_in_flight},
+        "waves": [w.as_json() for w in found.waves],
+    }
+
+
+def render(found: train.Train, lease: LeaseState | None, now: float) -> None:
+    console = stdout(highlight=False)
+
+    def line(text: str) -> None:
+        console.print(text, markup=False, soft_wrap=True)
+
+    if lease is not None and lease.halt is not None:
+        line(f"HALTED since {micro_time(lease.halt.at)}: {lease.halt.cause}")
+    for wave in found.waves:
+        line(f"wave {wave.wave.name}: {wave.status.value}")
+        for state in wave.stacks:
+            world = state.world
+            driver = f"{world.spec.driver.previousVersion} -> {world.spec.driver.version}" if world.spec else "?"
+            seen = world.view
+            pools = (f"; {seen.done}/{seen.nodes} node(s) done, {seen.paused} paused, {seen.gpus_unavailable} GPU(s) "
+                     "out" if seen else "")
+            verified = "; verified" if state.verified else ""
+            line(f"  {world.name} ({world.cluster}, {driver}): {state.status.value}: {state.reason}{pools}{verified}")
+        for waiting in wave.waiting:
+            line(f"  waits for {waiting}")
+    for sign in found.signs:
+        line(f"sign: {sign.kind} in {sign.stack}: {sign.message}")
+    line(f"next: {found.next_step()}")
+    if lease is not None and not lease.free(now):
+        line(f"lease: held by {lease.holder} until {micro_time(lease.expires() or now)}")
+
+
+# ---------------------------------------------------------------- status
+
+
+def status(project: FleetProject, backend: Backend, clusters: Clusters, as_json: bool,
+           now: Callable[[], float] = time.time) -> Exit:
+    """Where the train is, read from the world; changes nothing (verify is not run: what it passed is recorded)."""
+    moment = now()
+    lease = _lease_of(project, clusters).read()
+    worlds, _ = read_worlds(project, backend, clusters, datetime.fromtimestamp(moment, UTC))
+    found = train.assess(project.fleet, worlds, _RecordedOnly(LiveProbe(project, clusters, moment)), moment,
+                         halted=lease is not None and lease.halt is not None,
+                         verified=lease.verified if lease else {})
+    if as_json:
+        sys.stdout.write(json.dumps(document(found, lease, moment, project), indent=2) + "\n")
+    else:
+        render(found, lease, moment)
+    return Exit.OK
+
+
+class _RecordedOnly:
+    """status asks no model: a stack counts as verified only where the Lease records it (the soak is read)."""
+
+    def __init__(self, probe: LiveProbe) -> None:
+        self.probe = probe
+
+    def verify(self, stack: str) -> list[str] | None:
+        return None
+
+    def soak(self, stack: str) -> train.Soak:
+        return self.probe.soak(stack)
+
+
+# ---------------------------------------------------------------- pausing and resuming every stack
+
+
+@dataclass
+class Paused:
+    stack: str
+    report: PauseReport | None = None
+    error: str | None = None
+    image_owned: str | None = None  # what is in flight on a stack that cannot be paused
+
+    def as_json(self) -> dict[str, Any]:
+        return {"stack": self.stack, **(self.report.as_json() if self.report else {}), "error": self.error,
+                "imageOwned": self.image_owned}
+
+
+def _each(project: FleetProject, clusters: Clusters, names: list[str], verb: str, reason: str,
+          views: Mapping[str, Any] | None = None) -> list[Paused]:
+    """`pause` (or `resume`) of each stack, concurrently; what could not be done is said, never raised."""
+
+    def one(name: str) -> Paused:
+        spec = project.specs[name]
+        try:
+            kube = clusters.connect(name, spec)
+            report = pause(kube, spec, name, reason) if verb == "pause" else resume(kube, spec, name)
+            return Paused(name, report)
+        except ImageOwnedDriver:
+            seen = (views or {}).get(name)
+            flight = (f"{seen.done} of {seen.nodes} node(s) done" if seen is not None else "not read")
+            return Paused(name, image_owned=f"the node image owns the driver: no `up` of it follows; in flight: "
+                          f"{flight}")
+        except ChangeInterrupted as error:
+            return Paused(name, error.report, str(error))
+        except ClusterError as error:
+            return Paused(name, error=str(error))
+
+    if not names:
+        return []
+    with ThreadPoolExecutor(max_workers=min(8, len(names))) as pool:
+        return list(pool.map(one, names))
+
+
+def _say_paused(done: list[Paused], verb: str) -> None:
+    for item in done:
+        if item.error:
+            say(f"{item.stack}: {verb} FAILED: {item.error}")
+        elif item.image_owned:
+            say(f"{item.stack}: {item.image_owned}")
+        elif item.report is not None:
+            changed = len(item.report.changed) + len(item.report.held)
+            say(f"{item.stack}: {verb}d {changed} node(s)" + (f", {len(item.report.unchanged)} already paused"
+                                                              if item.report.unchanged else ""))
+
+
+def halt(project: FleetProject, clusters: Clusters, reason: str, as_json: bool) -> Exit:
+    """Record the train as halted, then pause every stack of the fleet at once (an emergency waits for no lease)."""
+    lease = _lease_of(project, clusters)
+    record = lease.record_halt(f"halted by hand: {reason}").halt
+    done = _each(project, clusters, project.fleet.stacks, "pause", f"fleet halted: {reason}")
+    if as_json:
+        sys.stdout.write(json.dumps({"halted": record.as_json() if record else None,
+                                     "paused": [d.as_json() for d in done]}, indent=2) + "\n")
+    _say_paused(done, "pause")
+    say(f"fleet halted: {record.cause if record else reason}; nothing moves until `gpu-rollout fleet resume`")
+    return Exit.failed_if(any(d.error for d in done))
+
+
+def resume_all(project: FleetProject, clusters: Clusters, as_json: bool) -> Exit:
+    """Resume every stack of the fleet (only the pauses of `pause`, never someone else's skip label), then remove the
+    halt record; a stack that could not be resumed keeps the train halted."""
+    done = _each(project, clusters, project.fleet.stacks, "resume", "")
+    failed = [d for d in done if d.error]
+    cleared = _lease_of(project, clusters).clear_halt() if not failed else None
+    if as_json:
+        sys.stdout.write(json.dumps({"cleared": cleared.as_json() if cleared else None,
+                                     "resumed": [d.as_json() for d in done]}, indent=2) + "\n")
+    _say_paused(done, "resume")
+    if failed:
+        say("the train stays halted: resume the stacks above, then `gpu-rollout fleet resume` again")
+    else:
+        say("the train may move again" + (f" (it was halted: {cleared.cause})" if cleared else " (it was not halted)"))
+    return Exit.failed_if(bool(failed))
+
+
+# ---------------------------------------------------------------- advance
+
+
+@dataclass(frozen=True)
+class Packs:
+    """Which policy pack each `up` enforces. ``root``: the protected packs, ``ROOT/<packRef>/pack`` and its
+    ``ROOT/<packRef>/<stage>.json``, one per commit deploy-plan names (the deploy workflow assembles them); else
+    ``pack`` (default: the project's ``policy/``) with the project's ``policy/<stage>.json``."""
+
+    root: Path | None = None
+    pack: Path | None = None
+
+    def for_stack(self, project: FleetProject, world: train.StackWorld) -> tuple[str, str | None] | str:
+        """(pack, config) for the stack's `up`, or why it has none."""
+        stage = (world.file.stage or Stage.PROD).value
+        if self.root is not None:
+            ref = world.decision.pack_ref
+            folder = self.root / (ref or "?")
+            if ref is None or not (folder / "pack").is_dir():
+                return f"no pack of its protected base {ref or '(none)'} in {self.root}"
+            config = folder / f"{stage}.json"
+            return str(folder / "pack"), str(config) if config.is_file() else None
+        pack = self.pack or project.project_dir / "policy"
+        config = project.project_dir / "policy" / f"{stage}.json"
+        return str(pack), str(config) if config.is_file() else None
+
+
+class Renewer:
+    """Renews the lease every third of its duration while `advance` works; notes when it is lost."""
+
+    def __init__(self, lease: TrainLease) -> None:
+        self.lease = lease
+        self.lost: str | None = None
+        self.halted: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Renewer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self._stop.wait(max(1.0, self.lease.duration / 3)):
+            self.check()
+
+    def check(self) -> None:
+        try:
+            state = self.lease.renew()
+        except LeaseHeld as error:
+            self.lost = str(error)
+            return
+        except ClusterError as error:
+            say(f"note: renewing the train's lease failed (tried again later): {error}")
+            return
+        if state.halt is not None:
+            self.halted = state.halt.cause
+
+
+def advance(project: FleetProject, backend: Backend, clusters: Clusters, *, yes: bool, packs: Packs,
+            only_stage: Stage | None, as_json: bool, now: Callable[[], float] = time.time) -> Exit:
+    """Take the train's next safe step and return: `up` the stacks of the current wave that may go, pause every
+    stack the train started on a bad sign, or do nothing yet. Without ``yes`` it says what it would do."""
+    if not yes:
+        return _dry_run(project, backend, clusters, only_stage, as_json, now)
+    lease = _lease_of(project, clusters)
+    try:
+        held = lease.acquire()
+    except LeaseHeld as error:
+        say(f"fleet advance refused: {error}")
+        return Exit.FAILED
+    try:
+        with Renewer(lease) as renewer:
+            return _step(project, backend, clusters, lease, held, renewer, packs, only_stage, as_json, now)
+    finally:
+        try:
+            lease.release()
+        except ClusterError as error:
+            say(f"note: the train's lease could not be released ({error}); it expires by itself")
+
+
+def _dry_run(project: FleetProject, backend: Backend, clusters: Clusters, only_stage: Stage | None, as_json: bool,
+             now: Callable[[], float]) -> Exit:
+    moment = now()
+    lease = _lease_of(project, clusters).read()
+    worlds, _ = read_worlds(project, backend, clusters, datetime.fromtimestamp(moment, UTC))
+    found = train.assess(project.fleet, worlds, LiveProbe(project, clusters, moment), moment,
+                         halted=lease is not None and lease.halt is not None, verified=lease.verified if lease else {})
+    ups, withheld = _by_stage(project, found.ups, only_stage)
+    if as_json:
+        sys.stdout.write(json.dumps({**document(found, lease, moment, project), "applies": False, "ups": ups,
+                                     "withheld": withheld}, indent=2) + "\n")
+    else:
+        render(found, lease, moment)
+    say("nothing changed: run again with --yes to take this step")
+    return Exit.OK
+
+
+def _by_stage(project: FleetProject, ups: list[str], only_stage: Stage | None) -> tuple[list[str], list[str]]:
+    if only_stage is None:
+        return ups, []
+    return ([s for s in ups if project.stacks[s].stage == only_stage],
+            [s for s in ups if project.stacks[s].stage != only_stage])
+
+
+def _step(project: FleetProject, backend: Backend, clusters: Clusters, lease: TrainLease, held: LeaseState,
+          renewer: Renewer, packs: Packs, only_stage: Stage | None, as_json: bool, now: Callable[[], float]) -> Exit:
+    moment = now()
+    worlds, _ = read_worlds(project, backend, clusters, datetime.fromtimestamp(moment, UTC))
+    found = train.assess(project.fleet, worlds, LiveProbe(project, clusters, moment), moment,
+                         halted=held.halt is not None, verified=held.verified)
+    lease.record_verified(found.verified_now)
+    out: dict[str, Any] = {**document(found, held, moment, project), "applies": True, "ups": [], "withheld": [],
+                           "paused": [], "ownPauses": []}
+    code = Exit.OK
+    if held.halt is not None:
+        say(f"the train is halted since {micro_time(held.halt.at)}: {held.halt.cause}; nothing moves until "
+            "`gpu-rollout fleet resume`")
+        code = Exit.FAILED
+    elif found.halt is not None:
+        code = _halt_train(project, clusters, lease, found, worlds, out)
+    else:
+        out["ownPauses"] = _own_pauses(project, clusters, found)
+        code = _ups(project, backend, found, worlds, renewer, packs, only_stage, out)
+    if as_json:
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+    else:
+        render(found, held, moment)
+    return code
+
+
+def _halt_train(project: FleetProject, clusters: Clusters, lease: TrainLease, found: train.Train,
+                worlds: Mapping[str, train.StackWorld], out: dict[str, Any]) -> Exit:
+    sign = found.halt
+    assert sign is not None
+    cause = f"{sign.kind} in stack {sign.stack}: {sign.message}"
+    lease.record_halt(cause)
+    started = [s.world.name for s in found.started()]
+    views = {name: w.view for name, w in worlds.items()}
+    done = _each(project, clusters, started, "pause", train.pause_reason(sign), views)
+    out["paused"] = [d.as_json() for d in done]
+    _say_paused(done, "pause")
+    say(f"train HALTED: {cause}; paused every stack it started ({', '.join(started) or 'none'}); nothing moves "
+        "until `gpu-rollout fleet resume`")
+    return Exit.FAILED
+
+
+def _own_pauses(project: FleetProject, clusters: Clusters, found: train.Train) -> list[dict[str, Any]]:
+    """A sign the fleet file does not halt on pauses its own stack, as `watch` does (once per stack)."""
+    seen: dict[str, train.Sign] = {}
+    for sign in found.own_pauses:
+        seen.setdefault(sign.stack, sign)
+    done = []
+    for name, sign in seen.items():
+        done += _each(project, clusters, [name], "pause", f"{sign.message} (gpu-rollout fleet advance)")
+    _say_paused(done, "pause")
+    return [d.as_json() for d in done]
+
+
+def _ups(project: FleetProject, backend: Backend, found: train.Train, worlds: Mapping[str, train.StackWorld],
+         renewer: Renewer, packs: Packs, only_stage: Stage | None, out: dict[str, Any]) -> Exit:
+    chosen, withheld = _by_stage(project, found.ups, only_stage)
+    out["withheld"] = withheld
+    for name in withheld:
+        say(f"{name}: its `up` is the next step, for a {project.stacks[name].stage} stack: run `fleet advance --yes "
+            f"--stage {project.stacks[name].stage}` from its environment")
+    requests, missing = [], []
+    for name in chosen:
+        found_pack = packs.for_stack(project, worlds[name])
+        if isinstance(found_pack, str):
+            missing.append(f"{name}: not brought up: {found_pack}")
+            continue
+        wave = project.fleet.wave_of(name).name
+        requests.append(UpRequest(name, found_pack[0], found_pack[1], UP_MESSAGE.format(wave=wave)))
+    for line in missing:
+        say(line)
+    renewer.check()  # a halt recorded meanwhile (`fleet halt`) or a lease lost stops the step here
+    if renewer.halted or renewer.lost:
+        say(f"fleet advance stopped before any `up`: {renewer.halted or renewer.lost}")
+        return Exit.FAILED
+    for request in requests:
+        say(f"up {request.stack} (wave {project.fleet.wave_of(request.stack).name}; pack {request.pack})")
+    results = backend.up(requests)
+    out["ups"] = [r.as_json() for r in results]
+    for result in results:
+        say(f"{result.stack}: {'up done' if result.ok else 'up FAILED'}: {result.detail}")
+    if not requests and not missing:
+        say(f"nothing to bring up now: {found.next_step()}")
+    return Exit.failed_if(bool(missing) or any(not r.ok for r in results))

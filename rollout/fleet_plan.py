@@ -1,0 +1,136 @@
+"""`gpu-rollout fleet plan`: the train offline, wave by wave: each stack rendered as `gpu-rollout plan` renders it
+(the real program under mocks, the policy pack at the stack's stage's enforcement), the driver it moves from and to
+and which pools it releases, and what each wave waits for before the next starts. No backend, no cluster.
+
+Exit 0 when every stack would be admitted; 1 when the pack would refuse one (a mandatory violation); 2 for a fleet
+file or stack file that does not load.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from policy.evaluate import Violation, mandatory
+from rollout import plan as stack_plan
+from rollout.console import stdout
+from rollout.exits import Exit
+from rollout.fleet_project import FleetProject, load_project
+from spec.fleet import Wave
+from spec.load import SpecError
+from spec.model import FleetSpec
+
+
+@dataclass
+class StackPlan:
+    stack: str
+    spec: FleetSpec
+    violations: list[Violation] = field(default_factory=list)
+    problem: str | None = None  # it could not be rendered (an ownership conflict, say)
+
+    @property
+    def refused(self) -> bool:
+        return self.problem is not None or bool(mandatory(self.violations))
+
+    def pools(self) -> dict[str, list[str]]:
+        targets = [self.spec.pool_target(p) for p in self.spec.nodePools]
+        return {"released": [f"{t.pool} ({t.driver}; {t.why})" for t in targets if not t.held],
+                "held": [f"{t.pool} ({t.driver}; {t.why})" for t in targets if t.held]}
+
+    def verdict(self) -> str:
+        if self.problem is not None:
+            return f"refused: {self.problem}"
+        refused = mandatory(self.violations)
+        if refused:
+            return "refused: " + "; ".join(f"{v.policy}: {v.message}" for v in refused)
+        advice = [v for v in self.violations if v not in refused]
+        return "admitted" + (f" ({len(advice)} advisory finding(s))" if advice else "")
+
+    def as_json(self) -> dict[str, Any]:
+        spec = self.spec
+        return {"stack": self.stack, "stage": spec.stage.value, "cluster": spec.cluster.name,
+                "driver": {"from": spec.driver.previousVersion, "to": spec.driver.version,
+                           "owner": spec.driver.owner.value},
+                "pools": self.pools(), "refused": self.refused, "verdict": self.verdict(), "problem": self.problem,
+                "violations": [v.as_json() for v in self.violations]}
+
+
+def waits(wave: Wave) -> str:
+    """What the wave waits for before the next starts, in words."""
+    wait = wave.waitFor
+    parts = ["every stack's rollout complete"]
+    if wait.verify == "smoke":
+        parts.append("`verify --smoke` passing on each")
+    if wait.attestation:
+        parts.append("each canary's signed attestation of its driver merged (soak.yml's pull request)")
+    if wait.soakHours:
+        parts.append(f"{wait.soakHours:g} h since its last upgraded node finished")
+    return "; ".join(parts)
+
+
+def plan_stacks(project: FleetProject, now: datetime | None) -> list[tuple[Wave, list[StackPlan]]]:
+    out = []
+    for wave in project.fleet.waves:
+        plans = []
+        for name in wave.stacks:
+            spec = project.specs[name]
+            path = project.project_dir / project.stacks[name].file
+            try:
+                rendered = stack_plan.run(name, path, project.project_dir)
+            except SpecError as error:
+                plans.append(StackPlan(name, spec, problem="; ".join(str(p) for p in error.problems)))
+                continue
+            plans.append(StackPlan(name, spec, stack_plan.policy_report(rendered, now)))
+        out.append((wave, plans))
+    return out
+
+
+def markdown(planned: list[tuple[Wave, list[StackPlan]]], project: FleetProject) -> str:
+    refused = [p.stack for _, plans in planned for p in plans if p.refused]
+    lines = [f"### Fleet plan: {len(planned)} wave(s), {sum(len(p) for _, p in planned)} stack(s)", ""]
+    lines.append(f"**Refused:** {', '.join(f'`{s}`' for s in refused)}" if refused else
+                 "Every stack would be admitted by the policy pack.")
+    limits = project.fleet.limits
+    lines += ["", f"Limits across clusters: GPUs out at once {limits.maxGpusUnavailable or 'unlimited'}, clusters in "
+              f"flight {limits.maxClustersInFlight or 'unlimited'}; halts on {', '.join(project.fleet.haltOn)}.", ""]
+    for index, (wave, plans) in enumerate(planned, start=1):
+        lines += [f"#### Wave {index}: `{wave.name}` ({wave.maxConcurrent} at once)", "",
+                  "| stack | cluster | driver | released | held | policy pack |", "|---|---|---|---|---|---|"]
+        for p in plans:
+            pools = p.pools()
+            lines.append(f"| `{p.stack}` | {p.spec.cluster.name} | {p.spec.driver.previousVersion} → "
+                         f"{p.spec.driver.version} | {'<br>'.join(pools['released']) or '-'} | "
+                         f"{'<br>'.join(pools['held']) or '-'} | {_cell(p.verdict())} |")
+        lines += ["", f"Before the next wave: {waits(wave)}.", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def execute(project_dir: Path, as_json: bool, as_markdown: bool, now: datetime | None) -> Exit:
+    project = load_project(project_dir)
+    planned = plan_stacks(project, now)
+    refused = any(p.refused for _, plans in planned for p in plans)
+    if as_json:
+        sys.stdout.write(json.dumps({"refused": refused, "waves": [
+            {"name": wave.name, "maxConcurrent": wave.maxConcurrent, "waitFor": wave.waitFor.model_dump(),
+             "waits": waits(wave), "stacks": [p.as_json() for p in plans]} for wave, plans in planned]},
+            indent=2) + "\n")
+    elif as_markdown:
+        sys.stdout.write(markdown(planned, project))
+    else:
+        console = stdout(highlight=False)
+        for index, (wave, plans) in enumerate(planned, start=1):
+            console.print(f"wave {index} {wave.name} ({wave.maxConcurrent} at once):", markup=False)
+            for p in plans:
+                console.print(f"  {p.stack} ({p.spec.stage.value}, {p.spec.cluster.name}): driver "
+                              f"{p.spec.driver.previousVersion} -> {p.spec.driver.version}: {p.verdict()}",
+                              markup=False, soft_wrap=True)
+            console.print(f"  before the next wave: {waits(wave)}", markup=False, soft_wrap=True)
+    return Exit.failed_if(refused)

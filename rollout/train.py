@@ -1,0 +1,419 @@
+"""Where the fleet's promotion train is, and its next safe step: pure, over what the world shows.
+
+The world is each stack's record in the backend, read as the deploy workflow reads it (:mod:`rollout.deploy_plan`:
+does the stack run what main says, is an update of it running, was it rolled back), what its cluster shows now
+(:mod:`checks.fleet`: `watch --once`'s snapshot and triggers), and, for the wave at the front of the train, what
+`verify --smoke` and the soak say. Nothing is kept between runs but what the world itself holds: the train's
+Lease records a halt and, per stack, the update whose `verify` passed (so a stack is not probed again every run).
+
+Each wave, in order, is:
+
+- **done** when every stack of it runs what main says, its rollout is complete, `verify --smoke` passed on that
+  update (``waitFor.verify``) and what it waits for is there: each canary's attestation of its driver, merged
+  (``waitFor.attestation``), and ``waitFor.soakHours`` since its last upgraded node finished;
+- else the **current** wave: its stacks that differ from what they run go up, as many as ``maxConcurrent`` allows
+  beside those still moving, within the fleet's limits (GPUs out of service, clusters in flight) and each stack's
+  maintenance window. Later waves wait.
+
+A bad sign in any cluster (a trigger the fleet file's ``haltOn`` names, or one it cannot name; a failed verify)
+halts the train: every stack it started is paused and nothing moves until `fleet resume`. A sign the fleet file
+leaves out (and ``outside-window``) pauses its own stack only, as `watch` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+from checks.fleet import ClusterView
+from rollout import deploy_plan
+from rollout.deploy_plan import Decision
+from rollout.stacks import StackFile
+from simulate.fleet import spec_groups
+from spec import capacity
+from spec.fleet import FleetFile, Wave
+from spec.model import DriverOwner, FleetSpec
+
+
+class StackStatus(StrEnum):
+    BLOCKED = "blocked"  # its stack file does not load
+    UPDATING = "updating"  # an update of it is running in the backend
+    ROLLED_BACK = "rolled-back"  # left alone until the rollback's pull request merges
+    DESTROYED = "destroyed"  # left alone
+    UNREADABLE = "unreadable"  # its cluster could not be read
+    PENDING = "pending"  # it differs from what it runs: it goes up when its wave is current
+    WINDOW = "outside-window"  # it differs, but its maintenance window is closed
+    ROLLING = "rolling"  # it runs what main says; its rollout is in flight
+    COMPLETE = "complete"  # its rollout is complete
+
+    @property
+    def moving(self) -> bool:
+        return self in (StackStatus.UPDATING, StackStatus.ROLLING)
+
+
+class WaveStatus(StrEnum):
+    DONE = "done"
+    WAITING = "waiting"  # its stacks are done; it waits for an attestation or a soak
+    CURRENT = "current"  # its stacks move (or wait for their turn)
+    LATER = "later"
+
+
+@dataclass(frozen=True)
+class StackWorld:
+    """What the world shows of one stack."""
+
+    file: StackFile
+    spec: FleetSpec | None  # None: its stack file does not load
+    decision: Decision  # deploy_plan's, its maintenance window judged
+    update: int | None = None  # the version of its last update in the backend
+    locked: bool = False  # the backend holds a lock of it: an update in progress
+    view: ClusterView | None = None  # its cluster now; None when not read (nothing deployed)
+    view_error: str | None = None  # why its cluster could not be read
+
+    @property
+    def name(self) -> str:
+        return self.file.name
+
+    @property
+    def cluster(self) -> str:
+        return self.spec.cluster.name if self.spec is not None else "?"
+
+    def status(self) -> tuple[StackStatus, str]:
+        decision = self.decision
+        if self.spec is None or self.file.problem is not None:
+            return StackStatus.BLOCKED, f"its stack file does not load: {self.file.problem}"
+        if decision.state == deploy_plan.RUNNING or self.locked:
+            return StackStatus.UPDATING, (decision.reason if decision.state == deploy_plan.RUNNING else
+                                          "the backend holds its lock: an update is in progress (or one was killed: "
+                                          "`pulumi cancel`, or remove a dead file backend's lock)")
+        if decision.state == deploy_plan.ROLLED_BACK:
+            return StackStatus.ROLLED_BACK, decision.reason
+        if decision.state == deploy_plan.DESTROYED:
+            return StackStatus.DESTROYED, decision.reason
+        if self.view_error is not None:
+            return StackStatus.UNREADABLE, f"its cluster {self.cluster} could not be read: {self.view_error}"
+        if decision.state == deploy_plan.OUTSIDE_WINDOW:
+            return StackStatus.WINDOW, decision.reason
+        if decision.deploy:
+            return StackStatus.PENDING, decision.reason
+        if self.view is None:
+            return StackStatus.UNREADABLE, f"its cluster {self.cluster} was not read"
+        if not self.view.complete:
+            return StackStatus.ROLLING, (f"{self.view.done} of {self.view.nodes} node(s) done"
+                                         + (f", {self.view.paused} paused" if self.view.paused else ""))
+        return StackStatus.COMPLETE, "its rollout is complete: every released pool runs its target driver"
+
+
+@dataclass(frozen=True)
+class Soak:
+    """What `gpu-rollout soak` reads of a stack: when its last upgraded node finished (None: not yet), and, for a
+    canary, the project's attestation that admits its driver into every prod stack (None: not there yet)."""
+
+    finished: float | None
+    attested: str | None = None
+    reason: str = ""
+
+
+class Probe(Protocol):
+    """The reads the front of the train needs, made only for the stacks that need them."""
+
+    def verify(self, stack: str) -> list[str] | None:
+        """The failed checks of `verify --smoke`, one line each; None when the cluster could not be asked now."""
+        ...
+
+    def soak(self, stack: str) -> Soak: ...
+
+
+@dataclass(frozen=True)
+class Sign:
+    """A bad sign: a watch trigger or a failed verify, in one stack's cluster."""
+
+    stack: str
+    kind: str
+    message: str
+
+    def as_json(self) -> dict[str, str]:
+        return {"stack": self.stack, "kind": self.kind, "message": self.message}
+
+
+@dataclass
+class StackState:
+    world: StackWorld
+    status: StackStatus
+    reason: str
+    verified: bool = False  # verify --smoke passed on its last update (or the wave asks none)
+    verify_failures: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        world = self.world
+        spec = world.spec
+        return {
+            "stack": world.name, "stage": world.file.stage.value if world.file.stage else None,
+            "cluster": world.cluster, "status": self.status.value, "reason": self.reason,
+            "driver": {"from": spec.driver.previousVersion, "to": spec.driver.version} if spec else None,
+            "update": world.update, "deploy": world.decision.deploy, "packRef": world.decision.pack_ref,
+            "verified": self.verified, "verifyFailures": self.verify_failures,
+            "view": world.view.as_json() if world.view else None,
+        }
+
+
+@dataclass
+class WaveState:
+    wave: Wave
+    stacks: list[StackState]
+    status: WaveStatus = WaveStatus.LATER
+    waiting: list[str] = field(default_factory=list)  # what the wave waits for, in words
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.wave.name, "status": self.status.value, "maxConcurrent": self.wave.maxConcurrent,
+                "waitFor": self.wave.waitFor.model_dump(), "waiting": self.waiting,
+                "stacks": [s.as_json() for s in self.stacks]}
+
+
+@dataclass
+class Train:
+    waves: list[WaveState]
+    current: int | None = None  # the index of the current wave; None when every wave is done
+    halt: Sign | None = None  # the first bad sign that halts the train (this run)
+    signs: list[Sign] = field(default_factory=list)  # every bad sign seen
+    own_pauses: list[Sign] = field(default_factory=list)  # signs that pause their own stack only
+    ups: list[str] = field(default_factory=list)  # the stacks to bring up now
+    blocked: list[str] = field(default_factory=list)  # why nothing (more) moves now
+    verified_now: dict[str, int] = field(default_factory=dict)  # stack -> update whose verify passed this run
+    gpus_committed: int = 0  # the most GPUs the stacks in flight may take out at once, all clusters
+    clusters_in_flight: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return self.current is None and self.halt is None
+
+    def stack(self, name: str) -> StackState:
+        return next(s for w in self.waves for s in w.stacks if s.world.name == name)
+
+    def started(self) -> list[StackState]:
+        """The stacks the train has started: those of the waves up to the current one that have a deployment."""
+        last = len(self.waves) if self.current is None else self.current + 1
+        return [s for w in self.waves[:last] for s in w.stacks if s.world.update is not None]
+
+    def next_step(self) -> str:
+        if self.halt is not None:
+            return f"halt: {self.halt.message} (stack {self.halt.stack})"
+        if self.ups:
+            return "up " + ", ".join(self.ups)
+        if self.current is None:
+            return "nothing: every wave is done"
+        return "wait: " + ("; ".join(self.blocked) or "the current wave's stacks are moving")
+
+
+def worst_gpus_unavailable(spec: FleetSpec) -> int:
+    """The most GPUs the stack's rollout takes out of service at once: per upgrade policy (an NVIDIADriver's pool,
+    or the ClusterPolicy's pools), the nodes its upgrade slots let go at once, taken from the pools with the most
+    GPUs per node first, with the validation job's GPUs on as many nodes just upgraded (spec/capacity.py). A
+    stack whose node image owns the driver moves by generations beside the old nodes: 0."""
+    if spec.driver.owner != DriverOwner.OPERATOR:
+        return 0
+    pools = {p.name: p for p in spec.nodePools if spec.pool_target(p).moves}
+    total = 0
+    for group in spec_groups(spec):
+        members = sorted((pools[name] for name in group.pools if name in pools),
+                         key=lambda p: (-p.gpusPerNode, p.name))
+        nodes = sum(p.nodeCount for p in members)
+        if not members or nodes == 0:
+            continue
+        slots = capacity.upgrade_slots(group.policy.max_parallel, group.policy.max_unavailable, nodes)
+        for pool in members:
+            out = min(slots, pool.nodeCount)
+            if out <= 0:
+                break
+            shape = capacity.PoolShape(pool.name, pool.nodeCount, pool.gpusPerNode)
+            total += capacity.gpus_out_of_service(shape, out, spec.validation_gpus(pool))
+            slots -= out
+    return total
+
+
+def _signs(world: StackWorld) -> list[Sign]:
+    if world.view is None:
+        return []
+    return [Sign(world.name, t.kind, t.message) for t in world.view.triggers]
+
+
+def _at(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _verify_wave(wave: WaveState, verified: Mapping[str, int], probe: Probe, train: Train) -> None:
+    """verify --smoke on each complete stack of the wave whose last update has not passed it yet."""
+    for state in wave.stacks:
+        if state.status != StackStatus.COMPLETE:
+            continue
+        if wave.wave.waitFor.verify == "none":
+            state.verified = True
+            continue
+        update = state.world.update
+        if update is not None and verified.get(state.world.name) == update:
+            state.verified = True
+            continue
+        failures = probe.verify(state.world.name)
+        if failures is None:
+            train.blocked.append(f"{state.world.name}: verify --smoke could not read its cluster now; asked again "
+                                 "next run")
+        elif failures:
+            state.verify_failures = failures
+            train.signs.append(Sign(state.world.name, "verify-failed",
+                                    f"verify --smoke failed on stack {state.world.name}: " + "; ".join(failures[:3])
+                                    + (f" and {len(failures) - 3} more" if len(failures) > 3 else "")))
+        else:
+            state.verified = True
+            if update is not None:
+                train.verified_now[state.world.name] = update
+
+
+def _waits(wave: WaveState, probe: Probe, now: float) -> list[str]:
+    """What the wave, its stacks done and verified, still waits for; empty when nothing."""
+    wait = wave.wave.waitFor
+    missing: list[str] = []
+    if wait.attestation:
+        for state in wave.stacks:
+            found = probe.soak(state.world.name)
+            if found.attested is None:
+                missing.append(f"the attestation of {state.world.name}'s driver: {found.reason} (soak.yml proposes "
+                               "it in a pull request; its merge lets the next wave move)")
+    if wait.soakHours > 0:
+        finished = [probe.soak(s.world.name).finished for s in wave.stacks]
+        if any(f is None for f in finished):
+            missing.append(f"a soak of {wait.soakHours:g} h, which starts when the wave's last upgraded node "
+                           "finished its upgrade (some have not)")
+        else:
+            last = max(f for f in finished if f is not None)
+            soaked = (now - last) / 3600
+            if soaked < wait.soakHours:
+                missing.append(f"a soak of {wait.soakHours:g} h: {soaked:.1f} h so far, until "
+                               f"{_at(last + wait.soakHours * 3600)}")
+    return missing
+
+
+def _choose_ups(fleet: FleetFile, wave: WaveState, train: Train, everyone: Sequence[StackState]) -> None:
+    moving = [s for s in everyone if s.status.moving]
+    in_wave = sum(s.status.moving for s in wave.stacks)
+    slots = wave.wave.maxConcurrent - in_wave
+    clusters = {s.world.cluster for s in moving}
+    limits = fleet.limits
+    gpus = sum(worst_gpus_unavailable(s.world.spec) for s in moving if s.world.spec is not None)
+    for state in wave.stacks:
+        name = state.world.name
+        if state.status != StackStatus.PENDING:
+            continue
+        assert state.world.spec is not None
+        if slots <= 0:
+            train.blocked.append(f"{name} waits for a slot: wave {wave.wave.name} lets {wave.wave.maxConcurrent} "
+                                 f"stack(s) move at once, and {in_wave + len(train.ups)} move")
+            continue
+        cluster = state.world.cluster
+        if (limits.maxClustersInFlight is not None and cluster not in clusters
+                and len(clusters) >= limits.maxClustersInFlight):
+            train.blocked.append(f"{name} waits: {len(clusters)} cluster(s) have a rollout in flight "
+                                 f"({', '.join(sorted(clusters))}), limits.maxClustersInFlight is "
+                                 f"{limits.maxClustersInFlight}")
+            continue
+        worst = worst_gpus_unavailable(state.world.spec)
+        if limits.maxGpusUnavailable is not None and gpus + worst > limits.maxGpusUnavailable:
+            alone = worst > limits.maxGpusUnavailable
+            train.blocked.append(f"{name} waits: its rollout may take {worst} GPU(s) out at once, "
+                                 + (f"more than limits.maxGpusUnavailable ({limits.maxGpusUnavailable}) alone: lower "
+                                    "its upgrade parallelism or raise the limit" if alone else
+                                    f"and the stacks in flight may take {gpus}; limits.maxGpusUnavailable is "
+                                    f"{limits.maxGpusUnavailable}"))
+            continue
+        train.ups.append(name)
+        slots -= 1
+        clusters.add(cluster)
+        gpus += worst
+    train.gpus_committed = gpus
+    train.clusters_in_flight = sorted(clusters)
+
+
+def _walk(train: Train, may_move: bool, verified: Mapping[str, int], probe: Probe, now: float) -> None:
+    """The waves in order: done ones passed, the first that is not done made the current one."""
+    for index, wave in enumerate(train.waves):
+        if may_move:
+            _verify_wave(wave, verified, probe, train)
+        else:  # nothing moves: no model is asked; what verify passed on before still counts
+            for state in wave.stacks:
+                state.verified = state.status == StackStatus.COMPLETE and (
+                    wave.wave.waitFor.verify == "none" or verified.get(state.world.name) == state.world.update)
+        if {s.status for s in wave.stacks} != {StackStatus.COMPLETE} or not all(s.verified for s in wave.stacks):
+            wave.status = WaveStatus.CURRENT
+            train.current = index
+            return
+        missing = _waits(wave, probe, now)
+        if missing:
+            wave.status, wave.waiting = WaveStatus.WAITING, missing
+            train.current = index
+            train.blocked += [f"wave {wave.wave.name} waits for {what}" for what in missing]
+            return
+        wave.status = WaveStatus.DONE
+
+
+def assess(fleet: FleetFile, worlds: Mapping[str, StackWorld], probe: Probe, now: float, *,
+           halted: bool = False, verified: Mapping[str, int] | None = None) -> Train:
+    """The train as the world shows it, and its next safe step (``ups``, or ``halt``). ``halted``: a halt is
+    recorded already (nothing moves); ``verified``: stack -> the update whose verify passed (the Lease's record).
+    ``probe`` runs `verify --smoke` only while the train may move (no halt, every cluster read)."""
+    verified = verified or {}
+    waves = [WaveState(w, [StackState(worlds[s], *worlds[s].status()) for s in w.stacks]) for w in fleet.waves]
+    everyone = [s for w in waves for s in w.stacks]
+    train = Train(waves)
+    for state in everyone:
+        for sign in _signs(state.world):
+            train.signs.append(sign)
+            if not fleet.halts(sign.kind):
+                train.own_pauses.append(sign)
+    unreadable = [s for s in everyone if s.status == StackStatus.UNREADABLE]
+    may_move = not halted and not unreadable and not any(fleet.halts(s.kind) for s in train.signs)
+    _walk(train, may_move, verified, probe, now)
+    halting = [s for s in train.signs if fleet.halts(s.kind)]
+    if halting:
+        train.halt = halting[0]
+        return train
+    if halted:
+        train.blocked.append("the train is halted: nothing moves until `gpu-rollout fleet resume`")
+        return train
+    if unreadable:
+        train.blocked += [f"{s.world.name}: {s.reason}" for s in unreadable]
+        train.blocked.append("nothing moves until every cluster of the fleet answers (a bad sign there would go "
+                             "unseen)")
+        return train
+    if train.current is None:
+        return train
+    wave = waves[train.current]
+    for state in wave.stacks:
+        if state.status in (StackStatus.BLOCKED, StackStatus.ROLLED_BACK, StackStatus.DESTROYED, StackStatus.WINDOW):
+            train.blocked.append(f"{state.world.name} ({state.status.value}): {state.reason}")
+    if wave.status == WaveStatus.CURRENT:
+        _choose_ups(fleet, wave, train, everyone)
+    return train
+
+
+# ---------------------------------------------------------------- building the worlds from what was read
+
+
+def stack_world(stack: StackFile, spec: FleetSpec | None, deployed: deploy_plan.Deployed, head: str,
+                git: deploy_plan.Git, now: datetime, locked: bool = False) -> StackWorld:
+    """The backend's side of a stack: deploy_plan's decision (its window judged at ``now``) and its last update."""
+    decision = deploy_plan.within_window(deploy_plan.decide(stack, deployed, head, git), now)
+    updates = [u for u in deployed.history or [] if u.kind in ("update", "destroy")]
+    return StackWorld(stack, spec, decision, updates[0].version if updates else None, locked)
+
+
+def needs_cluster(world: StackWorld) -> bool:
+    """Is there anything of the stack in its cluster to read: it loads, and it was deployed and not destroyed."""
+    return (world.spec is not None and world.update is not None
+            and world.decision.state != deploy_plan.DESTROYED)
+
+
+def pause_reason(sign: Sign) -> str:
+    return f"fleet halted: {sign.message} (stack {sign.stack})"
+

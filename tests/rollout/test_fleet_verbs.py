@@ -1,0 +1,422 @@
+"""`gpu-rollout fleet status|advance|halt|resume` (rollout/fleet.py) against a small fleet of three clusters on the fake
+API: a canary stack and two prod stacks (the existing-cluster examples, the second prod stack on a cluster of its
+own), in a git repository with real commits, and a backend that keeps each stack's updates as `pulumi stack history`
+does and brings a stack up by adding one (the engine itself is the e2e tier's: tests/e2e/test_fleet.py).
+
+The tests play the operator (nodes through their upgrade), the validation job (a failed validation holding a node)
+and the person merging the canary's attestation, and check what the train does at each step: only what the world
+shows decides, so each `advance` is a fresh call with nothing carried over."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from checks.lease import TrainLease
+from rollout import fleet, pulumi_config
+from rollout.deploy_plan import Deployed
+from rollout.engine import UpResult
+from rollout.exits import Exit
+from rollout.fleet_project import FleetProject, load_project
+from rollout.stacks import StackFile
+from spec import attestation, labels
+from spec.base import Stage
+from spec.fleet import LEASE_NAME, LEASE_NAMESPACE
+from spec.load import read_stack_file
+from tests.conftest import PROJECT_DIR
+from tests.fakekube.fixtures import driver_labels, finish_upgrade, move_node, seed
+from tests.fakekube.plugin import FAST
+from tests.fakekube.server import FakeKube
+from tests.rollout.gitrepo import GitRepo
+from workload import result as job_result
+
+CANARY, PROD, PROD_B = "existing-canary", "existing-prod", "existing-prod-b"
+STACKS = (CANARY, PROD, PROD_B)
+OLD, NEW = "570.195.03", "580.173.02"
+FLEET_FILE = {
+    "waves": [
+        {"name": "canary", "stacks": [CANARY], "waitFor": {"verify": "none", "attestation": True}},
+        {"name": "prod", "stacks": [PROD, PROD_B], "maxConcurrent": 2, "waitFor": {"verify": "none"}},
+    ],
+    "lease": {"durationSeconds": 60},
+}
+
+
+class Backend:
+    """Each stack's updates as the backend keeps them, newest first; `up` adds a succeeded one."""
+
+    def __init__(self, repo: GitRepo) -> None:
+        self.repo = repo
+        self.updates: dict[str, list[pulumi_config.Update]] = {}
+        self.ups: list[fleet.UpRequest] = []
+        self.fail: set[str] = set()
+        self.locks: set[str] = set()
+
+    def file_config(self, stack: str) -> dict[str, pulumi_config.Entry]:
+        raw = read_stack_file(self.repo.root / f"Pulumi.{stack}.yaml")
+        return pulumi_config.parse_config({k: {"value": v, "secret": False} for k, v in raw.items()})
+
+    def deployed(self, stacks: list[StackFile]) -> dict[str, Deployed]:
+        return {s.name: Deployed(self.updates.get(s.name), self.file_config(s.name)) for s in stacks}
+
+    def locked(self, stack: str) -> bool:
+        return stack in self.locks
+
+    def up(self, requests: list[fleet.UpRequest]) -> list[UpResult]:
+        results = []
+        for request in requests:
+            self.ups.append(request)
+            past = self.updates.setdefault(request.stack, [])
+            result = "failed" if request.stack in self.fail else "succeeded"
+            past.insert(0, pulumi_config.Update(len(past) + 1, "update", result, True, "2026-12-09T10:00:00Z",
+                                                self.file_config(request.stack), request.message,
+                                                {"git.head": self.repo.git("rev-parse", "HEAD")}))
+            results.append(UpResult(request.stack, result == "succeeded", f"update {len(past)} {result}"))
+        return results
+
+    def upped(self) -> list[str]:
+        return [r.stack for r in self.ups]
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> GitRepo:
+    repo = GitRepo(tmp_path / "fleet")
+    for path in repo.root.glob("Pulumi.*.yaml"):
+        if path.name != "Pulumi.yaml" and path.stem.removeprefix("Pulumi.") not in (CANARY, PROD):
+            path.unlink()
+    for stack in (PROD,):  # the rollout may run whenever the test does
+        repo.edit(stack, "rollout", lambda rollout: rollout.pop("maintenanceWindow"))
+    second = yaml.safe_load((repo.root / f"Pulumi.{PROD}.yaml").read_text())
+    second["config"]["gpu-driver-upgrade:cluster"]["name"] = "lab-gpu-2"
+    second["config"]["gpu-driver-upgrade:cluster"]["existing"]["context"] = "lab-gpu-2"
+    (repo.root / f"Pulumi.{PROD_B}.yaml").write_text(yaml.safe_dump(second, sort_keys=False))
+    (repo.root / "Fleet.yaml").write_text(yaml.safe_dump(FLEET_FILE, sort_keys=False))
+    repo.commit("a fleet of three stacks on two clusters")
+    return repo
+
+
+@pytest.fixture
+def clusters(repo: GitRepo, tmp_path: Path) -> Iterator[dict[str, FakeKube]]:
+    """One fake API per stack, seeded as the stack's cluster before the rollout (every node on the old driver)."""
+    project = load_project(repo.root)
+    folder = tmp_path / "kubeconfigs"
+    folder.mkdir()
+    fakes = {name: FakeKube() for name in STACKS}
+    try:
+        for name, fake in fakes.items():
+            fake.__enter__()
+            seed(fake, project.specs[name])
+            fake.write_kubeconfig(folder / name, context=project.specs[name].cluster.existing.context)
+        yield fakes
+    finally:
+        for fake in fakes.values():
+            fake.__exit__(None, None, None)
+
+
+@pytest.fixture
+def world(repo: GitRepo, clusters: dict[str, FakeKube], tmp_path: Path) -> World:
+    return World(repo, clusters, Backend(repo), fleet.Clusters(tmp_path / "kubeconfigs", FAST))
+
+
+class World:
+    def __init__(self, repo: GitRepo, fakes: dict[str, FakeKube], backend: Backend, reach: fleet.Clusters) -> None:
+        self.repo, self.fakes, self.backend, self.reach = repo, fakes, backend, reach
+
+    def project(self) -> FleetProject:
+        return load_project(self.repo.root)
+
+    def advance(self, capsys: pytest.CaptureFixture[str], *, yes: bool = True, stage: Stage | None = None,
+                packs: fleet.Packs | None = None) -> tuple[Exit, dict[str, Any], str]:
+        code = fleet.advance(self.project(), self.backend, self.reach, yes=yes, packs=packs or fleet.Packs(),
+                             only_stage=stage, as_json=True)
+        out = capsys.readouterr()
+        return code, json.loads(out.out), out.err
+
+    def status(self, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+        assert fleet.status(self.project(), self.backend, self.reach, as_json=True) == Exit.OK
+        return json.loads(capsys.readouterr().out)
+
+    def lease(self) -> dict[str, Any]:
+        return self.fakes[CANARY].obj("leases", LEASE_NAME, LEASE_NAMESPACE)
+
+    def nodes(self, stack: str, pool: str | None = None) -> list[str]:
+        spec = self.project().specs[stack]
+        pools = [p for p in spec.nodePools if pool in (None, p.name) and not (p.role != "canary"
+                                                                                and not p.rollout.released)]
+        selectors = [p.existing.nodeSelector for p in pools if p.existing]
+        return sorted(n["metadata"]["name"] for n in self.fakes[stack].objects("nodes")
+                      if any(all(n["metadata"]["labels"].get(k) == v for k, v in s.items()) for s in selectors))
+
+    def upgrade(self, stack: str, nodes: list[str] | None = None) -> None:
+        """The operator upgrades the released pools' nodes (all unless ``nodes``), finished 2 hours ago."""
+        for node in self.nodes(stack) if nodes is None else nodes:
+            move_node(self.fakes[stack], node, "upgrade-required", at=time.time() - 9000, event=False)
+            finish_upgrade(self.fakes[stack], node, NEW, at=time.time() - 7200)
+
+    def merge_attestation(self) -> None:
+        """The soak workflow's pull request with the canary's attestation, merged."""
+        shipped = attestation.path_for(PROJECT_DIR / attestation.ATTESTATION_DIR, CANARY, NEW)
+        copy = attestation.path_for(self.repo.root / attestation.ATTESTATION_DIR, CANARY, NEW)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(shipped, copy)
+        self.repo.commit("attestation: existing-canary verified 580.173.02")
+
+    def skipped(self, stack: str) -> list[str]:
+        return sorted(n["metadata"]["name"] for n in self.fakes[stack].objects("nodes")
+                      if n["metadata"]["labels"].get(labels.SKIP_UPGRADE) == "true"
+                      and n["metadata"].get("annotations", {}).get(labels.ANNOTATION_PAUSED_BY) == stack)
+
+
+def fail_validation(world: World, stack: str, node: str) -> None:
+    """What the validation job's pod writes on ``node`` after a failed validation on the new driver."""
+    spec = world.project().specs[stack]
+    assert spec.validation is not None
+    checks = [job_result.Check(c, job_result.FAIL if c == "tokens-per-second" else job_result.PASS, f"{c}: 12.0")
+              for c in job_result.CHECKS]
+    result = job_result.Result(
+        node=node, pool="l40s-serving", stage="prod", cluster=spec.cluster.name, targetDriver=NEW,
+        image=spec.validation.image, model=spec.validation.model, program="sha256:" + "ab" * 32,
+        startedAt="2026-12-09T10:00:00Z", finishedAt="2026-12-09T10:05:00Z", durationSeconds=300.0, checks=checks)
+    world.fakes[stack].update("nodes", node, {"metadata": {"labels": driver_labels(NEW)}})
+    world.fakes[stack].update("nodes", node, job_result.node_patch(result), manager="gpu-validation")
+
+
+def test_without_yes_it_says_the_step_and_changes_nothing(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc, err = world.advance(capsys, yes=False)
+    assert code == Exit.OK and doc["ups"] == [CANARY] and doc["applies"] is False
+    assert "run again with --yes" in err
+    assert world.backend.ups == [] and world.fakes[CANARY].writes == 0
+
+
+def test_a_driver_bump_through_every_wave(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc, _ = world.advance(capsys)
+    assert code == Exit.OK and world.backend.upped() == [CANARY]
+    assert world.backend.ups[0].message == "gpu-rollout fleet advance: wave canary"
+    assert world.backend.ups[0].pack == str(world.repo.root / "policy")
+    assert "holderIdentity" not in world.lease()["spec"]  # released at the end of the step
+
+    code, doc, _ = world.advance(capsys)  # the canary rolls out: nothing moves, nothing is redone
+    assert code == Exit.OK and world.backend.upped() == [CANARY]
+    assert doc["waves"][0]["stacks"][0]["status"] == "rolling" and doc["next"].startswith("wait")
+
+    world.upgrade(CANARY)
+    code, doc, _ = world.advance(capsys)
+    assert code == Exit.OK and world.backend.upped() == [CANARY]
+    assert doc["waves"][0]["status"] == "waiting"
+    assert "the attestation of existing-canary's driver" in doc["blocked"][0]
+
+    world.merge_attestation()  # the prod stacks go up together (maxConcurrent 2), one per cluster
+    code, doc, _ = world.advance(capsys)
+    assert code == Exit.OK and world.backend.upped() == [CANARY, PROD, PROD_B]
+    assert [u["ok"] for u in doc["ups"]] == [True, True]
+
+    world.upgrade(PROD)
+    world.upgrade(PROD_B)
+    code, doc, _ = world.advance(capsys)
+    assert code == Exit.OK and doc["complete"] and doc["next"] == "nothing: every wave is done"
+    assert world.backend.upped() == [CANARY, PROD, PROD_B]
+    status = world.status(capsys)
+    assert status["complete"] and [w["status"] for w in status["waves"]] == ["done", "done"]
+
+
+def started_prod_wave(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    world.advance(capsys)
+    world.upgrade(CANARY)
+    world.merge_attestation()
+    world.advance(capsys)
+    assert world.backend.upped() == [CANARY, PROD, PROD_B]
+
+
+def test_a_failed_validation_in_one_cluster_halts_the_train_and_pauses_every_stack_it_started(
+        world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    started_prod_wave(world, capsys)
+    first, second, *rest = world.nodes(PROD)
+    world.upgrade(PROD, [first])
+    move_node(world.fakes[PROD], second, "drain-required")
+    held, *waiting = world.nodes(PROD_B)
+    fail_validation(world, PROD_B, held)
+
+    code, doc, err = world.advance(capsys)
+    assert code == Exit.FAILED
+    assert doc["halt"]["stack"] == PROD_B and doc["halt"]["kind"] == "validation-failed"
+    assert f"train HALTED: validation-failed in stack {PROD_B}" in err
+    assert world.skipped(PROD) == sorted([second, *rest])  # not done: held back; the done one is left as it is
+    assert world.skipped(PROD_B) == sorted(waiting)  # the held node is upgraded (the job holds it cordoned)
+    assert world.skipped(CANARY) == []  # done: nothing to hold
+    reason = world.fakes[PROD].obj("nodes", second)["metadata"]["annotations"][labels.ANNOTATION_PAUSED_REASON]
+    assert reason.startswith(f"fleet halted: node {held}") and reason.endswith(f"(stack {PROD_B})")
+    halted = json.loads(world.lease()["metadata"]["annotations"][labels.ANNOTATION_FLEET_HALTED])
+    assert halted["cause"].startswith(f"validation-failed in stack {PROD_B}: node {held}")
+
+    # The bad sign gone (the node released), the train stays halted: the world records it, not this machine.
+    world.fakes[PROD_B].update("nodes", held, {"metadata": {"annotations": {job_result.HOLD_ANNOTATION: None}}})
+    code, doc, err = world.advance(capsys)
+    assert code == Exit.FAILED and "the train is halted since" in err and doc["ups"] == []
+    assert world.status(capsys)["halted"]["cause"] == halted["cause"]
+
+    assert fleet.resume_all(world.project(), world.reach, as_json=False) == Exit.OK
+    capsys.readouterr()
+    assert world.skipped(PROD) == [] and world.skipped(PROD_B) == []
+    assert labels.ANNOTATION_FLEET_HALTED not in world.lease()["metadata"]["annotations"]
+    world.upgrade(PROD)
+    world.upgrade(PROD_B)
+    code, doc, _ = world.advance(capsys)
+    assert code == Exit.OK and doc["complete"] and world.backend.upped() == [CANARY, PROD, PROD_B]
+
+
+def test_halt_pauses_every_stack_of_the_fleet_at_once_and_nothing_moves(
+        world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    world.advance(capsys)
+    assert fleet.halt(world.project(), world.reach, "Xid 79 on the lab cluster", as_json=True) == Exit.OK
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["halted"]["cause"] == "halted by hand: Xid 79 on the lab cluster"
+    assert {p["stack"] for p in doc["paused"]} == set(STACKS) and not any(p["error"] for p in doc["paused"])
+    assert world.skipped(CANARY) == world.nodes(CANARY)
+    assert world.skipped(PROD_B) == sorted(world.nodes(PROD_B))
+    world.upgrade(CANARY)
+    world.merge_attestation()
+    code, doc, _ = world.advance(capsys)
+    assert code == Exit.FAILED and world.backend.upped() == [CANARY]
+
+
+def test_a_second_advance_is_refused_while_the_first_holds_the_lease(world: World,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    project = world.project()
+    spec = project.specs[CANARY]
+    other = TrainLease(world.reach.connect(CANARY, spec), LEASE_NAMESPACE, LEASE_NAME, "ci-run-41", 60)
+    other.acquire()
+    code = fleet.advance(project, world.backend, world.reach, yes=True, packs=fleet.Packs(), only_stage=None,
+                         as_json=True)
+    assert code == Exit.FAILED and world.backend.ups == []
+    assert "another `fleet advance` holds the train's lease kube-system/gpu-driver-upgrade-fleet (ci-run-41" in \
+        capsys.readouterr().err
+    assert world.lease()["spec"]["holderIdentity"] == "ci-run-41"  # untouched
+
+
+def test_a_run_killed_while_holding_the_lease_blocks_the_next_only_until_it_expires(
+        world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    dead = TrainLease(world.reach.connect(CANARY, world.project().specs[CANARY]), LEASE_NAMESPACE, LEASE_NAME,
+                      "killed-run", 60, clock=lambda: time.time() - 61)
+    dead.acquire()  # it renewed last 61 s ago, then died
+    code, _, _ = world.advance(capsys)
+    assert code == Exit.OK and world.backend.upped() == [CANARY]
+    assert world.lease()["spec"]["leaseTransitions"] == 1
+
+
+def test_a_prod_up_from_the_canary_environment_is_withheld(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc, _ = world.advance(capsys, stage=Stage.CANARY)
+    assert code == Exit.OK and world.backend.upped() == [CANARY]
+    world.upgrade(CANARY)
+    world.merge_attestation()
+    code, doc, err = world.advance(capsys, stage=Stage.CANARY)
+    assert code == Exit.OK and doc["withheld"] == [PROD, PROD_B] and world.backend.upped() == [CANARY]
+    assert "run `fleet advance --yes --stage prod` from its environment" in err
+    code, doc, _ = world.advance(capsys, stage=Stage.PROD)
+    assert code == Exit.OK and world.backend.upped() == [CANARY, PROD, PROD_B]
+
+
+def test_each_up_enforces_the_pack_of_its_protected_base(world: World, capsys: pytest.CaptureFixture[str],
+                                                        tmp_path: Path) -> None:
+    packs = tmp_path / "packs"
+    code, _, err = world.advance(capsys, packs=fleet.Packs(packs))
+    assert code == Exit.FAILED and world.backend.ups == []
+    assert f"{CANARY}: not brought up: no pack of its protected base" in err
+    base = world.repo.git("rev-parse", "HEAD~1")  # main before its last merge: the stack was never deployed
+    (packs / base / "pack").mkdir(parents=True)
+    (packs / base / "canary.json").write_text("{}\n")
+    code, _, _ = world.advance(capsys, packs=fleet.Packs(packs))
+    assert code == Exit.OK
+    assert (world.backend.ups[0].pack, world.backend.ups[0].pack_config) == (
+        str(packs / base / "pack"), str(packs / base / "canary.json"))
+
+
+def test_a_failed_up_is_tried_again_by_the_next_run(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    world.backend.fail.add(CANARY)
+    code, doc, err = world.advance(capsys)
+    assert code == Exit.FAILED and f"{CANARY}: up FAILED: update 1 failed" in err
+    world.backend.fail.clear()
+    code, _, _ = world.advance(capsys)
+    assert code == Exit.OK and world.backend.upped() == [CANARY, CANARY]
+
+
+def test_a_stack_whose_update_is_in_progress_is_left_to_it(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    world.backend.locks.add(CANARY)
+    code, doc, _ = world.advance(capsys)
+    assert code == Exit.OK and world.backend.ups == []
+    assert doc["waves"][0]["stacks"][0]["status"] == "updating"
+
+
+def test_a_failed_verify_halts_the_train(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    document = yaml.safe_load((world.repo.root / "Fleet.yaml").read_text())
+    document["waves"][0]["waitFor"]["verify"] = "smoke"
+    (world.repo.root / "Fleet.yaml").write_text(yaml.safe_dump(document))
+    world.repo.commit("verify the canary")
+    world.advance(capsys)
+    world.upgrade(CANARY)  # GFD reports the new driver, but the driver pods still run the old image
+    code, doc, err = world.advance(capsys)
+    assert code == Exit.FAILED and doc["halt"]["kind"] == "verify-failed" and doc["halt"]["stack"] == CANARY
+    assert doc["halt"]["message"].startswith("verify --smoke failed on stack existing-canary: driver-version ")
+    assert "runs image tag 570.195.03-ubuntu22.04" in doc["halt"]["message"]
+
+
+def test_status_reads_the_world_and_changes_nothing(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = world.status(capsys)
+    assert doc["current"] == "canary" and doc["next"].startswith("up existing-canary")
+    assert doc["halted"] is None and doc["lease"] is None
+    assert [s["status"] for w in doc["waves"] for s in w["stacks"]] == ["pending"] * 3
+    assert all(f.writes == 0 for f in world.fakes.values()) and world.backend.ups == []
+
+
+def test_a_sign_the_fleet_does_not_halt_on_pauses_its_own_stack_only(world: World,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    document = yaml.safe_load((world.repo.root / "Fleet.yaml").read_text())
+    document["haltOn"] = ["upgrade-failed", "validation-failed", "below-min-available", "verify-failed"]
+    (world.repo.root / "Fleet.yaml").write_text(yaml.safe_dump(document))
+    world.repo.commit("a stuck node pauses its own stack only")
+    started_prod_wave(world, capsys)
+    first, *rest = world.nodes(PROD)
+    move_node(world.fakes[PROD], first, "drain-required", at=time.time() - 7200)  # stuck for two hours
+    code, doc, _ = world.advance(capsys)
+    assert code == Exit.OK and doc["halt"] is None
+    assert [s["kind"] for s in doc["signs"]] == ["stuck"]
+    assert [p["stack"] for p in doc["ownPauses"]] == [PROD]
+    assert world.skipped(PROD) == sorted([first, *rest]) and world.skipped(PROD_B) == []
+    assert labels.ANNOTATION_FLEET_HALTED not in (world.lease()["metadata"].get("annotations") or {})
+
+
+def test_an_image_owned_stack_cannot_be_paused_its_flight_is_reported(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    repo = GitRepo(tmp_path / "eks")
+    for path in repo.root.glob("Pulumi.*.yaml"):
+        if path.name != "Pulumi.yaml" and path.stem.removeprefix("Pulumi.") not in ("eks-canary", "eks-prod"):
+            path.unlink()
+    (repo.root / "Fleet.yaml").write_text(yaml.safe_dump({"waves": [
+        {"name": "canary", "stacks": ["eks-canary"]}, {"name": "prod", "stacks": ["eks-prod"]}]}))
+    repo.commit("the EKS fleet")
+    project = load_project(repo.root)
+    folder = tmp_path / "kubeconfigs"
+    folder.mkdir()
+    with FakeKube() as canary, FakeKube() as prod:
+        for name, fake in (("eks-canary", canary), ("eks-prod", prod)):
+            seed(fake, project.specs[name])
+            fake.write_kubeconfig(folder / name)
+        reach = fleet.Clusters(folder, FAST)
+        assert fleet.halt(project, reach, "drill", as_json=True) == Exit.OK
+        doc = json.loads(capsys.readouterr().out)
+        assert [(p["stack"], p["error"]) for p in doc["paused"]] == [("eks-canary", None), ("eks-prod", None)]
+        assert all(p["imageOwned"].startswith("the node image owns the driver: no `up` of it follows; in flight: ")
+                   for p in doc["paused"])
+        # Nothing to pause on an image-owned stack: the one write is the halt, recorded on the train's Lease.
+        assert canary.writes == 1 and prod.writes == 0
+        halted = canary.obj("leases", LEASE_NAME, LEASE_NAMESPACE)["metadata"].get("annotations") or {}
+        assert labels.ANNOTATION_FLEET_HALTED in halted
+        backend = Backend(repo)
+        code = fleet.advance(project, backend, reach, yes=True, packs=fleet.Packs(), only_stage=None, as_json=True)
+        assert code == Exit.FAILED and backend.ups == []
