@@ -23,7 +23,7 @@ from pydantic import Field, StrictBool, StrictInt, ValidationError, field_valida
 
 from spec import yaml_files
 from spec.base import DNS_LABEL, PositiveInt, SpecModel, Stage
-from spec.load import SpecError, SpecProblem
+from spec.load import SpecError, SpecProblem, located
 from spec.stacks import is_stack_name
 
 FLEET_FILE = "Fleet.yaml"
@@ -169,23 +169,17 @@ def _path(loc: tuple[object, ...]) -> str:
     return out or "(the file)"
 
 
-def _problems(error: ValidationError) -> list[SpecProblem]:
+def _problems(error: ValidationError, document: Mapping[str, Any]) -> list[SpecProblem]:
     problems = []
     for line in error.errors(include_url=False):
-        loc = tuple(p for p in line["loc"] if not (isinstance(p, str) and ("[" in p or p in ("int", "str"))))
-        message = line["msg"]
-        if line["type"] == "extra_forbidden":
-            message = f"unknown key (check its spelling against {DOCS})"
-        elif line["type"] == "missing":
-            message = "required key is missing"
-        elif message.startswith("Value error, "):
-            message = message.removeprefix("Value error, ")
+        where = located(line, FleetFile, document, DOCS)
+        if where.own_words and not where.loc:
             # A whole-file check names its own key path first ("waves[1].name: ...").
-            head, _, rest = message.partition(": ")
-            if rest and not loc and (head.startswith(("waves[", "lease.", "limits."))):
+            head, _, rest = where.message.partition(": ")
+            if rest and head.startswith(("waves[", "lease.", "limits.")):
                 problems.append(SpecProblem(head, rest))
                 continue
-        problems.append(SpecProblem(_path(loc), message))
+        problems.append(SpecProblem(_path(where.loc), where.message, where.item))
     return problems
 
 
@@ -195,7 +189,7 @@ def fleet_from_document(document: Any, source: str = FLEET_FILE) -> FleetFile:
     try:
         return FleetFile.model_validate(dict(document))
     except ValidationError as error:
-        raise SpecError(_problems(error), source) from None
+        raise SpecError(_problems(error, document), source) from None
 
 
 def read_fleet_file(path: Path) -> FleetFile:

@@ -7,13 +7,15 @@ runtime; the CLI builds it from ``Pulumi.<stack>.yaml`` exactly as the Pulumi CL
 
 from __future__ import annotations
 
+import difflib
 import json
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from spec import yaml_files
 from spec.base import LocatedError
@@ -41,11 +43,15 @@ _StackFileLoader.yaml_implicit_resolvers = {
 
 @dataclass(frozen=True)
 class SpecProblem:
-    path: str  # e.g. "gpu-driver-upgrade:nodePools[1].name"
+    path: str  # e.g. "gpu-driver-upgrade:nodePools[1].name", as `pulumi config set --path` spells it
     message: str
+    item: str = ""  # the names of the list items on the path ("gpua100"), so a reader need not count
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
+        return f"{self.path}{f' ({self.item})' if self.item else ''}: {self.message}"
+
+    def as_json(self) -> dict[str, str]:
+        return {"key": self.path, "item": self.item, "message": self.message}
 
 
 class SpecError(ValueError):
@@ -68,23 +74,96 @@ def _format_path(loc: tuple[object, ...]) -> str:
     return out
 
 
-def _problems(error: ValidationError) -> list[SpecProblem]:
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The models an annotation holds, through Optional, unions, lists, tuples and Annotated."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [model for arg in typing.get_args(annotation) for model in _models_in(arg)]
+
+
+def _keys_at(root: type[BaseModel], loc: tuple[object, ...]) -> list[str]:
+    """The keys ``root`` allows at ``loc`` (a pydantic location without its last part)."""
+    models: list[type[BaseModel]] = [root]
+    for part in loc:
+        if isinstance(part, int):
+            continue  # a list item: its models are the list's
+        fields = [f for m in models for name, f in m.model_fields.items() if part in (name, f.alias)]
+        models = [m for f in fields for m in _models_in(f.annotation)]
+    return sorted({f.alias or name for m in models for name, f in m.model_fields.items()})
+
+
+def unknown_key(key: str, allowed: list[str], docs: str = "docs/config.md") -> str:
+    """The message for a key no model has, with the nearest allowed key when one is near."""
+    near = [k for k in allowed if k.lower() == key.lower()] or difflib.get_close_matches(key, allowed, n=1)
+    hint = f"did you mean '{near[0]}'? " if near else ""
+    return f"unknown key ({hint}see {docs} for the keys there are)"
+
+
+def _item_names(values: Any, loc: tuple[object, ...]) -> str:
+    """"gpua100" for a problem under nodePools[0] named gpua100; "gpua100, generation 2" deeper down."""
+    names, node = [], values
+    for index, part in enumerate(loc):
+        if isinstance(part, int) and isinstance(node, list) and 0 <= part < len(node):
+            node = node[part]
+            if isinstance(node, Mapping) and loc[index + 1:] not in (("name",), ("id",)):  # not the bad name itself
+                name, ident = node.get("name"), node.get("id")
+                if isinstance(name, str) and name:
+                    names.append(name[:63])
+                elif isinstance(ident, int) and not isinstance(ident, bool):
+                    names.append(f"generation {ident}")
+        elif isinstance(part, str) and isinstance(node, Mapping):
+            node = node.get(part)
+        else:
+            break
+    return ", ".join(names)
+
+
+def _shown(value: object) -> str:
+    """The bad value, short enough for one line of an error."""
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@dataclass(frozen=True)
+class Located:
+    """One pydantic error in the project's words: the real key path, the message, the named items on it."""
+
+    loc: tuple[object, ...]
+    message: str
+    item: str
+    own_words: bool  # a validator of the project's wrote the message (it may name its own key path)
+
+
+def located(line: Any, root: type[BaseModel], values: Any, docs: str) -> Located:
+    """What one line of ``ValidationError.errors()`` says, for a document validated as ``root``: unknown keys
+    get the nearest allowed key, missing ones say so, and pydantic's type errors echo the bad value."""
+    message: str = line["msg"]
+    cause = (line.get("ctx") or {}).get("error")
+    # pydantic adds the member name of a union or a tagged choice to loc; keep only real keys.
+    loc = tuple(p for p in line["loc"] if not (isinstance(p, str) and ("[" in p or p in ("int", "str"))))
+    own = False
+    if isinstance(cause, LocatedError):
+        loc, message, own = loc + cause.path, cause.message, True
+    elif line["type"] == "extra_forbidden":
+        message = unknown_key(str(loc[-1]), _keys_at(root, loc[:-1]), docs)
+    elif line["type"] == "missing":
+        message = "required key is missing"
+    elif message.startswith("Value error, "):
+        message, own = message.removeprefix("Value error, "), True  # the project's words quote the value
+    else:
+        message = f"{message} (got {_shown(line.get('input'))})"  # pydantic's type errors name no value
+    return Located(loc, message, _item_names(values, loc), own)
+
+
+def _problems(error: ValidationError, values: Mapping[str, Any]) -> list[SpecProblem]:
     problems = []
     for line in error.errors(include_url=False):
-        loc: tuple[object, ...] = tuple(line["loc"])
-        message = line["msg"]
-        cause = (line.get("ctx") or {}).get("error")
-        if isinstance(cause, LocatedError):
-            loc, message = loc + cause.path, cause.message
-        elif line["type"] == "extra_forbidden":
-            message = "unknown key (check its spelling against docs/config.md)"
-        elif line["type"] == "missing":
-            message = "required key is missing"
-        elif message.startswith("Value error, "):
-            message = message.removeprefix("Value error, ")
-        # pydantic adds the member name of a union or a tagged choice to loc; keep only real keys.
-        loc = tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p in ("int", "str"))))
-        problems.append(SpecProblem(_format_path(loc), message))
+        where = located(line, FleetSpec, values, "docs/config.md")
+        problems.append(SpecProblem(_format_path(where.loc), where.message, where.item))
     return problems
 
 
@@ -109,13 +188,13 @@ def spec_from_config(config: Mapping[str, str], source: str = "") -> FleetSpec:
             continue  # other namespaces (azure-native:location, kubernetes:context) are not ours
         key = full_key.removeprefix(prefix)
         if key not in TOP_LEVEL_KEYS:
-            unknown.append(SpecProblem(full_key, "unknown key (check its spelling against docs/config.md)"))
+            unknown.append(SpecProblem(full_key, unknown_key(key, list(TOP_LEVEL_KEYS))))
             continue
         values[key] = _decode(key, raw)
     try:
         spec = FleetSpec.model_validate(values)
     except ValidationError as exc:
-        raise SpecError(unknown + _problems(exc), source) from None
+        raise SpecError(unknown + _problems(exc, values), source) from None
     if unknown:
         raise SpecError(unknown, source)
     return spec

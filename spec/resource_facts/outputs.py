@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from spec.base import Stage
-from spec.resource_facts.values import flag, flag_text, read_stage
+from spec.resource_facts.values import flag, read_stage
 
 # The stack outputs, in the order the program exports them.
 STAGE = "stage"
@@ -31,7 +31,8 @@ RELEASED_POOLS = "releasedPools"  # by wave, then name
 HELD_POOLS = "heldPools"  # by wave, then name
 CLOUD_POOLS = "cloudPools"  # cloud pool name -> replace-only fields it was deployed with (spec.replacement)
 OPERATOR_VERSION = "operatorVersion"  # the GPU Operator chart release
-PER_POOL_DRIVERS = "perPoolDrivers"  # "true" when NVIDIADrivers own the operator's driver per pool
+PER_POOL_DRIVERS = "perPoolDrivers"  # true when NVIDIADrivers own the operator's driver per pool (a JSON boolean;
+# stacks deployed before it was one hold the string "true"/"false", still read back)
 PREVIOUS_DRIVER_VERSION = "previousDriverVersion"  # what held pools stay on; "" when none is declared
 TIMELINE = "timeline"  # when each wave was released and each generation first deployed (Timeline)
 
@@ -146,7 +147,7 @@ class StackOutputs:
     timeline: Timeline = field(default_factory=Timeline)
 
     def as_outputs(self) -> dict[str, Any]:
-        """Output name -> JSON value, in export order (``perPoolDrivers`` spelled "true"/"false")."""
+        """Output name -> JSON value, in export order."""
         return {
             STAGE: self.stage.value if self.stage is not None else None,
             CLUSTER: self.cluster,
@@ -156,7 +157,7 @@ class StackOutputs:
             HELD_POOLS: list(self.held_pools),
             CLOUD_POOLS: dict(self.cloud_pools),
             OPERATOR_VERSION: self.operator_version,
-            PER_POOL_DRIVERS: flag_text(self.per_pool_drivers) if self.per_pool_drivers is not None else None,
+            PER_POOL_DRIVERS: self.per_pool_drivers,
             PREVIOUS_DRIVER_VERSION: self.previous_driver_version,
             TIMELINE: self.timeline.as_output(),
         }

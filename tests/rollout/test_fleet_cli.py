@@ -62,7 +62,7 @@ def test_a_bad_fleet_file_exits_2_naming_the_key(repo: GitRepo, verb: str) -> No
     result = runner.invoke(app, ["fleet", verb, "--project-dir", str(repo.root)])
     assert result.exit_code == 2, result.output
     assert f"invalid config in {repo.root / 'Fleet.yaml'}" in result.stderr
-    assert "  waves[1].maxConcurrent: Input should be greater than 0" in result.stderr
+    assert "  waves[1].maxConcurrent (prod-lab): Input should be greater than 0 (got 0)" in result.stderr
 
 
 def test_a_project_without_a_fleet_file_exits_2(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ def problems(document: Any, declared: dict[str, DeclaredStack] | None = None) ->
 
     with pytest.raises(SpecError) as caught:
         load()
-    return [str(p) for p in caught.value.problems]
+    return [f"{p.path}: {p.message}" for p in caught.value.problems]
 
 
 def test_the_shipped_fleet_orders_every_example_stack_canaries_first() -> None:
@@ -61,7 +61,7 @@ def test_a_sign_left_out_of_halt_on_does_not_halt() -> None:
 
 
 @pytest.mark.parametrize(("change", "expected"), [
-    (lambda d: d.update(wavez=[]), "wavez: unknown key (check its spelling against docs/fleet.md)"),
+    (lambda d: d.update(wavez=[]), "wavez: unknown key (did you mean 'waves'? see docs/fleet.md for the keys there are)"),
     (lambda d: d.pop("waves"), "waves: required key is missing"),
     (lambda d: d.update(waves=[]), "waves: List should have at least 1 item after validation, not 0"),
     (lambda d: d["waves"][1].update(name="Prod Lab"), "waves[1].name: 'Prod Lab' is not a wave name"),

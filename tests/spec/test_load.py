@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from spec.load import SpecError, config_strings, load_stack_file, read_stack_file, spec_from_config
+from spec.load import SpecError, SpecProblem, config_strings, load_stack_file, read_stack_file, spec_from_config
 from spec.model import ClusterPolicyMode, DriverOwner, Stage
 from tests.conftest import EXAMPLE_STACKS, PROJECT_DIR, aks_image_owned, change, edited, eks_operator_owned, stack_config
 
@@ -15,7 +17,7 @@ from tests.conftest import EXAMPLE_STACKS, PROJECT_DIR, aks_image_owned, change,
 def problems_of(config: dict[str, str]) -> list[str]:
     with pytest.raises(SpecError) as info:
         spec_from_config(config)
-    return [str(p) for p in info.value.problems]
+    return [f"{p.path}: {p.message}" for p in info.value.problems]  # the item names: test_item_names
 
 
 def assert_problem(config: dict[str, str], path: str, *fragments: str) -> None:
@@ -579,3 +581,63 @@ def test_the_canary_stack_must_be_a_stack_name(canary: str) -> None:
 def test_the_canary_stack_may_be_named_fully() -> None:
     config = change(stack_config("prod"), "promotion", lambda p: p.update(canaryStack="acme/gpu-driver-upgrade/canary"))
     assert spec_from_config(config).promotion.canaryStack == "acme/gpu-driver-upgrade/canary"
+
+
+# ---------------------------------------------------------------- errors that say what to do (issue 24 point 6)
+
+
+def _only_problem(config: dict[str, str]) -> SpecProblem:
+    with pytest.raises(SpecError) as info:
+        spec_from_config(config)
+    (problem,) = info.value.problems
+    return problem
+
+
+def test_item_names() -> None:
+    # The path stays what `pulumi config set --path` takes; the pool's name rides beside it.
+    problem = _only_problem(edited("prod", "nodePools", lambda pools: pools[1].update(nodeCount=0)))
+    assert problem.path == "gpu-driver-upgrade:nodePools[1].nodeCount"
+    assert problem.item == "gpua100" and str(problem).startswith("gpu-driver-upgrade:nodePools[1].nodeCount (gpua100): ")
+    # A bad name is not repeated as the item's name.
+    bad_name = _only_problem(edited("prod", "nodePools", lambda pools: pools[1].update(name="GPU_A100")))
+    assert bad_name.item == "" and "GPU_A100" in bad_name.message
+    # A key outside any list names no item.
+    outside = _only_problem(edited("prod", "driver", lambda driver: driver.update(version=580)))
+    assert outside.item == ""
+
+
+@pytest.mark.parametrize(("value", "shown"), [("3", "'3'"), (True, "True"), ({"n": 3}, "a mapping"), ([3], "a list"),
+                                              ("x" * 500, "'xxxx")])
+def test_a_type_error_echoes_the_bad_value(value: object, shown: str) -> None:
+    problem = _only_problem(edited("prod", "nodePools", lambda pools: pools[0].update(gpusPerNode=value)))
+    assert problem.path == "gpu-driver-upgrade:nodePools[0].gpusPerNode"
+    assert f"(got {shown}" in problem.message and len(problem.message) < 160
+
+
+@pytest.mark.parametrize(("edit", "path", "suggested"), [
+    (lambda config: config.update({"gpu-driver-upgrade:nodepools": "[]"}), "gpu-driver-upgrade:nodepools", "nodePools"),
+    (lambda config: config.update({"gpu-driver-upgrade:promoton": "{}"}), "gpu-driver-upgrade:promoton", "promotion"),
+])
+def test_an_unknown_top_level_key_gets_the_nearest_key(edit: Callable[[dict[str, str]], None], path: str,
+                                                      suggested: str) -> None:
+    config = stack_config("prod")
+    edit(config)
+    problem = _only_problem(config)
+    assert problem.path == path and f"did you mean '{suggested}'?" in problem.message and "docs/config.md" in problem.message
+
+
+@pytest.mark.parametrize(("key", "edit", "path", "suggested"), [
+    ("gpuOperator", lambda op: op["upgradePolicy"].update(podDeleton={}),
+     "gpu-driver-upgrade:gpuOperator.upgradePolicy.podDeleton", "podDeletion"),
+    ("nodePools", lambda pools: pools[2].update(gpusPerNod=8), "gpu-driver-upgrade:nodePools[2].gpusPerNod", "gpusPerNode"),
+    ("models", lambda models: models[0].update(Replicas=3), "gpu-driver-upgrade:models[0].Replicas", "replicas"),
+])
+def test_an_unknown_nested_key_gets_the_nearest_key_of_its_own_block(key: str, edit: Callable[[Any], None], path: str,
+                                                                    suggested: str) -> None:
+    problem = _only_problem(edited("prod", key, edit))
+    assert problem.path == path and f"did you mean '{suggested}'?" in problem.message
+
+
+def test_a_key_like_no_other_suggests_nothing() -> None:
+    problem = _only_problem(edited("prod", "driver", lambda driver: driver.update(zzzqqq=1)))
+    assert "unknown key" in problem.message and "did you mean" not in problem.message

@@ -18,7 +18,7 @@ def _problem(config: dict[str, str]) -> str:
     with pytest.raises(SpecError) as info:
         spec_from_config(config)
     (problem,) = info.value.problems
-    return str(problem)
+    return f"{problem.path}: {problem.message}"
 
 
 def test_prometheus_is_a_url_or_a_service_reached_through_the_proxy() -> None:

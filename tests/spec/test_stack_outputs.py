@@ -123,7 +123,7 @@ def test_the_outputs_state_each_pools_target() -> None:
         target, summary = spec.pool_target(pool), outputs.pools[pool.name]
         assert (summary.driver_version, summary.image, summary.held) == (target.driver, target.image, target.held)
     assert outputs.released_pools == ("gpu-a10g", "gpu-l40s") and outputs.held_pools == ("gpu-h100",)
-    assert outputs.as_outputs()[rf.PER_POOL_DRIVERS] == "false"  # spelled as a string, as ever
+    assert outputs.as_outputs()[rf.PER_POOL_DRIVERS] is False  # a JSON boolean, not the string "false"
 
 
 def test_outputs_a_stack_lacks_or_states_malformed_read_as_nothing() -> None:
@@ -141,8 +141,9 @@ def test_outputs_a_stack_lacks_or_states_malformed_read_as_nothing() -> None:
         "broken": rf.PoolSummary(),
         "half": rf.PoolSummary(held=True, generations=(rf.GenerationSummary(id=3),)),
     }
-    # What older releases exported as a bool reads the same.
-    assert rf.read_stack_outputs({rf.PER_POOL_DRIVERS: True}).per_pool_drivers is True
+    # What older releases exported as the strings "true"/"false" reads back as the boolean.
+    assert rf.read_stack_outputs({rf.PER_POOL_DRIVERS: "true"}).per_pool_drivers is True
+    assert rf.read_stack_outputs({rf.PER_POOL_DRIVERS: "false"}).per_pool_drivers is False
 
 
 # ---------------------------------------------------------------- no output name outside its home
