@@ -18,12 +18,13 @@ import inspect
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
+import click
 import typer
 
 from rollout.console import say
@@ -31,7 +32,7 @@ from rollout.exits import Exit
 
 if TYPE_CHECKING:
     from rollout.context import Live
-    from spec.load import SpecError
+    from spec.load import SpecError, SpecProblem
 
 ABOUT = ("Move the GPU nodes of a Kubernetes inference fleet to a new NVIDIA driver: plan it offline, check the "
          "cluster, roll out canary then prod, watch, pause, verify and attest, roll back. Every verb below; "
@@ -126,21 +127,41 @@ def run(call: Callable[[], Exit], debug: bool = False) -> NoReturn:
     except (typer.TyperException, typer.Exit, typer.Abort):  # usage errors and exits: typer's to show
         raise
     except SpecError as error:
-        say(spec_error_text(error))
-        raise typer.Exit(Exit.INVALID) from None
+        refuse(Exit.INVALID, "invalid-input", spec_error_text(error), error.problems)
     except WrongClusterError as error:
-        say(f"wrong cluster: {error}")
-        raise typer.Exit(Exit.INVALID) from None
+        refuse(Exit.INVALID, "wrong-cluster", f"wrong cluster: {error}")
     except ConfigError as error:
-        say(f"--kubeconfig/--context: {error}")
-        raise typer.Exit(Exit.INVALID) from None
+        refuse(Exit.INVALID, "kubeconfig", f"--kubeconfig/--context: {error}")
     except ClusterError as error:
-        say(f"cluster error: {error}")
-        raise typer.Exit(Exit.FAILED) from None
+        refuse(Exit.FAILED, "cluster", f"cluster error: {error}")
     except Exception as error:  # noqa: BLE001 - the one place a defect becomes exit 70 instead of a traceback
-        internal_error(error, debug)
+        message = internal_error(error, debug)
+        if _json_mode():
+            from rollout import documents
+
+            documents.write(documents.error_document(Exit.INTERNAL, "internal", message))
         raise typer.Exit(Exit.INTERNAL) from None
     raise typer.Exit(Exit(code))
+
+
+def _json_mode() -> bool:
+    """Did the command line ask for --json (every verb names that option ``as_json``)."""
+    context = click.get_current_context(silent=True)
+    return bool(context is not None and context.params.get("as_json"))
+
+
+def refused(code: Exit, kind: str, message: str, problems: Sequence[SpecProblem] = ()) -> Exit:
+    """Say why a verb stops on stderr; with --json, print the error document on stdout too. Returns ``code``."""
+    say(message)
+    if _json_mode():
+        from rollout import documents
+
+        documents.write(documents.error_document(code, kind, message, problems))
+    return code
+
+
+def refuse(code: Exit, kind: str, message: str, problems: Sequence[SpecProblem] = ()) -> NoReturn:
+    raise typer.Exit(refused(code, kind, message, problems)) from None
 
 
 def spec_error_text(error: SpecError) -> str:
@@ -151,8 +172,8 @@ def spec_error_text(error: SpecError) -> str:
                                 f"{' '.join(problem.message.split())}" for problem in error.problems])
 
 
-def internal_error(error: Exception, debug: bool) -> None:
-    """Say in one line that gpu-rollout failed (not the input), and where the traceback went."""
+def internal_error(error: Exception, debug: bool) -> str:
+    """Say in one line that gpu-rollout failed (not the input), and where the traceback went; return that line."""
     text = "".join(traceback.format_exception(error))
     where = "nowhere (the file could not be written)"
     try:
@@ -163,10 +184,12 @@ def internal_error(error: Exception, debug: bool) -> None:
     except OSError:
         pass
     what = " ".join(f"{type(error).__name__}: {error}".split())
-    say(f"internal error: gpu-rollout failed, not because of its input ({what[:300]}); traceback written to "
-        f"{where}" + ("" if debug else " (--debug prints it)") + "; please report it")
+    message = (f"internal error: gpu-rollout failed, not because of its input ({what[:300]}); traceback written to "
+               f"{where}" + ("" if debug else " (--debug prints it)") + "; please report it")
+    say(message)
     if debug:
         sys.stderr.write(text)
+    return message
 
 
 # ---------------------------------------------------------------- plan (offline)
@@ -231,8 +254,7 @@ def _backend_refusal(call: Callable[[], Exit]) -> Callable[[], Exit]:
         try:
             return call()
         except BackendError as error:
-            say(str(error))
-            return error.code
+            return refused(error.code, "backend", str(error))
 
     return guarded
 
@@ -417,11 +439,9 @@ def _fleet_call(call: Callable[[], Exit]) -> Callable[[], Exit]:
         try:
             return call()
         except BackendError as error:
-            say(f"fleet: {error}")
-            return error.code
+            return refused(error.code, "backend", f"fleet: {error}")
         except RevisionError as error:
-            say(f"{error.flag}: {error}")
-            return Exit.INVALID
+            return refused(Exit.INVALID, "invalid-input", f"{error.flag}: {error}")
 
     return wrapped
 

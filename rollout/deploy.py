@@ -12,12 +12,11 @@ Exit codes: 0 when the plan (or list) was printed; 1 when the backend could not 
 
 from __future__ import annotations
 
-import json
-import sys
 from datetime import datetime
 from pathlib import Path
 
 from preview.revisions import Repository, RevisionError
+from rollout import documents
 from rollout import backend, deploy_plan
 from rollout.console import say, stdout
 from rollout.exits import Exit
@@ -62,7 +61,7 @@ def execute(project_dir: Path, names: list[str] | None, head: str | None, as_jso
         return error.code
     result = deploy_plan.plan(stacks, deployed, commit, repo, now)
     if as_json:
-        sys.stdout.write(json.dumps(result.as_json(), indent=2) + "\n")
+        documents.write(result.as_json())
         return Exit.OK
     console = stdout(highlight=False)
     console.print(f"deploy plan for {commit[:12]}:", markup=False)
@@ -83,7 +82,7 @@ def list_stacks(project_dir: Path, names: list[str] | None, stage: Stage | None,
         say(f"{error.flag}: {error}")
         return Exit.INVALID
     if as_json:
-        sys.stdout.write(json.dumps([s.as_json() for s in stacks], indent=2) + "\n")
+        documents.write({"stacks": [s.as_json() for s in stacks]})
         return Exit.OK
     console = stdout(highlight=False)
     for entry in stacks:

@@ -21,7 +21,6 @@ revision, and what is wrong).
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 from collections.abc import Callable
@@ -35,6 +34,7 @@ from preview import diff as compare
 from preview.pack_diff import PACK_DIR, pack_changes
 from preview.run import PROGRAM_FILE, ProgramRun, redeployed, run_program
 from preview.revisions import Repository, RevisionError, Side
+from rollout import documents
 from rollout import basis
 from rollout import console as consoles
 from rollout import plan
@@ -367,7 +367,7 @@ def execute(project_dir: Path, base: str | None, head: str | None, stacks: list[
         say(f"{error.flag}: {error}")  # one line, as the other flag errors of run(): a usage box would wrap it
         return Exit.INVALID
     if as_json:
-        sys.stdout.write(json.dumps(report.as_json(), indent=2) + "\n")
+        documents.write(report.as_json())
     elif as_markdown:
         sys.stdout.write(compare.markdown(report))
     else:

@@ -14,10 +14,8 @@ fleet file, a stack file, a flag).
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-import sys
 import threading
 import time
 import uuid
@@ -36,6 +34,7 @@ from checks.nodestate import NoNodesError
 from checks.pause import ChangeInterrupted, ImageOwnedDriver, PauseReport, pause, resume
 from checks.soak import readiness
 from preview.revisions import Repository
+from rollout import documents
 from rollout import backend as backends
 from rollout import context, deploy_plan, train
 from rollout.console import say, stdout
@@ -263,7 +262,7 @@ def status(project: FleetProject, backend: Backend, clusters: Clusters, as_json:
                          halted=lease is not None and lease.halt is not None,
                          verified=lease.verified if lease else {})
     if as_json:
-        sys.stdout.write(json.dumps(document(found, lease, moment, project), indent=2) + "\n")
+        documents.write(document(found, lease, moment, project))
     else:
         render(found, lease, moment)
     return Exit.OK
@@ -341,8 +340,7 @@ def halt(project: FleetProject, clusters: Clusters, reason: str, as_json: bool) 
     record = lease.record_halt(f"halted by hand: {reason}").halt
     done = _each(project, clusters, project.fleet.stacks, "pause", f"fleet halted: {reason}")
     if as_json:
-        sys.stdout.write(json.dumps({"halted": record.as_json() if record else None,
-                                     "paused": [d.as_json() for d in done]}, indent=2) + "\n")
+        documents.write({"halted": record.as_json() if record else None, "paused": [d.as_json() for d in done]})
     _say_paused(done, "pause")
     say(f"fleet halted: {record.cause if record else reason}; nothing moves until `gpu-rollout fleet resume`")
     return Exit.failed_if(any(d.error for d in done))
@@ -355,8 +353,7 @@ def resume_all(project: FleetProject, clusters: Clusters, as_json: bool) -> Exit
     failed = [d for d in done if d.error]
     cleared = _lease_of(project, clusters).clear_halt() if not failed else None
     if as_json:
-        sys.stdout.write(json.dumps({"cleared": cleared.as_json() if cleared else None,
-                                     "resumed": [d.as_json() for d in done]}, indent=2) + "\n")
+        documents.write({"cleared": cleared.as_json() if cleared else None, "resumed": [d.as_json() for d in done]})
     _say_paused(done, "resume")
     if failed:
         say("the train stays halted: resume the stacks above, then `gpu-rollout fleet resume` again")
@@ -458,8 +455,7 @@ def _dry_run(project: FleetProject, backend: Backend, clusters: Clusters, only_s
                          halted=lease is not None and lease.halt is not None, verified=lease.verified if lease else {})
     ups, withheld = _by_stage(project, found.ups, only_stage)
     if as_json:
-        sys.stdout.write(json.dumps({**document(found, lease, moment, project), "applies": False, "ups": ups,
-                                     "withheld": withheld}, indent=2) + "\n")
+        documents.write({**document(found, lease, moment, project), "applies": False, "ups": ups, "withheld": withheld})
     else:
         render(found, lease, moment)
     say("nothing changed: run again with --yes to take this step")
@@ -493,7 +489,7 @@ def _step(project: FleetProject, backend: Backend, clusters: Clusters, lease: Tr
         out["ownPauses"] = _own_pauses(project, clusters, found)
         code = _ups(project, backend, found, worlds, renewer, packs, only_stage, out)
     if as_json:
-        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        documents.write(out)
     else:
         render(found, held, moment)
     return code

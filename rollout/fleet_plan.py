@@ -8,7 +8,6 @@ file or stack file that does not load.
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from policy.evaluate import Violation, mandatory
+from rollout import documents
 from rollout import plan as stack_plan
 from rollout.console import stdout
 from rollout.exits import Exit
@@ -118,10 +118,9 @@ def execute(project_dir: Path, as_json: bool, as_markdown: bool, now: datetime |
     planned = plan_stacks(project, now)
     refused = any(p.refused for _, plans in planned for p in plans)
     if as_json:
-        sys.stdout.write(json.dumps({"refused": refused, "waves": [
+        documents.write({"refused": refused, "waves": [
             {"name": wave.name, "maxConcurrent": wave.maxConcurrent, "waitFor": wave.waitFor.model_dump(),
-             "waits": waits(wave), "stacks": [p.as_json() for p in plans]} for wave, plans in planned]},
-            indent=2) + "\n")
+             "waits": waits(wave), "stacks": [p.as_json() for p in plans]} for wave, plans in planned]})
     elif as_markdown:
         sys.stdout.write(markdown(planned, project))
     else:

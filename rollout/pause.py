@@ -6,13 +6,12 @@ such a rollout is held and rolled back instead.
 
 from __future__ import annotations
 
-import json
-import sys
 
 from rich.console import Console
 
 from checks import kube as k
 from checks.pause import ChangeInterrupted, ImageOwnedDriver, PauseReport, pause, resume
+from rollout import documents
 from rollout import console as consoles
 from rollout.exits import Exit
 from rollout.live import note_identity
@@ -57,19 +56,16 @@ def execute(verb: str, stack: str, spec: FleetSpec, kube: k.Kube, as_json: bool,
             report = resume(kube, spec, stack, on_change=changed, on_identity=note_identity)
     except ImageOwnedDriver as error:
         if as_json:
-            sys.stdout.write(json.dumps({"stack": stack, "verb": verb, **PauseReport().as_json(),
-                                         "error": str(error)}, indent=2) + "\n")
+            documents.write({"stack": stack, "verb": verb, **PauseReport().as_json(), "error": str(error)})
         consoles.say(str(error))
         return Exit.FAILED
     except ChangeInterrupted as error:
         if as_json:
-            sys.stdout.write(json.dumps({"stack": stack, "verb": verb, **error.report.as_json(),
-                                         "error": str(error)}, indent=2) + "\n")
+            documents.write({"stack": stack, "verb": verb, **error.report.as_json(), "error": str(error)})
         consoles.say(f"cluster error: {error}")
         return Exit.FAILED
     if as_json:
-        sys.stdout.write(json.dumps({"stack": stack, "verb": verb, **report.as_json(), "error": None},
-                                    indent=2) + "\n")
+        documents.write({"stack": stack, "verb": verb, **report.as_json(), "error": None})
     else:
         render_summary(verb, report, console)
     return Exit.OK

@@ -23,7 +23,7 @@ from rich.table import Table
 from policy.evaluate import Violation, evaluate, from_registered, load_config, mandatory
 from preview.run import PROGRAM_FILE, ProgramRun, redeployed, run_program
 from preview.summary import review_fields
-from rollout import basis
+from rollout import basis, documents
 from rollout import console as consoles
 from rollout.exits import Exit
 from spec.load import SpecError, SpecProblem, load_stack_file, read_stack_file, spec_from_config, stack_file
@@ -242,7 +242,7 @@ def render_json(result: ProgramRun, violations: list[Violation] | None = None, j
     if heading is not None:
         document["basis"] = heading
     document["violations"] = judged.violations_json() if judged is not None else [v.as_json() for v in violations or []]
-    return json.dumps(document, indent=2, sort_keys=False)
+    return documents.dumps(document).rstrip("\n")
 
 
 def render_violations(violations: list[Violation], console: Console,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 
 from rich.console import Console
 from rich.table import Table
@@ -11,6 +9,7 @@ from rich.table import Table
 from checks import kube as k
 from checks import preflight
 from checks.results import CheckResult, Status, any_failed
+from rollout import documents
 from rollout import console as consoles
 from rollout.exits import Exit
 from spec.model import FleetSpec
@@ -35,7 +34,7 @@ def render_table(stack: str, results: list[CheckResult], console: Console) -> No
 def execute(stack: str, spec: FleetSpec, kube: k.Kube, as_json: bool) -> Exit:
     results = preflight.run_preflight(kube, spec)
     if as_json:
-        sys.stdout.write(json.dumps({"stack": stack, "checks": [r.as_json() for r in results]}, indent=2) + "\n")
+        documents.write({"stack": stack, "checks": [r.as_json() for r in results]})
     else:
         render_table(stack, results, consoles.stdout())
     return Exit.failed_if(any_failed(results))

@@ -8,11 +8,10 @@ driver it still runs unless ``--accept-failed``.
 
 from __future__ import annotations
 
-import json
-import sys
 
 from checks import kube as k
 from checks.hold import ReleaseRefused, release_node
+from rollout import documents
 from rollout import console as consoles
 from rollout.exits import Exit
 from rollout.live import note_identity
@@ -26,13 +25,11 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, node: str, *, accept_fail
                                on_identity=note_identity)
     except ReleaseRefused as refused:
         if as_json:
-            sys.stdout.write(json.dumps({"stack": stack, "node": node, "released": False, "error": str(refused)},
-                                        indent=2) + "\n")
+            documents.write({"stack": stack, "node": node, "released": False, "error": str(refused)})
         consoles.say(str(refused))
         return Exit.FAILED
     if as_json:
-        sys.stdout.write(json.dumps({"stack": stack, "released": True, **release.as_json(), "error": None},
-                                    indent=2) + "\n")
+        documents.write({"stack": stack, "released": True, **release.as_json(), "error": None})
         return Exit.OK
     held = f" (held because {release.hold.describe()})" if release.hold is not None else ""
     what = "uncordoned" if release.uncordoned else release.note

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from preview.revisions import Repository, RevisionError
+from rollout import documents
 from rollout import backend, history, pulumi_config
 from rollout.engine import program
 from rollout.console import say, stdout
@@ -165,7 +166,7 @@ def execute(stack_name: str, project_dir: Path, *, to_version: int | None, dry_r
     commands = [[pulumi_config.command(c, stack_name, plan.target.version) for c in step.changes]
                 + [pulumi_config.up_command(stack_name, pack, pack_config)] for step in plan.steps]
     if as_json:
-        print(json.dumps({**_plan_document(plan, commands), "applies": yes and not dry_run}))
+        documents.write({**_plan_document(plan, commands), "applies": yes and not dry_run})
     else:
         _print_plan(plan, commands)
     if dry_run or not yes:

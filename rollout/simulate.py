@@ -10,8 +10,6 @@ bad input (a stack whose node image owns the driver: nothing to simulate).
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
+from rollout import documents
 from rollout import console as consoles
 from rollout.console import say
 from rollout.exits import Exit
@@ -66,7 +65,7 @@ def execute(stack: str, read_fleet: Callable[[], Fleet], *, parallel: int | None
         if recommended.max_parallel is not None and recommended.max_unavailable is not None:
             document["recommended"]["stackChange"] = stack_change(recommended.max_parallel,
                                                                   recommended.max_unavailable)
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        documents.write(document)
     else:
         render(stack, assessment, consoles.stdout())
     outcome = assessment.outcome

@@ -4,13 +4,12 @@ JSON. The soak schedule asks it before `verify`: 0 whenever it answered, ready o
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from pathlib import Path
 
 from checks import kube as k
 from checks import soak
+from rollout import documents
 from rollout.console import say, stdout
 from rollout.exits import Exit
 from rollout.stacks import prod_stacks_of, stack_files
@@ -27,7 +26,7 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, project_dir: Path, as_
     facts = soak.read(kube, spec)
     result = soak.readiness(stack, facts, prods, project_dir / attestation.ATTESTATION_DIR, time.time())
     if as_json:
-        sys.stdout.write(json.dumps(result.as_json(), indent=2) + "\n")
+        documents.write(result.as_json())
         return Exit.OK
     document = result.as_json()
     when = f"; ready at {document['readyAt']}" if document["readyAt"] and not result.ready else ""

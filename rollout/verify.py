@@ -8,9 +8,7 @@ or was inconclusive (each reason on stderr), or the attestation could not be wri
 
 from __future__ import annotations
 
-import json
 import subprocess
-import sys
 from pathlib import Path
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -28,6 +26,7 @@ from checks.prometheus import for_stack
 from checks.results import CheckResult, Status
 from checks.verify_facts import UpgradedNode, VerifyFacts
 from checks.verify_read import gather
+from rollout import documents
 from rollout import console as consoles
 from rollout.console import say
 from rollout.exits import Exit
@@ -101,7 +100,7 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, project_dir: Path, pro
                                     "attestation": str(written) if written else None}
         if problem:
             document["attestationError"] = problem
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        documents.write(document)
     else:
         render_table(stack, results, consoles.stdout())
     for result in not_passed:

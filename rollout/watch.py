@@ -9,7 +9,6 @@ are also evicted where the stack says so (checks/hold.py). A model's SLO breache
 
 from __future__ import annotations
 
-import json
 import sys
 
 from rich.console import Group, RenderableType
@@ -21,6 +20,7 @@ from checks.errors import ClusterError
 from checks.generations import ImageSnapshot, generation_title
 from checks.prometheus import for_stack
 from checks.watch import Snapshot, WatchOutcome, watch
+from rollout import documents
 from rollout import console as consoles
 from rollout.exits import Exit
 from rollout.live import note_identity
@@ -138,7 +138,7 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, once: bool, interval: 
         if not image_owned:
             doc.update(paused=paused.as_json() if paused else None, pauseError=outcome.pause_error,
                        evictions=outcome.evictions.as_json() if outcome.evictions else None)
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        documents.write(doc)
     if outcome.triggered:
         reason = "; ".join(t.message for t in outcome.snapshot.triggers)
         consoles.say(f"rollout stopped: {reason}; {what_was_done(stack, outcome)}")

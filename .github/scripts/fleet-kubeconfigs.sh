@@ -10,7 +10,7 @@ dir="$1"
 mkdir -p "$dir"
 umask 077
 .venv/bin/gpu-rollout stacks --json > "$RUNNER_TEMP/stacks.json"
-jq -c '.[] | select(.cloud == "aks" or .cloud == "eks")' "$RUNNER_TEMP/stacks.json" | while read -r entry; do
+jq -c '.stacks[] | select(.cloud == "aks" or .cloud == "eks")' "$RUNNER_TEMP/stacks.json" | while read -r entry; do
   stack="$(jq -r .stack <<<"$entry")"
   case "$(jq -r .cloud <<<"$entry")" in
     aks)

@@ -242,14 +242,14 @@ def test_stacks_lists_each_stack_file_with_its_stage_and_credentials(repo: GitRe
     (repo.root / "Pulumi.broken.yaml").write_text("config:\n  gpu-driver-upgrade:stage: qa\n")
     result = CliRunner().invoke(app, ["stacks", "--project-dir", str(repo.root), "--json"])
     assert result.exit_code == 0, result.stderr
-    found = {s["stack"]: s for s in json.loads(result.stdout)}
+    found = {s["stack"]: s for s in json.loads(result.stdout)["stacks"]}
     assert found["prod"]["aksClusterName"] == "aks-inference-weu-1" and found["prod"]["environment"] == "production"
     assert (found["eks-canary"]["eksClusterName"], found["eks-canary"]["eksRegion"]) == ("eks-inference-use1-1",
                                                                                          "us-east-1")
     assert found["existing-prod"]["canary"] == "existing-canary" and found["existing-prod"]["minSoakHours"] == 168
     assert "gpu-driver-upgrade:stage" in found["broken"]["problem"] and found["broken"]["environment"] == "production"
     canaries = CliRunner().invoke(app, ["stacks", "--project-dir", str(repo.root), "--stage", "canary", "--json"])
-    assert [s["stack"] for s in json.loads(canaries.stdout)] == ["canary", "eks-canary", "existing-canary"]
+    assert [s["stack"] for s in json.loads(canaries.stdout)["stacks"]] == ["canary", "eks-canary", "existing-canary"]
     bad = CliRunner().invoke(app, ["stacks", "--project-dir", str(repo.root), "--stage", "qa"])
     assert bad.exit_code == 2 and "'qa' is not a stage" in bad.stderr
 

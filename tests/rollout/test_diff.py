@@ -263,7 +263,7 @@ def test_json_is_one_stable_document(repo: GitRepo) -> None:
 
     assert code == 0
     document = json.loads(out)
-    assert set(document) == {"base", "head", "stacks", "unchanged"}
+    assert set(document) == {"schemaVersion", "base", "head", "stacks", "unchanged"}
     (stack,) = document["stacks"]
     assert set(stack) == {"stack", "file", "status", "changes", "violations", "risks", "note"}
     assert {"subject": "driver", "field": "version", "base": "580.173.02", "head": "580.159.04"} in stack["changes"]

@@ -148,7 +148,7 @@ def test_cli_watch_once_json_shape(eks: FakeKube, kubeconfig: Path) -> None:
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["stack"] == "eks-prod" and doc["owner"] == "image" and doc["complete"] is False
-    assert set(doc) == {"stack", "owner", "at", "complete", "pools", "nodes", "models", "triggers", "slo"}
+    assert set(doc) == {"schemaVersion", "stack", "owner", "at", "complete", "pools", "nodes", "models", "triggers", "slo"}
     [l40s] = [p for p in doc["pools"] if p["pool"] == "gpu-l40s"]
     assert set(l40s) == {"pool", "target", "held", "nodeCount", "done", "waiting", "generations"}
     assert "(none)" not in result.stdout and "states" not in l40s
