@@ -53,3 +53,21 @@ def test_every_policy_and_check_covers_some_step() -> None:
     checks = {c.id for verb in ("preflight", "verify") for c in CATALOGUE.checks(verb)}
     unused_checks = checks - {i for kind, i in named if kind == "check"} - {"cluster-identity", "pool-membership"}
     assert unused_checks == set(), unused_checks  # those two make sure the verbs act on the stack's own cluster
+
+
+CHECKLIST_ROW = re.compile(r"^\| (?P<step>[^|\d][^|]*|\d+\. [^|]+) \| (?P<first>\d+)-(?P<last>\d+) \|$")
+
+
+def test_the_checklist_steps_partition_the_rows_in_order() -> None:
+    """The table of checklist steps names the rows of each, so the doc stands alone: its ranges follow one another
+    from row 1 to the last row, with no gap and no overlap, and the numbered steps 1-7 come in order."""
+    steps = [m for line in DOC.splitlines() if (m := CHECKLIST_ROW.match(line))]
+    assert steps
+    expected_first = 1
+    for step in steps:
+        assert int(step["first"]) == expected_first, step.group(0)
+        assert int(step["last"]) >= int(step["first"]), step.group(0)
+        expected_first = int(step["last"]) + 1
+    assert expected_first - 1 == len(_rows())
+    numbered = [int(n) for step in steps if (n := step["step"].split(".", 1)[0]).isdigit()]
+    assert numbered == list(range(1, 8))
