@@ -457,7 +457,7 @@ class Validation(SpecModel):
     )
     textfileDirectory: str | None = Field(
         None, description="Absolute host directory of node-exporter's textfile collector; the job writes its metrics "
-        "there. None: no metrics file.", examples=["/var/lib/node-exporter/textfile"]
+        "there; none: no metrics file.", examples=["/var/lib/node-exporter/textfile"]
     )
     prometheus: str | None = Field(
         None, description="Where `verify` (and `watch`, for `models[].slo`) read Prometheus: an http(s) URL reached "
