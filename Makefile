@@ -91,6 +91,13 @@ bench: venv prometheus
 	$(BIN)/python -m benchmarks.verify_soak
 	$(BIN)/python -m benchmarks.fleet_scale
 
+# The config reference from the model (spec/reference.py): docs/config.md and the JSON Schema of a stack file,
+# docs/schemas/stack-config.schema.json. Run after changing a config field; tests/spec/test_config_reference.py
+# fails while either is stale.
+.PHONY: docs
+docs: venv
+	$(BIN)/python -m scripts.config_docs
+
 # Re-pin every transitive dependency after a change to pyproject.toml.
 constraints:
 	rm -rf .venv-pins && $(PYTHON) -m venv .venv-pins

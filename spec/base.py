@@ -6,7 +6,7 @@ import re
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, WithJsonSchema
 
 PROJECT = "gpu-driver-upgrade"
 
@@ -19,6 +19,19 @@ LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 AKS_POOL = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 EKS_NODEGROUP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+
+# Counts that may be percentages, read by field validators (int_or_percent); their JSON Schema says the same for
+# editors (docs/schemas/stack-config.schema.json), which pydantic cannot infer from a `mode="before"` validator.
+_PERCENT_FROM_1 = r"^(100|[1-9]\d?)%$"
+IntOrPercent = Annotated[int | str, WithJsonSchema(
+    {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": PERCENT.pattern}]})]
+PositiveIntOrPercent = Annotated[int | str, WithJsonSchema(
+    {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": _PERCENT_FROM_1}]})]
+# AKS takes maxSurge as a string ("1", "33%"); a YAML integer is accepted and kept as its string.
+SurgeCount = Annotated[str, WithJsonSchema(
+    {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": r"^([1-9]\d*|(100|[1-9]\d?)%)$"}]})]
+# A percentage from 0% to 100% written as a string ("10%"), checked by a field validator (percent_of).
+Percent = Annotated[str, WithJsonSchema({"type": "string", "pattern": PERCENT.pattern})]
 
 
 class SpecModel(BaseModel):

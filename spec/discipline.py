@@ -44,9 +44,12 @@ class WeeklyWindow(SpecModel):
     """One weekly window: on each of ``days``, from ``start`` to ``end`` local time. An ``end`` at or before
     ``start`` ends the next day (an overnight window, ``22:00`` to ``05:00``); ``end`` may be ``24:00``."""
 
-    days: list[Weekday] = Field(min_length=1, description="Days the window opens: mon, tue, ... sun.")
-    start: str = Field(description="Local time of day it opens, HH:MM (24-hour).")
-    end: str = Field(description="Local time of day it closes, HH:MM or 24:00; at or before start: the next day.")
+    days: list[Weekday] = Field(min_length=1, description="Days the window opens, each once.",
+                                examples=[["tue", "wed", "thu"]])
+    start: str = Field(description="Local time of day it opens, `HH:MM` (24-hour), quoted: YAML reads an unquoted "
+                       "`15:00` as the number 900.", examples=["09:00"])
+    end: str = Field(description="Local time of day it closes, `HH:MM` or `24:00`, quoted; at or before `start`: the "
+                     "next day. Equal to `start` is refused (an empty window).", examples=["14:00"])
 
     @field_validator("days", mode="before")
     @classmethod
@@ -90,8 +93,11 @@ class WeeklyWindow(SpecModel):
 class MaintenanceWindow(SpecModel):
     """When a rollout may run: weekly windows in one IANA time zone."""
 
-    timeZone: str = Field(description="IANA time zone of the windows' times, e.g. Europe/Amsterdam.")
-    weekly: list[WeeklyWindow] = Field(min_length=1, description="The weekly windows.")
+    timeZone: str = Field(description="IANA time zone of the windows' times: local wall-clock times, so a window "
+                          "keeps its hours across daylight saving.", examples=["Europe/Amsterdam"])
+    weekly: list[WeeklyWindow] = Field(
+        min_length=1, description="When a rollout may run: on each of `days`, from `start` to `end`.",
+        examples=[[{"days": ["tue", "wed", "thu"], "start": "09:00", "end": "14:00"}]])
 
     @field_validator("timeZone")
     @classmethod
@@ -148,32 +154,44 @@ class MaintenanceWindow(SpecModel):
 
 
 class RolloutSettings(SpecModel):
-    """The top-level ``rollout`` block: the discipline of a prod rollout (docs/config.md)."""
+    """How a prod rollout proceeds (spec/discipline.py). The program states these on the cluster-identity record,
+    where the pack reads them; what the last deployment released and when comes from its stack outputs
+    (``timeline``, below)."""
 
     waveDwellHours: Hours = Field(
         DEFAULT_WAVE_DWELL_HOURS,
-        description="Hours a released wave runs before the next wave may be released (policy waves-in-order).",
+        description="Hours a released wave runs before the next wave may be released. Policy `waves-in-order` also "
+        "refuses a wave released while an earlier one is held, more than one new wave in one deployment, and a "
+        "serving pool in a wave not after every batch pool's.", examples=[48],
     )
     earlyReleaseReason: str | None = Field(
         None, min_length=1,
-        description="Why this change may release more than one new wave, or a wave sooner than waveDwellHours "
-        "after the one before: turns those findings of waves-in-order into advice.",
+        description="Why this change may release more than one new wave, or a wave sooner than `waveDwellHours` "
+        "after the one before: those findings of `waves-in-order` become advice quoting it.",
+        examples=["CVE-2026-1234: every pool this week"],
     )
     servingBeforeBatchReason: str | None = Field(
         None, min_length=1,
         description="Why a serving pool may be released in a wave before (or with) a batch pool.",
+        examples=["the T4 pool runs the nightly ETL"],
     )
     keepGenerationHours: Hours = Field(
         DEFAULT_KEEP_GENERATION_HOURS,
-        description="Hours an image-owned pool's newest generation runs before the previous one may be retired "
-        "(policy old-generation-kept).",
+        description="Hours an image-owned pool's newest generation runs (since the deployment that first deployed "
+        "it) before the previous one may be retired (policy `old-generation-kept`; the runbook's \"a full business "
+        "day\").",
     )
     earlyRetireReason: str | None = Field(
         None, min_length=1,
-        description="Why a previous generation may be retired before the newest ran keepGenerationHours.",
+        description="Why a previous generation may be retired before the newest ran `keepGenerationHours`.",
+        examples=["the old AMI has a kernel CVE"],
     )
     maintenanceWindow: MaintenanceWindow | None = Field(
-        None, description="When a rollout may run; none: any time (advice in prod).",
+        None, description="Weekly windows in one time zone when a rollout may run; none: any time. Outside every "
+        "window `gpu-rollout deploy-plan` leaves the stack alone (the deploy workflow's hourly run deploys it once "
+        "one opens), `gpu-rollout watch` pauses the rollout before the operator starts another node (one already "
+        "upgrading finishes), and policy `maintenance-window` advises. That policy also reports a prod stack "
+        "without a window (at its advisory level).",
     )
 
 

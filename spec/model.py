@@ -26,6 +26,8 @@ from spec.base import (
     LocatedError,
     NonNegativeInt,
     PositiveInt,
+    PositiveIntOrPercent,
+    Percent,
     SpecModel,
     Stage,
     at,
@@ -37,7 +39,7 @@ from spec.base import (
 from spec.operator import Drain, GpuOperator, PodDeletion, UpgradePolicy, WaitForCompletion
 from spec.pools import AksPool, EksPool, ExistingPool, Generation, LaunchTemplate, NodePool, PoolRollout, PoolTarget
 from spec.platform import EKS_AMI_OS, aks_os, eks_os
-from spec.observability import decimal_percent, duration_seconds, parse_prometheus
+from spec.observability import DecimalPercent, Duration, decimal_percent, duration_seconds, parse_prometheus
 from spec.simulation import Simulation
 from spec.discipline import MaintenanceWindow, RolloutSettings, WeeklyWindow
 from spec.resource_facts.cloud import is_nvidia_ami
@@ -55,37 +57,67 @@ __all__ = [
 
 
 class AksCluster(SpecModel):
-    resourceGroup: str = Field(min_length=1, description="Resource group of the managed cluster.")
-    clusterName: str = Field(min_length=1, description="Name of the existing AKS managed cluster.")
-    kubernetesVersion: str | None = Field(None, description="orchestratorVersion for GPU pools.")
+    resourceGroup: str = Field(min_length=1, description="Resource group of the existing managed cluster.",
+                               examples=["rg-inference-weu-1"])
+    clusterName: str = Field(min_length=1, description="Name of the existing AKS managed cluster.",
+                             examples=["aks-inference-weu-1"])
+    kubernetesVersion: str | None = Field(
+        None, description="`orchestratorVersion` of the GPU pools; none: AKS's default, the control plane's.",
+        examples=["1.33.5"])
 
 
 class EksCluster(SpecModel):
-    clusterName: str = Field(min_length=1, description="Name of the existing EKS cluster.")
-    region: str = Field(min_length=1, description="AWS region, e.g. us-east-1.")
-    nodeRoleArn: str = Field(pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$", description="Node IAM role ARN.")
-    subnetIds: list[str] = Field(min_length=1, description="Private subnets for the GPU node groups.")
-    kubernetesVersion: str | None = None
+    clusterName: str = Field(min_length=1, description="Name of the existing EKS cluster the node groups join.",
+                             examples=["eks-inference-use1-1"])
+    region: str = Field(
+        min_length=1, description="Region of the cluster; the node groups and the cluster lookup go to it (per-resource "
+        "`region`), whatever `aws:region` says.", examples=["us-east-1"])
+    nodeRoleArn: str = Field(pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$", description="IAM role of the GPU nodes.",
+                             examples=["arn:aws:iam::123456789012:role/eks-gpu-node-role"])
+    subnetIds: list[str] = Field(min_length=1, description="Subnets of the GPU node groups (private ones).",
+                                 examples=[["subnet-0a1b2c3d4e5f60718"]])
+    kubernetesVersion: str | None = Field(
+        None, description="`version` of the node groups on EKS-optimized AMIs (those with an `amiType`); never sent for "
+        "a custom AMI, whose kubelet is its own (EKS refuses a version beside it).", examples=["1.33"])
 
 
 class ExistingCluster(SpecModel):
     """A cluster this stack does not create: reached through an explicit kubeconfig context, never the current one."""
 
-    context: str = Field(min_length=1, description="kubeconfig context of the cluster.")
+    context: str = Field(
+        min_length=1, description="kubeconfig context of the cluster: the Kubernetes provider and the live verbs use "
+        "exactly this context, never the current one.", examples=["lab-gpu-1"])
     kubeconfig: str | None = Field(
-        None, min_length=1, description="Path of the kubeconfig file; default: $KUBECONFIG, else ~/.kube/config."
-    )
+        None, min_length=1, description="kubeconfig file holding that context; none: `$KUBECONFIG`, else "
+        "`~/.kube/config`. The live verbs take `--kubeconfig` first, then this, then `$KUBECONFIG`.",
+        examples=["~/.kube/lab-gpu-1.yaml"])
 
 
 class Cluster(SpecModel):
-    cloud: Cloud
+    """The cluster the stack works on: exactly the block of its ``cloud`` (the block of another cloud is an error,
+    ``cluster.eks is set but cloud is 'aks'``).
+
+    **Where Kubernetes objects go.** Never to the shell's current kubeconfig context: the program builds its
+    Kubernetes provider from the stack's own cluster. AKS: the cluster's user credentials
+    (``listClusterUserCredential`` of ``aks.resourceGroup``/``aks.clusterName``; Entra ID clusters hand back a
+    kubelogin exec config). EKS: the endpoint and CA of ``eks.clusterName`` in ``eks.region``, authenticating with
+    ``aws eks get-token`` (no token is stored). Existing: ``existing.kubeconfig`` and ``existing.context``.
+    ``cluster.kubeContext`` of earlier releases is gone (an unknown key now)."""
+
+    cloud: Cloud = Field(
+        description="`aks` or `eks`: a managed cluster whose GPU pools this stack creates. `existing`: a cluster this "
+        "project does not create (kubeadm, on-prem, another team's); its pools' cloud resources are not managed "
+        "here, only Kubernetes objects.", examples=["aks"])
     name: str = Field(
         min_length=1,
-        description="Name of the cluster: recorded in the cluster's identity ConfigMap and checked by live verbs.",
+        description="Name of the cluster: written into the cluster-identity ConfigMap (in `kube-system`) and compared "
+        "by the live verbs, which refuse (exit 2) a cluster whose identity names another.",
+        examples=["inference-weu-1"],
     )
-    aks: AksCluster | None = None
-    eks: EksCluster | None = None
-    existing: ExistingCluster | None = None
+    aks: AksCluster | None = Field(None, description="The existing AKS cluster; required with `cloud: aks`.")
+    eks: EksCluster | None = Field(None, description="The existing EKS cluster; required with `cloud: eks`.")
+    existing: ExistingCluster | None = Field(
+        None, description="How to reach a cluster this project does not create; required with `cloud: existing`.")
 
     @model_validator(mode="after")
     def _cloud_fields(self) -> Self:
@@ -101,9 +133,24 @@ class Cluster(SpecModel):
 
 
 class Driver(SpecModel):
-    owner: DriverOwner = Field(description="Who installs the driver: operator or image. Never both.")
-    version: DriverVersion = Field(description="Target driver version, exact (580.173.02).")
-    previousVersion: DriverVersion | None = Field(None, description="Driver the fleet runs now (rollback).")
+    """Who owns the driver and which version."""
+
+    owner: DriverOwner = Field(
+        description="Who installs the driver, never both on one node. `operator`: the GPU Operator's containerized "
+        "driver (AKS pools get `gpuProfile.driver: None`; EKS node groups run a custom Ubuntu AMI from their launch "
+        "template). `image`: the node image carries the driver and the operator's driver is disabled. "
+        "Operator-owned pools must run an OS the operator release ships a driver image for (Ubuntu 22.04/24.04, "
+        "26.04 from v26.7; RHEL/Rocky): Azure Linux, Amazon Linux and Bottlerocket are refused at the key that sets "
+        "them (`aks.osSku`, `eks.amiType`, `eks.launchTemplate.os`, `existing.os`), and by policy "
+        "`operator-supports-os`.", examples=["operator"])
+    version: DriverVersion = Field(
+        description="The target. An exact release (`580.173.02`, `570.26`); with `gpuOperator.usePrecompiled: true` a "
+        "bare branch (`\"580\"`) and nothing else, since precompiled images are tagged `<branch>-<kernel>-<os>`.",
+        examples=["580.173.02"])
+    previousVersion: DriverVersion | None = Field(
+        None, description="What the fleet runs now: held prod pools stay pinned to it, and rollback restores it. "
+        "Required while an operator-owned pool is held. A branch only with `gpuOperator.usePrecompiled`.",
+        examples=["570.195.03"])
 
 
 
@@ -123,9 +170,12 @@ class ModelQueries(SpecModel):
     on new-driver nodes, then those it is compared with) and ``{window}`` (a bucket, e.g. ``3600s``) are filled
     in, and it is evaluated once per bucket of the soak."""
 
-    p95LatencySeconds: str | None = Field(None, min_length=1, description="p95 request latency, seconds.")
-    tokensPerSecond: str | None = Field(None, min_length=1, description="Tokens per second of one request.")
-    errorRate: str | None = Field(None, min_length=1, description="Failed requests as a fraction of all (0 to 1).")
+    p95LatencySeconds: str | None = Field(None, min_length=1, description="PromQL of the p95 request latency, "
+                                          "seconds; none: the engine's. Must use `{pods}`.")
+    tokensPerSecond: str | None = Field(None, min_length=1, description="PromQL of the tokens per second of one "
+                                        "request; none: the engine's. Must use `{pods}`.")
+    errorRate: str | None = Field(None, min_length=1, description="PromQL of failed requests as a fraction of all "
+                                  "(0 to 1); none: the engine's. Must use `{pods}`.")
 
     @field_validator("p95LatencySeconds", "tokensPerSecond", "errorRate")
     @classmethod
@@ -138,14 +188,23 @@ class ModelQueries(SpecModel):
 class ModelServing(SpecModel):
     """How `gpu-rollout verify` talks to a model's pods and reads its metrics (docs/validation.md)."""
 
-    engine: ServingEngine | None = Field(None, description="vllm | tgi | triton; default: read from the image name.")
+    engine: ServingEngine | None = Field(
+        None, description="How `gpu-rollout verify` asks the model's pods and which default queries it uses; none: "
+        "read from the image name.", examples=["tgi"])
     port: Annotated[StrictInt, Field(gt=0, lt=65536)] | None = Field(
-        None, description="Container port of the HTTP API; default 8000 (vLLM, Triton), 80 (TGI).")
-    servedModel: str | None = Field(None, min_length=1, description="Model name in requests; vLLM default: the "
-                                    "first of /v1/models; Triton: without it only readiness is asked.")
+        None, description="Container port of the HTTP API, reached through the API server's pod proxy; none: 8000 "
+        "(vLLM, Triton), 80 (TGI).", examples=[8080])
+    servedModel: str | None = Field(
+        None, min_length=1, description="Model name in verify's test request; none: vLLM's first of `/v1/models`; "
+        "Triton without it is only asked for readiness.", examples=["llm-chat"])
     baselineMatchLabels: dict[str, str] | None = Field(
-        None, description="Pods of the same model on old-driver nodes, compared against (default: matchLabels).")
-    queries: ModelQueries = ModelQueries()
+        None, description="Pods of the same model on old-driver nodes, which `latency-throughput` compares against "
+        "(none: `matchLabels`); only those on nodes of the same GPU product with as many GPUs per pod count (else the "
+        "model's own pods before the upgrade; never across products). An empty map is refused.",
+        examples=[{"app": "llm-chat"}])
+    queries: ModelQueries = Field(
+        ModelQueries(), description="PromQL replacing the engine's default figures of verify's latency-throughput "
+        "check (docs/validation.md).")
 
     @field_validator("baselineMatchLabels")
     @classmethod
@@ -161,9 +220,15 @@ class ModelSlo(SpecModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    errorRate: str | None = Field(None, description="Highest share of failed requests, e.g. '1%' or '0.5%'.")
-    p95LatencySeconds: PositiveNumber | None = Field(None, description="Highest p95 request latency, seconds.")
-    sustained: str = Field("10m", alias="for", description="How long a breach lasts before it pauses the rollout.")
+    errorRate: DecimalPercent | None = Field(
+        None, description="Highest share of failed requests (the engine's errors over its requests) `gpu-rollout "
+        "watch` accepts on a pool being upgraded.", examples=["1%", "0.5%"])
+    p95LatencySeconds: PositiveNumber | None = Field(
+        None, description="Highest p95 request latency there, seconds. At least one of `errorRate` and "
+        "`p95LatencySeconds` is required.", examples=[2.5])
+    sustained: Duration = Field(
+        "10m", alias="for", description="How long a breach lasts before watch pauses the rollout, 1m to 24h; read "
+        "from Prometheus through `validation.prometheus` or `--prometheus`.", examples=["15m"])
 
     @field_validator("errorRate")
     @classmethod
@@ -197,23 +262,42 @@ class ModelSlo(SpecModel):
 
 
 class Model(SpecModel):
-    name: str = Field(description="Model server name (Deployment name).")
-    namespace: str = Field(description="Namespace of the model server.")
-    matchLabels: dict[str, str] = Field(min_length=1, description="Pod labels of the model server.")
-    replicas: PositiveInt
-    minAvailable: int | str = Field(description="PDB minAvailable: an integer or a percentage.")
-    gpusPerReplica: PositiveInt
-    cudaVersion: CudaVersion = Field(description="CUDA runtime inside the serving image.")
-    image: str = Field(min_length=1, description="Serving image with an explicit tag or digest.")
-    nodePools: list[str] = Field(min_length=1, description="Pools the model's pods run on.")
-    cudaForwardCompat: StrictBool = Field(False, description="Image ships cuda-compat for a newer CUDA.")
-    serving: ModelServing = ModelServing()
-    slo: ModelSlo | None = Field(None, description="Objectives `gpu-rollout watch` pauses the rollout on.")
+    """The model servers on the stack's pools: each gets a PodDisruptionBudget, and `gpu-rollout` checks the
+    driver against its CUDA runtime, counts its Ready pods and watches its SLOs."""
+
+    name: str = Field(description="The model server, a Kubernetes name; its PDB is `<name>-pdb`.",
+                      examples=["llm-chat"])
+    namespace: str = Field(description="Namespace of the model server and its PDB.", examples=["inference"])
+    matchLabels: dict[str, str] = Field(
+        min_length=1, description="Pod labels; the PDB selects them, and `watch` counts the model's Ready pods by "
+        "them, whatever owns the pods. An empty map is refused (it would select every pod of the namespace).",
+        examples=[{"app": "llm-chat"}])
+    replicas: PositiveInt = Field(
+        description="Declared replicas (rides on the PDB as an annotation for the policy pack).", examples=[3])
+    minAvailable: PositiveIntOrPercent = Field(
+        description="PDB `minAvailable`. 0 is refused: it protects nothing. Equal to `replicas` it blocks every "
+        "drain, and policy `pdb-allows-drain` refuses it.", examples=[2, "50%"])
+    gpusPerReplica: PositiveInt = Field(description="GPUs one replica requests.", examples=[8])
+    cudaVersion: CudaVersion = Field(description="CUDA runtime inside the serving image.", examples=["12.8"])
+    image: str = Field(min_length=1, description="Serving image; must carry a tag (not `latest`) or a digest.",
+                       examples=["vllm/vllm-openai:v0.10.2"])
+    nodePools: list[str] = Field(min_length=1, description="Pools the model's pods run on; must name pools of this "
+                                 "stack.", examples=[["gpuh100"]])
+    cudaForwardCompat: StrictBool = Field(
+        False, description="The image ships the `cuda-compat` package for a newer CUDA than the driver supports.")
+    serving: ModelServing = Field(
+        ModelServing(), description="How `gpu-rollout verify` talks to the model's pods and reads its metrics "
+        "(docs/validation.md).")
+    slo: ModelSlo | None = Field(
+        None, description="The model's objectives, which `gpu-rollout watch` reads from Prometheus for each pool "
+        "being upgraded: a breach sustained for `for` pauses the rollout (docs/runbook.md).")
     weightsCached: StrictBool = Field(
         False, description="A rescheduled replica loads its weights from a cache (PVC, host path, weights in the "
-        "image), not from a download: simulate's cachedLoadSeconds instead of uncachedLoadSeconds.")
+        "image), not from a download: `gpu-rollout simulate` takes `simulation.cachedLoadSeconds` instead of "
+        "`uncachedLoadSeconds`.")
     loadSeconds: PositiveInt | None = Field(
-        None, description="Seconds a rescheduled replica takes until Ready, measured; default: by weightsCached.")
+        None, description="Seconds a rescheduled replica takes until Ready, as measured; beats `weightsCached`.",
+        examples=[240])
 
     @field_validator("minAvailable", mode="before")
     @classmethod
@@ -261,10 +345,11 @@ class ValidationCache(SpecModel):
 
     claimName: str | None = Field(
         None,
-        description="PersistentVolumeClaim in the validation namespace (gpu-validation-<stage>), mounted read-only; "
+        description="PersistentVolumeClaim in the validation namespace (`gpu-validation-<stage>`), mounted read-only; "
         "ReadOnlyMany or ReadWriteMany, since every node of the pool mounts it.",
     )
-    hostPath: str | None = Field(None, description="Node-local cache directory, mounted read-only.")
+    hostPath: str | None = Field(None, description="Node-local cache directory, mounted read-only. Exactly one of "
+                                 "`claimName` and `hostPath` is given.", examples=["/var/lib/models"])
     mountPath: str = Field("/models", description="Where the volume appears in the validation pod.")
 
     @field_validator("claimName")
@@ -289,10 +374,12 @@ class ValidationCache(SpecModel):
 class ValidationBaseline(SpecModel):
     """What a pool measured on a driver it ran clean on: the job's own result, copied from a passing run."""
 
-    timeToFirstTokenSeconds: PositiveNumber = Field(description="Median time to first token, seconds.")
-    tokensPerSecond: PositiveNumber = Field(description="Median decode tokens per second of one request.")
+    timeToFirstTokenSeconds: PositiveNumber = Field(description="Median time to first token, seconds.",
+                                                    examples=[0.05])
+    tokensPerSecond: PositiveNumber = Field(description="Median decode tokens per second of one request.",
+                                            examples=[180.0])
     tokenDigest: str | None = Field(
-        None, description="sha256:<hex> of the greedy completion of the fixed prompt; checked when set."
+        None, description="`sha256:<hex>` of the greedy completion of the fixed prompt; checked when set."
     )
     recordedOn: DriverVersion | None = Field(None, description="Driver the baseline was measured on (a record).")
 
@@ -305,12 +392,17 @@ class ValidationBaseline(SpecModel):
 
 
 class ValidationTolerance(SpecModel):
-    timeToFirstToken: str = Field("50%", description="How much slower than the baseline the first token may be.")
-    tokensPerSecond: str = Field("10%", description="How much below the baseline tokens per second may fall.")
-    p95Latency: str = Field("20%", description="How much higher p95 latency on new-driver nodes may be than on "
-                            "old-driver ones (verify, from Prometheus).")
-    errorRate: str = Field("1%", description="How many percentage points the error rate on new-driver pods may be "
-                           "above the baseline's (verify, from Prometheus).")
+    timeToFirstToken: Percent = Field(
+        "50%", description="How much slower than the pool's baseline the job's first token may be.")
+    tokensPerSecond: Percent = Field(
+        "10%", description="How far tokens per second may fall below the baseline: the job's against its pool's "
+        "baseline, and verify's on new-driver pods against the baseline's.", examples=["15%"])
+    p95Latency: Percent = Field(
+        "20%", description="How much higher p95 latency on new-driver pods may be than on the baseline's (`gpu-rollout "
+        "verify`, per bucket, from Prometheus).", examples=["15%"])
+    errorRate: DecimalPercent = Field(
+        "1%", description="How many percentage points the error rate on new-driver pods may be above the baseline's "
+        "(verify, per bucket, from Prometheus).", examples=["0.5%"])
 
     @field_validator("timeToFirstToken", "tokensPerSecond", "p95Latency", mode="before")
     @classmethod
@@ -327,39 +419,68 @@ class ValidationTolerance(SpecModel):
 
 
 class Validation(SpecModel):
-    """The post-upgrade validation job (components/validation.py, workload/): every node of a released pool, once
-    per driver version, right after its upgrade. Results are read by `gpu-rollout verify`."""
+    """The post-upgrade validation job (components/validation.py, workload/): it runs on every node of a pool that
+    moves, once per driver version, right after the node's upgrade, serving a small model with vLLM and timing a
+    fixed prompt; a failed run holds the node (docs/validation.md). Its results, and the Prometheus figures of the
+    models, are judged by `gpu-rollout verify`. Required in prod where the operator owns the driver (policy
+    `validation-job-required`)."""
 
-    image: str = Field(min_length=1, description="Serving image (vLLM) with an explicit tag or digest.")
-    model: str = Field(min_length=1, description="Name the server serves the model under (--served-model-name).")
-    modelPath: str = Field(description="Absolute path of the weights in the pod: in the image or the cache volume.")
-    cacheVolume: ValidationCache | None = Field(None, description="Volume holding the weights; none: in the image.")
-    prompt: str = Field("Say hello.", min_length=1, description="Fixed prompt, decoded greedily.")
-    maxTokens: Annotated[StrictInt, Field(gt=0, le=4096)] = Field(64, description="Tokens per request.")
+    image: str = Field(min_length=1, description="Image of the validation job: a vLLM serving image with an explicit "
+                       "tag or digest (not `latest`).", examples=["vllm/vllm-openai:v0.10.2"])
+    model: str = Field(min_length=1, description="Name the job's server serves the weights under "
+                       "(`--served-model-name`) and its requests ask for; the weights come from `modelPath`.",
+                       examples=["Qwen/Qwen2.5-0.5B-Instruct"])
+    modelPath: str = Field(description="Absolute path of the weights in the pod: in the image, or under "
+                           "`cacheVolume.mountPath`.", examples=["/models/Qwen2.5-0.5B-Instruct"])
+    cacheVolume: ValidationCache | None = Field(
+        None, description="A volume that already holds the weights, so nothing is downloaded at validation time; "
+        "none: the weights are in the image. `modelPath` must lie under its `mountPath`.",
+        examples=[{"claimName": "validation-models"}])
+    prompt: str = Field("Say hello.", min_length=1, description="Fixed prompt, decoded greedily.",
+                        examples=["Count from one to ten."])
+    maxTokens: Annotated[StrictInt, Field(gt=0, le=4096)] = Field(64, description="Tokens generated per request.")
     requests: Annotated[StrictInt, Field(gt=0, le=20)] = Field(3, description="Timed requests after one warm-up.")
-    minTokensPerSecond: PositiveNumber = Field(20.0, description="Floor for tokens per second, with or without a baseline.")
-    baselines: dict[str, ValidationBaseline] = Field(default_factory=dict, description="Per pool name.")
-    tolerance: ValidationTolerance = ValidationTolerance()
-    serverArgs: list[str] = Field(default_factory=list, description="Extra arguments to `vllm serve`.")
+    minTokensPerSecond: PositiveNumber = Field(
+        20.0, description="Floor of tokens per second for the job to pass, with or without a baseline.", examples=[40])
+    baselines: dict[str, ValidationBaseline] = Field(
+        default_factory=dict, description="Per pool name: what the pool measured on a driver it ran clean on (copied "
+        "from a passing run's result); the job compares its run with it within `tolerance`. A name that is no pool "
+        "of the stack is refused.")
+    tolerance: ValidationTolerance = Field(
+        ValidationTolerance(), description="How far the job may fall behind its pool's baseline, and new-driver pods "
+        "behind the baseline's in verify.")
+    serverArgs: list[str] = Field(
+        default_factory=list, description="Extra arguments to `vllm serve`; `--host`, `--port`, "
+        "`--served-model-name` and `--model` are the job's own and refused.", examples=[["--max-model-len=4096"]])
     startupTimeoutSeconds: Annotated[StrictInt, Field(gt=0, le=3600)] = Field(
         900, description="How long the server may take to load the model."
     )
     textfileDirectory: str | None = Field(
-        None, description="Host directory of node-exporter's textfile collector; the job writes its metrics there."
+        None, description="Absolute host directory of node-exporter's textfile collector; the job writes its metrics "
+        "there; none: no metrics file.", examples=["/var/lib/node-exporter/textfile"]
     )
     prometheus: str | None = Field(
-        None, description="Where verify and watch read Prometheus: an http(s) URL, or an in-cluster Service as "
-        "namespace/name:port reached through the API server's service proxy with the stack's cluster credentials.")
+        None, description="Where `verify` (and `watch`, for `models[].slo`) read Prometheus: an http(s) URL reached "
+        "directly, or an in-cluster Service `namespace/name:port` reached through the API server's service proxy with "
+        "the stack's own cluster credentials (RBAC `create` on `services/proxy`), as CI reaches the cluster. "
+        "`--prometheus URL` overrides it. Without either, verify's Prometheus checks are inconclusive.",
+        examples=["monitoring/prometheus-k8s:9090", "http://prometheus.monitoring:9090"])
     bucketMinutes: Annotated[StrictInt, Field(ge=5, le=1440)] = Field(
-        60, description="verify compares latency, tokens/s and error rate over the soak in buckets this long.")
+        60, description="verify compares latency, tokens/s and error rate across the soak in buckets this long, "
+        "anchored at the soak's start.", examples=[30])
     minBucketRequests: Annotated[StrictInt, Field(ge=1)] = Field(
-        100, description="Requests a bucket needs on each side before verify judges it.")
+        100, description="Requests a bucket needs on each side before verify judges it; one with fewer is reported "
+        "as such, never judged.", examples=[500])
     maxModelRestarts: NonNegativeInt = Field(
-        0, description="Container restarts of the model pods on upgraded nodes verify accepts over the soak.")
+        0, description="Container restarts of the model pods on upgraded nodes verify accepts over the soak; an OOM "
+        "kill always fails.", examples=[2])
     evictOnFailure: dict[str, StrictBool] = Field(
         default_factory=dict,
-        description="Per pool name: whether `gpu-rollout watch` moves the model pods off a node held by a failed "
-        "validation (Eviction API, PDBs respected). Default: yes on canary and serving pools, no on batch pools.",
+        description="Per pool name: whether `gpu-rollout watch` moves the model pods off a node of the pool that a "
+        "failed validation holds (cordoned by the job), through the Eviction API so PDBs decide; never with a "
+        "`NoExecute` taint. Unset: yes on canary and serving pools, no on batch pools. A name that is no pool of "
+        "the stack is refused (docs/validation.md#a-failed-validation-holds-the-node).",
+        examples=[{"gpu-a100-batch": True}],
     )
 
     @field_validator("image")
@@ -439,7 +560,18 @@ class Waiver(SpecModel):
 
 
 class Promotion(SpecModel):
-    canaryStack: str = Field(min_length=1, description="Stack whose attestation gates this one.")
+    """Which canary stack gates this one: the prod gate, policy ``canary-attested`` (docs/policies.md). A prod stack
+    without it fails that policy."""
+
+    canaryStack: str = Field(
+        min_length=1,
+        description="Stack whose attestation gates this one: `attestations/<canaryStack>/<driver>.json` must have been "
+        "made on it, and the program reads its outputs through a StackReference (a bare name is this project's stack "
+        "in this organization; `org/project/stack` names another) to check it still runs the driver. When "
+        "`Pulumi.<canaryStack>.yaml` sits beside this stack and names the same cluster, `gpu-rollout plan` refuses "
+        "(exit 2) if the two stacks would own a common object: a pool, an NVIDIADriver, the ClusterPolicy or a PDB; "
+        "offline, plan renders that file to answer the StackReference (or reads `--canary-outputs`).",
+        examples=["canary"])
 
     @field_validator("canaryStack")
     @classmethod
@@ -451,26 +583,52 @@ class Promotion(SpecModel):
                              f"digits, '-', '_' and '.', at most {stacks.MAX_NAME_LENGTH} characters")
         return value
 
-    minSoakHours: Annotated[float, Field(ge=0)] = Field(24, description="Hours the canary must run clean.")
+    minSoakHours: Annotated[float, Field(ge=0)] = Field(
+        24, description="Hours the canary must have run clean: the attestation's soak, from `soakStart` to the passing "
+        "`gpu-rollout verify` at `soakEnd`, must last at least this long. In prod, policy `soak-floor` refuses less "
+        "than 24 and advises 168 (the runbook keeps the canary a week ahead).", examples=[168])
     waivers: dict[str, Waiver] = Field(
         default_factory=dict,
-        description="Per prod pool: differences from the attested canary pool the gate turns into advice, with "
-        "the reason.",
+        description="Per prod pool: the differences from the attested canary pool the gate accepts (advice instead "
+        "of a refusal), and why. A pool the stack does not have is refused. Shown by `gpu-rollout plan` (advice "
+        "naming the waiver and its reason, or saying it is unused) and by `gpu-rollout diff` (a `gate waiver` row "
+        "of the pool).",
+        examples=[{"l40s-serving": {"accept": ["gpus-per-node"], "reason": "No spare 4-GPU L40S node for the "
+                                    "canary; l40s-serving is released alone in wave 1 (CHG-4711)."}}],
     )
 
 
 class FleetSpec(SpecModel):
-    stage: Stage
-    changeTicket: str | None = Field(None, description="Change ticket id; required by policy in prod.")
-    cluster: Cluster
-    driver: Driver
-    gpuOperator: GpuOperator
-    nodePools: list[NodePool] = Field(min_length=1)
-    models: list[Model] = Field(default_factory=list)
-    validation: Validation | None = None
-    promotion: Promotion | None = None
-    rollout: RolloutSettings = RolloutSettings()
-    simulation: Simulation = Simulation()
+    """The whole stack config: which gate applies, the cluster, the driver and the GPU Operator, the pools this
+    stack owns and the models on them, and the settings of validation, promotion, rollout and simulation. Each
+    object key has a section of its own below."""
+
+    stage: Stage = Field(
+        description="Which gate applies. A canary stack needs a pool with `role: canary`.", examples=["canary"])
+    changeTicket: str | None = Field(
+        None, description="Change ticket; recorded as the tag `gpu-driver-upgrade:change-ticket` on every cloud pool "
+        "and the annotation `gpu-driver-upgrade.io/change-ticket` on the PDBs; required by policy `change-ticket` "
+        "in prod.", examples=["CHG-20261209-0077"])
+    cluster: Cluster = Field(description="The cluster the stack works on.")
+    driver: Driver = Field(description="Who owns the driver and which version.")
+    gpuOperator: GpuOperator = Field(description="GPU Operator release, ClusterPolicy ownership and upgrade policy.")
+    nodePools: list[NodePool] = Field(min_length=1, description="The GPU pools this stack owns (at least one).")
+    models: list[Model] = Field(
+        default_factory=list, description="Model servers on those pools; each gets a PodDisruptionBudget.")
+    validation: Validation | None = Field(
+        None, description="Settings of the post-upgrade validation job, and the tolerances `gpu-rollout verify` "
+        "applies (docs/validation.md). Required in prod where the operator owns the driver (policy "
+        "`validation-job-required`; advice on image-owned pools); every example stack declares it.")
+    promotion: Promotion | None = Field(
+        None, description="Which canary stack gates this one: the prod gate, policy `canary-attested` "
+        "(docs/policies.md). A prod stack without it fails that policy.")
+    rollout: RolloutSettings = Field(
+        RolloutSettings(), description="The rollout's discipline: the dwell between waves, how long an old "
+        "generation is kept, the maintenance window (policies `waves-in-order`, `old-generation-kept`, "
+        "`maintenance-window`).")
+    simulation: Simulation = Field(
+        Simulation(), description="How long the steps of a rollout take, for `gpu-rollout simulate` "
+        "(docs/simulate.md).")
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

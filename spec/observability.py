@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Annotated
 from urllib.parse import urlsplit
+
+from pydantic import WithJsonSchema
 
 from spec.base import DNS_LABEL
 
@@ -19,6 +22,11 @@ _PORT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,13}[a-z0-9])?$")
 _DECIMAL_PERCENT = re.compile(r"^(\d{1,3})(\.\d{1,4})?%$")
 _DURATION = re.compile(r"^(\d+)(s|m|h)$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
+
+# The two grammars as field types, with the JSON Schema editors check them by (the field validators check the
+# range too: decimal_percent, duration_seconds).
+DecimalPercent = Annotated[str, WithJsonSchema({"type": "string", "pattern": _DECIMAL_PERCENT.pattern})]
+Duration = Annotated[str, WithJsonSchema({"type": "string", "pattern": _DURATION.pattern})]
 
 
 @dataclass(frozen=True)

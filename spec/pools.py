@@ -9,7 +9,7 @@ from typing import Literal, Self
 from pydantic import Field, StrictBool, field_validator, model_validator
 
 from spec import labels
-from spec.base import NonNegativeInt, PositiveInt, SpecModel, at, check_label_map, int_or_percent
+from spec.base import NonNegativeInt, PositiveInt, SpecModel, SurgeCount, at, check_label_map, int_or_percent
 from spec.platform import OsId
 from spec.versions import DriverVersion, ImageRelease
 
@@ -22,12 +22,22 @@ EksCapacityType = Literal["ON_DEMAND", "SPOT", "CAPACITY_BLOCK"]
 
 
 class AksPool(SpecModel):
-    vmSize: str = Field(pattern=r"^Standard_[A-Za-z0-9_]+$", description="Azure VM size, e.g. Standard_NC40ads_H100_v5.")
-    osSku: Literal["Ubuntu", "Ubuntu2204", "Ubuntu2404", "AzureLinux", "AzureLinux3"] = "Ubuntu"
-    maxSurge: str = Field("1", description="Extra nodes during a node-image upgrade (count or percent).")
-    drainTimeoutMinutes: PositiveInt = Field(30, description="How long AKS waits on PDBs per node.")
-    nodeSoakMinutes: NonNegativeInt = Field(0, description="Wait after draining a node before reimaging it.")
-    availabilityZones: list[str] | None = None
+    vmSize: str = Field(
+        pattern=r"^Standard_[A-Za-z0-9_]+$",
+        description="Azure VM size of the pool. Fixed at creation, like the GPU driver setting (`driver.owner`): a "
+        "change is refused against the last deployment (policy `cloud-pool-not-replaced`): add a pool or generation "
+        "instead.", examples=["Standard_ND96isr_H100_v5"])
+    osSku: Literal["Ubuntu", "Ubuntu2204", "Ubuntu2404", "AzureLinux", "AzureLinux3"] = Field(
+        "Ubuntu", description="Node OS. `Ubuntu` lets AKS pick 22.04 or 24.04 by Kubernetes version. Azure Linux is "
+        "refused with an operator-owned driver (no driver image).", examples=["Ubuntu2204"])
+    maxSurge: SurgeCount = Field(
+        "1", description="Surge nodes during node-image upgrades, a count or a percentage (kept as a string, as AKS "
+        "takes it); 0 is refused (AKS needs surge or unavailable nodes).", examples=["33%"])
+    drainTimeoutMinutes: PositiveInt = Field(30, description="How long AKS waits on PDBs per node.", examples=[45])
+    nodeSoakMinutes: NonNegativeInt = Field(0, description="Wait after draining a node before reimaging it.",
+                                            examples=[10])
+    availabilityZones: list[str] | None = Field(None, description="Zones of the pool's nodes; none: AKS's choice.",
+                                                examples=[["1", "2"]])
 
     @field_validator("maxSurge", mode="before")
     @classmethod
@@ -42,12 +52,15 @@ class AksPool(SpecModel):
 
 
 class LaunchTemplate(SpecModel):
-    id: str = Field(pattern=r"^lt-[0-9a-f]{8,17}$", description="Launch template id, e.g. lt-0abc1234def567890.")
-    version: str = Field(pattern=r"^[1-9][0-9]*$", description="Pinned launch template version (a number, not $Latest).")
+    id: str = Field(pattern=r"^lt-[0-9a-f]{8,17}$", description="Launch template id.",
+                    examples=["lt-0c4f2a9b7d1e35a60"])
+    version: str = Field(pattern=r"^[1-9][0-9]*$", description="Pinned launch template version: a number as a "
+                         "string, never `$Latest`.", examples=["3"])
     os: OsId | None = Field(
         None,
-        description="Operating system of the custom AMI the launch template names (its ImageId), e.g. ubuntu22.04; "
-        "required for operator-owned drivers, which run on a custom Ubuntu EKS AMI.",
+        description="Operating system of the custom AMI the launch template names (its `ImageId`, e.g. Canonical's "
+        "Ubuntu EKS AMIs); required for operator-owned drivers, and checked against the operator release's "
+        "platform-support table.", examples=["ubuntu22.04"],
     )
 
 
@@ -58,20 +71,39 @@ class EksPool(SpecModel):
     instanceTypes: list[str] | None = Field(
         None,
         min_length=1,
-        description="EC2 instance types, e.g. [p5.48xlarge]. Required without a launch template; refused with "
-        "CAPACITY_BLOCK, whose launch template sets the instance type.",
+        description="EC2 instance types of the node group. Required without a launch template; refused with "
+        "`CAPACITY_BLOCK` (the launch template sets the type, and EKS fails a node group that has both); beside "
+        "another launch template, give it only if the template sets none.",
+        examples=[["p5.48xlarge"]],
     )
     amiType: Literal[
         "AL2023_x86_64_NVIDIA", "BOTTLEROCKET_x86_64_NVIDIA", "AL2023_x86_64_STANDARD", "BOTTLEROCKET_x86_64"
-    ] | None = Field(None, description="Defaults by driver owner: NVIDIA AMI for image, standard for operator.")
-    maxUnavailable: PositiveInt = Field(1, le=100, description="updateConfig.maxUnavailable of the node group (EKS: 1-100).")
-    updateStrategy: EksUpdateStrategy = "DEFAULT"
+    ] | None = Field(
+        None, description="For image-owned pools; none: the NVIDIA AL2023 AMI when the image owns the driver. A "
+        "standard AMI with `driver.owner: image` is refused (no driver anywhere). With `driver.owner: operator` "
+        "every amiType is refused: the operator has no driver image for Amazon Linux or Bottlerocket, and an NVIDIA "
+        "AMI would be a second driver; the node group runs the custom Ubuntu AMI of its launch template instead.",
+        examples=["AL2023_x86_64_NVIDIA"])
+    maxUnavailable: PositiveInt = Field(1, le=100, description="`updateConfig.maxUnavailable` of the node group "
+                                        "(EKS: 1-100).")
+    updateStrategy: EksUpdateStrategy = Field(
+        "DEFAULT", description="`DEFAULT` launches new nodes first (surge); `MINIMAL` terminates old ones first (no "
+        "surge, for scarce GPUs).", examples=["MINIMAL"])
     diskSize: PositiveInt | None = Field(
-        None, description=f"Root volume GiB (default {DEFAULT_EKS_DISK_GIB}); refused beside a launch template."
+        None, description=f"Root volume GiB (model images are large); none: {DEFAULT_EKS_DISK_GIB} without a launch "
+        "template. Refused beside a launch template: its block device mappings decide.", examples=[500]
     )
-    capacityType: EksCapacityType = "ON_DEMAND"
-    releaseVersion: ImageRelease | None = Field(None, description="Pinned AMI release (required for operator-owned pools).")
-    launchTemplate: LaunchTemplate | None = Field(None, description="Required with capacityType CAPACITY_BLOCK.")
+    capacityType: EksCapacityType = Field(
+        "ON_DEMAND", description="A Capacity Block (`CAPACITY_BLOCK`) never surges and needs `launchTemplate`.",
+        examples=["CAPACITY_BLOCK"])
+    releaseVersion: ImageRelease | None = Field(
+        None, description="Pinned AMI release of the node group; image-owned pools with generations pin it per "
+        "generation instead. Refused for operator-owned pools: a custom-AMI node group takes none; its launch "
+        "template version pins the AMI.", examples=["1.33.5-20251120"])
+    launchTemplate: LaunchTemplate | None = Field(
+        None, description="The launch template: required with `CAPACITY_BLOCK` (it sets the instance type and names "
+        "the reservation) and for operator-owned pools (it names the custom Ubuntu AMI, its `ImageId`). `diskSize` "
+        "and `remoteAccess` are never sent beside it.")
 
     @model_validator(mode="after")
     def _what_eks_accepts(self) -> Self:
@@ -103,12 +135,14 @@ class ExistingPool(SpecModel):
     """A pool of a cluster this stack does not create (``cluster.cloud: existing``)."""
 
     os: OsId | None = Field(
-        None, description="Operating system of the pool's nodes, e.g. ubuntu24.04, so the pack can check it."
+        None, description="Operating system of the pool's nodes, so policy `operator-supports-os` can check it "
+        "(advice while undeclared).", examples=["ubuntu24.04"]
     )
     nodeSelector: dict[str, str] = Field(
         min_length=1,
-        description="Labels that every node of the pool already carries, e.g. {node.kubernetes.io/instance-type: "
-        "p5.48xlarge}; the pool's NVIDIADriver and the live checks find its nodes by them.",
+        description="Labels every node of the pool already carries; the pool's NVIDIADriver selects them and the "
+        "live checks find the pool's nodes by them. Two pools whose selectors nest (one a subset of the other) are "
+        "refused.", examples=[{"gpu.example.com/pool": "h100-serving"}],
     )
 
     @field_validator("nodeSelector")
@@ -120,11 +154,18 @@ class ExistingPool(SpecModel):
 class Generation(SpecModel):
     """One node-pool generation of an image-owned pool: a pool (or node group) on one node image."""
 
-    id: PositiveInt
-    driverVersion: DriverVersion = Field(description="Driver the node image ships.")
-    releaseVersion: ImageRelease | None = Field(None, description="EKS AMI releaseVersion.")
-    nodeImageVersion: ImageRelease | None = Field(None, description="AKS node image version (recorded).")
-    retired: StrictBool = Field(False, description="True once the next generation ran clean for the soak time.")
+    id: PositiveInt = Field(description="Unique within the pool; the highest is the newest and cannot be retired.",
+                            examples=[2])
+    driverVersion: DriverVersion = Field(
+        description="Driver the node image ships, an exact release. A held pool may not yet have a live generation "
+        "on `driver.version`.", examples=["580.173.02"])
+    releaseVersion: ImageRelease | None = Field(None, description="Pinned `releaseVersion` of the node group; "
+                                                "required on EKS.", examples=["1.33.5-20251120"])
+    nodeImageVersion: ImageRelease | None = Field(
+        None, description="AKS node image version, required on AKS; recorded as a tag (AKS takes no node image as "
+        "input).", examples=["202511.07.0"])
+    retired: StrictBool = Field(False, description="Set once the next generation ran clean for the soak time; its "
+                                "cloud pool is then removed.")
     nodeCount: NonNegativeInt | None = Field(
         None,
         description="Nodes of this generation (default: the pool's nodeCount). On a Capacity Block the live "
@@ -138,34 +179,67 @@ class Generation(SpecModel):
 
 
 class PoolRollout(SpecModel):
-    wave: NonNegativeInt = Field(0, description="Order in which prod pools are released; lowest first.")
-    released: StrictBool = Field(False, description="False keeps the skip label on and the old driver pinned.")
+    wave: NonNegativeInt = Field(0, description="Release order of prod pools, lowest (least critical) first.",
+                                 examples=[2])
+    released: StrictBool = Field(
+        False, description="A held pool (not released, not canary) stays on `driver.previousVersion`. Which brake "
+        "holds it depends on the mode: with `useNvidiaDriverCrd: true` its NVIDIADriver is pinned to "
+        "`previousVersion` (so nodes the autoscaler adds get the old driver too); on AKS and EKS its nodes also carry "
+        "the skip label `nvidia.com/gpu-driver-upgrade.skip=true` through the cloud pool's node labels. On `cloud: "
+        "existing` the program owns no node, so the pin is the brake (and `gpu-rollout pause` sets the skip label on "
+        "the nodes themselves). With `useNvidiaDriverCrd: false` nothing pins a held pool: policy `held-pool-pinned` "
+        "fails for every held pool (a node repaired, reimaged or replaced installs the new driver, whatever the "
+        "pool's size) unless `gpuOperator.unpinnedHoldReason` says why.")
 
 
 class NodePool(SpecModel):
-    name: str = Field(description="Pool name as the cloud spells it.")
-    role: Literal["canary", "serving", "batch"] = "serving"
-    gpuProduct: str = Field(min_length=1, description="GFD nvidia.com/gpu.product, e.g. NVIDIA-H100-80GB-HBM3.")
-    gpusPerNode: PositiveInt
-    nodeCount: PositiveInt
-    nvswitch: StrictBool = Field(False, description="HGX/DGX NVSwitch system (needs Fabric Manager).")
+    """The GPU pools this stack owns: one cloud pool (AKS agent pool, EKS node group) each, or one per live
+    generation where the node image owns the driver; on ``cloud: existing``, the nodes a selector names."""
+
+    name: str = Field(
+        description="Cloud pool name, unique. AKS: lowercase letters and digits, starting with a letter, at most 12 "
+        "characters (generations add `g<id>`). EKS: letters, digits, `-`, `_`, at most 63 characters. Existing: a "
+        "DNS label (lowercase letters, digits, `-`). A pool's nodes are found by the project's label "
+        "`gpu-driver-upgrade.io/pool` when they carry it, else by the cloud's own pool label "
+        "(`kubernetes.azure.com/agentpool`, `eks.amazonaws.com/nodegroup`), else by `existing.nodeSelector`.",
+        examples=["gpuh100"])
+    role: Literal["canary", "serving", "batch"] = Field(
+        "serving", description="A canary pool is never held; a canary stack needs one.", examples=["canary"])
+    gpuProduct: str = Field(min_length=1, description="GFD `nvidia.com/gpu.product` of the pool's GPUs.",
+                            examples=["NVIDIA-H100-80GB-HBM3"])
+    gpusPerNode: PositiveInt = Field(description="GPUs of one node (allocatable `nvidia.com/gpu`).", examples=[8])
+    nodeCount: PositiveInt = Field(
+        description="Nodes of the pool (of each live generation, for image-owned pools, unless the generation says "
+        "otherwise). Leave one node of spare GPUs where no surge exists.", examples=[4])
+    nvswitch: StrictBool = Field(False, description="HGX/DGX NVSwitch system (Fabric Manager must match the driver).")
     fabricManager: Literal["driver-container", "image", "host"] | None = Field(
-        None, description="Where Fabric Manager comes from; defaults by driver owner."
+        None, description="Where Fabric Manager comes from; none: by driver owner. The operator's driver container "
+        "bundles and pins it, NVIDIA AMIs ship it, `host` means installed on the node by you.", examples=["host"]
     )
     fabricManagerVersion: DriverVersion | None = Field(
-        None, description="Version of a host-installed Fabric Manager; must equal the pool's driver exactly."
+        None, description="Version of a host-installed Fabric Manager, an exact release; policy "
+        "`fabric-manager-matches` requires it to equal the pool's driver exactly.", examples=["580.173.02"]
     )
     migConfig: str = Field(
         labels.MIG_CONFIG_DISABLED,
         description="The MIG layout the pool's nodes run, as mig-manager's nvidia.com/mig.config names it "
-        "(all-1g.10gb, all-balanced, a custom layout); all-disabled: whole GPUs. The prod gate compares it with "
-        "the canary pool that attested the driver.",
+        "(all-1g.10gb, all-balanced, a custom layout); `all-disabled`: whole GPUs. A label value (letters, digits, "
+        "`-`, `_`, `.`, at most 63). The prod gate compares it with the canary pool that attested the driver (policy "
+        "`canary-attested`); written on the pool's nodes as `gpu-driver-upgrade.io/mig-config` only when it is not "
+        "`all-disabled`.",
+        examples=["all-1g.10gb"],
     )
-    rollout: PoolRollout = PoolRollout()
-    aks: AksPool | None = None
-    eks: EksPool | None = None
-    existing: ExistingPool | None = None
-    generations: list[Generation] | None = Field(None, description="Image-owned pools only: live generations.")
+    rollout: PoolRollout = Field(PoolRollout(), description="When a prod pool takes the new driver.")
+    aks: AksPool | None = Field(None, description="The AKS agent pool; required on `cloud: aks`, refused on others.")
+    eks: EksPool | None = Field(None, description="The EKS managed node group; required on `cloud: eks`, refused on "
+                                "others.")
+    existing: ExistingPool | None = Field(None, description="The pool's nodes in a cluster this project does not "
+                                          "create; required on `cloud: existing`, refused on others.")
+    generations: list[Generation] | None = Field(
+        None, description="Image-owned pools (`driver.owner: image`) on AKS and EKS: required, at least one live; "
+        "refused for operator-owned pools. One cloud pool per live generation (`<name>-g<id>` on EKS, `<name>g<id>` "
+        "on AKS): the new image runs beside the old one. This is also the way to change a replace-only field of a "
+        "pool. See `Pulumi.eks-prod.yaml`.")
 
     @field_validator("migConfig")
     @classmethod

@@ -28,7 +28,10 @@ Fraction = Annotated[float, Field(ge=0, le=1)]
 
 
 class Simulation(SpecModel):
-    """Durations of one node's upgrade and of a model's replica coming back, with their spread."""
+    """Durations of a rollout's steps for `gpu-rollout simulate` (docs/simulate.md): one node's upgrade and a
+    model's replica coming back, with their spread. Measure them on the canary (`gpu-rollout watch` shows each
+    node's time in state). The operator's own limits are not here: pod deletion and drain timeouts come from
+    ``gpuOperator.upgradePolicy``, the validator's 600 s is the operator's."""
 
     driverInstallSeconds: PositiveInt = Field(
         420, description="From the old driver pod's deletion until the new one is Ready (image pull, kernel "
