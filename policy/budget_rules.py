@@ -29,6 +29,12 @@ def _block(policy: Mapping[str, Any], key: str, res: Resource) -> tuple[Mapping[
     resource_types=rf.DRIVER_TYPES,
     severity=Severity.CRITICAL, topics=("disruption",),
     remediation="Set upgradePolicy.podDeletion.force and drain.force to false, and give both a timeout (e.g. 300-900 s).",
+    config_keys=(
+        "gpuOperator.upgradePolicy.podDeletion.force",
+        "gpuOperator.upgradePolicy.drain.force",
+        "gpuOperator.upgradePolicy.podDeletion.timeoutSeconds",
+        "gpuOperator.upgradePolicy.drain.timeoutSeconds",
+    ),
 )
 def eviction_respects_pdb(res: Resource) -> Iterator[Finding]:
     """Pod deletion and drain never force past PDBs; a timeout of 0 waits forever on a blocking PDB."""
@@ -58,6 +64,7 @@ def eviction_respects_pdb(res: Resource) -> Iterator[Finding]:
     resource_types=(rf.PDB,),
     severity=Severity.HIGH, topics=("disruption",),
     remediation="Set models[].minAvailable below replicas (or add a replica).",
+    config_keys=("models[].minAvailable", "models[].replicas"),
 )
 def pdb_allows_drain(res: Resource) -> Iterator[Finding]:
     """Every PDB lets at least one pod go."""
@@ -92,6 +99,7 @@ def pdb_allows_drain(res: Resource) -> Iterator[Finding]:
     resource_types=(rf.PDB,),
     severity=Severity.HIGH, topics=("disruption", "availability"),
     remediation="Run at least two replicas of every model (models[].replicas >= 2).",
+    config_keys=("models[].replicas",),
 )
 def model_redundancy(res: Resource) -> Iterator[Finding]:
     """Every model has more than one replica. The resource is the model's PDB: the program renders one per

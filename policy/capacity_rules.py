@@ -75,6 +75,7 @@ def _canary_node_group(group: facts.NodeGroupUpdate) -> Iterator[Finding]:
     "Checks that the canary upgrades one node at a time (maxParallelUpgrades: 1).",
     severity=Severity.HIGH, topics=("disruption", "canary"),
     remediation="Set gpuOperator.upgradePolicy.maxParallelUpgrades: 1 in the canary stack (0 means unlimited).",
+    config_keys=("gpuOperator.upgradePolicy.maxParallelUpgrades",),
 )
 def canary_one_node_at_a_time(stack: StackFacts) -> Iterator[Finding]:
     """The canary upgrades one node at a time (maxParallelUpgrades: 1; 0 means unlimited)."""
@@ -146,6 +147,12 @@ def _count(value: Any) -> int | None:
     "Checks that prod upgrade parallelism (the operator's upgrade policy, and EKS node group updates that cannot surge) never takes more GPUs out than spare capacity covers, keeping every model at minAvailable.",
     severity=Severity.CRITICAL, topics=("capacity", "disruption"),
     remediation="Lower maxParallelUpgrades or maxUnavailable (EKS: eks.maxUnavailable), or add nodes to the pool until the spare GPUs cover the nodes upgraded at once.",
+    config_keys=(
+        "gpuOperator.upgradePolicy.maxParallelUpgrades",
+        "gpuOperator.upgradePolicy.maxUnavailable",
+        "nodePools[].eks.maxUnavailable",
+        "nodePools[].nodeCount",
+    ),
 )
 def parallelism_within_spare_capacity(stack: StackFacts) -> Iterator[Finding]:
     """In prod, the nodes the operator may take down at once fit in spare capacity, keeping minAvailable."""
@@ -332,6 +339,7 @@ def _node_groups(pool: facts.Pool) -> list[facts.NodeGroupUpdate]:
     "Checks that each pool has at least one node of spare GPU capacity, or surge enabled.",
     severity=Severity.HIGH, topics=("capacity",),
     remediation="Add a node to the pool (nodeCount) or reduce replicas; image-owned pools may rely on surge (check quota first), but not on a Capacity Block or with updateStrategy MINIMAL.",
+    config_keys=("nodePools[].nodeCount", "models[].replicas"),
 )
 def spare_capacity(stack: StackFacts) -> Iterator[Finding]:
     """Each pool has at least one node of spare GPU capacity, or surge enabled."""

@@ -24,6 +24,7 @@ from spec.versions import is_branch_only, is_exact_release
     resource_types=(*rf.DRIVER_TYPES, rf.EKS_NODE_GROUP),
     severity=Severity.HIGH, topics=("compatibility", "drift"),
     remediation="Set driver.version to an exact release (e.g. 580.173.02); for image-owned EKS pools set releaseVersion on every generation.",
+    config_keys=("driver.version", "nodePools[].generations[].releaseVersion"),
 )
 def driver_version_pinned(res: Resource) -> Iterator[Finding]:
     """Exact driver version wherever the operator's driver is set; NVIDIA AMI node groups pin releaseVersion."""
@@ -54,6 +55,7 @@ def driver_version_pinned(res: Resource) -> Iterator[Finding]:
     "Checks that no pool gets a driver from both its node image and the GPU Operator.",
     severity=Severity.CRITICAL, topics=("ownership",),
     remediation="Either let the operator own the driver (AKS gpuProfile.driver: None, a standard EKS AMI) or disable the operator's driver.",
+    config_keys=("driver.owner",),
 )
 def single_driver_owner(stack: StackFacts) -> Iterator[Finding]:
     """No pool where both the node image and the operator install a driver."""
@@ -86,6 +88,7 @@ def _may_overlap(a: dict[str, str], b: dict[str, str]) -> bool:
     "Checks that no node pool is selected by two NVIDIADriver resources.",
     severity=Severity.HIGH, topics=("ownership",),
     remediation="Give each NVIDIADriver a nodeSelector on its own pool label; never leave one without a nodeSelector.",
+    config_keys=("nodePools[].name", "gpuOperator.useNvidiaDriverCrd"),
 )
 def nvidiadriver_selectors_disjoint(stack: StackFacts) -> Iterator[Finding]:
     """No node is selected by two NVIDIADrivers (the operator then refuses both)."""
@@ -118,6 +121,7 @@ def _unless_ran(findings: Iterator[Finding], version: str, ran: frozenset[str]) 
     "Checks that every model's CUDA version runs on the driver of every pool it runs on.",
     severity=Severity.CRITICAL, topics=("compatibility",),
     remediation="Pick a driver at or above the CUDA minimum, or ship cuda-compat in the image (cudaForwardCompat) on a supported branch.",
+    config_keys=("driver.version", "models[].cudaVersion", "models[].cudaForwardCompat"),
 )
 def cuda_driver_compatible(stack: StackFacts) -> Iterator[Finding]:
     """Each model's CUDA runs on the driver of every pool it runs on, or forward compat covers it."""
@@ -173,6 +177,7 @@ def _cuda_on_driver(model: facts.ModelBudget, pool_name: str, version: str) -> I
     "Checks that the driver branch supports the GPU of every pool.",
     severity=Severity.CRITICAL, topics=("compatibility",),
     remediation="Stay on a branch that supports the GPU (Volta, Pascal and Maxwell end at R580); move old GPUs to their own pool.",
+    config_keys=("driver.version", "nodePools[].gpuProduct"),
 )
 def gpu_supported_by_driver(stack: StackFacts) -> Iterator[Finding]:
     """The driver branch of every pool supports the pool's GPU."""
@@ -198,6 +203,7 @@ def gpu_supported_by_driver(stack: StackFacts) -> Iterator[Finding]:
     "Checks that the GPU Operator release lists the driver (advice when only its branch is listed).",
     severity=Severity.HIGH, topics=("compatibility",),
     remediation="Choose a driver from the operator release's component matrix, or upgrade the operator first.",
+    config_keys=("driver.version", "gpuOperator.chartVersion"),
 )
 def operator_supports_driver(stack: StackFacts) -> Iterator[Finding]:
     """The GPU Operator release lists every driver it installs: advice when only the branch is listed, and

@@ -79,6 +79,12 @@ def _excused(message: str, reason: str | None, resource: Resource | None = None)
     remediation="Release the next wave only (rollout.released on its pools) once the one before has run "
     "rollout.waveDwellHours; give serving pools a later wave than batch pools. State rollout.earlyReleaseReason "
     "(or rollout.servingBeforeBatchReason) where the change must go faster, and why.",
+    config_keys=(
+        "nodePools[].rollout.released",
+        "nodePools[].rollout.wave",
+        "rollout.earlyReleaseReason",
+        "rollout.servingBeforeBatchReason",
+    ),
 )
 def waves_in_order(stack: StackFacts) -> Iterator[Finding]:
     """The runbook's "remove the skip label pool by pool, starting with the least critical"."""
@@ -162,6 +168,7 @@ def _serving_after_batch(pools: list[_ProdPool], settings: rf.IdentityFacts) -> 
     remediation="Keep the previous generation live (retired: false) until the newest has run "
     "rollout.keepGenerationHours, then retire it in a change of its own; rollout.earlyRetireReason states why "
     "it may go sooner.",
+    config_keys=("nodePools[].generations[].retired", "rollout.earlyRetireReason"),
 )
 def old_generation_kept(stack: StackFacts) -> Iterator[Finding]:
     """The runbook: "keep the old node pool or node group until the new one has run cleanly for a full business
@@ -211,6 +218,7 @@ def old_generation_kept(stack: StackFacts) -> Iterator[Finding]:
     remediation="Declare a validation block in the prod stack (image, model, modelPath, cacheVolume, prompt, "
     "minTokensPerSecond; docs/validation.md), as the canary stack does: the job runs on every node of a released "
     "pool after its upgrade and holds a node that fails.",
+    config_keys=("validation",),
 )
 def validation_job_required(stack: StackFacts) -> Iterator[Finding]:
     """The runbook: "add a validation job (load a small model, run a fixed prompt, check tokens per second) that
@@ -240,6 +248,7 @@ def validation_job_required(stack: StackFacts) -> Iterator[Finding]:
     severity=Severity.HIGH, topics=("canary", "promotion"),
     remediation="Set promotion.minSoakHours to 168 (the runbook keeps the canary a week ahead of production); "
     "never below 24 in prod.",
+    config_keys=("promotion.minSoakHours",),
 )
 def soak_floor(stack: StackFacts) -> Iterator[Finding]:
     if stack.stage is not Stage.PROD:
@@ -267,6 +276,7 @@ def soak_floor(stack: StackFacts) -> Iterator[Finding]:
     severity=Severity.MEDIUM, topics=("process", "disruption"),
     remediation="Declare rollout.maintenanceWindow (timeZone and weekly windows away from peak traffic and "
     "planned batch jobs) and deploy inside it: the deploy workflow and `gpu-rollout watch` honour it.",
+    config_keys=("rollout.maintenanceWindow",),
 )
 def maintenance_window(stack: StackFacts) -> Iterator[Finding]:
     """The runbook: "Upgrade window avoids peak traffic and any planned batch jobs". Advisory by design (its

@@ -33,10 +33,12 @@ class Violation:
     enforcement: Level
     resource: str  # the resource's logical name, or "stack" for the stack as a whole
     message: str
+    config_keys: tuple[str, ...] = ()  # what to edit in the stack file (docs/config.md paths)
+    fix: str = ""  # the policy's remediation
 
-    def as_json(self) -> dict[str, str]:
+    def as_json(self) -> dict[str, Any]:
         return {"policy": self.policy, "enforcement": self.enforcement.value, "resource": self.resource,
-                "message": self.message}
+                "message": self.message, "configKeys": list(self.config_keys), "fix": self.fix}
 
 
 def _level(value: Any, where: str) -> Level | None:
@@ -130,7 +132,8 @@ def evaluate(resources: Sequence[Resource], config: Mapping[str, Any], now: date
                 continue
             effective = Level.ADVISORY if finding.advisory else level
             where = finding.resource.name if finding.resource is not None else "stack"
-            violations.append(Violation(policy.id, effective, where, finding.message))
+            violations.append(Violation(policy.id, effective, where, finding.message, policy.config_keys,
+                                        policy.remediation))
     return violations
 
 

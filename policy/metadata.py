@@ -73,6 +73,9 @@ class PolicyDef:
     topics: tuple[str, ...]
     remediation: str
     level: Level  # default enforcement; the stage's pack config overrides it
+    # The stack-config keys (docs/config.md paths, ``nodePools[].rollout.released``) a violation is fixed by
+    # editing; empty when the fix is not in the stack file (facts-readable: the pack).
+    config_keys: tuple[str, ...] = ()
     resource_rule: ResourceRule | None = None
     stack_rule: StackRule | ConfiguredStackRule | None = None  # configured (two arguments) when ``config`` is set
     resource_types: tuple[str, ...] = ()  # which resources a resource rule looks at
@@ -97,14 +100,14 @@ def definition(rule: object) -> PolicyDef | None:
 
 def stack_policy(
     id: str, description: str, *, severity: Severity, topics: tuple[str, ...], remediation: str,
-    level: Level = Level.MANDATORY, config: PolicyConfig | None = None,
+    config_keys: tuple[str, ...], level: Level = Level.MANDATORY, config: PolicyConfig | None = None,
 ) -> Callable[[Rule], Rule]:
     """Declare the decorated function a stack rule: it reads the facts of the whole stack (and, with
     ``config``, the settings of its pack config entry as its second argument)."""
 
     def declare(rule: Rule) -> Rule:
         setattr(rule, DEFINITION, PolicyDef(id, description, severity, tuple(topics), remediation, level,
-                                            stack_rule=rule, config=config))
+                                            stack_rule=rule, config=config, config_keys=tuple(config_keys)))
         return rule
 
     return declare
@@ -112,14 +115,14 @@ def stack_policy(
 
 def resource_policy(
     id: str, description: str, *, resource_types: tuple[str, ...], severity: Severity, topics: tuple[str, ...],
-    remediation: str, level: Level = Level.MANDATORY,
+    remediation: str, config_keys: tuple[str, ...], level: Level = Level.MANDATORY,
 ) -> Callable[[Rule], Rule]:
     """Declare the decorated function a resource rule: it reads one resource of ``resource_types`` at a time."""
 
     def declare(rule: Rule) -> Rule:
         setattr(rule, DEFINITION, PolicyDef(
             id, description, severity, tuple(topics), remediation, level, resource_rule=rule,
-            resource_types=tuple(resource_types),
+            resource_types=tuple(resource_types), config_keys=tuple(config_keys),
         ))
         return rule
 

@@ -32,6 +32,12 @@ def _pool_os(res: Resource, declared: str | None) -> tuple[str, ...]:
     "Checks that every pool the GPU Operator installs the driver on runs an operating system the operator release ships a driver image for.",
     severity=Severity.CRITICAL, topics=("compatibility", "platform"),
     remediation="Run operator-owned pools on Ubuntu (AKS osSku Ubuntu2204/Ubuntu2404; EKS a custom Ubuntu AMI through a launch template) or let the node image own the driver (driver.owner: image).",
+    config_keys=(
+        "nodePools[].aks.osSku",
+        "nodePools[].eks.launchTemplate.os",
+        "nodePools[].existing.os",
+        "driver.owner",
+    ),
 )
 def operator_supports_os(stack: StackFacts) -> Iterator[Finding]:
     """Every pool the operator's driver installs on runs an OS the operator release has a driver image for."""
@@ -64,6 +70,7 @@ def operator_supports_os(stack: StackFacts) -> Iterator[Finding]:
     "Checks that NVSwitch pools with a host-installed Fabric Manager pin it to exactly the driver version.",
     severity=Severity.CRITICAL, topics=("compatibility", "nvswitch"),
     remediation="Set nodePools[].fabricManagerVersion to the pool's driver version, or let the driver container bring Fabric Manager.",
+    config_keys=("nodePools[].fabricManagerVersion", "nodePools[].fabricManager"),
 )
 def fabric_manager_matches(stack: StackFacts) -> Iterator[Finding]:
     """NVSwitch pools with a host-installed Fabric Manager pin it to exactly the driver version."""

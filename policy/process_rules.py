@@ -18,6 +18,7 @@ from spec.base import Stage
     "Checks that the prod stage names a change ticket.",
     severity=Severity.MEDIUM, topics=("process",),
     remediation="Set changeTicket in the prod stack to the approved change.",
+    config_keys=("changeTicket",),
 )
 def change_ticket(stack: StackFacts) -> Iterator[Finding]:
     """The prod stage names a change ticket."""
@@ -33,6 +34,7 @@ def change_ticket(stack: StackFacts) -> Iterator[Finding]:
     severity=Severity.CRITICAL, topics=("process",),
     remediation="Enforce a pack that reads the program's facts version: merge (or publish and enable) the pack "
     "that reads it first, then deploy the program that writes it (docs/policies.md, facts-readable).",
+    config_keys=(),
 )
 def facts_readable(stack: StackFacts) -> Iterator[Finding]:
     """The program's facts are no newer than this pack reads (an unstamped record is version 1)."""

@@ -294,6 +294,7 @@ def _trusted_example_key(stack: StackFacts, settings: GateSettings) -> Iterator[
     "attestations/<canary>/<driver>.json, and commit that file with the prod change; never edit an attestation by "
     "hand. Give the canary a pool like each prod pool, or accept a difference in promotion.waivers with its reason.",
     config=SETTINGS,
+    config_keys=("driver.version", "promotion.canaryStack", "promotion.waivers"),
 )
 def canary_attested(stack: StackFacts, settings: GateSettings = GateSettings()) -> Iterator[Finding]:
     """Every promoted driver of a prod pool is admitted by a canary attestation (the module docstring)."""

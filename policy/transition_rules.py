@@ -19,6 +19,7 @@ from spec import resource_facts as rf
     resource_types=rf.CLOUD_POOL_TYPES,
     severity=Severity.CRITICAL, topics=("disruption", "lifecycle"),
     remediation="Keep the pool's replace-only fields as deployed; add a new generation (or pool) with the new settings beside it, move the workloads, then retire the old one.",
+    config_keys=("nodePools[].generations",),
 )
 def cloud_pool_not_replaced(res: Resource) -> Iterator[Finding]:
     """A cloud pool's replace-only fields keep the values it was deployed with."""
@@ -56,6 +57,7 @@ def _deployed(res: Resource) -> dict[str, str] | None:
     resource_types=(rf.EKS_NODE_GROUP,),
     severity=Severity.HIGH, topics=("disruption", "lifecycle", "capacity-block"),
     remediation="Move the reservation's nodes to a new generation one at a time (generations[].nodeCount), or set the generation's nodeCount to 0 before changing its version.",
+    config_keys=("nodePools[].generations[].nodeCount",),
 )
 def capacity_block_updated_empty(res: Resource) -> Iterator[Finding]:
     """A Capacity Block node group moves to another AMI or launch template version only at desired size 0."""
@@ -83,6 +85,7 @@ def capacity_block_updated_empty(res: Resource) -> Iterator[Finding]:
     "Checks that per-pool NVIDIADriver mode is switched on in a change of its own, not together with an operator upgrade.",
     severity=Severity.CRITICAL, topics=("disruption", "migration"),
     remediation="Upgrade the GPU Operator in one change; once it runs clean, set gpuOperator.useNvidiaDriverCrd: true in the next.",
+    config_keys=("gpuOperator.useNvidiaDriverCrd", "gpuOperator.chartVersion"),
 )
 def per_pool_mode_own_change(stack: StackFacts) -> Iterator[Finding]:
     """Per-pool NVIDIADriver mode is switched on in a change of its own, never with an operator upgrade."""

@@ -21,6 +21,7 @@ from spec import resource_facts as rf
     severity=Severity.MEDIUM, topics=("rollout",),
     remediation="Set gpuOperator.upgradePolicy.autoUpgrade: true, or plan to delete driver pods by hand.",
     level=Level.ADVISORY,
+    config_keys=("gpuOperator.upgradePolicy.autoUpgrade",),
 )
 def upgrade_controller_enabled(res: Resource) -> Iterator[Finding]:
     """Operator-owned drivers with autoUpgrade: false (sent, or the resource kind's default) never roll."""
@@ -49,6 +50,7 @@ def _requirements(selector: str) -> frozenset[str] | None:
     severity=Severity.MEDIUM, topics=("disruption", "batch"),
     remediation="Set gpuOperator.upgradePolicy.waitForCompletion.podSelector to a selector every batch pod matches.",
     level=Level.ADVISORY,
+    config_keys=("gpuOperator.upgradePolicy.waitForCompletion.podSelector", "gpuOperator.batchJobSelectors"),
 )
 def wait_for_batch_jobs(stack: StackFacts) -> Iterator[Finding]:
     """waitForCompletion.podSelector of every visible upgrade policy covers every declared batch or
@@ -86,6 +88,7 @@ def wait_for_batch_jobs(stack: StackFacts) -> Iterator[Finding]:
     "Checks that a held pool's driver is pinned to its previous version, so a node the pool gains or replaces does not install the new driver.",
     severity=Severity.HIGH, topics=("rollout", "autoscaling", "node-lifecycle"),
     remediation="Set gpuOperator.useNvidiaDriverCrd: true, in a change of its own, so each held pool's NVIDIADriver pins driver.previousVersion; or record why the held pools may take the new driver on new and replaced nodes in gpuOperator.unpinnedHoldReason.",
+    config_keys=("gpuOperator.useNvidiaDriverCrd", "driver.previousVersion", "gpuOperator.unpinnedHoldReason"),
 )
 def held_pool_pinned(stack: StackFacts) -> Iterator[Finding]:
     """In ClusterPolicy mode one driver version serves every GPU node, so a held pool is held by its skip

@@ -24,7 +24,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
-import click
 import typer
 
 from rollout.console import say
@@ -113,7 +112,7 @@ ContextOption = Annotated[
 ]
 
 
-def run(call: Callable[[], Exit], debug: bool = False) -> NoReturn:
+def run(call: Callable[[], Exit], debug: bool = False, as_json: bool = False) -> NoReturn:
     """Run a verb's call and exit with its code. Invalid input (a stack file, a kubeconfig or context, another
     cluster than the stack's) exits 2 and a cluster call that failed exits 1, each with one message on stderr
     and never a partial report; usage errors are typer's (exit 2, with the usage). Anything else is a defect
@@ -127,16 +126,16 @@ def run(call: Callable[[], Exit], debug: bool = False) -> NoReturn:
     except (typer.TyperException, typer.Exit, typer.Abort):  # usage errors and exits: typer's to show
         raise
     except SpecError as error:
-        refuse(Exit.INVALID, "invalid-input", spec_error_text(error), error.problems)
+        refuse(Exit.INVALID, "invalid-input", spec_error_text(error), error.problems, as_json=as_json)
     except WrongClusterError as error:
-        refuse(Exit.INVALID, "wrong-cluster", f"wrong cluster: {error}")
+        refuse(Exit.INVALID, "wrong-cluster", f"wrong cluster: {error}", as_json=as_json)
     except ConfigError as error:
-        refuse(Exit.INVALID, "kubeconfig", f"--kubeconfig/--context: {error}")
+        refuse(Exit.INVALID, "kubeconfig", f"--kubeconfig/--context: {error}", as_json=as_json)
     except ClusterError as error:
-        refuse(Exit.FAILED, "cluster", f"cluster error: {error}")
+        refuse(Exit.FAILED, "cluster", f"cluster error: {error}", as_json=as_json)
     except Exception as error:  # noqa: BLE001 - the one place a defect becomes exit 70 instead of a traceback
         message = internal_error(error, debug)
-        if _json_mode():
+        if as_json:
             from rollout import documents
 
             documents.write(documents.error_document(Exit.INTERNAL, "internal", message))
@@ -144,24 +143,18 @@ def run(call: Callable[[], Exit], debug: bool = False) -> NoReturn:
     raise typer.Exit(Exit(code))
 
 
-def _json_mode() -> bool:
-    """Did the command line ask for --json (every verb names that option ``as_json``)."""
-    context = click.get_current_context(silent=True)
-    return bool(context is not None and context.params.get("as_json"))
-
-
-def refused(code: Exit, kind: str, message: str, problems: Sequence[SpecProblem] = ()) -> Exit:
+def refused(code: Exit, kind: str, message: str, problems: Sequence[SpecProblem] = (), *, as_json: bool) -> Exit:
     """Say why a verb stops on stderr; with --json, print the error document on stdout too. Returns ``code``."""
     say(message)
-    if _json_mode():
+    if as_json:
         from rollout import documents
 
         documents.write(documents.error_document(code, kind, message, problems))
     return code
 
 
-def refuse(code: Exit, kind: str, message: str, problems: Sequence[SpecProblem] = ()) -> NoReturn:
-    raise typer.Exit(refused(code, kind, message, problems)) from None
+def refuse(code: Exit, kind: str, message: str, problems: Sequence[SpecProblem] = (), *, as_json: bool) -> NoReturn:
+    raise typer.Exit(refused(code, kind, message, problems, as_json=as_json)) from None
 
 
 def spec_error_text(error: SpecError) -> str:
@@ -246,7 +239,7 @@ def moment(value: str | None) -> datetime | None:
     return parsed
 
 
-def _backend_refusal(call: Callable[[], Exit]) -> Callable[[], Exit]:
+def _backend_refusal(call: Callable[[], Exit], as_json: bool) -> Callable[[], Exit]:
     """A verb's call whose backend reading failed exits with the backend's code and one line."""
     def guarded() -> Exit:
         from rollout.backend import BackendError
@@ -254,7 +247,7 @@ def _backend_refusal(call: Callable[[], Exit]) -> Callable[[], Exit]:
         try:
             return call()
         except BackendError as error:
-            return refused(error.code, "backend", str(error))
+            return refused(error.code, "backend", str(error), as_json=as_json)
 
     return guarded
 
@@ -293,7 +286,7 @@ def plan(
 
     when = moment(at)
 
-    run(_backend_refusal(call), debug)
+    run(_backend_refusal(call, as_json), debug, as_json)
 
 
 # ---------------------------------------------------------------- diff (offline, between git revisions)
@@ -355,7 +348,7 @@ def diff(
         return verb.execute(project, base, head, stacks, as_markdown=as_markdown, as_json=as_json,
                             given=verb.Given(previous, canary, from_backend))
 
-    run(_backend_refusal(call), debug)
+    run(_backend_refusal(call, as_json), debug, as_json)
 
 
 # ---------------------------------------------------------------- what the workflows deploy
@@ -386,7 +379,7 @@ def deploy_plan(
         return verb.execute(project, stacks, head, as_json, when)
 
     when = moment(at)
-    run(call, debug)
+    run(call, debug, as_json)
 
 
 @app.command("stacks", short_help="The project's stacks as their files declare them: stage, cloud, credentials.")
@@ -411,7 +404,7 @@ def stacks_verb(
         project = project_dir if project_dir is not None else default_project_dir()
         return verb.list_stacks(project, stacks, Stage(stage) if stage else None, as_json)
 
-    run(call, debug)
+    run(call, debug, as_json)
 
 
 # ---------------------------------------------------------------- the fleet: one promotion train across the stacks
@@ -429,7 +422,7 @@ KubeconfigDirOption = Annotated[
 ]
 
 
-def _fleet_call(call: Callable[[], Exit]) -> Callable[[], Exit]:
+def _fleet_call(call: Callable[[], Exit], as_json: bool) -> Callable[[], Exit]:
     """A fleet verb's call, with the backend's and git's refusals turned into their exit codes."""
 
     def wrapped() -> Exit:
@@ -439,9 +432,9 @@ def _fleet_call(call: Callable[[], Exit]) -> Callable[[], Exit]:
         try:
             return call()
         except BackendError as error:
-            return refused(error.code, "backend", f"fleet: {error}")
+            return refused(error.code, "backend", f"fleet: {error}", as_json=as_json)
         except RevisionError as error:
-            return refused(Exit.INVALID, "invalid-input", f"{error.flag}: {error}")
+            return refused(Exit.INVALID, "invalid-input", f"{error.flag}: {error}", as_json=as_json)
 
     return wrapped
 
@@ -471,7 +464,7 @@ def fleet_plan(
         return verb.execute(_project(project_dir), as_json, as_markdown, when)
 
     when = moment(at)
-    run(call, debug)
+    run(call, debug, as_json)
 
 
 @fleet_app.command("status")
@@ -492,7 +485,7 @@ def fleet_status(
         return verb.status(project, verb.AutomationBackend(project.project_dir), verb.Clusters(kubeconfig_dir),
                            as_json)
 
-    run(_fleet_call(call), debug)
+    run(_fleet_call(call, as_json), debug, as_json)
 
 
 @fleet_app.command("advance")
@@ -535,7 +528,7 @@ def fleet_advance(
                             yes=yes, packs=verb.Packs(packs, Path(policy_pack) if policy_pack else None),
                             only_stage=Stage(stage) if stage else None, as_json=as_json)
 
-    run(_fleet_call(call), debug)
+    run(_fleet_call(call, as_json), debug, as_json)
 
 
 @fleet_app.command("halt")
@@ -557,7 +550,7 @@ def fleet_halt(
             raise typer.BadParameter("say why, in words", param_hint="--reason")
         return verb.halt(load_project(_project(project_dir)), verb.Clusters(kubeconfig_dir), reason, as_json)
 
-    run(_fleet_call(call), debug)
+    run(_fleet_call(call, as_json), debug, as_json)
 
 
 @fleet_app.command("resume")
@@ -576,7 +569,7 @@ def fleet_resume(
 
         return verb.resume_all(load_project(_project(project_dir)), verb.Clusters(kubeconfig_dir), as_json)
 
-    run(_fleet_call(call), debug)
+    run(_fleet_call(call, as_json), debug, as_json)
 
 
 # ---------------------------------------------------------------- live cluster verbs
@@ -632,7 +625,7 @@ def live_verb(verb: Callable[..., Exit]) -> Callable[..., None]:
 
     def command(**options: Any) -> None:
         target = live_target(**{p.name: options.pop(p.name) for p in _SHARED})
-        run(lambda: verb(target, **options), target.debug)
+        run(lambda: verb(target, **options), target.debug, target.as_json)
 
     command.__name__ = command.__qualname__ = verb.__name__  # typer names the command after the function
     command.__doc__ = verb.__doc__
@@ -845,7 +838,7 @@ def rollback(
                             all_config=all_config, reason=reason, as_json=as_json, policy_pack=policy_pack,
                             policy_pack_config=policy_pack_config)
 
-    run(call, debug)
+    run(call, debug, as_json)
 
 
 SigningKeyOption = Annotated[

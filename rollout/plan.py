@@ -259,6 +259,8 @@ def render_violations(violations: list[Violation], console: Console,
         style = "bold red" if v.enforcement.value == "mandatory" else "yellow"
         note = notes.get(verdict_key(v))
         message = escape(v.message) + (f"\n[italic]{escape(note)}[/]" if note else "")
+        if v.enforcement.value == "mandatory" and v.config_keys:  # where the fix goes (the whole fix is in --json)
+            message += f"\n[dim]edit: {escape(', '.join(v.config_keys))}[/]"
         table.add_row(f"{v.policy}\n[dim]{escape(v.resource)}[/]", f"[{style}]{v.enforcement.value}[/]", message)
     console.print(table)
 

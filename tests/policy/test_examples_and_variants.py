@@ -62,7 +62,8 @@ def test_examples_plan_exits_zero(stack):
     document = json.loads(result.stdout)
     assert result.exit_code == 0, result.stdout
     assert all(v["enforcement"] != "mandatory" for v in document["violations"])
-    assert all(set(v) == {"policy", "enforcement", "resource", "message"} for v in document["violations"])
+    assert all(set(v) == {"policy", "enforcement", "resource", "message", "configKeys", "fix"}
+               for v in document["violations"])
 
 
 # One variant per policy (keyed by the policy id) and further ones (keyed by a name of their own).

@@ -73,12 +73,13 @@ def test_the_order_is_the_modules_order_and_the_docs_follow_it():
 def test_a_module_declares_its_own_rules_in_the_order_they_are_written():
     module = types.ModuleType("policy.example_rules")
 
-    @metadata.stack_policy("b-second", "Checks b.", severity=Severity.LOW, topics=("x",), remediation="b")
+    @metadata.stack_policy("b-second", "Checks b.", severity=Severity.LOW, topics=("x",), remediation="b",
+                            config_keys=())
     def second(stack):
         return []
 
     @metadata.resource_policy("a-first", "Checks a.", resource_types=("t",), severity=Severity.HIGH,
-                              topics=("y",), remediation="a", level=Level.ADVISORY)
+                              topics=("y",), remediation="a", config_keys=(), level=Level.ADVISORY)
     def first(res):
         return []
 
@@ -99,3 +100,28 @@ def test_rules_compare_stages_with_the_stage_enum():
         compared = [c for n in ast.walk(tree) if isinstance(n, ast.Compare) for c in ast.walk(n)]
         literals = [c.value for c in compared if isinstance(c, ast.Constant) and c.value in ("prod", "canary")]
         assert literals == [], module.__name__
+
+
+def test_each_policy_names_the_config_keys_that_fix_it() -> None:
+    # A violation says what to edit: each key a real stack-config key (as docs/config.md spells it).
+    from spec.reference import walk
+
+    keys = {key.path for key in walk()}
+    for policy in REGISTRY.values():
+        assert set(policy.config_keys) <= keys, (policy.id, set(policy.config_keys) - keys)
+    # Every policy but the one whose fix is the pack itself points into the stack file.
+    assert [p.id for p in REGISTRY.values() if not p.config_keys] == ["facts-readable"]
+
+
+def test_a_violation_carries_its_keys_and_fix() -> None:
+    from policy.evaluate import evaluate, from_registered, load_config
+    from tests.conftest import as_planned, edited
+
+    config = edited("canary", "gpuOperator", lambda op: op["upgradePolicy"].update(maxParallelUpgrades=3))
+    run = as_planned("canary", config)
+    found = [v for v in evaluate(from_registered(run.resources), load_config("canary"))
+             if v.policy == "canary-one-node-at-a-time"]
+    assert found, "a canary upgrading three nodes at once violates canary-one-node-at-a-time"
+    document = found[0].as_json()
+    assert document["configKeys"] == ["gpuOperator.upgradePolicy.maxParallelUpgrades"]
+    assert "maxParallelUpgrades: 1" in document["fix"]

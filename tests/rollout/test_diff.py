@@ -380,6 +380,7 @@ from hypothesis import strategies as st  # noqa: E402
 from rollout.exits import Exit  # noqa: E402
 from spec.load import SpecError, load_stack_file  # noqa: E402
 from tests.rollout.test_no_traceback import EXAMPLE, SETTINGS, huge, mutations  # noqa: E402
+from tests.rollout.json_contract import error_of
 
 FUZZ = settings(SETTINGS, max_examples=20)
 
@@ -425,7 +426,8 @@ def test_any_stack_file_on_either_side_gives_an_outcome_never_a_traceback(fuzz_r
     if too_big:  # refused unread, whichever side: the flag and the file are named
         assert result.exit_code == Exit.INVALID and f"--{side}:" in result.stderr, result.stderr
     elif refused and side == "head":
-        assert result.exit_code == Exit.INVALID and result.stdout == "", result.output
+        assert result.exit_code == Exit.INVALID, result.output
+        assert error_of(result.stdout, Exit.INVALID, "invalid-input")["problems"], result.stdout  # the keys, on stdout too
         assert result.stderr.startswith("invalid config"), result.stderr
     elif refused:
         assert result.exit_code == Exit.OK, result.stderr

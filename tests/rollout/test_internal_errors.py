@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from rollout.cli import app
 from rollout.exits import Exit
 from tests.fakekube.server import Fault, FakeKube
+from tests.rollout.json_contract import error_of
 
 runner = CliRunner()
 
@@ -74,6 +75,6 @@ def test_a_server_answering_something_else_than_an_object_is_a_cluster_error(pro
     """Not a defect of ours: a proxy or webhook sending JSON that is no Kubernetes object fails the read (exit 1)."""
     prod.faults.append(Fault(200, verb="list", plural="nodes", body=["not", "an", "object"], times=99))
     result = runner.invoke(app, ["preflight", "--stack", "prod", "--kubeconfig", str(kubeconfig), "--json"])
-    assert result.exit_code == 1 and result.stdout == ""
+    assert result.exit_code == 1 and error_of(result.stdout, 1, "cluster")
     assert result.stderr.strip().endswith("list nodes: the server sent JSON that is not an object")
     assert json.dumps(["not"]) not in result.stderr

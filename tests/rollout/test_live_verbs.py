@@ -12,6 +12,7 @@ from rollout.cli import app
 from spec import labels
 from tests.fakekube.fixtures import finish_upgrade, move_node
 from tests.fakekube.server import Fault, FakeKube
+from tests.rollout.json_contract import error_of
 
 runner = CliRunner()
 
@@ -53,7 +54,7 @@ def test_bad_kubeconfig_exits_2_naming_the_flag(tmp_path: Path) -> None:
 def test_cluster_errors_exit_1_with_the_permission(prod: FakeKube, kubeconfig: Path) -> None:
     prod.faults.append(Fault(403, verb="list", plural="poddisruptionbudgets"))
     result = invoke("preflight", "--stack", "prod", "--kubeconfig", str(kubeconfig), "--json")
-    assert result.exit_code == 1 and result.stdout == ""
+    assert result.exit_code == 1 and "poddisruptionbudgets" in error_of(result.stdout, 1, "cluster")["message"]
     assert "'list' 'poddisruptionbudgets.policy' cluster-wide" in result.output
 
 

@@ -161,7 +161,7 @@ def test_from_backend_reads_both_from_the_stacks(repo: GitRepo, tmp_path: Path) 
 
 def test_from_backend_without_the_pulumi_cli_exits_1_saying_so(repo: GitRepo, tmp_path: Path) -> None:
     code, document, err = plan(repo, "--from-backend", env={"PATH": str(tmp_path)})
-    assert code == 1 and document == {}
+    assert code == 1 and document["error"]["code"] == 1 and document["error"]["kind"] == "backend"
     assert "--from-backend: the pulumi CLI is not installed or not on PATH" in err
 
 

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from rollout.cli import app
 from tests.conftest import PROJECT_DIR
+from tests.rollout.json_contract import error_of
 
 runner = CliRunner()
 
@@ -86,13 +87,15 @@ def test_plan_reads_a_stack_file(tmp_path: Path) -> None:
     assert json.loads(out)["stack"] == "staging"
 
 
-def test_invalid_config_exits_2_with_the_key_path_and_prints_nothing_else(tmp_path: Path) -> None:
+def test_invalid_config_exits_2_with_the_key_path_and_prints_only_the_error_document(tmp_path: Path) -> None:
     path = tmp_path / "Pulumi.prod.yaml"
     text = (PROJECT_DIR / "Pulumi.prod.yaml").read_text()
     path.write_text(text.replace('version: "580.173.02"', "version: latest"))
     code, out, err = plan("--stack-file", str(path), "--json")
     assert code == 2
-    assert out == ""
+    # stdout holds the error document alone: the key path `pulumi config set --path` takes, and why.
+    (problem,) = error_of(out, 2, "invalid-input")["problems"]
+    assert problem["key"] == "gpu-driver-upgrade:driver.version" and "moving target" in problem["message"]
     assert "gpu-driver-upgrade:driver.version" in err and "moving target" in err
     assert path.read_text() == text.replace('version: "580.173.02"', "version: latest")  # nothing changed
 

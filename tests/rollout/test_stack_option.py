@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from rollout.cli import app
 from tests.conftest import EXAMPLE_STACKS, PROJECT_DIR
+from tests.rollout.json_contract import error_of
 
 runner = CliRunner()
 
@@ -34,7 +35,7 @@ def test_a_stack_file_name_is_taken_as_the_stack(given: str, monkeypatch: pytest
 
 def test_an_unknown_stack_lists_the_stacks_there_are() -> None:
     result = plan_json("--stack", "nosuch", "--project-dir", str(PROJECT_DIR))
-    assert result.exit_code == 2 and result.stdout == ""
+    assert result.exit_code == 2 and error_of(result.stdout, 2, "invalid-input")["problems"][0]["key"] == "--stack"
     assert "no stack 'nosuch'" in result.stderr and "Pulumi.nosuch.yaml" in result.stderr
     assert f"its stacks: {', '.join(sorted(EXAMPLE_STACKS))}" in result.stderr
 
