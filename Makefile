@@ -92,11 +92,12 @@ bench: venv prometheus
 	$(BIN)/python -m benchmarks.fleet_scale
 
 # The config reference from the model (spec/reference.py): docs/config.md and the JSON Schema of a stack file,
-# docs/schemas/stack-config.schema.json. Run after changing a config field; tests/spec/test_config_reference.py
-# fails while either is stale.
+# docs/schemas/stack-config.schema.json; and the JSON Schema of each verb's --json document (rollout/schemas.py),
+# docs/schemas/<verb>.schema.json. Run after changing a config field or a document; the tests fail while any is stale.
 .PHONY: docs
 docs: venv
 	$(BIN)/python -m scripts.config_docs
+	$(BIN)/python -m scripts.json_schemas
 
 # Re-pin every transitive dependency after a change to pyproject.toml.
 constraints:

@@ -93,6 +93,10 @@ class NodeProgress:
                 "skipped": self.skipped}
 
 
+def _all_done(pools: list[dict[str, Any]]) -> bool:
+    return all(p["held"] or p["done"] == p["total"] for p in pools)
+
+
 @dataclass
 class Snapshot:
     at: float
@@ -115,10 +119,12 @@ class Snapshot:
 
     def complete(self, spec: FleetSpec) -> bool:
         """Every node of every released pool runs its target driver and is upgrade-done."""
-        return all(p["held"] or p["done"] == p["total"] for p in self.pools(spec))
+        return _all_done(self.pools(spec))
 
     def as_json(self, spec: FleetSpec) -> dict[str, Any]:
-        return {"owner": "operator", "at": self.at, "pools": self.pools(spec), "nodes": [n.as_json() for n in self.nodes],
+        pools = self.pools(spec)
+        return {"owner": "operator", "at": self.at, "complete": _all_done(pools),
+                "pools": pools, "nodes": [n.as_json() for n in self.nodes],
                 "models": self.models, "operator": self.operator, "events": self.events,
                 "triggers": [t.as_json() for t in self.triggers], "slo": [r.as_json() for r in self.slo]}
 

@@ -158,6 +158,8 @@ def execute(stack_name: str, project_dir: Path, *, to_version: int | None, dry_r
                                      canary_history=canary_past, force=force, all_config=all_config)
     except (history.RollbackRefused, backend.BackendError) as refusal:
         say(f"rollback refused: {refusal}")
+        if as_json:
+            documents.write(documents.error_document(refusal.code, "refused", f"rollback refused: {refusal}"))
         return refusal.code
 
     stage = history.stage(plan.target.config) or history.stage(current)

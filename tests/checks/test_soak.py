@@ -4,7 +4,6 @@ the AKS example canary whose last node finished its upgrade 40 minutes ago."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,6 +24,7 @@ from tests.fakekube.fixtures import driver_labels
 from tests.fakekube.plugin import FAST
 from tests.policy.attested import canary_attestation
 from tests.workload.openai_server import Behaviour, OpenAIServer
+from tests.rollout.json_contract import document_of
 
 
 @pytest.fixture
@@ -60,7 +60,7 @@ def ask(world: World, capsys: pytest.CaptureFixture[str]) -> tuple[Exit, dict[st
     opened = live(world)
     code = soak_verb.execute(opened.stack.name, opened.spec, opened.kube, project_dir=world.stack_file.parent,
                              as_json=True)
-    return code, json.loads(capsys.readouterr().out)
+    return code, document_of("soak", capsys.readouterr().out)
 
 
 def stamp(at: float) -> str:
@@ -130,7 +130,7 @@ def smoke(world: World, capsys: pytest.CaptureFixture[str]) -> tuple[Exit, dict[
     code = verify_verb.execute(opened.stack.name, opened.spec, opened.kube, project_dir=project, prometheus_url=None,
                                as_json=True, smoke=True)
     out = capsys.readouterr()
-    return code, json.loads(out.out), out.err
+    return code, document_of("verify", out.out), out.err
 
 
 def test_a_smoke_verify_without_prometheus_passes_and_attests_nothing(world: World,

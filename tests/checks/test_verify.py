@@ -8,7 +8,6 @@ hour of backfilled history (tests/prometheus/server.py).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +29,7 @@ from tests.fakekube.plugin import FAST
 from tests.prometheus.server import MISSING, History, binary, start
 from tests.workload.openai_server import Behaviour, OpenAIServer
 from workload import result as job_result
+from tests.rollout.json_contract import document_of
 
 IDS = ["driver-version", "gpu-count", "operator-validator", "model-answers", "latency-throughput", "model-restarts",
        "no-new-xid", "dcgm-metrics", "validation-job"]
@@ -71,7 +71,7 @@ def run(world: World, project: Path, prometheus: str | None, capsys: pytest.Capt
     code = verb.execute(live.stack.name, live.spec, live.kube, project_dir=project, prometheus_url=prometheus,
                         as_json=True, key=example_signing_key())
     out = capsys.readouterr()
-    return code, json.loads(out.out), out.err
+    return code, document_of("verify", out.out), out.err
 
 
 def statuses(doc: dict[str, Any]) -> dict[tuple[str, str], str]:
@@ -99,7 +99,7 @@ def test_a_clean_canary_passes_every_check_and_writes_its_attestation(world: Wor
                                           str(project), "--kubeconfig", str(kubeconfig), "--prometheus", url, "--json",
                                           "--signing-key", str(EXAMPLE_KEY_FILE)])
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.stdout)
+    doc = document_of("verify", result.stdout)
     assert [c["id"] for c in doc["checks"] if c["status"] != "pass"] == []
     assert list(dict.fromkeys(c["id"] for c in doc["checks"])) == IDS  # the runbook's order
     assert {c["subject"] for c in by_check(doc, "driver-version")} == set(world.canary_nodes)
@@ -369,7 +369,7 @@ def test_a_canary_without_a_signing_key_writes_no_attestation(world: World, proj
             str(kubeconfig), "--json"]
     with start(history(world), tmp_path / "prometheus") as url:
         result = CliRunner().invoke(app, [*args, "--prometheus", url])
-    doc = json.loads(result.stdout)
+    doc = document_of("verify", result.stdout)
     assert result.exit_code == 1 and doc["passed"] is True and doc["attestation"] is None
     assert "no signing key: set GPU_ROLLOUT_SIGNING_KEY (the PEM text) or give --signing-key FILE" in doc["attestationError"]
     assert not (project / attestation.ATTESTATION_DIR).exists()

@@ -5,7 +5,6 @@ or a model within its objectives, does not."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from tests.checks.verify_world import ProxyKube, Soak, World, build, history
 from tests.conftest import PROJECT_DIR
 from tests.fakekube.plugin import FAST
 from tests.prometheus.server import MISSING, binary, start
+from tests.rollout.json_contract import document_of
 
 pytestmark = pytest.mark.skipif(binary("prometheus") is None or binary("promtool") is None, reason=MISSING)
 
@@ -51,7 +51,7 @@ def test_an_error_rate_breached_for_as_long_as_declared_pauses_naming_model_pool
         result = CliRunner().invoke(app, ["watch", "--stack-file", str(world.stack_file), "--kubeconfig",
                                           str(kubeconfig), "--once", "--json", "--prometheus", url])
     assert result.exit_code == 1, result.output
-    doc = json.loads(result.stdout)
+    doc = document_of("watch", result.stdout)
     (trigger,) = doc["triggers"]
     assert trigger["kind"] == "slo-breach" and trigger["subject"] == "inference/llm-chat-canary@gpucanary"
     assert trigger["message"].startswith("model inference/llm-chat-canary on pool gpucanary: error rate 5.00%")

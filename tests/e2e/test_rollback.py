@@ -16,6 +16,7 @@ import pytest
 from tests.e2e.conftest import policy_args
 from tests.e2e.controlplane import Rest
 from tests.e2e.pulumi_cli import Pulumi, Result, gpu_rollout, snapshot
+from tests.rollout.json_contract import document_of
 
 CANARY, PROD = "existing-canary", "existing-prod"
 A, B = "580.173.02", "595.91.07"  # the shipped target, and a release the operator v26.7.0 also supports
@@ -107,7 +108,7 @@ def test_rollback_shows_the_changes_and_commands_and_changes_nothing_without_yes
     pack = pulumi.project.resolve() / "policy"  # the project's pack folder, and its stage's config
     assert f"pulumi up --stack {CANARY} --policy-pack {pack} --policy-pack-config {pack / 'canary.json'}" in dry.stdout
     assert "one at a time" in dry.stdout and "maxParallelUpgrades 1" in dry.stdout
-    document = json.loads(rolled_back["plan_json"].stdout)
+    document = document_of("rollback", rolled_back["plan_json"].stdout)
     assert document["target"]["version"] == target and document["applies"] is False
     assert {c["path"]: (c["old"], c["new"]) for c in document["changes"]}[SECRET] == (
         "[secret]", "[secret]")

@@ -4,7 +4,6 @@ records them (the config each update ran, its result, message and the commit it 
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,12 +11,13 @@ import pytest
 from typer.testing import CliRunner
 
 from preview.revisions import Repository
-from rollout import deploy_plan, history, pulumi_config
+from rollout import deploy_plan, documents, history, pulumi_config
 from rollout.cli import app
 from rollout.deploy_plan import Deployed
 from rollout.stacks import stack_files
 from spec.load import read_stack_file
 from tests.rollout.gitrepo import GIT_ENV, GitRepo
+from tests.rollout.json_contract import document_of
 
 STACKS = ("canary", "prod", "eks-canary", "eks-prod", "existing-canary", "existing-prod")
 # A Wednesday, 11:30 UTC: inside every example prod stack's maintenance window (Amsterdam and Berlin 09:00-14:00,
@@ -105,7 +105,7 @@ def test_several_commits_in_one_push_deploy_every_stack_they_change_canary_first
     result = backend.plan()
     assert deployed_names(result) == ["canary", "prod"]  # canary stages before prod stages
     assert "its config differs from what update 1 ran (gpu-driver-upgrade:driver)" in decisions(result)["prod"].reason
-    document = result.as_json()
+    document = document_of("deploy-plan", documents.dumps(result.as_json()))  # what `deploy-plan --json` prints
     assert [e["stack"] for e in document["canary"]] == ["canary"] and [e["stack"] for e in document["prod"]] == ["prod"]
     assert document["prod"][0]["environment"] == "production" and document["canary"][0]["environment"] == "canary"
     assert {s["stack"] for s in document["skip"]} == set(STACKS) - {"canary", "prod"}
@@ -242,14 +242,14 @@ def test_stacks_lists_each_stack_file_with_its_stage_and_credentials(repo: GitRe
     (repo.root / "Pulumi.broken.yaml").write_text("config:\n  gpu-driver-upgrade:stage: qa\n")
     result = CliRunner().invoke(app, ["stacks", "--project-dir", str(repo.root), "--json"])
     assert result.exit_code == 0, result.stderr
-    found = {s["stack"]: s for s in json.loads(result.stdout)["stacks"]}
+    found = {s["stack"]: s for s in document_of("stacks", result.stdout)["stacks"]}
     assert found["prod"]["aksClusterName"] == "aks-inference-weu-1" and found["prod"]["environment"] == "production"
     assert (found["eks-canary"]["eksClusterName"], found["eks-canary"]["eksRegion"]) == ("eks-inference-use1-1",
                                                                                          "us-east-1")
     assert found["existing-prod"]["canary"] == "existing-canary" and found["existing-prod"]["minSoakHours"] == 168
     assert "gpu-driver-upgrade:stage" in found["broken"]["problem"] and found["broken"]["environment"] == "production"
     canaries = CliRunner().invoke(app, ["stacks", "--project-dir", str(repo.root), "--stage", "canary", "--json"])
-    assert [s["stack"] for s in json.loads(canaries.stdout)["stacks"]] == ["canary", "eks-canary", "existing-canary"]
+    assert [s["stack"] for s in document_of("stacks", canaries.stdout)["stacks"]] == ["canary", "eks-canary", "existing-canary"]
     bad = CliRunner().invoke(app, ["stacks", "--project-dir", str(repo.root), "--stage", "qa"])
     assert bad.exit_code == 2 and "'qa' is not a stage" in bad.stderr
 

@@ -262,7 +262,7 @@ def test_json_is_one_stable_document(repo: GitRepo) -> None:
     code, out, _ = invoke(repo, "--base", base, "--json")
 
     assert code == 0
-    document = json.loads(out)
+    document = document_of("diff", out)
     assert set(document) == {"schemaVersion", "base", "head", "stacks", "unchanged"}
     (stack,) = document["stacks"]
     assert set(stack) == {"stack", "file", "status", "changes", "violations", "risks", "note"}
@@ -313,7 +313,7 @@ def test_renderings_in_one_process_match_a_fresh_process(repo: GitRepo) -> None:
     )
 
     assert [s.stack for s in together.stacks] == ["eks-prod", "prod"]
-    fresh = json.loads(alone.stdout)["stacks"]
+    fresh = document_of("diff", alone.stdout)["stacks"]
     assert fresh == [stack_diff(together, "prod").as_json()] == [s.as_json() for s in again.stacks]
     assert fresh[0]["changes"]  # a real comparison, not two empty ones
 
@@ -380,7 +380,7 @@ from hypothesis import strategies as st  # noqa: E402
 from rollout.exits import Exit  # noqa: E402
 from spec.load import SpecError, load_stack_file  # noqa: E402
 from tests.rollout.test_no_traceback import EXAMPLE, SETTINGS, huge, mutations  # noqa: E402
-from tests.rollout.json_contract import error_of
+from tests.rollout.json_contract import document_of, error_of
 
 FUZZ = settings(SETTINGS, max_examples=20)
 

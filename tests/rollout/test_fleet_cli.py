@@ -3,7 +3,6 @@ rendered and judged by the pack), a refused stack exiting 1, and bad input exiti
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from typer.testing import CliRunner
 from rollout.cli import app
 from tests.conftest import EXAMPLE_STACKS, PROJECT_DIR
 from tests.rollout.gitrepo import GitRepo
+from tests.rollout.json_contract import document_of
 
 runner = CliRunner()
 INSIDE_THE_WINDOWS = "2026-12-09T11:30:00Z"  # a Wednesday: every example prod stack's window is open
@@ -31,7 +31,7 @@ def test_the_shipped_fleet_plans_every_stack_in_wave_order_and_admits_them() -> 
     result = runner.invoke(app, ["fleet", "plan", "--json", "--at", INSIDE_THE_WINDOWS, "--project-dir",
                                  str(PROJECT_DIR)])
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.stdout)
+    doc = document_of("fleet-plan", result.stdout)
     assert [w["name"] for w in doc["waves"]] == ["canary", "prod-lab", "prod-cloud"]
     stacks = [s for w in doc["waves"] for s in w["stacks"]]
     assert sorted(s["stack"] for s in stacks) == sorted(EXAMPLE_STACKS)

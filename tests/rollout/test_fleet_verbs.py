@@ -36,6 +36,7 @@ from tests.fakekube.plugin import FAST
 from tests.fakekube.server import FakeKube
 from tests.rollout.gitrepo import GitRepo
 from workload import result as job_result
+from tests.rollout.json_contract import document_of
 
 CANARY, PROD, PROD_B = "existing-canary", "existing-prod", "existing-prod-b"
 STACKS = (CANARY, PROD, PROD_B)
@@ -137,11 +138,11 @@ class World:
         code = fleet.advance(self.project(), self.backend, self.reach, yes=yes, packs=packs or fleet.Packs(),
                              only_stage=stage, as_json=True)
         out = capsys.readouterr()
-        return code, json.loads(out.out), out.err
+        return code, document_of("fleet-advance", out.out), out.err
 
     def status(self, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
         assert fleet.status(self.project(), self.backend, self.reach, as_json=True) == Exit.OK
-        return json.loads(capsys.readouterr().out)
+        return document_of("fleet-status", capsys.readouterr().out)
 
     def lease(self) -> dict[str, Any]:
         return self.fakes[CANARY].obj("leases", LEASE_NAME, LEASE_NAMESPACE)
@@ -261,7 +262,9 @@ def test_a_failed_validation_in_one_cluster_halts_the_train_and_pauses_every_sta
     assert code == Exit.FAILED and "the train is halted since" in err and doc["ups"] == []
     assert world.status(capsys)["halted"]["cause"] == halted["cause"]
 
-    assert fleet.resume_all(world.project(), world.reach, as_json=False) == Exit.OK
+    assert fleet.resume_all(world.project(), world.reach, as_json=True) == Exit.OK
+    resumed = document_of("fleet-resume", capsys.readouterr().out)
+    assert resumed["cleared"] is not None and {r["stack"] for r in resumed["resumed"]} == set(STACKS)
     capsys.readouterr()
     assert world.skipped(PROD) == [] and world.skipped(PROD_B) == []
     assert labels.ANNOTATION_FLEET_HALTED not in world.lease()["metadata"]["annotations"]
@@ -275,7 +278,7 @@ def test_halt_pauses_every_stack_of_the_fleet_at_once_and_nothing_moves(
         world: World, capsys: pytest.CaptureFixture[str]) -> None:
     world.advance(capsys)
     assert fleet.halt(world.project(), world.reach, "Xid 79 on the lab cluster", as_json=True) == Exit.OK
-    doc = json.loads(capsys.readouterr().out)
+    doc = document_of("fleet-halt", capsys.readouterr().out)
     assert doc["halted"]["cause"] == "halted by hand: Xid 79 on the lab cluster"
     assert {p["stack"] for p in doc["paused"]} == set(STACKS) and not any(p["error"] for p in doc["paused"])
     assert world.skipped(CANARY) == world.nodes(CANARY)
@@ -409,7 +412,7 @@ def test_an_image_owned_stack_cannot_be_paused_its_flight_is_reported(tmp_path: 
             fake.write_kubeconfig(folder / name)
         reach = fleet.Clusters(folder, FAST)
         assert fleet.halt(project, reach, "drill", as_json=True) == Exit.OK
-        doc = json.loads(capsys.readouterr().out)
+        doc = document_of("fleet-halt", capsys.readouterr().out)
         assert [(p["stack"], p["error"]) for p in doc["paused"]] == [("eks-canary", None), ("eks-prod", None)]
         assert all(p["imageOwned"].startswith("the node image owns the driver: no `up` of it follows; in flight: ")
                    for p in doc["paused"])

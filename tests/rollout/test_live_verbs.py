@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ from rollout.cli import app
 from spec import labels
 from tests.fakekube.fixtures import finish_upgrade, move_node
 from tests.fakekube.server import Fault, FakeKube
-from tests.rollout.json_contract import error_of
+from tests.rollout.json_contract import document_of, error_of
 
 runner = CliRunner()
 
@@ -24,7 +23,7 @@ def invoke(*args: str):
 def test_preflight_json_and_exit_codes(prod: FakeKube, kubeconfig: Path) -> None:
     result = invoke("preflight", "--stack", "prod", "--kubeconfig", str(kubeconfig), "--json")
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.stdout)
+    doc = document_of("preflight", result.stdout)
     assert doc["stack"] == "prod" and {c["status"] for c in doc["checks"]} <= {"pass", "warn"}
     prod.remove("poddisruptionbudgets", "llm-chat-pdb", "inference")
     assert invoke("preflight", "--stack", "prod", "--kubeconfig", str(kubeconfig)).exit_code == 1
@@ -73,10 +72,10 @@ def test_pause_resume_and_watch_once(prod: FakeKube, kubeconfig: Path, prod_spec
     assert prod.obj("nodes", node)["metadata"]["labels"][labels.SKIP_UPGRADE] == "true"
     snap = invoke("watch", "--stack", "prod", "--kubeconfig", str(kubeconfig), "--once", "--json")
     assert snap.exit_code == 0, snap.output
-    assert {p["pool"]: p["states"] for p in json.loads(snap.stdout)["pools"]}["gput4"] == {
+    assert {p["pool"]: p["states"] for p in document_of("watch", snap.stdout)["pools"]}["gput4"] == {
         "upgrade-done": 3, "upgrade-required": 1}
     resumed = invoke("resume", "--stack", "prod", "--kubeconfig", str(kubeconfig), "--json")
-    assert resumed.exit_code == 0 and json.loads(resumed.stdout)["changed"] == [node]
+    assert resumed.exit_code == 0 and document_of("resume", resumed.stdout)["changed"] == [node]
     move_node(prod, node, "upgrade-failed")
     failed = invoke("watch", "--stack", "prod", "--kubeconfig", str(kubeconfig), "--once")
     assert failed.exit_code == 1 and "upgrade-failed" in failed.output
@@ -97,7 +96,7 @@ def test_a_failure_midway_shows_what_changed(prod: FakeKube, kubeconfig: Path, v
     assert f"stopped at node {nodes[2]} after changing 2 node(s)" in result.output and f"re-run `{verb}`" in result.output
     prod.faults.clear()
     prod.faults.append(Fault(403, verb="patch", plural="nodes", skip=1, times=99))
-    doc = json.loads(invoke(verb, "--stack", "prod", "--kubeconfig", str(kubeconfig), "--json").stdout)
+    doc = document_of(verb, invoke(verb, "--stack", "prod", "--kubeconfig", str(kubeconfig), "--json").stdout)
     assert doc["changed"] == [nodes[2]] and f"stopped at node {nodes[3]}" in doc["error"]
 
 
@@ -119,7 +118,7 @@ def test_watch_reports_trigger_and_failed_pause(prod: FakeKube, kubeconfig: Path
     prod.faults.append(Fault(403, verb="patch", plural="nodes", times=99))
     result = invoke("watch", "--stack", "prod", "--kubeconfig", str(kubeconfig), "--once", "--json")
     assert result.exit_code == 1
-    doc = json.loads(result.stdout)
+    doc = document_of("watch", result.stdout)
     assert [t["kind"] for t in doc["triggers"]] == ["upgrade-failed"]
     assert "forbidden (403)" in doc["pauseError"] and doc["paused"]["changed"] == []
     assert "AUTO-PAUSE FAILED" in result.output and f"node {node} (pool gput4) is in upgrade-failed" in result.output
@@ -137,7 +136,7 @@ def test_cli_pause_resume_exit_1_with_the_message_and_write_nothing(eks: FakeKub
     assert f"there is no operator upgrade to {verb}" in result.output
     assert "node(s) changed" not in result.output and "cluster error" not in result.output
     as_json = invoke(verb, "--stack", "eks-prod", "--kubeconfig", str(kubeconfig), "--json")
-    doc = json.loads(as_json.stdout)
+    doc = document_of(verb, as_json.stdout)
     assert as_json.exit_code == 1 and doc["changed"] == [] and "node image owns the driver" in doc["error"]
     assert eks.writes == 0
     assert {n["metadata"]["name"]: n["metadata"]["labels"].get(labels.SKIP_UPGRADE)
@@ -147,7 +146,7 @@ def test_cli_pause_resume_exit_1_with_the_message_and_write_nothing(eks: FakeKub
 def test_cli_watch_once_json_shape(eks: FakeKube, kubeconfig: Path) -> None:
     result = invoke("watch", "--stack", "eks-prod", "--kubeconfig", str(kubeconfig), "--once", "--json")
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.stdout)
+    doc = document_of("watch", result.stdout)
     assert doc["stack"] == "eks-prod" and doc["owner"] == "image" and doc["complete"] is False
     assert set(doc) == {"schemaVersion", "stack", "owner", "at", "complete", "pools", "nodes", "models", "triggers", "slo"}
     [l40s] = [p for p in doc["pools"] if p["pool"] == "gpu-l40s"]

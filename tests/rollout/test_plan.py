@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from rollout.cli import app
 from tests.conftest import PROJECT_DIR
-from tests.rollout.json_contract import error_of
+from tests.rollout.json_contract import document_of, error_of
 
 runner = CliRunner()
 
@@ -44,7 +44,7 @@ def test_plan_table_shows_what_a_reviewer_checks() -> None:
 
 def test_plan_json_is_one_document_with_engine_inputs() -> None:
     code, out, _ = plan("--stack", "prod", "--json")
-    document = json.loads(out)
+    document = document_of("plan", out)
     assert code == 0 and [v for v in document["violations"] if v["enforcement"] == "mandatory"] == []
     assert document["stack"] == "prod"
     types = [r["type"] for r in document["resources"]]
@@ -58,7 +58,7 @@ def test_plan_json_is_one_document_with_engine_inputs() -> None:
 
 def test_plan_json_eks_prod_pins_release_versions_and_disables_the_driver() -> None:
     code, out, _ = plan("--stack", "eks-prod", "--json")
-    document = json.loads(out)
+    document = document_of("plan", out)
     assert code == 0 and [v for v in document["violations"] if v["enforcement"] == "mandatory"] == []
     resources = document["resources"]
     groups = [r["inputs"] for r in resources if r["type"] == "aws:eks/nodeGroup:NodeGroup"]

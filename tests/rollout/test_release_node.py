@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from tests.fakekube.fixtures import seed
 from tests.fakekube.plugin import stack_spec
 from tests.fakekube.server import FakeKube
 from workload import result as job_result
+from tests.rollout.json_contract import document_of
 
 runner = CliRunner()
 
@@ -37,7 +37,7 @@ def test_watch_resume_and_release_node(canary: FakeKube, kubeconfig: Path) -> No
 
     watched = invoke(kubeconfig, "watch", "--once", "--json")
     assert watched.exit_code == 1, watched.output
-    doc = json.loads(watched.stdout)
+    doc = document_of("watch", watched.stdout)
     assert [(t["kind"], t["subject"]) for t in doc["triggers"]] == [("validation-failed", first)]
     assert doc["evictions"] == {"evicted": [f"inference/{pod}"], "refused": [], "failed": [], "kept": []}
     assert doc["paused"]["changed"]
@@ -51,7 +51,7 @@ def test_watch_resume_and_release_node(canary: FakeKube, kubeconfig: Path) -> No
 
     refused = invoke(kubeconfig, "release-node", first, "--json")
     assert refused.exit_code == 1
-    assert json.loads(refused.stdout)["released"] is False and "--accept-failed" in refused.output
+    assert document_of("release-node", refused.stdout)["released"] is False and "--accept-failed" in refused.output
     assert canary.obj("nodes", first)["spec"]["unschedulable"] is True
 
     released = invoke(kubeconfig, "release-node", first, "--accept-failed")

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from rollout.cli import app
 from tests.conftest import PROJECT_DIR, edited
 from tests.fakekube.server import FakeKube
+from tests.rollout.json_contract import document_of
 
 runner = CliRunner()
 
@@ -36,7 +37,7 @@ def test_from_the_stack_it_predicts_and_recommends_without_a_cluster(tmp_path: P
     result = invoke("simulate", "--stack-file", str(write_stack(tmp_path, cached())), "--project-dir",
                     str(PROJECT_DIR), "--json")
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.stdout)
+    doc = document_of("simulate", result.stdout)
     assert doc["source"] == "stack" and doc["predicted"]["seconds"] > 0
     assert [w["name"] for w in doc["predicted"]["waves"]] == ["wave 1", "wave 2", "wave 3"]
     assert doc["predicted"]["seconds"] >= doc["lowerBound"]["seconds"] and doc["ratio"] >= 1
@@ -64,7 +65,7 @@ def test_a_pdb_keeping_every_replica_exits_1_naming_it(tmp_path: Path) -> None:
     result = invoke("simulate", "--stack-file", str(write_stack(tmp_path, config)), "--project-dir",
                     str(PROJECT_DIR), "--json")
     assert result.exit_code == 1
-    doc = json.loads(result.stdout)
+    doc = document_of("simulate", result.stdout)
     first = doc["predicted"]["stalls"][0]
     assert first["cause"] == "pdb" and first["state"] == "pod-deletion-required" and first["pdb"].endswith("-pdb")
     assert doc["recommended"]["maxParallelUpgrades"] is None and "stackChange" not in doc["recommended"]
@@ -99,7 +100,7 @@ def test_from_the_cluster_reads_in_a_constant_number_of_lists_and_writes_nothing
                                                                                  kubeconfig: Path) -> None:
     result = invoke("simulate", "--stack", "prod", "--from-cluster", "--kubeconfig", str(kubeconfig), "--json")
     assert result.exit_code in (0, 1), result.output
-    doc = json.loads(result.stdout)
+    doc = document_of("simulate", result.stdout)
     assert doc["source"] == "cluster"
     assert sum(p["nodes"] for p in doc["predicted"]["pools"]) == 16
     assert prod.writes == 0

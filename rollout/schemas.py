@@ -1,0 +1,405 @@
+"""The shape of each verb's ``--json`` document, one model per document: ``make docs`` writes
+docs/schemas/<verb>.schema.json from these, and the tests validate what every verb really prints against them.
+
+These models describe; the verbs build their documents from their own records' ``as_json``. A key a verb adds
+or drops without changing its model here fails the tests (every object forbids keys it does not declare), so
+the schema and the output cannot drift apart. Payloads that are not ours to shape (a resource's inputs, a
+check's evidence, stack outputs as the program exports them) are objects without a fixed key set.
+
+Versioning (``schemaVersion``, rollout/documents.py): adding a key keeps the version; removing or renaming one,
+or changing what a value means, raises it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from checks.results import Status
+
+
+class _Shape(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Document(_Shape):
+    schemaVersion: Literal[1] = Field(description="The version of this document's shape (rollout/documents.py).")
+
+
+# ---------------------------------------------------------------- shared parts
+
+
+class Problem(_Shape):
+    key: str = Field(description="The key path as `pulumi config set --path` takes it, or the flag or file.")
+    item: str = Field(description="The names of the list items on the path (a pool's name), else empty.")
+    message: str
+
+
+class ErrorBody(_Shape):
+    code: int = Field(description="The exit code (2 invalid input, 1 a cluster or backend failure, 70 a defect).")
+    kind: Literal["invalid-input", "wrong-cluster", "kubeconfig", "cluster", "backend", "refused", "internal"] = Field(
+        description="refused: the verb itself declined (rollback refused, and why); the rest name the input at fault.")
+    message: str = Field(description="What stderr says.")
+    problems: list[Problem]
+
+
+class ErrorDocument(Document):
+    """What stdout carries when a verb stops on an error in --json mode."""
+
+    error: ErrorBody
+
+
+class Violation(_Shape):
+    policy: str
+    enforcement: Literal["mandatory", "advisory", "disabled"]
+    resource: str = Field(description="The resource's logical name, or 'stack'.")
+    message: str
+    configKeys: list[str] = Field(description="The stack-config keys whose edit fixes it (docs/config.md paths).")
+    fix: str = Field(description="The policy's remediation.")
+    assumption: str | None = Field(None, description="Present when the finding rests on an offline assumption.")
+
+
+class CheckResult(_Shape):
+    id: str
+    status: Status
+    subject: str
+    message: str
+    evidence: dict[str, Any] | None = None
+
+
+class PauseCounts(_Shape):
+    changed: list[str] = Field(description="Nodes this run labelled or unlabelled.")
+    unchanged: list[str]
+    foreign: list[str] = Field(description="Nodes held by a skip label someone else set: never touched.")
+    done: list[str]
+    held: list[str]
+    validationHeld: list[str]
+
+
+# ---------------------------------------------------------------- offline verbs
+
+
+class Source(_Shape):
+    role: str
+    source: str
+    assumed: bool
+    answeredBy: list[str]
+    line: str
+
+
+class Basis(_Shape):
+    stack: str
+    stackFile: str
+    projectDir: str
+    projectFound: str
+    sources: list[Source]
+
+
+class PlannedResource(_Shape):
+    type: str
+    name: str
+    inputs: dict[str, Any]
+
+
+class PlanDocument(Document):
+    stack: str
+    resources: list[PlannedResource]
+    outputs: dict[str, Any] = Field(description="The stack outputs as `pulumi up` would export them.")
+    basis: Basis | None = None
+    violations: list[Violation]
+
+
+class Revision(_Shape):
+    revision: str
+    commit: str | None
+
+
+class Change(_Shape):
+    subject: str
+    field: str
+    base: Any
+    head: Any
+
+
+class Risk(_Shape):
+    kind: str
+    policy: str | None
+    enforcement: str | None
+    text: str
+
+
+class ViolationDiff(_Shape):
+    introduced: list[Violation]
+    fixed: list[Violation]
+    standing: list[Violation]
+
+
+class StackDiff(_Shape):
+    stack: str
+    file: str
+    status: str
+    changes: list[Change]
+    violations: ViolationDiff
+    risks: list[Risk]
+    note: str | None
+    basis: list[Source] | None = None
+
+
+class DiffDocument(Document):
+    base: Revision
+    head: Revision
+    stacks: list[StackDiff]
+    unchanged: list[str]
+
+
+class StackEntry(_Shape):
+    stack: str
+    file: str
+    stage: str
+    environment: str
+    cloud: str
+    canary: str
+    minSoakHours: float | None
+    aksResourceGroup: str
+    aksClusterName: str
+    eksClusterName: str
+    eksRegion: str
+    existingContext: str
+    maintenanceWindow: str
+    problem: str | None
+
+
+class StacksDocument(Document):
+    stacks: list[StackEntry]
+
+
+class Deployment(StackEntry):
+    deploy: bool
+    reason: str
+    packRef: str
+    deployedCommit: str
+
+
+class Skipped(_Shape):
+    stack: str
+    reason: str
+
+
+class DeployPlanDocument(Document):
+    head: str
+    canary: list[Deployment]
+    prod: list[Deployment]
+    skip: list[Skipped]
+
+
+class SimulateDocument(Document):
+    stack: str
+    source: str
+    seed: int
+    policies: list[dict[str, Any]]
+    predicted: dict[str, Any]
+    lowerBound: dict[str, Any]
+    ratio: float | None
+    recommended: dict[str, Any]
+
+
+class RollbackChange(_Shape):
+    path: str
+    old: Any
+    new: Any
+    secret: bool
+    remove: bool
+
+
+class RollbackStep(_Shape):
+    title: str
+    changes: list[RollbackChange]
+    commands: list[str] = Field(description="The pulumi commands of the step, in order, the last one `pulumi up`.")
+
+
+class RollbackDocument(Document):
+    stack: str
+    target: dict[str, Any]
+    driver: dict[str, Any]
+    how: str
+    canary: Any
+    allConfig: bool
+    changes: list[RollbackChange]
+    leftAlone: list[RollbackChange]
+    notes: list[str]
+    steps: list[RollbackStep]
+    applies: bool
+
+
+# ---------------------------------------------------------------- live verbs
+
+
+class PreflightDocument(Document):
+    stack: str
+    checks: list[CheckResult]
+
+
+class VerifyDocument(Document):
+    stack: str
+    passed: bool
+    smoke: bool
+    checks: list[CheckResult]
+    attestation: str | None = Field(description="The attestation file written, if any.")
+    attestationError: str | None = None
+
+
+class WatchDocument(Document):
+    stack: str
+    owner: Literal["operator", "image"]
+    at: float
+    complete: bool
+    pools: list[dict[str, Any]]
+    nodes: list[dict[str, Any]]
+    models: list[dict[str, Any]]
+    operator: list[dict[str, Any]] | None = None
+    events: list[dict[str, Any]] | None = None
+    triggers: list[dict[str, Any]]
+    slo: list[dict[str, Any]]
+    paused: dict[str, Any] | None = Field(None, description="Operator-owned stacks: what a trigger's pause did.")
+    pauseError: str | None = None
+    evictions: dict[str, Any] | None = None
+
+
+class PauseDocument(Document, PauseCounts):
+    stack: str
+    verb: Literal["pause", "resume"]
+    error: str | None
+
+
+class Hold(_Shape):
+    driver: str
+    checks: list[str]
+    at: str
+    message: str
+
+
+class ReleaseDocument(Document):
+    stack: str
+    node: str
+    released: bool
+    error: str | None
+    pool: str | None = Field(None, description="Present once released, as are hold, uncordoned and note.")
+    hold: Hold | None = None
+    uncordoned: bool | None = None
+    note: str | None = None
+
+
+class SoakDocument(Document):
+    stack: str
+    driver: str
+    soakStart: str | None
+    minSoakHours: float | None
+    prodStacks: list[str]
+    readyAt: str | None
+    ready: bool
+    attested: str | None
+    waiting: list[str]
+    reason: str
+
+
+# ---------------------------------------------------------------- the fleet
+
+
+class FleetWaitFor(_Shape):
+    verify: str
+    attestation: bool
+    soakHours: float
+
+
+class FleetPlanWave(_Shape):
+    name: str
+    maxConcurrent: int
+    waitFor: FleetWaitFor
+    waits: str
+    stacks: list[dict[str, Any]]
+
+
+class FleetPlanDocument(Document):
+    refused: bool
+    waves: list[FleetPlanWave]
+
+
+class FleetStatusDocument(Document):
+    halted: dict[str, Any] | None = Field(description="The halt record (cause, at, by) while the train is halted.")
+    current: str | None
+    complete: bool
+    next: str
+    halt: dict[str, Any] | None
+    lease: dict[str, Any] | None
+    blocked: list[str]
+    signs: list[dict[str, Any]]
+    limits: dict[str, Any]
+    waves: list[dict[str, Any]]
+
+
+class StackPause(PauseCounts):
+    stack: str
+    error: str | None
+    imageOwned: str | None
+
+
+class StackPauseError(_Shape):
+    stack: str
+    error: str | None
+    imageOwned: str | None
+
+
+class Up(_Shape):
+    stack: str
+    ok: bool
+    detail: str
+
+
+class FleetAdvanceDocument(FleetStatusDocument):
+    applies: bool = Field(description="false: what --yes would do (ups are stack names); true: what was done.")
+    ups: list[Up] | list[str]
+    withheld: list[str]
+    paused: list[StackPause | StackPauseError] | None = None
+    ownPauses: list[StackPause | StackPauseError] | None = None
+
+
+class FleetHaltDocument(Document):
+    halted: dict[str, Any] | None
+    paused: list[StackPause | StackPauseError]
+
+
+class FleetResumeDocument(Document):
+    cleared: dict[str, Any] | None
+    resumed: list[StackPause | StackPauseError]
+
+
+# The document each --json verb prints (besides ErrorDocument, which any of them may print instead).
+DOCUMENTS: dict[str, type[Document]] = {
+    "plan": PlanDocument,
+    "diff": DiffDocument,
+    "deploy-plan": DeployPlanDocument,
+    "stacks": StacksDocument,
+    "simulate": SimulateDocument,
+    "rollback": RollbackDocument,
+    "preflight": PreflightDocument,
+    "verify": VerifyDocument,
+    "watch": WatchDocument,
+    "pause": PauseDocument,
+    "resume": PauseDocument,
+    "release-node": ReleaseDocument,
+    "soak": SoakDocument,
+    "fleet-plan": FleetPlanDocument,
+    "fleet-status": FleetStatusDocument,
+    "fleet-advance": FleetAdvanceDocument,
+    "fleet-halt": FleetHaltDocument,
+    "fleet-resume": FleetResumeDocument,
+    "error": ErrorDocument,
+}
+
+
+def schema(verb: str) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a verb's document."""
+    document = DOCUMENTS[verb].model_json_schema(mode="serialization")
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": f"docs/schemas/{verb}.schema.json", **document}
