@@ -217,17 +217,20 @@ INTRO = """\
 Every key lives in the Pulumi project namespace `gpu-driver-upgrade` of a stack file
 (`Pulumi.<stack>.yaml`), as `gpu-driver-upgrade:<key>` under `config:`; objects and lists are written as YAML
 structures. One loader (`spec/load.py`) reads it for both `pulumi up` and `gpu-rollout`; an invalid stack fails
-before anything is sent, with every problem listed by key path:
+before anything is sent, with every problem listed by key path (as `pulumi config set --path` takes it, with the
+name of the list item it is in):
 
 ```
 invalid config in Pulumi.prod.yaml:
-  gpu-driver-upgrade:nodePools[1].name: AKS Linux pool name 'GPU_A100' is invalid: ...
+  gpu-driver-upgrade:nodePools[1].nodeCount (gpua100): Input should be a valid integer (got '3')
   gpu-driver-upgrade:driver.version: 'latest' is a moving target; pin an exact release such as 580.173.02
+  gpu-driver-upgrade:gpuOperator.upgradePolicy.podDeleton: unknown key (did you mean 'podDeletion'? ...)
 ```
 
 Rules that hold everywhere:
 
-- **Unknown keys are errors**, at every level (a typo such as `gpuPodDeletion` is not ignored).
+- **Unknown keys are errors**, at every level (a typo such as `gpuPodDeletion` is not ignored); the nearest
+  key of the same block is suggested.
 - **Versions are quoted strings.** YAML reads `12.10` as the number 12.1 and `570.26` as a float, so
   every version field (driver, CUDA, chart, AMI release, node image) refuses a number and asks for quotes.
   Floating names (`latest`, `stable`, ...) are refused.
