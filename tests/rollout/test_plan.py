@@ -164,3 +164,16 @@ def test_plan_finds_the_project_from_the_current_folder(tmp_path: Path) -> None:
     pool = next(r for r in json.loads(result.stdout)["resources"] if r["type"].endswith(":AgentPool")
                 and r["name"] == "gpucanary")
     assert pool["inputs"]["count"] == 4
+
+
+def test_a_mandatory_violation_says_which_config_key_to_edit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    path = tmp_path / "Pulumi.canary.yaml"
+    path.write_text((PROJECT_DIR / "Pulumi.canary.yaml").read_text().replace("maxParallelUpgrades: 1",
+                                                                            "maxParallelUpgrades: 3"))
+    code, out, _ = plan("--stack-file", str(path), "--project-dir", str(PROJECT_DIR))
+    assert code == 1
+    assert "edit: gpuOperator.upgradePolicy.maxParallelUpgrades" in out  # whole, at 100 columns
+    code, out, _ = plan("--stack-file", str(path), "--project-dir", str(PROJECT_DIR), "--json")
+    found = [v for v in document_of("plan", out)["violations"] if v["policy"] == "canary-one-node-at-a-time"]
+    assert found and all(v["configKeys"] == ["gpuOperator.upgradePolicy.maxParallelUpgrades"] for v in found)
