@@ -270,9 +270,39 @@ class StackDiff:
 
 
 def _verdict(v: Violation) -> tuple[str, str, str]:
-    # Messages quote versions, so the same finding reads differently on both sides: a verdict is its
-    # policy, resource and level.
     return (v.policy, v.resource, v.enforcement.value)
+
+
+def _matched(before: Sequence[Violation], after: Sequence[Violation]) -> tuple[list[Violation], list[Violation],
+                                                                            list[Violation]]:
+    """(introduced, fixed, kept at head). Findings of one policy on one resource at one level are matched one for
+    one, never collapsed: first those whose message is the same on both sides, then the rest in order (messages
+    quote versions, so a finding kept across a bump reads otherwise); what one side has more of is introduced or
+    fixed."""
+    groups: dict[tuple[str, str, str], tuple[list[Violation], list[Violation]]] = {}
+    for side, found in ((0, before), (1, after)):
+        for v in found:
+            groups.setdefault(_verdict(v), ([], []))[side].append(v)
+    introduced: list[Violation] = []
+    fixed: list[Violation] = []
+    kept: list[Violation] = []
+    for old, new in groups.values():
+        same, rest = [], []
+        for v in new:
+            twin = next((o for o in old if o.message == v.message), None)
+            if twin is not None:
+                old.remove(twin)
+                same.append(v)
+            else:
+                rest.append(v)
+        kept += same + rest[:len(old)]
+        introduced += rest[len(old):]
+        fixed += old[len(rest):]
+    # In the order each side lists them (identity, not equality: two findings may read alike).
+    def order(found: Sequence[Violation], chosen: list[Violation]) -> list[Violation]:
+        return sorted(chosen, key=lambda v: next(i for i, f in enumerate(found) if f is v))
+
+    return order(after, introduced), order(before, fixed), order(after, kept)
 
 
 def _summary(facts: Mapping[str, str]) -> str:
@@ -309,11 +339,10 @@ def compare(stack: str, file: str, base: StackView | None, head: StackView | Non
     review refuses it (a change of the config schema); head is then shown whole. ``basis``: what head was judged
     against; ``assumptions``: the mandatory verdicts at head that rest on an assumed part of it."""
     status = Status.CHANGED if base_error else Status.ADDED if base is None else Status.REMOVED if head is None else Status.CHANGED
-    before = {_verdict(v): v for v in (base.violations if base else ())}
-    after = {_verdict(v): v for v in (head.violations if head else ())}
-    introduced = tuple(v for key, v in after.items() if key not in before)
-    fixed = tuple(v for key, v in before.items() if key not in after) if head is not None else ()
-    standing = tuple(v for key, v in after.items() if key in before and v.enforcement == Level.MANDATORY)
+    added, gone, kept = _matched(base.violations if base else (), head.violations if head else ())
+    introduced = tuple(added)
+    fixed = tuple(gone) if head is not None else ()
+    standing = tuple(v for v in kept if v.enforcement == Level.MANDATORY)
     note = f"the base side does not render with the program under review, so head is shown whole: {base_error}" if base_error else None
     diff = StackDiff(stack, file, status, tuple(changes(base, head)), introduced, fixed, standing, note=note,
                      basis=tuple(basis), assumptions=dict(assumptions or {}))

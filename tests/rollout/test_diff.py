@@ -456,6 +456,19 @@ def test_verdicts_are_introduced_fixed_or_standing_by_policy_resource_and_level(
     assert diff.newly_mandatory == diff.introduced
 
 
+def test_two_findings_of_one_policy_on_one_resource_are_never_collapsed() -> None:
+    # plan reports both; diff must too (a driver bump: the kept finding rewords, a second one appears).
+    def side(*violations: Violation) -> compare.StackView:
+        return compare.StackView("prod", "prod", {("driver", "version"): "580.173.02"}, {}, violations)
+
+    trusts_example = Violation("canary-attested", Level.MANDATORY, "promotion", "the gate trusts the example key")
+    no_attestation = Violation("canary-attested", Level.MANDATORY, "promotion", "no attestation for 595.91.07")
+    diff = compare.compare("prod", "Pulumi.prod.yaml", side(trusts_example), side(no_attestation, trusts_example))
+    assert diff.standing == (trusts_example,) and diff.introduced == (no_attestation,) and diff.fixed == ()
+    both_gone = compare.compare("prod", "Pulumi.prod.yaml", side(trusts_example, no_attestation), side())
+    assert both_gone.fixed == (trusts_example, no_attestation) and both_gone.introduced == ()
+
+
 # ---------------------------------------------------------------- issue 20: the gate's inputs in the PR diff
 
 
