@@ -106,9 +106,16 @@ def check_config(config: Mapping[str, Any]) -> None:
         )
 
 
-def load_config(stage: str | None) -> dict[str, Any]:
-    """The stage's pack config file (policy/<stage>.json); the registry defaults when there is none."""
-    path = POLICY_DIR / f"{stage}.json"
+def pack_config_dir(project_dir: Path | None) -> Path:
+    """Where a project keeps its stages' pack configs: its own policy/ folder (a team's trustedKeys and levels
+    live there, `gpu-rollout init --trust-key` writes them), else the pack's folder this code came with."""
+    own = project_dir / "policy" if project_dir is not None else None
+    return own if own is not None and own.is_dir() else POLICY_DIR
+
+
+def load_config(stage: str | None, policy_dir: Path = POLICY_DIR) -> dict[str, Any]:
+    """The stage's pack config file (<policy_dir>/<stage>.json); the registry defaults when there is none."""
+    path = policy_dir / f"{stage}.json"
     if stage is None or not path.is_file():
         return {}
     config: dict[str, Any] = json.loads(path.read_text())

@@ -150,8 +150,8 @@ def stack_outputs(project_dir: Path, stack: str) -> dict[str, Any] | None:
         done = subprocess.run(command, cwd=project_dir, capture_output=True, text=True, check=False,
                               env={**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"})
     except FileNotFoundError:
-        raise BackendError(f"--from-backend: the pulumi CLI is not installed or not on PATH (it reads stack "
-                           f"'{stack}''s outputs)") from None
+        raise BackendError(f"--from-backend: the pulumi CLI is not installed or not on PATH (it reads the "
+                           f"outputs of stack '{stack}')") from None
     if done.returncode != 0:
         line = first_error_line(Exception(done.stderr or done.stdout))
         if NO_SUCH_STACK in line:
@@ -162,5 +162,5 @@ def stack_outputs(project_dir: Path, stack: str) -> dict[str, Any] | None:
     except json.JSONDecodeError:
         raise BackendError(f"--from-backend: `pulumi stack output --json --stack {stack}` printed no JSON") from None
     if not isinstance(document, dict):
-        raise BackendError(f"--from-backend: stack '{stack}''s outputs are not a JSON object")
+        raise BackendError(f"--from-backend: the outputs of stack '{stack}' are not a JSON object")
     return document

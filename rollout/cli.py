@@ -123,6 +123,16 @@ def run(call: Callable[[], Exit], debug: bool = False, as_json: bool = False) ->
 
     try:
         code = call()
+    except typer.BadParameter as error:  # a usage error the verb found: typer shows it with the usage
+        if as_json:
+            from rollout import documents
+            from spec.load import SpecProblem
+
+            hint = error.param_hint if isinstance(error.param_hint, str) else ""
+            message = error.format_message()
+            documents.write(documents.error_document(Exit.INVALID, "invalid-input", message,
+                                                     [SpecProblem(hint, error.message)] if hint else []))
+        raise
     except (typer.TyperException, typer.Exit, typer.Abort):  # usage errors and exits: typer's to show
         raise
     except SpecError as error:
@@ -145,12 +155,9 @@ def run(call: Callable[[], Exit], debug: bool = False, as_json: bool = False) ->
 
 def refused(code: Exit, kind: str, message: str, problems: Sequence[SpecProblem] = (), *, as_json: bool) -> Exit:
     """Say why a verb stops on stderr; with --json, print the error document on stdout too. Returns ``code``."""
-    say(message)
-    if as_json:
-        from rollout import documents
+    from rollout import documents
 
-        documents.write(documents.error_document(code, kind, message, problems))
-    return code
+    return documents.refused(code, kind, message, problems, as_json=as_json)
 
 
 def refuse(code: Exit, kind: str, message: str, problems: Sequence[SpecProblem] = (), *, as_json: bool) -> NoReturn:

@@ -18,7 +18,7 @@ from pathlib import Path
 from preview.revisions import Repository, RevisionError
 from rollout import documents
 from rollout import backend, deploy_plan
-from rollout.console import say, stdout
+from rollout.console import stdout
 from rollout.exits import Exit
 from rollout.stacks import StackFile, stack_files
 from spec.base import Stage
@@ -52,13 +52,11 @@ def execute(project_dir: Path, names: list[str] | None, head: str | None, as_jso
         commit = repo.commit(head or "HEAD", "--head")
         stacks = _chosen(project_dir, names)
     except RevisionError as error:
-        say(f"{error.flag}: {error}")
-        return Exit.INVALID
+        return documents.refused(Exit.INVALID, "invalid-input", f"{error.flag}: {error}", as_json=as_json)
     try:
         deployed = _deployed(project_dir, stacks)
     except backend.BackendError as error:
-        say(f"deploy-plan: {error}")
-        return error.code
+        return documents.refused(error.code, "backend", f"deploy-plan: {error}", as_json=as_json)
     result = deploy_plan.plan(stacks, deployed, commit, repo, now)
     if as_json:
         documents.write(result.as_json())
@@ -79,8 +77,7 @@ def list_stacks(project_dir: Path, names: list[str] | None, stage: Stage | None,
     try:
         stacks = _chosen(project_dir.resolve(), names, stage)
     except RevisionError as error:
-        say(f"{error.flag}: {error}")
-        return Exit.INVALID
+        return documents.refused(Exit.INVALID, "invalid-input", f"{error.flag}: {error}", as_json=as_json)
     if as_json:
         documents.write({"stacks": [s.as_json() for s in stacks]})
         return Exit.OK

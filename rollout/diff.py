@@ -38,7 +38,6 @@ from rollout import documents
 from rollout import basis
 from rollout import console as consoles
 from rollout import plan
-from rollout.console import say
 from rollout.exits import Exit
 from spec import attestation
 from spec.load import MAX_STACK_FILE_BYTES, SpecError, SpecProblem, read_stack_file, spec_from_config
@@ -247,12 +246,13 @@ class _Renderer:
         result = self._run(side, stack, previous)
         view = self._view(side, stack, result)
         notes = plan.assumption_notes(result, list(view.violations), last, canary_source,
-                                      lambda outputs: self._run(side, stack, previous, canary=outputs))
+                                      lambda outputs: self._run(side, stack, previous, canary=outputs),
+                                      project_dir=self.project_dir)
         return view, sources, notes
 
     def _view(self, side: Side, stack: str, result: ProgramRun) -> compare.StackView:
         self._outputs[(side.flag, stack)] = result.outputs
-        violations = plan.policy_report(result)
+        violations = plan.policy_report(result, project_dir=self.project_dir)
         return compare.view(stack, from_registered(result.resources), result.outputs, violations)
 
     def deployed(self, side: Side, stack: str) -> tuple[compare.StackView, dict[str, Any]]:
@@ -276,7 +276,7 @@ def build(project_dir: Path, base: str | None, head: str | None, stacks: list[st
     for wanted in stacks or []:
         if wanted not in names:
             raise RevisionError("--stack", f"no stack file Pulumi.{wanted}.yaml in {project_dir} at "
-                                f"{base_side.label} or {head_side.label}")
+                                f"{base_side.label} or {head_side.label}; its stacks: {', '.join(names) or 'none'}")
     chosen = [n for n in names if not stacks or n in stacks]
     unattested = _unattested(project_dir)
     found: dict[str, compare.StackDiff] = {}
@@ -363,9 +363,8 @@ def execute(project_dir: Path, base: str | None, head: str | None, stacks: list[
     terminal) that Markdown rendered. 0 whenever it was rendered (see the module's docstring)."""
     try:
         report = build(project_dir, base, head, stacks, given)
-    except RevisionError as error:
-        say(f"{error.flag}: {error}")  # one line, as the other flag errors of run(): a usage box would wrap it
-        return Exit.INVALID
+    except RevisionError as error:  # one line, as the other flag errors of run(): a usage box would wrap it
+        return documents.refused(Exit.INVALID, "invalid-input", f"{error.flag}: {error}", as_json=as_json)
     if as_json:
         documents.write(report.as_json())
     elif as_markdown:

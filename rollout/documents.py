@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from rollout.console import say
 from rollout.exits import Exit
 from spec.load import SpecProblem
 
@@ -36,3 +37,11 @@ def error_document(code: Exit, kind: str, message: str, problems: Iterable[SpecP
     """What stdout carries when a verb stops on an error in ``--json`` mode."""
     return {"error": {"code": int(code), "kind": kind, "message": message,
                       "problems": [problem.as_json() for problem in problems]}}
+
+
+def refused(code: Exit, kind: str, message: str, problems: Iterable[SpecProblem] = (), *, as_json: bool) -> Exit:
+    """A verb stops: say why on stderr and, with --json, print the error document on stdout. Returns ``code``."""
+    say(message)
+    if as_json:
+        write(error_document(code, kind, message, problems))
+    return code

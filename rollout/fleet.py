@@ -434,8 +434,7 @@ def advance(project: FleetProject, backend: Backend, clusters: Clusters, *, yes:
     try:
         held = lease.acquire()
     except LeaseHeld as error:
-        say(f"fleet advance refused: {error}")
-        return Exit.FAILED
+        return documents.refused(Exit.FAILED, "refused", f"fleet advance refused: {error}", as_json=as_json)
     try:
         with Renewer(lease) as renewer:
             return _step(project, backend, clusters, lease, held, renewer, packs, only_stage, as_json, now)

@@ -84,7 +84,7 @@ def plan_stacks(project: FleetProject, now: datetime | None) -> list[tuple[Wave,
             except SpecError as error:
                 plans.append(StackPlan(name, spec, problem="; ".join(str(p) for p in error.problems)))
                 continue
-            plans.append(StackPlan(name, spec, stack_plan.policy_report(rendered, now)))
+            plans.append(StackPlan(name, spec, stack_plan.policy_report(rendered, now, project.project_dir)))
         out.append((wave, plans))
     return out
 

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from policy.evaluate import Violation, evaluate, from_registered, load_config, mandatory
+from policy.evaluate import Violation, evaluate, from_registered, load_config, mandatory, pack_config_dir
 from preview.run import PROGRAM_FILE, ProgramRun, redeployed, run_program
 from preview.summary import review_fields
 from rollout import basis, documents
@@ -109,10 +109,11 @@ def check_ownership(config: dict[str, str], path: Path, project_dir: Path | None
         )
 
 
-def policy_report(result: ProgramRun, now: datetime | None = None) -> list[Violation]:
-    """The pack's rules over what the program registered, at the stage's enforcement (policy/<stage>.json),
-    as of ``now`` (default: the clock)."""
-    return evaluate(from_registered(result.resources), load_config(read_stack_outputs(result.outputs).stage), now)
+def policy_report(result: ProgramRun, now: datetime | None = None, project_dir: Path | None = None) -> list[Violation]:
+    """The pack's rules over what the program registered, at the stage's enforcement (the project's
+    policy/<stage>.json: :func:`policy.evaluate.pack_config_dir`), as of ``now`` (default: the clock)."""
+    config = load_config(read_stack_outputs(result.outputs).stage, pack_config_dir(project_dir))
+    return evaluate(from_registered(result.resources), config, now)
 
 
 # ---------------------------------------------------------------- what the judgement rests on
@@ -124,7 +125,7 @@ def verdict_key(v: Violation) -> tuple[str, str, str]:
 
 def assumption_notes(
     result: ProgramRun, violations: list[Violation], last: basis.Source, canary: basis.Source | None,
-    with_canary: Callable[[dict[str, Any]], ProgramRun], now: datetime | None = None,
+    with_canary: Callable[[dict[str, Any]], ProgramRun], now: datetime | None = None, project_dir: Path | None = None,
 ) -> dict[tuple[str, str, str], str]:
     """For each mandatory finding that would not stand under another last deployment or canary than the assumed
     ones, which assumption it rests on and the flags that answer it. A finding rests on the assumed last
@@ -136,12 +137,12 @@ def assumption_notes(
     if not refused:
         return {}
     if last.assumed:
-        standing = {verdict_key(v) for v in mandatory(policy_report(redeployed(result), now))}
+        standing = {verdict_key(v) for v in mandatory(policy_report(redeployed(result), now, project_dir))}
         for v in refused:
             if verdict_key(v) not in standing:
                 notes.setdefault(verdict_key(v), []).append(last)
     if canary is not None and canary.assumed and any(v.policy == CANARY_GATE for v in refused):
-        standing = {verdict_key(v) for v in mandatory(policy_report(with_canary(result.outputs), now))}
+        standing = {verdict_key(v) for v in mandatory(policy_report(with_canary(result.outputs), now, project_dir))}
         for v in refused:
             if v.policy == CANARY_GATE and verdict_key(v) not in standing:
                 notes.setdefault(verdict_key(v), []).append(canary)
@@ -221,9 +222,10 @@ def judge(
         return redeployed(rendered) if same_as_file else rendered
 
     result = render(canary_outputs)
-    violations = policy_report(result, now)
+    violations = policy_report(result, now, project_dir)
     sources = (last,) if canary is None else (last, canary)
-    return Judged(result, violations, sources, assumption_notes(result, violations, last, canary, render, now))
+    return Judged(result, violations, sources,
+                  assumption_notes(result, violations, last, canary, render, now, project_dir))
 
 
 def _shown(path: Path, project_dir: Path) -> str:

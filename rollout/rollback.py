@@ -157,10 +157,7 @@ def execute(stack_name: str, project_dir: Path, *, to_version: int | None, dry_r
         plan = history.plan_rollback(stack_name, past, current, to_version=to_version, canary_stack=canary_stack,
                                      canary_history=canary_past, force=force, all_config=all_config)
     except (history.RollbackRefused, backend.BackendError) as refusal:
-        say(f"rollback refused: {refusal}")
-        if as_json:
-            documents.write(documents.error_document(refusal.code, "refused", f"rollback refused: {refusal}"))
-        return refusal.code
+        return documents.refused(refusal.code, "refused", f"rollback refused: {refusal}", as_json=as_json)
 
     stage = history.stage(plan.target.config) or history.stage(current)
     pack = policy_pack or str(project_dir / "policy")

@@ -56,8 +56,7 @@ def execute(stack: str, read_fleet: Callable[[], Fleet], *, parallel: int | None
     try:
         fleet = read_fleet()
     except NotSimulated as error:
-        say(f"simulate: {error}")
-        return Exit.INVALID
+        return documents.refused(Exit.INVALID, "invalid-input", f"simulate: {error}", as_json=as_json)
     assessment = assess(fleet, seed, parallel)
     if as_json:
         document = {"stack": stack, **assessment.as_json()}

@@ -10,7 +10,7 @@ from pathlib import Path
 from checks import kube as k
 from checks import soak
 from rollout import documents
-from rollout.console import say, stdout
+from rollout.console import stdout
 from rollout.exits import Exit
 from rollout.stacks import prod_stacks_of, stack_files
 from spec import attestation
@@ -19,8 +19,8 @@ from spec.model import FleetSpec, Stage
 
 def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, project_dir: Path, as_json: bool) -> Exit:
     if spec.stage != Stage.CANARY:
-        say(f"--stack {stack}: a {spec.stage.value} stack; soak answers for a canary stack, which attests")
-        return Exit.INVALID
+        return documents.refused(Exit.INVALID, "invalid-input", f"--stack {stack}: a {spec.stage.value} stack; soak "
+                                 "answers for a canary stack, which attests", as_json=as_json)
     prods = {s.name: s.min_soak_hours for s in prod_stacks_of(stack_files(project_dir), stack)
              if s.min_soak_hours is not None}
     facts = soak.read(kube, spec)

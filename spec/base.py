@@ -76,6 +76,8 @@ def int_or_percent(value: object, what: str) -> int | str:
         return value
     if isinstance(value, str) and percent_of(value) is not None:
         return value
+    if isinstance(value, str) and value.endswith("%") and value[:-1].isdigit():
+        raise ValueError(f"{what} must be a percentage from 0% to 100%, got {value!r}")
     raise ValueError(f"{what} must be an integer or a percentage such as '25%', got {value!r}")
 
 

@@ -60,7 +60,9 @@ class SpecError(ValueError):
     def __init__(self, problems: list[SpecProblem], source: str = "") -> None:
         self.problems = problems
         self.source = source
-        head = f"invalid config{f' in {source}' if source else ''}"
+        # A refused flag or environment variable is not a config problem: say input, not config.
+        what = "input" if problems and all(p.path.startswith(("--", "$")) for p in problems) else "config"
+        head = f"invalid {what}{f' in {source}' if source else ''}"
         super().__init__(head + ":\n" + "\n".join(f"  {p}" for p in problems))
 
 
@@ -185,6 +187,10 @@ def spec_from_config(config: Mapping[str, str], source: str = "") -> FleetSpec:
     unknown = []
     for full_key, raw in config.items():
         if not full_key.startswith(prefix):
+            namespace = full_key.partition(":")[0]
+            if difflib.get_close_matches(namespace, [PROJECT], n=1, cutoff=0.85):  # gpu-driver-upgrad:driver
+                unknown.append(SpecProblem(full_key, f"unknown namespace '{namespace}' (did you mean "
+                                                     f"'{prefix}{full_key.partition(':')[2]}'?)"))
             continue  # other namespaces (azure-native:location, kubernetes:context) are not ours
         key = full_key.removeprefix(prefix)
         if key not in TOP_LEVEL_KEYS:

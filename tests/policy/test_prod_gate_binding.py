@@ -254,18 +254,17 @@ def test_a_bad_waiver_names_its_key(waivers: dict[str, Any], path: str, reason: 
         caught.value.problems)
 
 
-def test_a_bad_trusted_key_is_refused_naming_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_bad_trusted_key_is_refused_naming_it(tmp_path: Path) -> None:
     from policy import evaluate as ev
 
     (tmp_path / "prod.json").write_text('{"canary-attested": {"enforcementLevel": "mandatory", "trustedKeys": '
                                         '[{"id": "ed25519:00", "publicKey": "AAAA"}]}}')
-    monkeypatch.setattr(ev, "POLICY_DIR", tmp_path)
     with pytest.raises(ValueError, match="pack config canary-attested: trustedKeys\\[0\\].publicKey: must be a "
                                          "32-byte Ed25519 public key"):
-        ev.load_config("prod")
+        ev.load_config("prod", tmp_path)
     (tmp_path / "prod.json").write_text('{"canary-attested": {"trustedKeys": [], "keys": []}}')
     with pytest.raises(ValueError, match="pack config canary-attested: keys: unknown setting \\(it takes: trustedKeys\\)"):
-        ev.load_config("prod")
+        ev.load_config("prod", tmp_path)
 
 
 def test_the_shipped_prod_pack_config_trusts_the_example_key_and_says_what_it_is() -> None:

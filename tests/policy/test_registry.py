@@ -125,3 +125,20 @@ def test_a_violation_carries_its_keys_and_fix() -> None:
     document = found[0].as_json()
     assert document["configKeys"] == ["gpuOperator.upgradePolicy.maxParallelUpgrades"]
     assert "maxParallelUpgrades: 1" in document["fix"]
+
+
+def test_a_project_s_own_pack_config_is_the_one_applied(tmp_path: Path) -> None:
+    # `gpu-rollout init --trust-key` edits the team's policy/prod.json: plan judges by the project's folder,
+    # not by the pack this code was installed with.
+    from rollout.plan import policy_report
+    from tests.conftest import as_planned, edited
+
+    run = as_planned("canary", edited("canary", "gpuOperator",
+                                      lambda op: op["upgradePolicy"].update(maxParallelUpgrades=3)))
+    gate = "canary-one-node-at-a-time"
+    assert any(v.policy == gate for v in policy_report(run))  # the installed pack: mandatory
+    (tmp_path / "policy").mkdir()
+    (tmp_path / "policy" / "canary.json").write_text(f'{{"{gate}": "disabled"}}')
+    assert not any(v.policy == gate for v in policy_report(run, project_dir=tmp_path))
+    # A project without a policy/ folder of its own is judged by the installed pack's configs.
+    assert any(v.policy == gate for v in policy_report(run, project_dir=tmp_path / "elsewhere"))

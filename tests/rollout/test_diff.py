@@ -21,6 +21,7 @@ from rollout.cli import app
 from spec import attestation
 from tests.conftest import PROJECT_DIR, stack_config
 from tests.rollout.gitrepo import GIT_ENV, GitRepo
+from tests.rollout.json_contract import document_of, error_of
 
 runner = CliRunner()
 
@@ -209,10 +210,16 @@ def test_no_default_branch_is_a_clear_error(tmp_path: Path) -> None:
     assert "--base" in err and "no default branch" in err and "origin/HEAD" in err
 
 
+def test_an_unknown_stack_lists_the_stacks_there_are(repo: GitRepo) -> None:
+    code, out, err = invoke(repo, "--stack", "prdo", "--json")
+    assert code == 2 and "no stack file Pulumi.prdo.yaml" in err and "its stacks: canary, eks-canary" in err
+    assert error_of(out, 2, "invalid-input")["message"] == err.strip()
+
+
 @pytest.mark.parametrize(("flag", "value"), [("--base", "no-such-rev"), ("--head", "no-such-rev"), ("--base", "--all")])
 def test_a_bad_revision_exits_2_naming_the_flag_and_the_revision(repo: GitRepo, flag: str, value: str) -> None:
     code, out, err = invoke(repo, f"{flag}={value}", "--json")
-    assert code == 2 and out == ""
+    assert code == 2 and error_of(out, 2, "invalid-input")["message"].startswith(flag)
     assert flag in err and value in err
 
 
@@ -380,7 +387,6 @@ from hypothesis import strategies as st  # noqa: E402
 from rollout.exits import Exit  # noqa: E402
 from spec.load import SpecError, load_stack_file  # noqa: E402
 from tests.rollout.test_no_traceback import EXAMPLE, SETTINGS, huge, mutations  # noqa: E402
-from tests.rollout.json_contract import document_of, error_of
 
 FUZZ = settings(SETTINGS, max_examples=20)
 

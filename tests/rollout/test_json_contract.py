@@ -86,3 +86,14 @@ def test_a_refusal_in_json_mode_prints_the_error_document_alone(tmp_path: Path) 
     result = CliRunner().invoke(app, ["plan", "--stack-file", str(folder), "--json"])
     assert result.exit_code in (Exit.INVALID, Exit.INTERNAL), result.output
     error_of(result.stdout, result.exit_code)
+
+
+@pytest.mark.parametrize(("args", "flag"), [(["plan", "--json"], "--stack"),
+                                            (["diff", "--markdown", "--json"], "--markdown")])
+def test_a_usage_error_the_verb_finds_prints_the_error_document_too(args: list[str], flag: str) -> None:
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(app, [*args, "--project-dir", str(PROJECT_DIR)])
+    assert result.exit_code == Exit.INVALID
+    assert [p["key"] for p in error_of(result.stdout, Exit.INVALID, "invalid-input")["problems"]] == [flag]
+    assert flag in result.stderr  # typer's usage message, as without --json

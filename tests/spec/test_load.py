@@ -245,7 +245,7 @@ def test_model_counts_must_be_positive(field: str, value: int) -> None:
 
 @pytest.mark.parametrize(
     ("bad", "reason"),
-    [("half", "an integer or a percentage"), ("150%", "an integer or a percentage"), (1.5, "an integer or a percentage"),
+    [("half", "an integer or a percentage"), ("150%", "a percentage from 0% to 100%"), (1.5, "an integer or a percentage"),
      (-1, "must not be negative"), ("", "an integer or a percentage"), (True, "an integer or a percentage"),
      ("-10%", "an integer or a percentage")],
 )
@@ -641,3 +641,18 @@ def test_an_unknown_nested_key_gets_the_nearest_key_of_its_own_block(key: str, e
 def test_a_key_like_no_other_suggests_nothing() -> None:
     problem = _only_problem(edited("prod", "driver", lambda driver: driver.update(zzzqqq=1)))
     assert "unknown key" in problem.message and "did you mean" not in problem.message
+
+
+def test_a_near_miss_of_the_project_namespace_is_named() -> None:
+    config = stack_config("prod")
+    config["gpu-driver-upgrad:rollout"] = config.pop("gpu-driver-upgrade:rollout")
+    problem = _only_problem(config)
+    assert problem.path == "gpu-driver-upgrad:rollout" and "did you mean 'gpu-driver-upgrade:rollout'?" in problem.message
+    config = stack_config("prod")
+    config["azure-native:location"] = "westeurope"  # another provider's namespace stays its own
+    spec_from_config(config)
+
+
+def test_a_percentage_over_100_says_the_range() -> None:
+    problem = _only_problem(edited("prod", "gpuOperator", lambda op: op["upgradePolicy"].update(maxUnavailable="125%")))
+    assert problem.path.endswith("maxUnavailable") and "from 0% to 100%, got '125%'" in problem.message
