@@ -15,6 +15,7 @@ Nothing here imports the Pulumi SDK: the live verbs never pay for it (``gpu-roll
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from dataclasses import dataclass
@@ -103,8 +104,11 @@ def resolve_stack(stack: str | None, stack_file: Path | None, project_dir: Path 
     known = stack_names(project)
     if not path.is_file() and known:
         where = f"${STACK_VARIABLE}" if _from_environment(STACK_VARIABLE, stack) else "--stack"
+        near = difflib.get_close_matches(stack.removesuffix(".yaml").removesuffix(".yml"), known, n=1, cutoff=0.6)
+        hint = f"did you mean {near[0]!r}? " if near else ""
         raise load.SpecError([load.SpecProblem(
-            where, f"no stack {stack!r}: {project} has no {path.name} (from {found}); its stacks: {', '.join(known)}"
+            where, f"no stack {stack!r}: {project} has no {path.name} (from {found}); {hint}its stacks: "
+                   f"{', '.join(known)}"
         )])
     return StackRef(stack, path, project, found)
 

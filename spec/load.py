@@ -169,6 +169,26 @@ def _problems(error: ValidationError, values: Mapping[str, Any]) -> list[SpecPro
     return problems
 
 
+def _foreign_blocks(problems: list[SpecProblem], values: Mapping[str, Any]) -> list[SpecProblem]:
+    """A pool block of another cloud than the cluster's (``eks:`` on an AKS stack) fails on every key inside it
+    before the model can say what is wrong; say that once instead of listing its keys."""
+    cluster, pools = values.get("cluster"), values.get("nodePools")
+    cloud = cluster.get("cloud") if isinstance(cluster, Mapping) else None
+    if cloud not in ("aks", "eks", "existing") or not isinstance(pools, list):
+        return problems
+    out = list(problems)
+    for index, pool in enumerate(pools):
+        for block in ("aks", "eks", "existing"):
+            if block == cloud or not isinstance(pool, Mapping) or block not in pool:
+                continue
+            at = f"{PROJECT}:nodePools[{index}].{block}"
+            out = [p for p in out if not (p.path == at or p.path.startswith((at + ".", at + "[")))]
+            name = pool.get("name") if isinstance(pool.get("name"), str) else ""
+            out.append(SpecProblem(at, f"'{block}' block on a pool of a '{cloud}' cluster (cluster.cloud): this "
+                                       f"pool needs its '{cloud}' block instead", name))
+    return out
+
+
 def _decode(key: str, raw: str) -> Any:
     """Config strings as the engine passes them: objects and lists are JSON, scalars are plain."""
     text = raw.strip()
@@ -200,7 +220,7 @@ def spec_from_config(config: Mapping[str, str], source: str = "") -> FleetSpec:
     try:
         spec = FleetSpec.model_validate(values)
     except ValidationError as exc:
-        raise SpecError(unknown + _problems(exc, values), source) from None
+        raise SpecError(unknown + _foreign_blocks(_problems(exc, values), values), source) from None
     if unknown:
         raise SpecError(unknown, source)
     return spec

@@ -40,6 +40,13 @@ def test_an_unknown_stack_lists_the_stacks_there_are() -> None:
     assert f"its stacks: {', '.join(sorted(EXAMPLE_STACKS))}" in result.stderr
 
 
+@pytest.mark.parametrize("given", ["prdo", "prod.yaml"])
+def test_a_near_miss_of_a_stack_gets_the_nearest_one(given: str) -> None:
+    result = plan_json("--stack", given, "--project-dir", str(PROJECT_DIR))
+    assert result.exit_code == 2 and "did you mean 'prod'?" in result.stderr, result.stderr
+    assert "did you mean" not in plan_json("--stack", "zzzz", "--project-dir", str(PROJECT_DIR)).stderr
+
+
 def test_an_unknown_stack_from_the_environment_names_the_variable() -> None:
     result = plan_json("--project-dir", str(PROJECT_DIR), env={"GPU_ROLLOUT_STACK": "nosuch"})
     assert result.exit_code == 2 and "$GPU_ROLLOUT_STACK: no stack 'nosuch'" in result.stderr

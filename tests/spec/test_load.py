@@ -656,3 +656,10 @@ def test_a_near_miss_of_the_project_namespace_is_named() -> None:
 def test_a_percentage_over_100_says_the_range() -> None:
     problem = _only_problem(edited("prod", "gpuOperator", lambda op: op["upgradePolicy"].update(maxUnavailable="125%")))
     assert problem.path.endswith("maxUnavailable") and "from 0% to 100%, got '125%'" in problem.message
+
+
+def test_a_pool_block_of_another_cloud_is_said_once() -> None:
+    # An AKS pool written with an eks: block fails on every AKS key inside it; the problem is the block.
+    problem = _only_problem(edited("prod", "nodePools", lambda pools: pools[0].update(eks=pools[0].pop("aks"))))
+    assert problem.path == "gpu-driver-upgrade:nodePools[0].eks" and problem.item == "gput4"
+    assert "'eks' block on a pool of a 'aks' cluster" in problem.message and "needs its 'aks' block" in problem.message
