@@ -183,9 +183,9 @@ def _foreign_blocks(problems: list[SpecProblem], values: Mapping[str, Any]) -> l
                 continue
             at = f"{PROJECT}:nodePools[{index}].{block}"
             out = [p for p in out if not (p.path == at or p.path.startswith((at + ".", at + "[")))]
-            name = pool.get("name") if isinstance(pool.get("name"), str) else ""
+            name = pool.get("name")
             out.append(SpecProblem(at, f"'{block}' block on a pool of a '{cloud}' cluster (cluster.cloud): this "
-                                       f"pool needs its '{cloud}' block instead", name))
+                                       f"pool needs its '{cloud}' block instead", name if isinstance(name, str) else ""))
     return out
 
 
