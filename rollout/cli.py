@@ -15,6 +15,7 @@ only ``plan``, ``diff`` (both render the program offline) and ``rollback`` (the 
 from __future__ import annotations
 
 import inspect
+import signal
 import sys
 import tempfile
 import traceback
@@ -984,6 +985,10 @@ def keygen(
 
 
 def main() -> None:
+    # `gpu-rollout plan | head` closes the pipe early: end as Unix tools do (SIGPIPE, 141 in the shell), not with
+    # click's exit 1, which reads as a mandatory violation.
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     app()
 
 

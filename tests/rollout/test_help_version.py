@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from importlib.metadata import version
 
 import typer
@@ -10,6 +12,7 @@ from typer.testing import CliRunner
 
 from rollout.cli import app
 from rollout.project import SOURCE_DIR
+from tests.conftest import PROJECT_DIR
 
 runner = CliRunner()
 
@@ -32,3 +35,11 @@ def test_the_top_level_help_lists_every_verb_in_one_line() -> None:
         text = re.sub(r"\s+", " ", listed[0].strip("│ "))
         assert text == f"{name} {command.short_help}", name  # the whole line, nothing folded onto a next one
     assert max(len(line) for line in lines) <= 100
+
+
+def test_a_reader_that_closes_the_pipe_early_is_not_a_failed_verdict() -> None:
+    # `plan | head -1`: the command ends by SIGPIPE (141 in a shell), never with exit 1 (a mandatory violation).
+    probe = subprocess.run(f"{sys.executable} -m rollout plan --stack prod | head -1; echo \"exit ${{PIPESTATUS[0]}}\"",
+                           shell=True, cwd=PROJECT_DIR, capture_output=True, text=True, executable="/bin/bash")
+    first, last = probe.stdout.splitlines()[0], probe.stdout.splitlines()[-1]
+    assert first.startswith("plan of stack prod") and last == "exit 141", probe.stdout + probe.stderr
