@@ -129,16 +129,25 @@ def _provider(inputs: dict[str, Any]) -> str:
     return f"{source}, its only context" if kubeconfig == "[secret]" else f"{source}, its current-context"
 
 
-def _data(data: dict[str, Any], show_data: bool) -> list[tuple[str, str]]:
+def payloads(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, str]]:
+    """(key, text) of each payload in a ConfigMap's data, by key: what `plan --show-data` prints whole, after
+    the table (a cell would fold it at the column width)."""
+    data = inputs.get("data") if type_token == rf.CONFIG_MAP else None
+    if not isinstance(data, dict):
+        return []
+    return [(k, str(v)) for k, v in sorted(data.items()) if is_payload(str(v))]
+
+
+def _data(data: dict[str, Any]) -> list[tuple[str, str]]:
     """A ConfigMap's data: short values as key=value on one line, each payload on a line of its own."""
-    short = {k: v for k, v in data.items() if show_data or not is_payload(str(v))}
+    short = {k: v for k, v in data.items() if not is_payload(str(v))}
     fields = [("data", ", ".join(f"{k}={v}" for k, v in short.items()))] if short or not data else []
     return fields + [(k, payload_summary(str(v))) for k, v in sorted(data.items()) if k not in short]
 
 
-def review_fields(type_token: str, inputs: dict[str, Any], show_data: bool = False) -> list[tuple[str, str]]:
-    """(field, value) pairs for the plan table; unknown types show nothing beyond their name. ``show_data``:
-    a ConfigMap's payloads as their text instead of their size and digest."""
+def review_fields(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field, value) pairs for the plan table; unknown types show nothing beyond their name. A ConfigMap's
+    payloads show as their size and digest (:func:`payloads` gives their text)."""
     if type_token == rf.AKS_POOL:
         settings = inputs.get("upgradeSettings") or {}
         return [
@@ -208,5 +217,5 @@ def review_fields(type_token: str, inputs: dict[str, Any], show_data: bool = Fal
             shown = {k: v for k, v in data.items() if k != promotion_facts.ATTESTATIONS}
             return [record, ("data", ", ".join(f"{k}={v}" for k, v in shown.items())),
                     ("attestations", _attestations(rf.read_promotion(inputs)))]
-        return [record, *_data(data, show_data)]
+        return [record, *_data(data)]
     return []

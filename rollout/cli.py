@@ -271,8 +271,8 @@ def plan(
     at: AtOption = None,
     from_backend: FromBackendOption = False,
     show_data: Annotated[
-        bool, typer.Option("--show-data", help="Print large ConfigMap data (the validation program) whole, not as "
-                           "its size and sha256 (--json always holds it whole).")
+        bool, typer.Option("--show-data", help="Also print large ConfigMap data (the validation program) whole, after "
+                           "the report (the table shows its size and sha256; --json always holds it whole).")
     ] = False,
     debug: DebugOption = False,
 ) -> None:

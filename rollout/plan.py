@@ -8,6 +8,7 @@ canary were otherwise says so and names the flags that answer it (:func:`assumpt
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from rich.table import Table
 
 from policy.evaluate import Violation, evaluate, from_registered, load_config, mandatory, pack_config_dir
 from preview.run import PROGRAM_FILE, ProgramRun, redeployed, run_program
-from preview.summary import review_fields
+from preview.summary import payloads, review_fields
 from rollout import basis, documents
 from rollout import console as consoles
 from rollout.exits import Exit
@@ -276,14 +277,14 @@ def short_type(type_token: str) -> str:
     return type_token.rsplit(":", 1)[-1]
 
 
-def render_table(result: ProgramRun, console: Console, show_data: bool = False) -> None:
+def render_table(result: ProgramRun, console: Console) -> None:
     """One row per resource: its kind above its name (the whole type token is in ``--json``), then what a
     reviewer checks. No column cuts a value: a row folds rather than end in an ellipsis."""
     table = Table(title=f"gpu-driver-upgrade plan: stack {result.stack}", show_lines=True)
     table.add_column("resource", overflow="fold")
     table.add_column("what a reviewer checks", overflow="fold")
     for resource in sorted(result.custom_resources, key=lambda r: (r.type, r.name)):
-        fields = review_fields(resource.type, resource.inputs, show_data)
+        fields = review_fields(resource.type, resource.inputs)
         # Values are text, not markup: "[secret]" or a selector in brackets must print as written.
         table.add_row(f"[dim]{escape(short_type(resource.type))}[/]\n{escape(resource.name)}",
                       escape("\n".join(f"{k}: {v}" for k, v in fields)))
@@ -294,6 +295,17 @@ def render_table(result: ProgramRun, console: Console, show_data: bool = False) 
         f"released pools: {', '.join(outputs.released_pools) or '-'}; "
         f"held pools: {', '.join(outputs.held_pools) or '-'}"
     )
+
+
+def render_payloads(result: ProgramRun, console: Console) -> None:
+    """``--show-data``: each ConfigMap payload after the report, whole and unwrapped, to read or copy as the file
+    it is, under its full sha256 (the table shows its start)."""
+    for resource in sorted(result.custom_resources, key=lambda r: (r.type, r.name)):
+        for key, text in payloads(resource.type, resource.inputs):
+            digest = hashlib.sha256(text.encode()).hexdigest()
+            console.print(f"--- {short_type(resource.type)} {resource.name}: data[{key!r}] "
+                          f"({len(text.encode()):,} bytes, sha256 {digest}) ---", markup=False, soft_wrap=True)
+            console.print(text, markup=False, highlight=False, soft_wrap=True, end="" if text.endswith("\n") else "\n")
 
 
 def heading(stack: str, shown_path: str, project_dir: Path, project_found: str,
@@ -324,6 +336,8 @@ def execute(
         console = consoles.stdout()
         for line in heading_lines(head, judged.sources):
             console.print(line, markup=False, highlight=False)
-        render_table(judged.result, console, show_data)
+        render_table(judged.result, console)
         render_violations(judged.violations, console, judged.notes)
+        if show_data:
+            render_payloads(judged.result, console)
     return Exit.failed_if(bool(mandatory(judged.violations)))

@@ -71,11 +71,13 @@ def test_a_canary_plan_shows_the_validation_program_by_size_and_digest(canary_js
 
 
 def test_show_data_prints_the_payloads_whole(canary_json: dict) -> None:
-    _, out, _ = plan("--stack", "canary", "--show-data")
+    _, out, _ = plan("--stack", "canary", "--show-data", columns=100)
     (program,) = [r for r in canary_json["resources"] if r["name"] == "gpu-validation-program"]
     source = program["inputs"]["data"]["workload.validate.py"]
-    longest = max(source.splitlines(), key=len).strip()
-    assert longest[:60] in out
+    # After the report, verbatim (not folded into a table cell at 100 columns), under its whole sha256.
+    assert source in out and out.index(source) > out.index("policy")
+    assert f"data['workload.validate.py'] ({len(source.encode()):,} bytes, sha256 " \
+           f"{hashlib.sha256(source.encode()).hexdigest()}) ---" in out
 
 
 def test_the_first_lines_say_the_stack_the_file_and_the_project(monkeypatch: pytest.MonkeyPatch) -> None:
