@@ -203,7 +203,9 @@ def connect(kubeconfig: str | None = None, context: str | None = None, settings:
     # urllib3 warns with its own file and line (on every request where TLS is not verified): never raw on the
     # terminal; what matters of it is said once, in words.
     warnings.filterwarnings("ignore", category=urllib3.exceptions.HTTPWarning)
-    if not configuration.verify_ssl:
+    if not configuration.host.startswith("https://"):
+        adapter.notify(f"note: {configuration.host} is reached without TLS (plain http in the kubeconfig)")
+    elif not configuration.verify_ssl:
         adapter.notify(f"note: the TLS certificate of {configuration.host} is not verified "
                        "(insecure-skip-tls-verify in the kubeconfig)")
     return adapter

@@ -155,6 +155,8 @@ def test_each_retry_is_one_line(tmp_path: Path) -> None:
     adapter = kube_module.connect(str(path), settings=settings, notify=lines.append)
     with pytest.raises(GaveUpError, match="the connection was refused or failed"):
         adapter.list(kube_module.NODES)
+    note, *lines = lines  # the plain-http note the adapter says once, then one line per retry
+    assert note.startswith("note: http://127.0.0.1:") and "without TLS" in note
     assert len(lines) == 2
     assert all("list nodes: the connection was refused or failed" in line and "\n" not in line for line in lines)
     assert [line.rsplit("(", 1)[1] for line in lines] == ["attempt 2 of 3)", "attempt 3 of 3)"]

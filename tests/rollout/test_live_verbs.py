@@ -157,3 +157,8 @@ def test_cli_watch_once_json_shape(eks: FakeKube, kubeconfig: Path) -> None:
     assert table.exit_code == 0 and "pools by generation" in table.stdout and "(none)" not in table.stdout
     assert "g1 (570.195.03) is still live in the spec" in table.stdout
     assert eks.writes == 0
+
+
+def test_a_plain_http_server_is_said_to_be_reached_without_tls(prod: FakeKube, kubeconfig: Path) -> None:
+    result = invoke("preflight", "--stack", "prod", "--kubeconfig", str(kubeconfig))
+    assert f"note: {prod.url} is reached without TLS" in result.stderr and "certificate" not in result.stderr
