@@ -194,20 +194,33 @@ def execute(project_dir: Path, cluster: Cluster, canary: str, prod: str, change_
         (project_dir / f"Pulumi.{name}.yaml").write_text(text, encoding="utf-8")
     if pack_text is not None:
         (project_dir / PACK_CONFIG).write_text(pack_text, encoding="utf-8")
-    sys.stdout.write(next_steps(canary, prod, canary_example, prod_example, change_ticket, trust_key))
+    sys.stdout.write(next_steps(canary, prod, canary_example, prod_example, change_ticket, trust_key,
+                                trusts_example_key(project_dir / PACK_CONFIG)))
     return Exit.OK
 
 
+def trusts_example_key(pack_config: Path) -> bool:
+    """Does the project's prod pack config still list the example key among the gate's trusted keys."""
+    try:
+        gate = json.loads(pack_config.read_text(encoding="utf-8")).get(GATE)
+    except (OSError, ValueError, AttributeError):
+        return False
+    keys = gate.get(TRUSTED_KEYS, []) if isinstance(gate, dict) else []
+    return any(isinstance(k, dict) and k.get("id") == attestation.EXAMPLE_KEY_ID for k in keys)
+
+
 def next_steps(canary: str, prod: str, canary_example: Path, prod_example: Path, change_ticket: str | None,
-               trust_key: Path | None) -> str:
+               trust_key: Path | None, example_trusted: bool) -> str:
     steps = ["edit nodePools and models in both files: they are still the example's (docs/config.md)"]
     if not change_ticket:
         steps.append(f"set gpu-driver-upgrade:changeTicket in Pulumi.{prod}.yaml (policy asks a prod stack for one)")
-    if trust_key is None:
-        steps.append("make your signing key: gpu-rollout keygen --out <a folder outside the repository>; then trust "
-                     "it instead of the example key: run init again with --trust-key "
-                     "<folder>/attestation-signing-key.pub.json (and new names), or edit canary-attested.trustedKeys "
-                     "in policy/prod.json. Until then the gate refuses prod: it trusts the example key")
+    if trust_key is None and example_trusted:
+        steps.append("make your signing key: gpu-rollout keygen --out <a folder outside the repository>; then list "
+                     "the entry it prints in canary-attested.trustedKeys of policy/prod.json and remove the example "
+                     "key there. Until then the gate refuses prod: it trusts the example key")
+    elif trust_key is None:
+        steps.append("policy/prod.json trusts your own key already (not the example's): sign the canary's "
+                     "attestations with it (GPU_ROLLOUT_SIGNING_KEY)")
     else:
         steps.append(f"policy/prod.json trusts the key of {trust_key.name} and no longer the example key, so the "
                      "example prod stacks' attestations no longer pass: remove the example stack files and "

@@ -90,6 +90,12 @@ def test_trust_key_replaces_the_example_key(project: Path, tmp_path: Path) -> No
     trusted = pack["canary-attested"]["trustedKeys"]
     assert trusted == [entry] and pack["canary-attested"]["enforcementLevel"] == "mandatory"
     assert load_stack_file(project / "Pulumi.team-prod.yaml").changeTicket == "CHG-1"
+    # plan judges by this project's policy/prod.json, which no longer trusts the example key.
+    planned = runner.invoke(app, ["plan", "--project-dir", str(project), "--stack", "team-prod", "--json"])
+    assert not any("trusts the example key" in v["message"] for v in json.loads(planned.stdout)["violations"])
+    # A second pair made later is not told to replace a key the project no longer trusts.
+    again = init(project, "--cloud", "existing", "--name", "team-b", "--cluster", "team-lab-b", *CLOUDS["existing"])
+    assert again.exit_code == 0 and "trusts your own key already" in again.stdout and "example key" not in again.stdout
 
 
 @pytest.mark.parametrize(("args", "named"), [
