@@ -384,10 +384,12 @@ def stack_schema() -> dict[str, Any]:
 
 
 def _or_secret(value: dict[str, Any]) -> dict[str, Any]:
-    """The key's schema, or an encrypted value: the description stays on the outside for editors."""
+    """The key's schema, or an encrypted value (``{secure: ...}``): the description stays on the outside for
+    editors, and if/then/else (not anyOf) so that an error inside the key is reported at the bad key itself."""
     inner = {k: v for k, v in value.items() if k not in ("description", "default", "examples")}
     outer = {k: v for k, v in value.items() if k in ("description", "default", "examples")}
-    return {**outer, "anyOf": [inner, {"$ref": "#/$defs/PulumiSecret"}]}
+    return {**outer, "if": {"type": "object", "required": ["secure"]}, "then": {"$ref": "#/$defs/PulumiSecret"},
+            "else": inner}
 
 
 def stack_schema_json() -> str:

@@ -279,3 +279,10 @@ def test_every_example_on_a_field_is_valid_for_it() -> None:
             assert errors == [], (path, example)
             checked += 1
     assert checked > 60
+
+
+def test_an_editor_is_pointed_at_the_bad_key_itself() -> None:
+    # Errors inside a key land on the key (if/then/else for secure values, not anyOf, which would blame the block).
+    doc = _edited(lambda c: c[f"{PROJECT}:nodePools"][1].update({"nodeCount": "3"}))
+    (error,) = VALIDATOR.iter_errors(doc)
+    assert list(error.absolute_path) == ["config", f"{PROJECT}:nodePools", 1, "nodeCount"]
