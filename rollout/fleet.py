@@ -454,7 +454,10 @@ def _dry_run(project: FleetProject, backend: Backend, clusters: Clusters, only_s
                          halted=lease is not None and lease.halt is not None, verified=lease.verified if lease else {})
     ups, withheld = _by_stage(project, found.ups, only_stage)
     if as_json:
-        documents.write({**document(found, lease, moment, project), "applies": False, "ups": ups, "withheld": withheld})
+        # The ups --yes would run, in the shape of the ones it ran (ok: null, not run yet).
+        planned = [{"stack": stack, "ok": None, "detail": "run again with --yes to bring it up"} for stack in ups]
+        documents.write({**document(found, lease, moment, project), "applies": False, "ups": planned,
+                         "withheld": withheld})
     else:
         render(found, lease, moment)
     say("nothing changed: run again with --yes to take this step")

@@ -352,13 +352,13 @@ class StackPauseError(_Shape):
 
 class Up(_Shape):
     stack: str
-    ok: bool
+    ok: bool | None = Field(description="Did its `up` succeed; null without --yes (not run).")
     detail: str
 
 
 class FleetAdvanceDocument(FleetStatusDocument):
-    applies: bool = Field(description="false: what --yes would do (ups are stack names); true: what was done.")
-    ups: list[Up] | list[str]
+    applies: bool = Field(description="false: what --yes would do; true: what was done.")
+    ups: list[Up]
     withheld: list[str]
     paused: list[StackPause | StackPauseError] | None = None
     ownPauses: list[StackPause | StackPauseError] | None = None
