@@ -70,10 +70,10 @@ def is_payload(value: str) -> bool:
     return value.count("\n") >= PAYLOAD_LINES or len(value) > PAYLOAD_CHARS
 
 
-def payload_summary(value: str) -> str:
-    """A payload in one line: its size in bytes and the start of its sha256."""
+def payload_summary(value: str, digits: int = DIGEST_SHOWN) -> str:
+    """A payload in one line: its size in bytes and its sha256 (its start, by default; ``digits=64``: whole)."""
     data = value.encode()
-    return f"{len(data):,} bytes, sha256 {hashlib.sha256(data).hexdigest()[:DIGEST_SHOWN]}"
+    return f"{len(data):,} bytes, sha256 {hashlib.sha256(data).hexdigest()[:digits]}"
 
 
 def _rollout(type_token: str, inputs: dict[str, Any], node_labels: dict[str, str] | None) -> str:

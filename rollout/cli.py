@@ -169,8 +169,7 @@ def spec_error_text(error: SpecError) -> str:
     """The error's heading, then one line per problem (key path: what is wrong), whatever line breaks a
     message carries (a YAML parser's quotes the offending line)."""
     head = str(error).split("\n", 1)[0]
-    return "\n".join([head] + [f"  {problem.path}{f' ({problem.item})' if problem.item else ''}: "
-                                f"{' '.join(problem.message.split())}" for problem in error.problems])
+    return "\n".join([head] + [f"  {problem.one_line()}" for problem in error.problems])
 
 
 def internal_error(error: Exception, debug: bool) -> str:

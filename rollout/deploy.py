@@ -16,8 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from preview.revisions import Repository, RevisionError
-from rollout import documents
-from rollout import backend, deploy_plan
+from rollout import backend, deploy_plan, documents
 from rollout.console import stdout
 from rollout.exits import Exit
 from rollout.stacks import StackFile, stack_files

@@ -34,8 +34,7 @@ from preview import diff as compare
 from preview.pack_diff import PACK_DIR, pack_changes
 from preview.run import PROGRAM_FILE, ProgramRun, redeployed, run_program
 from preview.revisions import Repository, RevisionError, Side
-from rollout import documents
-from rollout import basis
+from rollout import basis, documents
 from rollout import console as consoles
 from rollout import plan
 from rollout.exits import Exit

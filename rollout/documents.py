@@ -1,8 +1,8 @@
 """The ``--json`` contract: every verb prints one JSON document on stdout, and every document says its version.
 
 A script reads ``schemaVersion`` first. Adding a key keeps the version; removing or renaming a key, or changing
-what a value means, raises it. The shape of each verb's document is a TypedDict in :mod:`rollout.schemas`, from
-which ``make docs`` writes the JSON Schemas in docs/schemas/.
+what a value means, raises it. The shape of each verb's document is a pydantic model in :mod:`rollout.schemas`,
+from which ``make docs`` writes the JSON Schemas in docs/schemas/.
 
 When a verb fails on its input or on the cluster in ``--json`` mode, stdout still carries one document: the
 error document (``error.code`` is the exit code, ``error.kind`` what went wrong, ``error.problems`` one entry

@@ -34,9 +34,8 @@ from checks.nodestate import NoNodesError
 from checks.pause import ChangeInterrupted, ImageOwnedDriver, PauseReport, pause, resume
 from checks.soak import readiness
 from preview.revisions import Repository
-from rollout import documents
 from rollout import backend as backends
-from rollout import context, deploy_plan, train
+from rollout import context, deploy_plan, documents, train
 from rollout.console import say, stdout
 from rollout.engine import UpResult
 from rollout.exits import Exit

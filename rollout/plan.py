@@ -8,7 +8,6 @@ canary were otherwise says so and names the flags that answer it (:func:`assumpt
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from rich.table import Table
 
 from policy.evaluate import Violation, evaluate, from_registered, load_config, mandatory, pack_config_dir
 from preview.run import PROGRAM_FILE, ProgramRun, redeployed, run_program
-from preview.summary import payloads, review_fields
+from preview.summary import payload_summary, payloads, review_fields
 from rollout import basis, documents
 from rollout import console as consoles
 from rollout.exits import Exit
@@ -302,9 +301,8 @@ def render_payloads(result: ProgramRun, console: Console) -> None:
     it is, under its full sha256 (the table shows its start)."""
     for resource in sorted(result.custom_resources, key=lambda r: (r.type, r.name)):
         for key, text in payloads(resource.type, resource.inputs):
-            digest = hashlib.sha256(text.encode()).hexdigest()
             console.print(f"--- {short_type(resource.type)} {resource.name}: data[{key!r}] "
-                          f"({len(text.encode()):,} bytes, sha256 {digest}) ---", markup=False, soft_wrap=True)
+                          f"({payload_summary(text, digits=64)}) ---", markup=False, soft_wrap=True)
             console.print(text, markup=False, highlight=False, soft_wrap=True, end="" if text.endswith("\n") else "\n")
 
 

@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from preview.revisions import Repository, RevisionError
-from rollout import documents
-from rollout import backend, history, pulumi_config
+from rollout import backend, documents, history, pulumi_config
 from rollout.engine import program
 from rollout.console import say, stdout
 from rollout.exits import Exit

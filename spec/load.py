@@ -11,15 +11,15 @@ import difflib
 import json
 import typing
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from spec import yaml_files
-from spec.base import LocatedError
-from spec.model import PROJECT, FleetSpec
+from spec.base import Cloud, LocatedError
+from spec.model import PROJECT, FleetSpec, foreign_pool_block
 
 TOP_LEVEL_KEYS = tuple(FleetSpec.model_fields)
 SCALAR_KEYS = frozenset({"stage", "changeTicket"})  # plain strings; every other key is an object or a list
@@ -49,6 +49,10 @@ class SpecProblem:
 
     def __str__(self) -> str:
         return f"{self.path}{f' ({self.item})' if self.item else ''}: {self.message}"
+
+    def one_line(self) -> str:
+        """As printed, whatever line breaks the message carries (a YAML parser's quotes the offending line)."""
+        return str(replace(self, message=" ".join(self.message.split())))
 
     def as_json(self) -> dict[str, str]:
         return {"key": self.path, "item": self.item, "message": self.message}
@@ -173,19 +177,18 @@ def _foreign_blocks(problems: list[SpecProblem], values: Mapping[str, Any]) -> l
     """A pool block of another cloud than the cluster's (``eks:`` on an AKS stack) fails on every key inside it
     before the model can say what is wrong; say that once instead of listing its keys."""
     cluster, pools = values.get("cluster"), values.get("nodePools")
-    cloud = cluster.get("cloud") if isinstance(cluster, Mapping) else None
-    if cloud not in ("aks", "eks", "existing") or not isinstance(pools, list):
+    declared = cluster.get("cloud") if isinstance(cluster, Mapping) else None
+    if not isinstance(declared, str) or declared not in Cloud._value2member_map_ or not isinstance(pools, list):
         return problems
-    out = list(problems)
+    cloud, out = Cloud(declared), list(problems)
     for index, pool in enumerate(pools):
-        for block in ("aks", "eks", "existing"):
+        for block in Cloud:
             if block == cloud or not isinstance(pool, Mapping) or block not in pool:
                 continue
             at = f"{PROJECT}:nodePools[{index}].{block}"
             out = [p for p in out if not (p.path == at or p.path.startswith((at + ".", at + "[")))]
             name = pool.get("name")
-            out.append(SpecProblem(at, f"'{block}' block on a pool of a '{cloud}' cluster (cluster.cloud): this "
-                                       f"pool needs its '{cloud}' block instead", name if isinstance(name, str) else ""))
+            out.append(SpecProblem(at, foreign_pool_block(block, cloud), name if isinstance(name, str) else ""))
     return out
 
 

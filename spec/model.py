@@ -598,6 +598,12 @@ class Promotion(SpecModel):
     )
 
 
+def foreign_pool_block(block: str, cloud: str) -> str:
+    """Why a pool's ``block`` (aks, eks, existing) is refused on a ``cloud`` cluster: the model's check, and the
+    loader's when the block's own keys fail first (spec/load.py)."""
+    return f"'{block}' block on a pool of a '{cloud}' cluster (cluster.cloud): this pool needs its '{cloud}' block instead"
+
+
 class FleetSpec(SpecModel):
     """The whole stack config: which gate applies, the cluster, the driver and the GPU Operator, the pools this
     stack owns and the models on them, and the settings of validation, promotion, rollout and simulation. Each
@@ -702,12 +708,12 @@ class FleetSpec(SpecModel):
             if pool.name in seen:
                 raise at((*where, "name"), f"duplicate pool name '{pool.name}'")
             seen.add(pool.name)
-            for block in ("aks", "eks", "existing"):
+            for block in Cloud:
                 present = getattr(pool, block) is not None
                 if cloud == block and not present:
                     raise at((*where, block), f"cloud is '{cloud}', so every pool needs its '{block}' block")
                 if cloud != block and present:
-                    raise at((*where, block), f"'{block}' block on a pool of a '{cloud}' cluster")
+                    raise at((*where, block), foreign_pool_block(block, cloud))
             self._check_generations(pool, where)
             self._check_eks_pool(pool, where)
             self._check_operator_os(pool, where)
