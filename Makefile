@@ -91,7 +91,7 @@ bench: venv prometheus
 	$(BIN)/python -m benchmarks.verify_soak
 	$(BIN)/python -m benchmarks.fleet_scale
 
-# The config reference from the model (spec/reference.py): docs/config.md and the JSON Schema of a stack file,
+# The config reference from the model (fleetspec/reference.py): docs/config.md and the JSON Schema of a stack file,
 # docs/schemas/stack-config.schema.json; and the JSON Schema of each verb's --json document (rollout/schemas.py),
 # docs/schemas/<verb>.schema.json. Run after changing a config field or a document; the tests fail while any is stale.
 .PHONY: docs

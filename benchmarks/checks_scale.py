@@ -29,8 +29,8 @@ from typing import Any
 from checks import kube as k
 from checks.preflight import run_preflight
 from rollout.project import SOURCE_DIR
-from spec.load import read_stack_file, spec_from_config
-from spec.model import FleetSpec
+from fleetspec.load import read_stack_file, spec_from_config
+from fleetspec.model import FleetSpec
 from tests.fakekube.fixtures import seed
 from tests.fakekube.server import FakeKube
 

@@ -20,7 +20,7 @@ import time
 from simulate.assess import assess
 from simulate.engine import simulate
 from simulate.fleet import NVIDIA_DRIVER, Fleet, Group, Model, Node, Policy, Pool
-from spec.simulation import Simulation
+from fleetspec.simulation import Simulation
 
 SIZES = (100, 1_000, 10_000)
 POOLS = 4

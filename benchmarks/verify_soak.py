@@ -68,7 +68,7 @@ def read(kubeconfig: str, stack_file: str, url: str, now: float) -> dict[str, An
     from checks.catalogue import CATALOGUE
     from checks.prometheus import Prometheus
     from checks.verify_read import gather
-    from spec.load import load_stack_file
+    from fleetspec.load import load_stack_file
 
     spec = load_stack_file(Path(stack_file))
     prometheus = Prometheus(url)

@@ -9,12 +9,12 @@ in-cluster service accounts) is the reference implementation that AKS and EKS do
 Modules: ``errors`` (our error hierarchy, retryable vs permanent), ``kube`` (the adapter: bounded,
 retried, paginated calls), ``objects`` (reading Kubernetes objects: metadata, labels, selectors,
 containers), ``identity`` (is the cluster reached the stack's? every live verb asks it first),
-``inventory`` (one read of everything preflight needs; a pool's nodes by ``spec.membership``),
+``inventory`` (one read of everything preflight needs; a pool's nodes by ``fleetspec.membership``),
 ``metadata`` (a check's id and runbook section, declared on its function), one module per runbook section
 (``cluster``, ``owner``, ``compatibility``, ``disruption`` for preflight, ``validation`` for verify),
 ``catalogue`` (imports those modules and gathers their checks in output order), ``results`` (what a check
 returns), ``preflight`` (runs the catalogue), ``nodestate`` (per-node facts shared by watch and pause:
 driver version, done), ``progress`` (what both watches share, models counted from their pods),
 ``pause``, ``watch`` and ``generations`` (the image-owned watch). Every label and annotation key they
-read or write is in :mod:`spec.labels`.
+read or write is in :mod:`gpu_knowledge.labels`.
 """

@@ -13,9 +13,9 @@ from checks.identity import Verdict, identify_cluster
 from checks.inventory import Inventory, pool_selectors_text
 from checks.metadata import CLUSTER, check
 from checks.results import Finding, failed, passed, warned
-from spec import labels
-from spec.membership import CLOUD_POOL_LABELS, Via
-from spec.model import Cloud
+from gpu_knowledge import labels
+from fleetspec.membership import CLOUD_POOL_LABELS, Via
+from fleetspec.model import Cloud
 
 
 @check("cluster-identity", CLUSTER)

@@ -1,7 +1,7 @@
 """Compatibility against the live cluster (runbook section 1): gpu-supported-by-driver, serving-images-cuda,
 operator-supports-driver, kernel-precompiled, fabric-manager, mig-timeslicing, dcgm-exporter, change-ticket.
 
-The answers come from :mod:`spec.compat` (driver, CUDA, operator and Fabric Manager tables, each with its
+The answers come from :mod:`gpu_knowledge.compat` (driver, CUDA, operator and Fabric Manager tables, each with its
 source); this module finds what the cluster runs: GPU products, serving images, the operator's release,
 kernels, NVSwitch systems, MIG and GPU sharing.
 """
@@ -23,8 +23,10 @@ from checks.objects import (
 )
 from checks.metadata import COMPATIBILITY, check
 from checks.results import Finding, failed, few, passed, warned
-from spec import compat, gpu_products, labels, manifests, serving
-from spec.model import DriverOwner, NodePool, Stage
+from gpu_knowledge import compat, gpu_products, labels
+from renderers import manifests
+from fleetspec import serving
+from fleetspec.model import DriverOwner, NodePool, Stage
 
 # CUDA in common image tags: "cu126" (12.6), "cuda12.8", "cuda-12.4.1".
 _CU_TAG = re.compile(r"(?:^|[^a-z])cu(\d{2})(\d)(?:[^0-9]|$)")
@@ -252,7 +254,7 @@ def _gpu_count(node: Obj) -> int | None:
 
 def _nvswitch_nodes(inv: Inventory, pool: NodePool) -> tuple[list[str], list[str]]:
     """Nodes of the pool that say they are NVSwitch systems: by our pool label, by GFD's product name and
-    GPU count (:mod:`spec.gpu_products`: the product names of HGX/DGX and GB200 systems, with sources)."""
+    GPU count (:mod:`gpu_knowledge.gpu_products`: the product names of HGX/DGX and GB200 systems, with sources)."""
     by_label, by_product = [], []
     for node in inv.nodes_of_pool(pool.name):
         node_labels = labels_of(node)
@@ -360,7 +362,7 @@ def _dcgm_exporter_images(inv: Inventory) -> set[str]:
 @check("dcgm-exporter", COMPATIBILITY)
 def check_dcgm_exporter(inv: Inventory) -> list[Finding]:
     """Before the change, the DCGM Exporter's DCGM against the target branch (runbook: "DCGM Exporter still works
-    on the new branch"): at least the DCGM an operator release listing that branch ships (spec.compat)."""
+    on the new branch"): at least the DCGM an operator release listing that branch ships (gpu_knowledge.compat)."""
     target = inv.spec.driver.version
     images = sorted(_dcgm_exporter_images(inv))
     if not images:

@@ -2,7 +2,7 @@
 pdb-blocks-drain, readiness-probe, weights-cache.
 
 Whether every model keeps what its PodDisruptionBudget promises while one node at a time drains, and
-comes back quickly: the arithmetic is :mod:`spec.capacity`, shared with the policy pack.
+comes back quickly: the arithmetic is :mod:`gpu_knowledge.capacity`, shared with the policy pack.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from checks.objects import (
 )
 from checks.metadata import CAPACITY, check
 from checks.results import Finding, failed, passed, warned
-from spec import capacity, labels, serving
-from spec.model import Model
+from gpu_knowledge import capacity, labels
+from fleetspec import serving
+from fleetspec.model import Model
 
 
 def _replicas(deployment: Obj) -> int:

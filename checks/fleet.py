@@ -28,8 +28,8 @@ from checks.progress import Trigger
 from checks.results import CheckResult, Status
 from checks.verify_read import gather
 from checks.watch import Snapshot, watch
-from spec import labels
-from spec.model import DriverOwner, FleetSpec
+from gpu_knowledge import labels
+from fleetspec.model import DriverOwner, FleetSpec
 
 STUCK_AFTER = 3600.0  # seconds in one upgrade state before a node counts as stuck (watch's default)
 

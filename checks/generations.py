@@ -25,7 +25,7 @@ Triggers (no auto-pause: there is nothing to pause; the watch reports them and e
 - ``slo-breach``: a model's SLO breached on a pool being upgraded for as long as it declares (as on the
   operator path: :mod:`checks.slo`).
 
-A pool's nodes are found by :func:`spec.membership.node_membership` (the project's pool label, else the
+A pool's nodes are found by :func:`fleetspec.membership.node_membership` (the project's pool label, else the
 cloud's pool label: EKS node group ``<pool>-g<id>``, AKS agent pool ``<pool>g<id>``), and a node's
 generation by the project's generation label, else by the cloud pool it is in; so a pool the stack has
 not labelled yet is followed too.
@@ -65,8 +65,8 @@ from checks.objects import Obj, labels_of, name_of, spec_of, status_of
 from checks.progress import StateTracker, Trigger, epoch, list_model_pods, model_rows
 from checks.prometheus import Prometheus
 from checks.slo import SloReading, slo_of
-from spec import labels
-from spec.model import FleetSpec, NodePool
+from gpu_knowledge import labels
+from fleetspec.model import FleetSpec, NodePool
 
 NOT_READY = "not-ready"
 UNKNOWN_DRIVER = "unknown"

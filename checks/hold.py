@@ -26,9 +26,9 @@ from checks.inventory import pool_nodes_of
 from checks.nodestate import node_driver_version, upgrade_state
 from checks.objects import Obj, annotations_of, labels_of, meta, name_of, spec_of, status_of
 from checks.progress import Trigger, list_model_pods
-from spec import labels
-from spec.membership import Membership
-from spec.model import FleetSpec, NodePool
+from gpu_knowledge import labels
+from fleetspec.membership import Membership
+from fleetspec.model import FleetSpec, NodePool
 from workload import result as job_result
 
 VALIDATION_FAILED = "validation-failed"  # the trigger's kind

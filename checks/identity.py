@@ -5,7 +5,7 @@ Evidence, strongest first:
 
 - **Identity records.** Each stack's ``pulumi up`` writes ``kube-system/gpu-driver-upgrade-<stage>``
   (label ``gpu-driver-upgrade.io/record=cluster-identity``) with ``cluster`` and, on AKS/EKS, the cloud's
-  own names (``spec.manifests.identity_data``). A record of either stage that names another ``cluster``
+  own names (``renderers.manifests.identity_data``). A record of either stage that names another ``cluster``
   (or another AKS resource group / cluster, EKS cluster / region) refutes; one that names ours confirms.
 - **EKS nodes.** A node's ``spec.providerID`` (``aws:///<availability zone>/<instance id>``) and its
   ``topology.kubernetes.io/region`` label put it in a region; an EKS cluster is regional, so a node in
@@ -33,8 +33,9 @@ from typing import Any
 from checks import kube as k
 from checks.errors import WrongClusterError
 from checks.objects import Obj, labels_of, meta, name_of, spec_of
-from spec import labels, manifests
-from spec.model import Cloud, FleetSpec
+from gpu_knowledge import labels
+from renderers import manifests
+from fleetspec.model import Cloud, FleetSpec
 
 RECORD_SELECTOR = f"{labels.RECORD}={labels.RECORD_CLUSTER_IDENTITY}"
 _PROVIDER_ID = re.compile(r"^aws:///(?P<zone>[a-z0-9-]+)/(?P<instance>[^/]+)$")

@@ -1,7 +1,7 @@
 """One read of the cluster for preflight: a fixed number of LISTs, whatever the fleet's size.
 
 One LIST of every node, classified in memory (a pool's nodes are found by the project's pool label, the
-cloud's pool label or the declared selector: :func:`spec.membership.node_membership`, which no single
+cloud's pool label or the declared selector: :func:`fleetspec.membership.node_membership`, which no single
 label selector can express); one LIST each of pods, Deployments and PDBs across namespaces, the
 operator's DaemonSets, ClusterPolicies and NVIDIADrivers, and the stacks' identity records in
 kube-system. Everything else is derived in memory.
@@ -25,9 +25,10 @@ from checks.objects import (
     template_containers,
     template_labels,
 )
-from spec import labels, manifests
-from spec.membership import Membership, describe_selectors, node_membership, pool_node_selectors
-from spec.model import FleetSpec, NodePool
+from gpu_knowledge import labels
+from renderers import manifests
+from fleetspec.membership import Membership, describe_selectors, node_membership, pool_node_selectors
+from fleetspec.model import FleetSpec, NodePool
 
 
 def memberships(spec: FleetSpec, nodes: list[Obj]) -> dict[str, Membership]:
@@ -56,7 +57,7 @@ def pool_selectors_text(spec: FleetSpec, pools: list[NodePool] | None = None) ->
 class Inventory:
     spec: FleetSpec
     nodes: list[Obj]  # every node of the cluster
-    pool_nodes: list[Obj]  # the nodes of the stack's pools (spec.membership)
+    pool_nodes: list[Obj]  # the nodes of the stack's pools (fleetspec.membership)
     gpu_nodes: list[Obj]  # every GPU node: the stack's pools plus any other node with gpu.present=true
     pods: list[Obj]
     deployments: list[Obj]

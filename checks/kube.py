@@ -60,7 +60,7 @@ from checks.errors import (
 from checks import kubeconfig as kubeconfig_files
 from checks import slim
 from checks.objects import Obj
-from spec import kinds
+from gpu_knowledge import kinds
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class ClientSettings:
 
 @dataclass(frozen=True)
 class Resource:
-    """A kind as the API addresses it (``spec.kinds``), or one of its subresources as RBAC names it."""
+    """A kind as the API addresses it (``gpu_knowledge.kinds``), or one of its subresources as RBAC names it."""
 
     kind: kinds.Kind
     subresource: str | None = None  # for messages only: a request names its subresource in its path

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from checks.errors import ConfigError
-from spec import yaml_files
-from spec.base import Cloud
-from spec.model import Cluster
+from fleetspec import yaml_files
+from fleetspec.base import Cloud
+from fleetspec.model import Cluster
 
 MAX_FILE_BYTES = 16 * 1024 * 1024  # kubeconfigs embed certificates; none is anywhere near this
 SECTIONS = (("clusters", "cluster"), ("contexts", "context"), ("users", "user"))

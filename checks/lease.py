@@ -26,7 +26,7 @@ from checks import kube as k
 from checks.errors import ClusterError, ConflictError, NotFoundError
 from checks.objects import Obj, annotations_of, meta, spec_of
 from checks.progress import epoch
-from spec import kinds, labels
+from gpu_knowledge import kinds, labels
 
 ATTEMPTS = 5  # read-modify-write rounds before a busy lease is given up on
 

@@ -7,7 +7,7 @@ The state label alone is not enough: before a version bump every node is ``upgra
 driver, and the operator only moves it back to ``upgrade-required`` at its next reconcile (gpu-operator
 reference section 3.1, state 9).
 
-This would sit well in ``spec/`` next to ``pool_driver_version`` if it stops needing live node labels;
+This would sit well in ``fleetspec/`` next to ``pool_driver_version`` if it stops needing live node labels;
 it reads GFD labels, so it lives with the live checks.
 """
 
@@ -17,9 +17,9 @@ from typing import TypeVar
 
 from checks.errors import ClusterError
 from checks.objects import Obj, labels_of
-from spec import labels
-from spec.membership import describe_selectors, node_membership, pool_node_selectors
-from spec.model import FleetSpec
+from gpu_knowledge import labels
+from fleetspec.membership import describe_selectors, node_membership, pool_node_selectors
+from fleetspec.model import FleetSpec
 
 
 class NoNodesError(ClusterError):
@@ -46,7 +46,7 @@ def upgrade_state(node: Obj) -> str:
 
 def pool_target(spec: FleetSpec, node: Obj) -> str | None:
     """The driver the node's pool is pinned to now; None for a node of no pool of this stack (the pool is
-    found by :func:`spec.membership.node_membership`: project label, cloud pool label or declared selector)."""
+    found by :func:`fleetspec.membership.node_membership`: project label, cloud pool label or declared selector)."""
     membership = node_membership(spec, labels_of(node))
     return spec.pool_driver_version(membership.pool) if membership is not None else None
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from spec import labels
+from gpu_knowledge import labels
 
 Obj = dict[str, Any]  # a Kubernetes object (or a part of one) as the API's JSON
 

@@ -14,10 +14,11 @@ from checks.nodestate import node_driver_version
 from checks.objects import Obj, labels_of, name_of, node_selector_matches, spec_of, status_of
 from checks.metadata import OWNERSHIP, check
 from checks.results import Finding, failed, few, passed, warned
-from spec import labels, manifests
-from spec.model import Cloud, ClusterPolicyMode, DriverOwner, FleetSpec, Stage
-from spec.pools import Generation
-from spec.versions import parse_chart
+from gpu_knowledge import labels
+from renderers import manifests
+from fleetspec.model import Cloud, ClusterPolicyMode, DriverOwner, FleetSpec, Stage
+from fleetspec.pools import Generation
+from gpu_knowledge.versions import parse_chart
 
 
 def operator_driver_targets(inv: Inventory, node: Obj) -> str | None:

@@ -18,7 +18,7 @@ Each patched node is reported through ``on_change`` as soon as the patch succeed
 midway raises :class:`ChangeInterrupted` carrying what was changed before it, so the caller can show
 exactly what is on the cluster now.
 
-A pool's nodes are found by :func:`spec.membership.node_membership` (the project's pool label, else the
+A pool's nodes are found by :func:`fleetspec.membership.node_membership` (the project's pool label, else the
 cloud's pool label, else the declared ``existing.nodeSelector``), so a fleet the stack has not labelled
 yet is paused on exactly its pools' nodes. Before any patch the cluster's identity is checked
 (:func:`checks.identity.require_stack_cluster`, on the same node LIST): another cluster raises
@@ -42,9 +42,9 @@ from checks.identity import ClusterIdentity, refuse_if_refuted, require_stack_cl
 from checks.inventory import pool_nodes_of
 from checks.nodestate import node_done, require_nodes
 from checks.objects import Obj, annotations_of, labels_of, name_of
-from spec import labels
-from spec.membership import Membership
-from spec.model import DriverOwner, FleetSpec
+from gpu_knowledge import labels
+from fleetspec.membership import Membership
+from fleetspec.model import DriverOwner, FleetSpec
 
 # on_change(action, node): action is "labelled" (pause), "released" or "unclaimed" (resume, held pool).
 OnChange = Callable[[str, str], None]

@@ -15,7 +15,7 @@ from checks.identity import identify_cluster, refuse_if_refuted
 from checks.inventory import Inventory, read_inventory
 from checks.metadata import Section
 from checks.results import CheckResult
-from spec.model import FleetSpec
+from fleetspec.model import FleetSpec
 
 VERB = "preflight"
 

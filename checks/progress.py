@@ -16,8 +16,8 @@ from typing import Any
 
 from checks import kube as k
 from checks.objects import Obj, meta, namespaced_name, status_of
-from spec import capacity
-from spec.model import FleetSpec, Model
+from gpu_knowledge import capacity
+from fleetspec.model import FleetSpec, Model
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import urllib3
 
 from checks import kube as k
 from checks.errors import ClusterError
-from spec.observability import PrometheusAccess, PrometheusService, PrometheusUrl, parse_prometheus
+from fleetspec.observability import PrometheusAccess, PrometheusService, PrometheusUrl, parse_prometheus
 
 # The longest query sent in one request (its PromQL, in bytes): a regex of thousands of node or pod names is
 # split into several queries below it (POST bodies have no URL limit, but Prometheus parses what it is sent).

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from spec.model import Model, ServingEngine
+from fleetspec.model import Model, ServingEngine
 
 DEFAULT_PORTS = {ServingEngine.VLLM: 8000, ServingEngine.TGI: 80, ServingEngine.TRITON: 8000}
 METRICS = ("p95LatencySeconds", "tokensPerSecond", "errorRate")  # what verify compares, as queries name them

@@ -19,8 +19,8 @@ from checks.objects import Obj, name_of, spec_of
 from checks.progress import Trigger, model_key
 from checks.prometheus import Prometheus, PrometheusError, split_query
 from checks.serving import ENGINE_PARTS, Parts, engine_of, figures, fill
-from spec.membership import Membership
-from spec.model import FleetSpec, Model
+from fleetspec.membership import Membership
+from fleetspec.model import FleetSpec, Model
 
 SLO_STEP = 60.0  # a figure every minute...
 SLO_SPAN = 300.0  # ...over the five minutes before it

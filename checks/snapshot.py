@@ -1,7 +1,7 @@
 """`gpu-rollout simulate --from-cluster`: the live fleet as the simulator takes it (:class:`simulate.fleet.Fleet`),
 read once, read-only, in preflight's constant number of LISTs (:func:`checks.inventory.read_inventory`).
 
-- Nodes: the stack's pools' nodes (:mod:`spec.membership`), their allocatable GPUs, whether GFD already reports
+- Nodes: the stack's pools' nodes (:mod:`fleetspec.membership`), their allocatable GPUs, whether GFD already reports
   ``driver.version`` (then nothing is left to do), the upgrade-state label (a node seen mid-upgrade starts that
   step over), cordoned, Ready, a skip label on a pool the stack has released (paused: it stays), and the pods
   matching the policy's ``waitForCompletion.podSelector`` running there.
@@ -11,7 +11,7 @@ read once, read-only, in preflight's constant number of LISTs (:func:`checks.inv
   ``weights-cache`` check judges them. Other GPU pods are placed but followed no further.
 - Policies: each NVIDIADriver that carries its own ``upgradePolicy`` (operator v26.7.0+) over the pools whose nodes
   it owns, else the ClusterPolicy's over the rest; an unset key takes the kind's default
-  (:mod:`spec.operator`). Without a ClusterPolicy, the stack's own policy.
+  (:mod:`fleetspec.operator`). Without a ClusterPolicy, the stack's own policy.
 """
 
 from __future__ import annotations
@@ -41,9 +41,10 @@ from checks.objects import (
 from checks.owner import driver_owner_of
 from checks.progress import pod_ready
 from simulate import fleet as sim
-from spec import capacity, labels, operator
-from spec.model import DriverOwner, FleetSpec
-from spec.versions import parse_chart
+from gpu_knowledge import capacity, labels
+from fleetspec import operator
+from fleetspec.model import DriverOwner, FleetSpec
+from gpu_knowledge.versions import parse_chart
 from workload.result import driver_matches
 
 
@@ -191,7 +192,7 @@ def _replicas(deployment: Obj | None, default: int) -> int:
 
 def _policy(raw: Any, defaults: Mapping[str, object], fallback: sim.Policy) -> sim.Policy:
     """A live ``upgradePolicy`` (the CRD's spelling); an unset or malformed key takes the kind's default, a
-    block's keys the stack model's defaults (``spec.operator``)."""
+    block's keys the stack model's defaults (``fleetspec.operator``)."""
     policy = raw if isinstance(raw, Mapping) else {}
 
     def top(key: str) -> Any:

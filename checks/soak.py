@@ -20,8 +20,8 @@ from checks.identity import identify_cluster
 from checks.identity import read_records, refuse_if_refuted
 from checks.nodestate import NoNodesError
 from checks.verify_facts import upgrade_finished_at, upgraded_nodes
-from spec import attestation
-from spec.model import FleetSpec
+from engine_contracts import attestation
+from fleetspec.model import FleetSpec
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,8 @@ from checks.serving import ENGINE_PARTS, METRICS, PART_METRIC, EngineParts, Figu
 from checks.verify_facts import (DCGM_DRIVER_LABEL, DCGM_SERIES, DCGM_XID, DCGM_XID_COUNT, NO_PROMETHEUS, Baseline,
                                  BucketFigures, Comparison, DcgmNode, NodeXids, Restart, Restarts, UpgradedNode,
                                  VerifyFacts, Window, XidEvent)
-from spec import gpu_products
-from spec.model import FleetSpec, Model, ServingEngine
+from gpu_knowledge import gpu_products
+from fleetspec.model import FleetSpec, Model, ServingEngine
 
 # The labels that can name the node a DCGM series is about: Hostname (dcgm-exporter; hostname in newer
 # templates) where the exporter embeds the host engine, kubernetes_node/node where a relabelling adds it.

@@ -23,10 +23,10 @@ from checks.serving import METRICS, Figures
 from checks.verify_facts import (DCGM_DRIVER_LABEL, DCGM_SERIES, DCGM_XID, DCGM_XID_COUNT, NO_PROMETHEUS,
                                  VALIDATOR_LABEL, BucketFigures, Comparison, UpgradedNode, VerifyFacts, stamp,
                                  validation_result)
-from spec import labels
-from spec.base import percent_of
-from spec.model import DriverOwner
-from spec.observability import decimal_percent
+from gpu_knowledge import labels
+from gpu_knowledge.capacity import percent_of
+from fleetspec.model import DriverOwner
+from fleetspec.observability import decimal_percent
 from workload import result as job_result
 
 VERB = "verify"

@@ -19,8 +19,8 @@ from checks.nodestate import upgrade_state
 from checks.objects import Obj, annotations_of, name_of
 from checks.progress import epoch, label_written_at
 from checks.serving import Figures
-from spec import labels
-from spec.model import FleetSpec, Model, NodePool, ServingEngine
+from gpu_knowledge import labels
+from fleetspec.model import FleetSpec, Model, NodePool, ServingEngine
 from workload import result as job_result
 
 # What was read, by its names: the check messages name them too.

@@ -30,7 +30,7 @@ from checks.progress import model_selector, pod_ready
 from checks.prometheus import Prometheus
 from checks.serving import DEFAULT_PORTS, engine_of
 from checks.verify_facts import Probe, VerifyFacts, Window, upgrade_finished_at, upgraded_nodes
-from spec.model import FleetSpec, Model, ServingEngine
+from fleetspec.model import FleetSpec, Model, ServingEngine
 
 EXPORTER_LABEL = ("app", "nvidia-dcgm-exporter")  # the operator's DCGM Exporter pods
 DEFAULT_PROMPT = "Say hello."

@@ -23,7 +23,7 @@ Time is injected (``clock``, ``sleep``), so tests never wait.
 Before the first poll reads anything further, the watch checks that the cluster is the stack's
 (:func:`checks.identity.require_stack_cluster`): another cluster raises
 :class:`checks.errors.WrongClusterError`, so it never auto-pauses nodes of the wrong cluster. A pool's
-nodes are found by :func:`spec.membership.node_membership` (project label, cloud pool label or the
+nodes are found by :func:`fleetspec.membership.node_membership` (project label, cloud pool label or the
 declared selector), and a model's available replicas are its Ready pods (:mod:`checks.progress`).
 
 On a stack whose node image owns the driver (``driver.owner: image``) none of that applies: there is
@@ -71,8 +71,8 @@ from checks.progress import StateTracker, Trigger, epoch, label_written_at, list
 from checks.prometheus import Prometheus
 from checks.results import few
 from checks.slo import SloReading, slo_of
-from spec import kinds, labels
-from spec.model import DriverOwner, FleetSpec
+from gpu_knowledge import kinds, labels
+from fleetspec.model import DriverOwner, FleetSpec
 
 EVENT_REASON = "GPUDriverUpgrade"
 

@@ -18,8 +18,8 @@ import pulumi_aws as aws
 import pulumi_azure_native as azure_native
 import pulumi_kubernetes as k8s
 
-from spec import kubelogin, manifests
-from spec.model import Cloud, FleetSpec
+from renderers import kubelogin, manifests
+from fleetspec.model import Cloud, FleetSpec
 
 
 def _aks_kubeconfig(spec: FleetSpec, opts: pulumi.InvokeOutputOptions) -> pulumi.Output[str]:
@@ -30,7 +30,7 @@ def _aks_kubeconfig(spec: FleetSpec, opts: pulumi.InvokeOutputOptions) -> pulumi
     )
     # Entra ID clusters return an exec (kubelogin) kubeconfig here, so no long-lived token lands in state; its
     # default device-code login would wait for a person, so it is converted to a login from the environment
-    # (spec/kubelogin.py), or refused with the reason. Result types are dicts, read by key (nested results
+    # (renderers/kubelogin.py), or refused with the reason. Result types are dicts, read by key (nested results
     # arrive as typed objects or as plain dicts).
     return credentials.kubeconfigs.apply(
         lambda kubeconfigs: kubelogin.non_interactive(base64.b64decode(kubeconfigs[0]["value"]).decode(), os.environ))

@@ -8,8 +8,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.options import child_options
-from spec import manifests
-from spec.model import FleetSpec, Model
+from renderers import manifests
+from fleetspec.model import FleetSpec, Model
 
 
 @dataclass(frozen=True)

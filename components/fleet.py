@@ -16,10 +16,10 @@ from components.node_pools import AksGpuPool, EksGpuPool, ExistingGpuPool, GpuPo
 from components.previous import PreviousDeployment
 from components.promotion import CanaryGate, CanaryGateArgs
 from components.validation import ValidationJob, ValidationJobArgs
-from spec import manifests
-from spec import resource_facts as rf
-from spec.discipline import utc_now
-from spec.model import Cloud, ClusterPolicyMode, DriverOwner, FleetSpec, Stage
+from renderers import manifests
+from engine_contracts import resource_facts as rf
+from fleetspec.discipline import utc_now
+from fleetspec.model import Cloud, ClusterPolicyMode, DriverOwner, FleetSpec, Stage
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.options import child_options
-from spec import kinds, manifests
-from spec.model import ClusterPolicyMode, FleetSpec, NodePool
+from gpu_knowledge import kinds
+from renderers import manifests
+from fleetspec.model import ClusterPolicyMode, FleetSpec, NodePool
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ import pulumi_kubernetes as k8s
 
 from components.options import child_options
 from components.previous import PreviousDeployment
-from spec import manifests
-from spec.model import AksCluster, EksCluster, FleetSpec, NodePool
+from renderers import manifests
+from fleetspec.model import AksCluster, EksCluster, FleetSpec, NodePool
 
 
 @dataclass(frozen=True)

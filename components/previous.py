@@ -3,7 +3,7 @@
 The engine hands a program only the new config; what the stack deployed last is in its own outputs. A
 change that the cloud or the GPU Operator cannot take in one step (a replace-only field of a cloud pool,
 per-pool driver mode switched on together with an operator upgrade) is only visible against that. The
-pack's stack policies read the last deployment through ``spec.resource_facts.previous``, and `gpu-rollout
+pack's stack policies read the last deployment through ``engine_contracts.resource_facts.previous``, and `gpu-rollout
 plan` answers the reference with ``--previous-outputs``. Each cloud pool also carries the record of its replace-only
 fields as last deployed (a tag), for the resource policy that compares them.
 
@@ -20,8 +20,9 @@ from typing import TypeVar
 
 import pulumi
 
-from spec import manifests, resource_facts
-from spec.model import FleetSpec
+from renderers import manifests
+from engine_contracts import resource_facts
+from fleetspec.model import FleetSpec
 
 T = TypeVar("T")
 
@@ -29,7 +30,7 @@ T = TypeVar("T")
 def read_referenced(
     reference: pulumi.StackReference, names: tuple[str, ...], read: Callable[[resource_facts.StackOutputs], T]
 ) -> pulumi.Output[T]:
-    """``read`` of the referenced stack's outputs ``names`` (``spec.resource_facts.outputs``). Each is fetched
+    """``read`` of the referenced stack's outputs ``names`` (``engine_contracts.resource_facts.outputs``). Each is fetched
     by name, so it stays secret exactly when the referenced stack made it so."""
     return pulumi.Output.all(*(reference.get_output(name) for name in names)).apply(
         lambda values: read(resource_facts.read_stack_outputs(dict(zip(names, values, strict=True))))
@@ -56,6 +57,6 @@ class PreviousDeployment(pulumi.ComponentResource):
 
     def timeline(self, spec: FleetSpec, now: datetime | None) -> pulumi.Output[resource_facts.Timeline]:
         """What this deployment records: the last deployment's times carried forward, ``now`` for what it
-        releases or deploys first (``spec.manifests.timeline``)."""
+        releases or deploys first (``renderers.manifests.timeline``)."""
         names = (resource_facts.POOLS, resource_facts.TIMELINE)
         return read_referenced(self._reference, names, lambda last: manifests.timeline(spec, last, now))

@@ -1,6 +1,6 @@
-"""The config map the running Pulumi program received, for ``spec.load.spec_from_config``.
+"""The config map the running Pulumi program received, for ``fleetspec.load.spec_from_config``.
 
-It lives here, not in ``spec/``, because reading it needs the Pulumi SDK and ``spec`` imports no Pulumi
+It lives here, not in ``fleetspec/``, because reading it needs the Pulumi SDK and ``fleetspec`` imports no Pulumi
 (the import contracts in pyproject.toml hold that); the CLI builds the same map from the stack file instead.
 """
 

@@ -3,7 +3,7 @@
 A prod stack with a ``promotion`` block reads two things the pack cannot: the attestation files its canary's
 `gpu-rollout verify` wrote (``attestations/<canary-stack>/<driver>.json`` in the project folder, where the
 engine runs the program) and the canary stack's outputs (through a StackReference to ``promotion.canaryStack``). It writes
-both, unjudged, on one ConfigMap record in the cluster (``spec.resource_facts.promotion``); the policy
+both, unjudged, on one ConfigMap record in the cluster (``engine_contracts.resource_facts.promotion``); the policy
 ``canary-attested`` judges them. So `pulumi preview`/`up` with the pack and `gpu-rollout plan` refuse the same
 attestations, and the cluster keeps a record of what each prod deployment was promoted on.
 """
@@ -17,13 +17,13 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.previous import read_referenced
-from spec import attestation
-from spec import resource_facts as rf
-from spec.manifests import RECORD_NAMESPACE
-from spec.model import PROJECT, FleetSpec
-from spec.versions import parse_driver
+from engine_contracts import attestation
+from engine_contracts import resource_facts as rf
+from renderers.manifests import RECORD_NAMESPACE
+from fleetspec.model import PROJECT, FleetSpec
+from gpu_knowledge.versions import parse_driver
 
-# The canary stack's outputs the gate reads (their names: spec.resource_facts.outputs).
+# The canary stack's outputs the gate reads (their names: engine_contracts.resource_facts.outputs).
 CANARY_OUTPUTS = (rf.DRIVER_VERSION, rf.POOLS)
 
 

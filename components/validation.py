@@ -32,11 +32,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from spec import kinds, labels
-from spec import resource_facts as rf
-from spec.membership import pool_node_selectors
-from spec.model import DriverOwner, FleetSpec, NodePool, Validation, kubernetes_name
-from spec.base import percent_of
+from gpu_knowledge import kinds, labels
+from engine_contracts import resource_facts as rf
+from fleetspec.membership import pool_node_selectors
+from fleetspec.model import DriverOwner, FleetSpec, NodePool, Validation, kubernetes_name
+from gpu_knowledge.capacity import percent_of
 from workload import result
 
 WORKLOAD_DIR = Path(result.__file__).resolve().parent
@@ -51,7 +51,7 @@ APP_LABELS = {"app.kubernetes.io/name": "gpu-validation", "app.kubernetes.io/par
 ANNOTATION_PROGRAM = f"{labels.DOMAIN}/validation-program"  # sha256 of the program's files
 ANNOTATION_CONFIG = f"{labels.DOMAIN}/validation-config"  # sha256 of the pool's configuration
 NODE_NAME_CLAIM = "authentication.kubernetes.io/node-name"  # the node a pod-bound token's pod runs on
-# Type tokens of what the job registers (no policy reads them; tests/spec/test_resource_facts.py lists them).
+# Type tokens of what the job registers (no policy reads them; tests/engine_contracts/test_resource_facts.py lists them).
 RESOURCE_TYPES = tuple(rf.kubernetes_type(kind) for kind in (
     kinds.NAMESPACE, kinds.SERVICE_ACCOUNT, kinds.CLUSTER_ROLE, kinds.CLUSTER_ROLE_BINDING,
     kinds.VALIDATING_ADMISSION_POLICY, kinds.VALIDATING_ADMISSION_POLICY_BINDING, kinds.DAEMON_SET,
@@ -168,7 +168,7 @@ def program_config_map_data(spec: FleetSpec) -> dict[str, str]:
 def node_affinity(spec: FleetSpec, pool: NodePool, target: str) -> dict[str, Any]:
     """Required node affinity: a node of the pool, on the target driver, upgrade done, not validated for it.
 
-    One term per way the pool's nodes are found (spec.membership: the project's pool label, else the cloud's
+    One term per way the pool's nodes are found (fleetspec.membership: the project's pool label, else the cloud's
     pool label or the declared nodeSelector, the latter only on nodes no stack has labelled yet).
     """
     driver_label = labels.GFD_DRIVER_VERSION if "." in target else labels.GFD_DRIVER_VERSION_MAJOR

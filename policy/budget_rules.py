@@ -10,8 +10,8 @@ from policy import facts
 from policy.facts import Resource
 from policy.findings import Finding, advice
 from policy.metadata import Severity, resource_policy
-from spec import capacity
-from spec import resource_facts as rf
+from gpu_knowledge import capacity
+from engine_contracts import resource_facts as rf
 
 
 def _block(policy: Mapping[str, Any], key: str, res: Resource) -> tuple[Mapping[str, Any], list[Finding]]:

@@ -4,7 +4,7 @@
 
 - ``__main__.py``: ``policy/__main__.py``, the pack's entry point (the engine runs the pack's folder with
   ``runpy.run_path``, which puts that folder first on ``sys.path``);
-- the modules of the ``policy`` and ``spec`` packages the pack imports, found by following the imports
+- the modules of ``policy`` and of the domain packages (``fleetspec``, ``gpu_knowledge``, ``engine_contracts``) the pack imports, found by following the imports
   from ``policy/__main__.py``, copied byte for byte (the checkout stays the one source of truth; nothing
   of this is kept in git);
 - ``PulumiPolicy.yaml``: ``policy/PulumiPolicy.yaml`` with a virtualenv of the pack's own (``venv``)
@@ -15,7 +15,7 @@
 - ``.gitignore``: ``venv/`` and bytecode, which `pulumi policy publish` leaves out of the archive it
   uploads (it honours .gitignore files: pulumi sdk/go/common/util/archive/archive.go).
 
-Why a copy and not a restructured ``policy/``: the rules read facts through ``spec`` (labels, versions,
+Why a copy and not a restructured ``policy/``: the rules read facts through the domain packages (labels, versions,
 compatibility tables, capacity arithmetic), which the program, `gpu-rollout` and the live checks share.
 Moving those modules under ``policy/`` would make the program depend on its policy pack, and a second
 copy in git would drift. Pulumi publishes a folder (pulumi pkg/backend/httpstate/policypack.go: the
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent  # the checkout: the policy and spec packages live here
+ROOT = Path(__file__).resolve().parent.parent  # the checkout: policy and the domain packages live here
 ENTRY = ROOT / "policy" / "__main__.py"
 CONSTRAINTS = ROOT / "constraints.txt"
 VIRTUALENV = "venv"
@@ -83,7 +83,7 @@ def _imports(path: Path, module: str) -> tuple[set[str], set[str]]:
             else:
                 target = node.module or ""
             found(target)
-            for alias in node.names:  # `from spec import labels` imports the module spec.labels
+            for alias in node.names:  # `from gpu_knowledge import labels` imports the module gpu_knowledge.labels
                 if _is_local(target) and _module_file(f"{target}.{alias.name}") is not None:
                     local.add(f"{target}.{alias.name}")
     return local, external

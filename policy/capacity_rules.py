@@ -11,9 +11,9 @@ from policy import facts
 from policy.facts import StackFacts
 from policy.findings import Finding, advice
 from policy.metadata import Severity, stack_policy
-from spec import capacity
-from spec import resource_facts as rf
-from spec.base import Stage
+from gpu_knowledge import capacity
+from engine_contracts import resource_facts as rf
+from fleetspec.base import Stage
 
 
 def _workloads(stack: StackFacts) -> tuple[dict[str, list[capacity.Workload]], list[Finding]]:

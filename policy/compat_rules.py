@@ -13,9 +13,9 @@ from policy import facts
 from policy.facts import Resource, StackFacts
 from policy.findings import Finding, advice
 from policy.metadata import Severity, resource_policy, stack_policy
-from spec import compat, labels
-from spec import resource_facts as rf
-from spec.versions import is_branch_only, is_exact_release
+from gpu_knowledge import compat, labels
+from engine_contracts import resource_facts as rf
+from gpu_knowledge.versions import is_branch_only, is_exact_release
 
 
 @resource_policy(

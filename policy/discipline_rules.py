@@ -4,8 +4,8 @@ until the newest has run a business day; the post-upgrade validation job in prod
 a maintenance window declared and honoured.
 
 What the last deployment released and when comes from its outputs (``StackFacts.previous``: the program's
-reference to its own stack, ``spec.resource_facts.outputs.Timeline``); the stack's settings from its identity
-record (``spec.discipline.RolloutSettings``). The rules judge against ``StackFacts.now``. Where there is no last
+reference to its own stack, ``engine_contracts.resource_facts.outputs.Timeline``); the stack's settings from its identity
+record (``fleetspec.discipline.RolloutSettings``). The rules judge against ``StackFacts.now``. Where there is no last
 deployment (an offline `gpu-rollout plan` by default), what can only be judged against it is advice.
 """
 
@@ -20,9 +20,9 @@ from pydantic import ValidationError
 from policy.facts import Pool, Resource, StackFacts, node_labels
 from policy.findings import Finding, advice
 from policy.metadata import Severity, stack_policy
-from spec import discipline
-from spec import resource_facts as rf
-from spec.base import Stage
+from fleetspec import discipline
+from engine_contracts import resource_facts as rf
+from fleetspec.base import Stage
 
 
 @dataclass(frozen=True)

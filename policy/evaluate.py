@@ -22,7 +22,7 @@ from policy.facts import Resource, StackFacts
 from policy.findings import Level
 from policy.metadata import ENFORCEMENT_LEVEL
 from policy.registry import ADVICE_POLICY_ID, REGISTRY, PolicyDef
-from spec import resource_facts as rf
+from engine_contracts import resource_facts as rf
 
 POLICY_DIR = Path(__file__).resolve().parent
 

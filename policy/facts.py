@@ -1,7 +1,7 @@
-"""The policy-side views of what the program registered, read through ``spec.resource_facts``.
+"""The policy-side views of what the program registered, read through ``engine_contracts.resource_facts``.
 
 Rules never see the stack config: every fact comes from resource properties, as the engine shows them
-(camelCase). ``spec.resource_facts`` owns how each fact is written and read back; this module adds what
+(camelCase). ``engine_contracts.resource_facts`` owns how each fact is written and read back; this module adds what
 only the pack needs: the engine's property shapes (``EngineProps``, EKS ``updateConfig`` as outputs carry
 it), the operator's per-kind defaults, and views that keep the decoded facts beside the resource they were
 read from, so a finding can name it. A view's own properties add behaviour (combine a pool's cloud pools,
@@ -19,10 +19,11 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from spec import labels, operator
-from spec import resource_facts as rf
-from spec.base import Stage
-from spec.discipline import utc_now
+from gpu_knowledge import labels
+from fleetspec import operator
+from engine_contracts import resource_facts as rf
+from fleetspec.base import Stage
+from fleetspec.discipline import utc_now
 
 prop = rf.prop
 
@@ -256,7 +257,7 @@ class OperatorDriver:
         return all(pool_labels.get(k) == v for k, v in (self.facts.selector or {}).items())
 
 
-# What an unset upgradePolicy key becomes, per resource kind (spec.operator has the defaults and their source).
+# What an unset upgradePolicy key becomes, per resource kind (fleetspec.operator has the defaults and their source).
 POLICY_DEFAULTS: dict[str, dict[str, Any]] = {
     rf.HELM_RELEASE: operator.HELM_POLICY_DEFAULTS,
     rf.CLUSTER_POLICY_PATCH: operator.CLUSTER_POLICY_DEFAULTS,

@@ -9,9 +9,9 @@ from policy import facts
 from policy.facts import Resource, StackFacts
 from policy.findings import Finding, advice
 from policy.metadata import Severity, stack_policy
-from spec import compat
-from spec import resource_facts as rf
-from spec.platform import aks_os, eks_os
+from gpu_knowledge import compat
+from engine_contracts import resource_facts as rf
+from gpu_knowledge.platform import aks_os, eks_os
 
 
 def _pool_os(res: Resource, declared: str | None) -> tuple[str, ...]:

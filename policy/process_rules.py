@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from policy.facts import StackFacts
 from policy.findings import Finding, advice
 from policy.metadata import Severity, stack_policy
-from spec import resource_facts as rf
-from spec.base import Stage
+from engine_contracts import resource_facts as rf
+from fleetspec.base import Stage
 
 
 @stack_policy(

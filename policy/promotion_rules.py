@@ -2,14 +2,14 @@
 
 The program of a prod stack with a ``promotion`` block states, on its promotion record, the text of the
 attestation of each driver its pools move to or are pinned to, the drivers its canary stack runs and the
-stack's waivers (``components/promotion.py``, ``spec.resource_facts.promotion``). This rule judges them with
-``spec.attestation``, for each pool whose driver is a promotion:
+stack's waivers (``components/promotion.py``, ``engine_contracts.resource_facts.promotion``). This rule judges them with
+``engine_contracts.attestation``, for each pool whose driver is a promotion:
 
 - the attestation is intact (digest) and signed by a key the pack config trusts (``trustedKeys``, this policy's
   setting in ``policy/prod.json``), made on the canary stack, for that driver, covering the pool's GPU
   architecture, with a soak of at least ``minSoakHours``; the canary stack still runs the driver;
 - an attested canary pool matches the prod pool: the same GPU product (or a spelling of it listed in
-  ``spec.compat_data.PRODUCT_EQUIVALENTS``), GPUs per node, NVSwitch and MIG layout, it served model traffic
+  ``gpu_knowledge.compat_data.PRODUCT_EQUIVALENTS``), GPUs per node, NVSwitch and MIG layout, it served model traffic
   during the soak, and the canary ran the operator release prod runs. Each difference is named; one that
   ``promotion.waivers.<pool>`` accepts is advice, with the waiver's reason.
 
@@ -20,7 +20,7 @@ other pools run it, since an attestation binds a kind of GPU; a held pool's pin 
 driver (a change of ``driver.previousVersion`` moves the pool). On a stack's first deployment a held pool's pin is taken as what it
 runs: nothing records otherwise.
 
-The rule also refuses trusting the example key (``spec.attestation.EXAMPLE_KEY_ID``, whose private half is in
+The rule also refuses trusting the example key (``engine_contracts.attestation.EXAMPLE_KEY_ID``, whose private half is in
 this repository's tests) outside the example fleets, and says on them how to make a key of one's own.
 """
 
@@ -34,9 +34,11 @@ from policy import facts
 from policy.facts import StackFacts
 from policy.findings import Finding, advice
 from policy.metadata import PolicyConfig, Severity, stack_policy
-from spec import attestation, compat, labels, stacks
-from spec import resource_facts as rf
-from spec.base import Stage
+from engine_contracts import attestation
+from gpu_knowledge import compat, labels
+from fleetspec import stacks
+from engine_contracts import resource_facts as rf
+from fleetspec.base import Stage
 
 TRUSTED_KEYS = "trustedKeys"
 
@@ -118,7 +120,7 @@ def _targets(stack: StackFacts) -> tuple[dict[tuple[str, bool], _Target], list[F
         if answer.value is None:
             problems.append(Finding(
                 f"pool {pool.name}: {answer.reason}; no attestation can cover a GPU the architecture table does not "
-                "know (add it to spec/compat_data.py)", res,
+                "know (add it to gpu_knowledge/compat_data.py)", res,
             ))
             continue
         for version, promotion in judged.items():
@@ -144,7 +146,7 @@ def _yes_no(value: bool | None) -> str:
 def differences(canary: attestation.AttestedPool, pool: rf.PoolFacts, operator: str | None,
                 attested_operator: str) -> dict[str, str]:
     """What differs between an attested canary pool and a prod pool, by the name a waiver accepts it under
-    (``spec.model.WAIVABLE_DIFFERENCES``), each in words: canary, then prod."""
+    (``fleetspec.model.WAIVABLE_DIFFERENCES``), each in words: canary, then prod."""
     found: dict[str, str] = {}
     if not pool.gpu_product or not compat.same_gpu_product(canary.gpuProduct, pool.gpu_product):
         found["gpu-product"] = f"GPU {canary.gpuProduct} on the canary, {pool.gpu_product or 'not stated'} in prod"

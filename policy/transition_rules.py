@@ -9,8 +9,9 @@ from policy import facts
 from policy.facts import Resource, StackFacts
 from policy.findings import Finding, advice
 from policy.metadata import Severity, resource_policy, stack_policy
-from spec import labels, replacement
-from spec import resource_facts as rf
+from gpu_knowledge import labels
+from gpu_knowledge import replacement
+from engine_contracts import resource_facts as rf
 
 
 @resource_policy(

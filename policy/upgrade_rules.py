@@ -10,8 +10,8 @@ from policy import facts
 from policy.facts import Resource, StackFacts
 from policy.findings import Finding, Level, advice
 from policy.metadata import Severity, resource_policy, stack_policy
-from spec import kinds
-from spec import resource_facts as rf
+from gpu_knowledge import kinds
+from engine_contracts import resource_facts as rf
 
 
 @resource_policy(

@@ -2,9 +2,9 @@
 facts of two renderings of a stack (base and head), for `gpu-rollout diff`.
 
 A side's facts (:class:`StackView`) come from what the offline engine rendered, read the way the policy
-pack reads them (:class:`policy.facts.StackFacts` over ``spec.resource_facts``): the operator's driver
+pack reads them (:class:`policy.facts.StackFacts` over ``engine_contracts.resource_facts``): the operator's driver
 objects, the cloud pools of each pool, the models' PodDisruptionBudgets; plus the program's own outputs
-for what it states per pool (``spec.resource_facts.PoolSummary``: driver, node image, generations, held) and
+for what it states per pool (``engine_contracts.resource_facts.PoolSummary``: driver, node image, generations, held) and
 the policy verdicts of the stage. Nothing here re-reads config or renders: :mod:`rollout.diff` renders both
 sides with the engine `gpu-rollout plan` uses and hands the results in, so these functions are tested on
 any two renderings, and the Pulumi SDK is never imported here.
@@ -28,9 +28,9 @@ from policy.evaluate import Violation
 from policy.facts import Resource, StackFacts, node_image_owns_driver
 from preview.pack_diff import PackChange
 from policy.findings import Level
-from spec import replacement
-from spec import resource_facts as rf
-from spec.resource_facts.values import flag_text
+from gpu_knowledge import replacement
+from engine_contracts import resource_facts as rf
+from engine_contracts.resource_facts.values import flag_text
 
 NONE = "-"  # a fact a side does not state
 
@@ -81,11 +81,11 @@ def flat_policy(policy: Any) -> dict[str, str]:
     return out
 
 
-REPLACE_ONLY = "replace-only"  # fields of a cloud pool fixed at creation (spec.replacement)
+REPLACE_ONLY = "replace-only"  # fields of a cloud pool fixed at creation (gpu_knowledge.replacement)
 
 
 def _replace_only(res: Resource) -> dict[str, str]:
-    """A cloud pool's fields the cloud cannot change in place, as ``spec.replacement`` records them."""
+    """A cloud pool's fields the cloud cannot change in place, as ``gpu_knowledge.replacement`` records them."""
     if res.type == rf.EKS_NODE_GROUP:
         fields, keys = replacement.eks_node_group_fields(res.props), replacement.EKS_REPLACE_ONLY
     else:

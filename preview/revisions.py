@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from spec.load import MAX_STACK_FILE_BYTES
+from fleetspec.load import MAX_STACK_FILE_BYTES
 
 # Pulumi.<stack>.yaml: the project file Pulumi.yaml is not a stack. Pulumi also reads .yml.
 _STACK_FILE = re.compile(r"^Pulumi\.(?P<stack>[^/]+)\.ya?ml$")
@@ -189,7 +189,7 @@ class Repository:
         return found
 
     def check_size(self, side: Side, stack: str) -> None:
-        """A stack file past the stack-file limit (spec.load) is refused unread."""
+        """A stack file past the stack-file limit (fleetspec.load) is refused unread."""
         file = side.files[stack]
         if file.size > MAX_STACK_FILE_BYTES:
             raise RevisionError(

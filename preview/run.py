@@ -25,9 +25,9 @@ from pulumi.runtime import rpc as pulumi_rpc
 from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.mocks import MockMonitor
 
-from spec import resource_facts
-from spec.model import PROJECT
-from spec.stacks import stack_name
+from engine_contracts import resource_facts
+from fleetspec.model import PROJECT
+from fleetspec.stacks import stack_name
 
 SOURCE_DIR = Path(__file__).resolve().parent.parent  # the checkout this package runs from
 

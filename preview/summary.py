@@ -10,10 +10,11 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from spec import attestation, capacity, labels
-from spec import resource_facts as rf
-from spec.resource_facts import promotion as promotion_facts
-from spec.versions import is_branch_only
+from engine_contracts import attestation
+from gpu_knowledge import capacity, labels
+from engine_contracts import resource_facts as rf
+from engine_contracts.resource_facts import promotion as promotion_facts
+from gpu_knowledge.versions import is_branch_only
 
 
 def _attestations(gate: rf.PromotionFacts) -> str:

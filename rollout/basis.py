@@ -23,7 +23,7 @@ from typing import Any
 
 from preview.revisions import Repository, RevisionError
 from rollout import backend
-from spec.load import SpecError, read_stack_file
+from fleetspec.load import SpecError, read_stack_file
 
 LAST_DEPLOYMENT_FLAGS = ("--previous-outputs FILE", "--from-backend")
 CANARY_FLAGS = ("--canary-outputs FILE", "--from-backend")

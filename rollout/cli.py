@@ -32,7 +32,7 @@ from rollout.exits import Exit
 
 if TYPE_CHECKING:
     from rollout.context import Live
-    from spec.load import SpecError, SpecProblem
+    from fleetspec.load import SpecError, SpecProblem
 
 ABOUT = ("Move the GPU nodes of a Kubernetes inference fleet to a new NVIDIA driver: plan it offline, check the "
          "cluster, roll out canary then prod, watch, pause, verify and attest, roll back. Every verb below; "
@@ -120,14 +120,14 @@ def run(call: Callable[[], Exit], debug: bool = False, as_json: bool = False) ->
     of gpu-rollout, not of the input: exit 70, one line saying so and where its traceback was written (printed
     too with ``--debug``)."""
     from checks.errors import ClusterError, ConfigError, WrongClusterError
-    from spec.load import SpecError
+    from fleetspec.load import SpecError
 
     try:
         code = call()
     except typer.BadParameter as error:  # a usage error the verb found: typer shows it with the usage
         if as_json:
             from rollout import documents
-            from spec.load import SpecProblem
+            from fleetspec.load import SpecProblem
 
             hint = error.param_hint if isinstance(error.param_hint, str) else ""
             message = error.format_message()
@@ -404,7 +404,7 @@ def stacks_verb(
     def call() -> Exit:
         from rollout import deploy as verb
         from rollout.project import default_project_dir
-        from spec.base import Stage
+        from fleetspec.base import Stage
 
         if stage is not None and stage not in Stage._value2member_map_:
             raise typer.BadParameter(f"{stage!r} is not a stage (canary or prod)", param_hint="--stage")
@@ -522,7 +522,7 @@ def fleet_advance(
     def call() -> Exit:
         from rollout import fleet as verb
         from rollout.fleet_project import load_project
-        from spec.base import Stage
+        from fleetspec.base import Stage
 
         if stage is not None and stage not in Stage._value2member_map_:
             raise typer.BadParameter(f"{stage!r} is not a stage (canary or prod)", param_hint="--stage")
@@ -874,7 +874,7 @@ def verify(
     nothing is attested and only a failed check exits 1.
     """
     from rollout import verify as verb
-    from spec.attestation import AttestationError
+    from engine_contracts.attestation import AttestationError
 
     prometheus = _prometheus_url(prometheus)
     try:

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 import typer
 
 from rollout.project import find_project
-from spec import load
-from spec.model import FleetSpec
+from fleetspec import load
+from fleetspec.model import FleetSpec
 
 if TYPE_CHECKING:  # the Kubernetes client costs 0.2 s to import; the offline verbs never need it
     from checks import kube as kube_module
@@ -138,7 +138,7 @@ class Live:
 def open_live(stack: str | None, stack_file: Path | None, project_dir: Path | None, kubeconfig: str | None,
               context: str | None, settings: kube_module.ClientSettings | None = None) -> Live:
     """Resolve the stack, load its file and connect to its cluster. A bad stack file raises
-    :class:`spec.load.SpecError`, an unusable kubeconfig or context :class:`checks.errors.ConfigError`
+    :class:`fleetspec.load.SpecError`, an unusable kubeconfig or context :class:`checks.errors.ConfigError`
     (both exit 2); nothing has reached the cluster yet."""
     from checks import kube as kube_module
     from checks.kubeconfig import advice_for

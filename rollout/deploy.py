@@ -20,7 +20,7 @@ from rollout import backend, deploy_plan, documents
 from rollout.console import stdout
 from rollout.exits import Exit
 from rollout.stacks import StackFile, stack_files
-from spec.base import Stage
+from fleetspec.base import Stage
 
 
 def _chosen(project_dir: Path, names: list[str] | None, stage: Stage | None = None) -> list[StackFile]:

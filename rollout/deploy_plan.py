@@ -26,13 +26,13 @@ from preview.revisions import Commit
 from rollout.history import rolled_back_to
 from rollout.pulumi_config import Config, Update, config_changes, split_path
 from rollout.stacks import StackFile, stage_order
-from spec.attestation import ATTESTATION_DIR
-from spec.base import Stage
-from spec.discipline import utc_now
+from engine_contracts.attestation import ATTESTATION_DIR
+from fleetspec.base import Stage
+from fleetspec.discipline import utc_now
 
 # What the program that runs in `up` is made of (its dependencies' pins included), and the pack.
-PROGRAM_PATHS = ("Pulumi.yaml", "__main__.py", "components/", "spec/", "workload/", "requirements.txt",
-                 "pyproject.toml", "constraints.txt")
+PROGRAM_PATHS = ("Pulumi.yaml", "__main__.py", "components/", "fleetspec/", "gpu_knowledge/", "engine_contracts/",
+                 "renderers/", "workload/", "requirements.txt", "pyproject.toml", "constraints.txt")
 PACK_PATHS = ("policy/",)
 
 

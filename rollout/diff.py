@@ -38,9 +38,9 @@ from rollout import basis, documents
 from rollout import console as consoles
 from rollout import plan
 from rollout.exits import Exit
-from spec import attestation
-from spec.load import MAX_STACK_FILE_BYTES, SpecError, SpecProblem, read_stack_file, spec_from_config
-from spec.stacks import stack_name
+from engine_contracts import attestation
+from fleetspec.load import MAX_STACK_FILE_BYTES, SpecError, SpecProblem, read_stack_file, spec_from_config
+from fleetspec.stacks import stack_name
 
 
 class _Files:
@@ -80,7 +80,7 @@ class _Files:
 
 def _unattested(project_dir: Path) -> Callable[[str | None], Callable[[str], str | None]]:
     """For a prod stack promoted from a canary stack: why that canary has not attested a driver (None: it has),
-    from the project's attestation files as the program and the pack read them (``spec.attestation``). Only
+    from the project's attestation files as the program and the pack read them (``engine_contracts.attestation``). Only
     whether a sound file exists; the pack's ``canary-attested`` judges soak time and GPU architectures."""
     directory = project_dir / attestation.ATTESTATION_DIR
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from rollout.console import say
 from rollout.exits import Exit
-from spec.load import SpecProblem
+from fleetspec.load import SpecProblem
 
 SCHEMA_VERSION = 1
 

@@ -41,10 +41,10 @@ from rollout.engine import UpResult
 from rollout.exits import Exit
 from rollout.fleet_project import FleetProject
 from rollout.stacks import StackFile, prod_stacks_of
-from spec import attestation
-from spec.base import Stage
-from spec.fleet import LEASE_NAME, LEASE_NAMESPACE
-from spec.model import FleetSpec
+from engine_contracts import attestation
+from fleetspec.base import Stage
+from fleetspec.fleet_file import LEASE_NAME, LEASE_NAMESPACE
+from fleetspec.model import FleetSpec
 
 UP_MESSAGE = "gpu-rollout fleet advance: wave {wave}"
 

@@ -20,9 +20,9 @@ from rollout import plan as stack_plan
 from rollout.console import stdout
 from rollout.exits import Exit
 from rollout.fleet_project import FleetProject, load_project
-from spec.fleet import Wave
-from spec.load import SpecError
-from spec.model import FleetSpec
+from fleetspec.fleet_file import Wave
+from fleetspec.load import SpecError
+from fleetspec.model import FleetSpec
 
 
 @dataclass

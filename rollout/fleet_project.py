@@ -1,5 +1,5 @@
 """The fleet as the project declares it: the fleet file (``Fleet.yaml``) and every stack file it orders, checked
-against each other (spec/fleet.py). Offline and light: `fleet plan` reads it without the cluster client, the live
+against each other (fleetspec/fleet_file.py). Offline and light: `fleet plan` reads it without the cluster client, the live
 fleet verbs without the Pulumi SDK."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rollout.stacks import StackFile, stack_files
-from spec.fleet import DeclaredStack, FleetFile, check_stacks, fleet_path, read_fleet_file
-from spec.load import SpecError, SpecProblem, load_stack_file
-from spec.model import FleetSpec
+from fleetspec.fleet_file import DeclaredStack, FleetFile, check_stacks, fleet_path, read_fleet_file
+from fleetspec.load import SpecError, SpecProblem, load_stack_file
+from fleetspec.model import FleetSpec
 
 
 @dataclass(frozen=True)

@@ -41,8 +41,8 @@ from rollout.pulumi_config import (
     undecryptable,
     with_value,
 )
-from spec.base import DriverOwner
-from spec.load import SpecError, spec_from_config
+from fleetspec.base import DriverOwner
+from fleetspec.load import SpecError, spec_from_config
 
 ROLLBACK_MESSAGE = "gpu-rollout rollback to update {version}"  # the message of every update rollback runs
 _ROLLBACK_MESSAGE = re.compile(r"^gpu-rollout rollback to update (\d+)\b")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rollout.console import say
 from rollout.exits import Exit
-from spec import attestation
+from engine_contracts import attestation
 
 PRIVATE_FILE = "attestation-signing-key.pem"
 ENTRY_FILE = "attestation-signing-key.pub.json"

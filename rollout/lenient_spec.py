@@ -2,7 +2,7 @@
 
 Rollback reads configs the spec may refuse today: an update of an older release of this project, a key
 whose secret could not be read. So they are read here, and only a config rollback would set goes through
-:func:`spec.load.spec_from_config`. :class:`LenientView` reads a value the way the spec would where it can: a field is named as the model names it (a name the model lacks is an error, not an absent value), a
+:func:`fleetspec.load.spec_from_config`. :class:`LenientView` reads a value the way the spec would where it can: a field is named as the model names it (a name the model lacks is an error, not an absent value), a
 field the config leaves out reads as the model's default (None where the model has none), a block as a
 view of its own model, a list of blocks as a list of views. Nothing is converted or checked: a value of
 the wrong type reads as it is written.
@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from rollout.pulumi_config import Config
-from spec.model import PROJECT, FleetSpec
+from fleetspec.model import PROJECT, FleetSpec
 
 _PREFIX = f"{PROJECT}:"
 

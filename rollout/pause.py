@@ -15,8 +15,8 @@ from rollout import documents
 from rollout import console as consoles
 from rollout.exits import Exit
 from rollout.live import note_identity
-from spec import labels
-from spec.model import FleetSpec
+from gpu_knowledge import labels
+from fleetspec.model import FleetSpec
 
 
 def render_summary(verb: str, report: PauseReport, console: Console) -> None:

@@ -26,11 +26,11 @@ from preview.summary import payload_summary, payloads, review_fields
 from rollout import basis, documents
 from rollout import console as consoles
 from rollout.exits import Exit
-from spec.load import SpecError, SpecProblem, load_stack_file, read_stack_file, spec_from_config, stack_file
-from spec.model import PROJECT
-from spec.ownership import shared_objects
-from spec.resource_facts import read_stack_outputs
-from spec.stacks import stack_name
+from fleetspec.load import SpecError, SpecProblem, load_stack_file, read_stack_file, spec_from_config, stack_file
+from fleetspec.model import PROJECT
+from renderers.ownership import shared_objects
+from engine_contracts.resource_facts import read_stack_outputs
+from fleetspec.stacks import stack_name
 
 # The one rule that reads the canary's outputs (through the promotion record, components/promotion.py).
 CANARY_GATE = "canary-attested"

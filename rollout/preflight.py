@@ -12,7 +12,7 @@ from checks.results import CheckResult, Status, any_failed
 from rollout import documents
 from rollout import console as consoles
 from rollout.exits import Exit
-from spec.model import FleetSpec
+from fleetspec.model import FleetSpec
 
 _STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red"}
 

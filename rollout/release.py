@@ -15,7 +15,7 @@ from rollout import documents
 from rollout import console as consoles
 from rollout.exits import Exit
 from rollout.live import note_identity
-from spec.model import FleetSpec
+from fleetspec.model import FleetSpec
 
 
 def execute(stack: str, spec: FleetSpec, kube: k.Kube, node: str, *, accept_failed: bool, keep_cordoned: bool,

@@ -24,8 +24,8 @@ from rollout.exits import Exit
 from simulate.assess import Assessment, assess
 from simulate.fleet import Fleet, NotSimulated, fleet_from_spec
 from simulate.outcome import Outcome
-from spec import load
-from spec.model import PROJECT, FleetSpec
+from fleetspec import load
+from fleetspec.model import PROJECT, FleetSpec
 
 if TYPE_CHECKING:  # the Kubernetes client only where a cluster is read
     from checks import kube as kube_module

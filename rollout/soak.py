@@ -13,8 +13,8 @@ from rollout import documents
 from rollout.console import stdout
 from rollout.exits import Exit
 from rollout.stacks import prod_stacks_of, stack_files
-from spec import attestation
-from spec.model import FleetSpec, Stage
+from engine_contracts import attestation
+from fleetspec.model import FleetSpec, Stage
 
 
 def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, project_dir: Path, as_json: bool) -> Exit:

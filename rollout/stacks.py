@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spec.base import Stage
-from spec.discipline import MaintenanceWindow
-from spec.load import SpecError, load_stack_file
-from spec.stacks import stack_name
+from fleetspec.base import Stage
+from fleetspec.discipline import MaintenanceWindow
+from fleetspec.load import SpecError, load_stack_file
+from fleetspec.stacks import stack_name
 
 _STACK_FILE = re.compile(r"^Pulumi\.(?P<stack>[^/]+)\.ya?ml$")
 # The GitHub environment each stage deploys from: protection rules (required reviewers) live there.

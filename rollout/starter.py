@@ -36,9 +36,10 @@ import yaml
 from rollout.console import say
 from rollout.exits import Exit
 from rollout.project import SOURCE_DIR
-from spec import attestation, stacks, yaml_files
-from spec.load import MAX_STACK_FILE_BYTES, SpecError, SpecProblem, spec_from_config, config_strings
-from spec.model import PROJECT
+from engine_contracts import attestation
+from fleetspec import stacks, yaml_files
+from fleetspec.load import MAX_STACK_FILE_BYTES, SpecError, SpecProblem, spec_from_config, config_strings
+from fleetspec.model import PROJECT
 
 EXAMPLES = {"aks": ("canary", "prod"), "eks": ("eks-canary", "eks-prod"), "existing": ("existing-canary", "existing-prod")}
 PACK_CONFIG = Path("policy") / "prod.json"

@@ -33,9 +33,9 @@ from rollout import deploy_plan
 from rollout.deploy_plan import Decision
 from rollout.stacks import StackFile
 from simulate.fleet import spec_groups
-from spec import capacity
-from spec.fleet import FleetFile, Wave
-from spec.model import DriverOwner, FleetSpec
+from gpu_knowledge import capacity
+from fleetspec.fleet_file import FleetFile, Wave
+from fleetspec.model import DriverOwner, FleetSpec
 
 
 class StackStatus(StrEnum):
@@ -211,7 +211,7 @@ class Train:
 def worst_gpus_unavailable(spec: FleetSpec) -> int:
     """The most GPUs the stack's rollout takes out of service at once: per upgrade policy (an NVIDIADriver's pool,
     or the ClusterPolicy's pools), the nodes its upgrade slots let go at once, taken from the pools with the most
-    GPUs per node first, with the validation job's GPUs on as many nodes just upgraded (spec/capacity.py). A
+    GPUs per node first, with the validation job's GPUs on as many nodes just upgraded (gpu_knowledge/capacity.py). A
     stack whose node image owns the driver moves by generations beside the old nodes: 0."""
     if spec.driver.owner != DriverOwner.OPERATOR:
         return 0

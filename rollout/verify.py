@@ -1,5 +1,5 @@
 """`gpu-rollout verify`: runbook section 5 on the stack's upgraded nodes, as a table or JSON; a passing canary
-writes its attestation (``attestations/<stack>/<driver>.json`` under the project, spec/attestation.py's format),
+writes its attestation (``attestations/<stack>/<driver>.json`` under the project, engine_contracts/attestation.py's format),
 signed with the key of ``--signing-key FILE`` or ``GPU_ROLLOUT_SIGNING_KEY``.
 
 Exit 0 only when every check passed (and, on a canary stack, the attestation was written); 1 when one failed
@@ -31,8 +31,10 @@ from rollout import console as consoles
 from rollout.console import say
 from rollout.exits import Exit
 from rollout.live import note_identity
-from spec import attestation, gpu_products, labels, manifests
-from spec.model import DriverOwner, FleetSpec, NodePool, Stage
+from engine_contracts import attestation
+from gpu_knowledge import gpu_products, labels
+from renderers import manifests
+from fleetspec.model import DriverOwner, FleetSpec, NodePool, Stage
 
 _STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.INCONCLUSIVE: "magenta"}
 
@@ -211,7 +213,7 @@ def driver_mode(spec: FleetSpec) -> attestation.DriverMode:
 
 def attest(facts: VerifyFacts, results: list[Any], *, stack: str, git_commit: str,
            signing_key: Ed25519PrivateKey | None) -> attestation.Attestation:
-    """The sealed, signed attestation of a passing verify (spec.attestation's format); AttestationError otherwise."""
+    """The sealed, signed attestation of a passing verify (engine_contracts.attestation's format); AttestationError otherwise."""
     soak = facts.soak_start
     if soak is None:
         raise attestation.AttestationError("when the canary's upgrade finished is not known: no soak start")

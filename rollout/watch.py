@@ -24,7 +24,7 @@ from rollout import documents
 from rollout import console as consoles
 from rollout.exits import Exit
 from rollout.live import note_identity
-from spec.model import FleetSpec
+from fleetspec.model import FleetSpec
 
 
 def snapshot_view(spec: FleetSpec, snapshot: Snapshot) -> Group:

@@ -30,9 +30,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from spec.load import load_stack_file
+from fleetspec.load import load_stack_file
 from tests.checks.verify_world import PROMETHEUS_SERVICE, ProxyKube, Soak, build, history, promoted_from
-from spec.attestation import SIGNING_KEY_ENV
+from engine_contracts.attestation import SIGNING_KEY_ENV
 from tests.conftest import EXAMPLE_KEY_FILE, PROJECT_DIR
 from tests.prometheus.server import MISSING, binary, start
 from tests.workload.openai_server import Behaviour, OpenAIServer

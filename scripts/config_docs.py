@@ -2,14 +2,14 @@
 
     .venv/bin/python -m scripts.config_docs        # make docs
 
-tests/spec/test_config_reference.py fails when either committed file differs from what this writes.
+tests/fleetspec/test_config_reference.py fails when either committed file differs from what this writes.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from spec import reference
+from fleetspec import reference
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 

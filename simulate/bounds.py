@@ -5,7 +5,7 @@ Two bounds, the larger holds. Per model whose PDB lets ``a`` replicas go: an evi
 it back only when a replacement is Ready, a load time later; so ``E`` evictions (its Ready replicas on nodes that
 move) take at least ``(ceil(E / a) - 1)`` load times, and the last node then still installs and validates. Per pool: each node, once its pods are evicted, spends at least the driver install and the validator's time out of
 service (the shortest the spread allows); and no more nodes can be out at once than
-:func:`spec.capacity.nodes_out_within_budgets` allows, since the replicas each PDB keeps (of the models that run on
+:func:`gpu_knowledge.capacity.nodes_out_within_budgets` allows, since the replicas each PDB keeps (of the models that run on
 that pool alone) must still fit on the others. With identical steps, ``n`` nodes at most ``k`` at a time take at least
 ``ceil(n / k)`` steps. Waves run one after the other, with the configured gap between them. Everything ignored
 (waiting for slots, evictions, jobs, loads, models spanning pools) only makes real schedules longer, so the bound
@@ -20,8 +20,8 @@ from typing import Any
 
 from simulate.fleet import Fleet
 from simulate.outcome import ModelOutcome
-from spec import capacity
-from spec.simulation import VALIDATION_TIMEOUT_SECONDS
+from gpu_knowledge import capacity
+from fleetspec.simulation import VALIDATION_TIMEOUT_SECONDS
 
 
 @dataclass(frozen=True)

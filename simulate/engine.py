@@ -5,14 +5,14 @@ crash-loop) comes only from the seed.
 What one node goes through, in the controller's order:
 
 - ``upgrade-required`` until its wave is released and an upgrade slot is free: slots as ``GetUpgradesAvailable``
-  computes them (:func:`spec.capacity.upgrade_slots`: maxParallelUpgrades minus the nodes in progress, capped by
+  computes them (:func:`gpu_knowledge.capacity.upgrade_slots`: maxParallelUpgrades minus the nodes in progress, capped by
   maxUnavailable less the nodes cordoned or NotReady for any reason); a node cordoned before the rollout goes on
   without a slot, one with a skip label never leaves;
 - ``cordon-required``: cordoned at once;
 - ``wait-for-jobs-required``: with ``waitForCompletion.podSelector``, until its matching pods finish or the timeout
   (0: forever);
 - ``pod-deletion-required``: every GPU pod evicted through the Eviction API, which refuses what a PDB does not
-  allow (:func:`spec.capacity.pdb_disruptions_allowed` over the model's Ready replicas); a refused eviction is
+  allow (:func:`gpu_knowledge.capacity.pdb_disruptions_allowed` over the model's Ready replicas); a refused eviction is
   retried when the model gains a Ready replica. A pod no controller owns fails the step unless ``force``; the
   step fails at ``timeoutSeconds`` (0: never), then ``drain-required`` when drain is enabled, else
   ``upgrade-failed``;
@@ -24,7 +24,7 @@ What one node goes through, in the controller's order:
 An evicted replica's controller creates a new one at once; the scheduler puts it on the schedulable node of the
 model's pools with the most free GPUs that fit (cordoned, NotReady and validation-held nodes take none), and it is
 Ready after the model's load time. After a node's upgrade this project's validation job (when the stack has one)
-takes the node's GPUs (:func:`spec.capacity.validation_gpus`) if no pending replica took them first.
+takes the node's GPUs (:func:`gpu_knowledge.capacity.validation_gpus`) if no pending replica took them first.
 ``upgrade-failed`` is final here: the controller only leaves it once the driver pod is Ready, which no simulated
 failure allows.
 """
@@ -38,8 +38,8 @@ from collections import deque
 from simulate import outcome as why
 from simulate.fleet import Fleet, Node
 from simulate.outcome import ModelOutcome, Outcome, Span, Stall
-from spec import capacity, labels
-from spec.simulation import CRASH_LOOP_SECONDS, DRIVER_RESTART_LIMIT, VALIDATION_TIMEOUT_SECONDS
+from gpu_knowledge import capacity, labels
+from fleetspec.simulation import CRASH_LOOP_SECONDS, DRIVER_RESTART_LIMIT, VALIDATION_TIMEOUT_SECONDS
 
 # Node states, in the controller's order; the names are the state label's values.
 REQUIRED, CORDON, WAIT_JOBS, POD_DELETION, DRAIN, POD_RESTART, VALIDATION, UNCORDON, DONE, FAILED = range(10)

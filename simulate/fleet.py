@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from spec import capacity, manifests
-from spec.capacity import IntOrPercent
-from spec.model import DriverOwner, FleetSpec, UpgradePolicy
-from spec.simulation import Simulation
+from gpu_knowledge import capacity
+from renderers import manifests
+from gpu_knowledge.capacity import IntOrPercent
+from fleetspec.model import DriverOwner, FleetSpec, UpgradePolicy
+from fleetspec.simulation import Simulation
 
 CLUSTER_POLICY = "ClusterPolicy"
 NVIDIA_DRIVER = "NVIDIADriver"
@@ -99,7 +100,7 @@ class Model:
     pdb_name: str = ""
 
     def disruptions_allowed(self, ready: int) -> int:
-        """Evictions its PDB allows now (the disruption controller's arithmetic, ``spec.capacity``)."""
+        """Evictions its PDB allows now (the disruption controller's arithmetic, ``gpu_knowledge.capacity``)."""
         if self.pdb is None:
             return self.replicas
         return capacity.pdb_disruptions_allowed(self.pdb[0], self.pdb[1], self.replicas, healthy=ready)

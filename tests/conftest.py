@@ -10,7 +10,7 @@ import pytest
 
 from preview.run import PROGRAM_FILE, SOURCE_DIR, ProgramRun, run_program
 from rollout.plan import canary_stack_outputs
-from spec.load import read_stack_file
+from fleetspec.load import read_stack_file
 
 PROJECT_DIR = SOURCE_DIR  # the checkout under test, whatever the current folder
 EXAMPLE_STACKS = ("canary", "prod", "eks-canary", "eks-prod", "existing-canary", "existing-prod")
@@ -18,7 +18,7 @@ EXAMPLE_STACKS = ("canary", "prod", "eks-canary", "eks-prod", "existing-canary",
 OPERATOR_CRDS = PROJECT_DIR / "tests" / "data" / "crds"
 SHARED_CRDS = OPERATOR_CRDS / "v26.7.0"  # the release the examples pin
 # The example attestation key's private half: only here, in the tests (policy/prod.json trusts its public half
-# for the example fleets; spec.attestation.EXAMPLE_KEY_ID names it). scripts/attest_examples.py signs with it.
+# for the example fleets; engine_contracts.attestation.EXAMPLE_KEY_ID names it). scripts/attest_examples.py signs with it.
 EXAMPLE_KEY_FILE = PROJECT_DIR / "tests" / "data" / "example-attestation-key.pem"
 
 
@@ -31,7 +31,7 @@ def _no_inherited_width(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def example_signing_key() -> Any:
     """The example key (an Ed25519 private key), as verify reads it from a PEM file."""
-    from spec.attestation import read_signing_key
+    from engine_contracts.attestation import read_signing_key
 
     return read_signing_key(EXAMPLE_KEY_FILE.read_bytes(), str(EXAMPLE_KEY_FILE))
 

@@ -10,7 +10,7 @@ import typer.main
 from checks.catalogue import CATALOGUE
 from policy.registry import REGISTRY
 from rollout.cli import app
-from spec.model import FleetSpec
+from fleetspec.model import FleetSpec
 from tests.conftest import PROJECT_DIR
 
 DOC = (PROJECT_DIR / "docs" / "coverage.md").read_text(encoding="utf-8")

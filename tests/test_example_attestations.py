@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from scripts import attest_examples
-from spec import attestation as att
-from spec import compat
-from spec.load import load_stack_file
-from spec.model import FleetSpec
+from engine_contracts import attestation as att
+from gpu_knowledge import compat
+from fleetspec.load import load_stack_file
+from fleetspec.model import FleetSpec
 from tests.conftest import PROJECT_DIR
 from tests.prometheus.server import MISSING, binary
 

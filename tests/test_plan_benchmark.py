@@ -6,7 +6,7 @@ from __future__ import annotations
 from benchmarks.plan_scale import fleet_stack
 from policy.evaluate import evaluate, from_registered, load_config, mandatory
 from preview.run import run_program
-from spec.load import config_strings
+from fleetspec.load import config_strings
 from tests.conftest import past_the_gate
 
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from rollout.stacks import ENVIRONMENTS
-from spec.base import Stage
+from fleetspec.base import Stage
 from tests.conftest import PROJECT_DIR
 
 WORKFLOWS = PROJECT_DIR / ".github" / "workflows"

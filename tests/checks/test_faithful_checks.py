@@ -9,7 +9,7 @@ from checks import kube as k
 from checks.compatibility import os_tag
 from checks.preflight import run_preflight
 from checks.results import Status
-from spec.model import FleetSpec
+from fleetspec.model import FleetSpec
 from tests.fakekube.server import FakeKube
 
 T4_NODES = "aks-gput4-12345678-vmss"

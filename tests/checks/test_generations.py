@@ -16,8 +16,8 @@ from checks import kube as k
 from checks.pause import ImageOwnedDriver, pause, resume
 from checks.watch import watch
 from rollout.cli import app
-from spec.load import spec_from_config
-from spec.model import FleetSpec
+from fleetspec.load import spec_from_config
+from fleetspec.model import FleetSpec
 from tests.conftest import aks_image_owned, edited
 from tests.fakekube.fixtures import (
     add_generation_nodes,

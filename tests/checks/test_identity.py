@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from checks.identity import Verdict, identify_cluster
 from preview.run import SOURCE_DIR
 from rollout.cli import app
-from spec.load import load_stack_file
+from fleetspec.load import load_stack_file
 from tests.fakekube.fixtures import move_node
 from tests.fakekube.real_cluster import (
     aks_gpu_node,

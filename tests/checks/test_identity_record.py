@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from checks.identity import Verdict, identify_cluster
 from preview.run import SOURCE_DIR
-from spec import manifests
-from spec.load import load_stack_file
+from renderers import manifests
+from fleetspec.load import load_stack_file
 from tests.fakekube.real_cluster import identity_configmap
 
 

@@ -8,8 +8,8 @@ import pytest
 from checks import kube as k
 from checks.errors import ConflictError
 from checks.lease import LeaseHeld, TrainLease
-from spec import labels
-from spec.fleet import LEASE_NAME, LEASE_NAMESPACE
+from gpu_knowledge import labels
+from fleetspec.fleet_file import LEASE_NAME, LEASE_NAMESPACE
 from tests.fakekube.server import FakeKube
 
 START = 1_800_000_000.0

@@ -19,9 +19,9 @@ from checks.results import Status
 from checks.watch import watch
 from preview.run import SOURCE_DIR
 from rollout.cli import app
-from spec import labels
-from spec.load import load_stack_file, read_stack_file, spec_from_config
-from spec.model import FleetSpec
+from gpu_knowledge import labels
+from fleetspec.load import load_stack_file, read_stack_file, spec_from_config
+from fleetspec.model import FleetSpec
 from tests.fakekube.real_cluster import (
     eks_gpu_node,
     gpu_operator,

@@ -13,8 +13,8 @@ from checks import kube as k
 from checks.preflight import run_preflight
 from checks.results import Status
 from rollout.cli import app
-from spec.load import spec_from_config
-from spec.model import FleetSpec
+from fleetspec.load import spec_from_config
+from fleetspec.model import FleetSpec
 from tests.conftest import aks_image_owned, change
 from tests.fakekube.real_cluster import aks_gpu_node, gfd_driver
 from tests.fakekube.server import FakeKube

@@ -7,9 +7,9 @@ import pytest
 from checks import kube as k
 from checks.nodestate import NoNodesError
 from checks.pause import ChangeInterrupted, pause, resume
-from spec import labels
-from spec.load import spec_from_config
-from spec.model import FleetSpec
+from gpu_knowledge import labels
+from fleetspec.load import spec_from_config
+from fleetspec.model import FleetSpec
 from tests.conftest import edited
 from tests.fakekube.fixtures import driver_labels, finish_upgrade, move_node
 from tests.fakekube.server import Fault, FakeKube

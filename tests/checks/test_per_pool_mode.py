@@ -19,7 +19,7 @@ from checks.preflight import run_preflight
 from checks.results import Status
 from preview.run import SOURCE_DIR
 from rollout.cli import app
-from spec.load import load_stack_file
+from fleetspec.load import load_stack_file
 from tests.fakekube.real_cluster import aks_gpu_node, model_server, nvidia_driver, unlabelled_aks_prod
 from tests.fakekube.server import FakeKube
 

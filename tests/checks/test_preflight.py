@@ -14,9 +14,9 @@ from checks import kube as k
 from checks.inventory import read_inventory
 from checks.preflight import run_preflight
 from checks.results import Status
-from spec import labels
-from spec.load import spec_from_config
-from spec.model import DriverOwner, FleetSpec
+from gpu_knowledge import labels
+from fleetspec.load import spec_from_config
+from fleetspec.model import DriverOwner, FleetSpec
 from tests.conftest import edited
 from tests.fakekube.fixtures import gpu_node, pod, pods_of, seed, set_pod_ready
 from tests.fakekube.server import FakeKube

@@ -1,5 +1,5 @@
 """Issue 7 point 11: no warning noise on healthy fleets. mig-timeslicing warns only where MIG is really in
-use or GPUs are shared; NVSwitch systems are recognised by their GFD product names (spec/gpu_products.py)."""
+use or GPUs are shared; NVSwitch systems are recognised by their GFD product names (gpu_knowledge/gpu_products.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from checks import kube as k
 from checks.preflight import run_preflight
 from checks.results import Status
-from spec import gpu_products
-from spec.model import FleetSpec
+from gpu_knowledge import gpu_products
+from fleetspec.model import FleetSpec
 from tests.fakekube.real_cluster import unlabelled_aks_prod
 from tests.fakekube.server import FakeKube
 

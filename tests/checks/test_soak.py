@@ -17,7 +17,7 @@ from rollout import context
 from rollout import soak as soak_verb
 from rollout import verify as verify_verb
 from rollout.exits import Exit
-from spec import attestation
+from engine_contracts import attestation
 from tests.checks.verify_world import NEW, OLD, ProxyKube, World, build
 from tests.conftest import PROJECT_DIR
 from tests.fakekube.fixtures import driver_labels

@@ -15,8 +15,8 @@ from checks import kube as k
 from checks.hold import VALIDATION_FAILED, ReleaseRefused, release_node
 from checks.pause import resume
 from checks.watch import watch
-from spec import labels
-from spec.model import FleetSpec
+from gpu_knowledge import labels
+from fleetspec.model import FleetSpec
 from tests.checks.test_watch import Clock
 from tests.fakekube.fixtures import driver_labels, move_node, node_name, pod, pods_of, seed
 from tests.fakekube.plugin import stack_spec

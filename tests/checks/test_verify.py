@@ -21,7 +21,8 @@ from rollout import context
 from rollout import verify as verb
 from rollout.cli import app
 from rollout.exits import Exit
-from spec import attestation, labels
+from engine_contracts import attestation
+from gpu_knowledge import labels
 from tests.conftest import EXAMPLE_KEY_FILE, example_signing_key
 from tests.checks.verify_world import NEW, OLD, ProxyKube, World, build, git_project, history, write_result
 from tests.fakekube.fixtures import driver_labels, set_pod_ready

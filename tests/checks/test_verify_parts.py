@@ -23,9 +23,9 @@ from checks.objects import labels_of, name_of
 from checks.serving import ENGINE_PARTS, engine_of, fill
 from checks.verify_read import gather
 from rollout.cli import app
-from spec.load import SpecError, load_stack_file
-from spec import labels
-from spec.model import ServingEngine
+from fleetspec.load import SpecError, load_stack_file
+from gpu_knowledge import labels
+from fleetspec.model import ServingEngine
 from tests.checks.verify_world import ProxyKube, World, build, write_stack
 from tests.conftest import PROJECT_DIR
 from tests.fakekube.fixtures import identity_record, seed

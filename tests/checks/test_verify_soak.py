@@ -26,7 +26,7 @@ from checks.prometheus import Prometheus
 from checks.results import CheckResult
 from checks.verify_read import gather
 from rollout.cli import app
-from spec import attestation
+from engine_contracts import attestation
 from tests.checks.verify_world import (HOUR, NEW, PROMETHEUS_SERVICE, ProxyKube, Soak, World, build, git_project,
                                        history)
 from tests.conftest import EXAMPLE_KEY_FILE

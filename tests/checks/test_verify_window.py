@@ -17,7 +17,7 @@ from checks.prometheus import Prometheus, PrometheusError, connect, split_query
 from checks.results import CheckResult
 from checks.serving import histogram_quantile
 from checks.verify_read import gather
-from spec.observability import parse_prometheus
+from fleetspec.observability import parse_prometheus
 from tests.checks.verify_world import NEW, PROMETHEUS_SERVICE, ProxyKube, Soak, World, build, history
 from tests.fakekube.plugin import FAST
 from tests.prometheus.server import MISSING, binary, start

@@ -10,8 +10,8 @@ from checks import kube as k
 from checks.errors import AccessDeniedError, ClusterError, GaveUpError
 from checks.nodestate import NoNodesError
 from checks.watch import watch
-from spec import labels
-from spec.model import FleetSpec
+from gpu_knowledge import labels
+from fleetspec.model import FleetSpec
 from tests.fakekube.fixtures import OPERATOR_MANAGER, finish_upgrade, move_node, pods_of, set_pod_ready
 from tests.fakekube.server import Fault, FakeKube
 

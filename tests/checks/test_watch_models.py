@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from checks import kube as k
 from checks.watch import watch
 from rollout.cli import app
-from spec import labels
-from spec.model import FleetSpec
+from gpu_knowledge import labels
+from fleetspec.model import FleetSpec
 from tests.fakekube.fixtures import pod, pods_of, set_pod_ready
 from tests.fakekube.real_cluster import server_pods
 from tests.fakekube.server import FakeKube

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 from checks import kube as k
 from checks.watch import watch
-from spec import labels
-from spec.model import FleetSpec
+from gpu_knowledge import labels
+from fleetspec.model import FleetSpec
 from tests.fakekube.fixtures import finish_upgrade, move_node
 from tests.fakekube.plugin import stack_spec
 from tests.fakekube.server import FakeKube

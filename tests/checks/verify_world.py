@@ -36,8 +36,8 @@ from urllib.parse import parse_qsl, unquote
 
 import yaml
 
-from spec.load import load_stack_file, read_stack_file, spec_from_config
-from spec.model import DriverOwner, FleetSpec, NodePool
+from fleetspec.load import load_stack_file, read_stack_file, spec_from_config
+from fleetspec.model import DriverOwner, FleetSpec, NodePool
 from tests.conftest import PROJECT_DIR
 from tests.fakekube.fixtures import (OPERATOR_MANAGER, finish_upgrade, generation_nodes, gpu_node, model_container,
                                      move_node, pod, seed)

@@ -1,6 +1,6 @@
 """The program's own AKS provider path (components/cluster.py) on an Entra ID cluster: the kubeconfig AKS hands
 it logs in by device code, and the provider gets it converted to a login from the environment (what cannot be
-converted is refused by spec.kubelogin, tests/spec/test_kubelogin.py). The offline preview's AKS credential
+converted is refused by renderers.kubelogin, tests/renderers/test_kubelogin.py). The offline preview's AKS credential
 lookup is answered here with such a kubeconfig, and the provider's inputs are read as the mock engine receives
 them."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from preview import run
 from tests.conftest import stack_config
-from tests.spec.test_kubelogin import DEVICE_CODE, SERVER_ID, aks_kubeconfig
+from tests.renderers.test_kubelogin import DEVICE_CODE, SERVER_ID, aks_kubeconfig
 
 CREDENTIALS = "azure-native:containerservice:listManagedClusterUserCredentials"
 

@@ -11,8 +11,8 @@ import pytest
 from components import validation
 from components.program_config import runtime_config
 from preview.run import OFFLINE_SERVER, SECRET, ProgramRun, run_program
-from spec import labels
-from spec.load import spec_from_config
+from gpu_knowledge import labels
+from fleetspec.load import spec_from_config
 from tests.conftest import EXAMPLE_STACKS as EXAMPLES
 from tests.conftest import aks_image_owned, as_planned, edited, eks_operator_owned, stack_config
 

@@ -15,8 +15,8 @@ from kubernetes_validate.utils import schema_contents
 
 from components import validation
 from preview.run import ProgramRun, run_program
-from spec import labels
-from spec.load import spec_from_config
+from gpu_knowledge import labels
+from fleetspec.load import spec_from_config
 from tests.conftest import EXAMPLE_STACKS, aks_image_owned, change, edited, stack_config
 from workload import result
 from workload.validate import parse_config

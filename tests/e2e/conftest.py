@@ -209,8 +209,8 @@ def canary_attested(canary_up, project: Path) -> Path:
     e2e cluster has the same name (lab-gpu-1) and the canary stack here runs its driver."""
     import shutil
 
-    from spec import attestation
-    from spec.load import spec_from_config
+    from engine_contracts import attestation
+    from fleetspec.load import spec_from_config
     from tests.conftest import PROJECT_DIR, stack_config
 
     driver = spec_from_config(stack_config("existing-canary")).driver.version

@@ -25,7 +25,7 @@ PROJECT = "gpu-driver-upgrade"
 PASSPHRASE = "e2e-passphrase"  # noqa: S105 - encrypts the secrets of a throwaway file backend
 STACK_FILES = ("Pulumi.existing-canary.yaml", "Pulumi.existing-prod.yaml")
 # The program's own files: linked, so the engine runs the checkout's code.
-PROJECT_LINKS = ("__main__.py", "spec", "components", "policy", "preview", "checks", "rollout", "workload")
+PROJECT_LINKS = ("__main__.py", "fleetspec", "gpu_knowledge", "engine_contracts", "renderers", "components", "policy", "preview", "checks", "rollout", "workload")
 
 
 def missing_tools() -> list[str]:

@@ -31,9 +31,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spec import attestation, labels
-from spec.discipline import WEEKDAYS
-from spec.load import load_stack_file
+from engine_contracts import attestation
+from gpu_knowledge import labels
+from fleetspec.discipline import WEEKDAYS
+from fleetspec.load import load_stack_file
 from tests.e2e import fleet
 from tests.e2e.conftest import running_cluster, wait_for
 from tests.e2e.controlplane import ControlPlane, Rest, kubeconfig_document
@@ -43,7 +44,7 @@ from workload import result as job_result
 CANARY, PROD, PROD_B = "existing-canary", "existing-prod", "existing-prod-b"
 NEW = "580.173.02"
 # Cluster B takes the name of another example fleet: the prod gate admits the example key, which signed the shipped
-# attestation, only on the example fleets (canary-attested; spec/attestation.py EXAMPLE_CLUSTERS).
+# attestation, only on the example fleets (canary-attested; engine_contracts/attestation.py EXAMPLE_CLUSTERS).
 CLUSTER_B = "inference-weu-1"
 LEASE_SECONDS = 15
 FLEET = {

@@ -1,7 +1,7 @@
 """The prod gate in the real engine: `pulumi preview` of the existing-cluster prod stack with the policy pack,
 its canary stack deployed in the same file backend, refuses every attestation the gate must refuse.
 
-The attestations are sealed by the test through spec.attestation (tests/policy/attested.py), standing in
+The attestations are sealed by the test through engine_contracts.attestation (tests/policy/attested.py), standing in
 for the canary's `gpu-rollout verify`; a tampered one is a sealed one changed afterwards. Each case leaves
 the project's attestations/<canary>/ as it found it (the session's passing attestation, which prod `up` relies on).
 """
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from spec import attestation as att
-from spec.attestation import AttestedPool
+from engine_contracts import attestation as att
+from engine_contracts.attestation import AttestedPool
 from tests.e2e.conftest import policy_args
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.pulumi_cli import Pulumi, Result

@@ -8,7 +8,7 @@ nodes), models of their own whose PDBs select no pod, without the validation job
 records and PDBs, so the session's stacks keep theirs. The records every stack of a stage writes (kube-system/gpu-driver-upgrade-<stage>, the promotion record)
 are shared with the session's stacks; these stacks' `up` takes their fields over (the provider's patch force,
 PULUMI_K8S_ENABLE_PATCH_FORCE). Attestations are sealed by
-the test through spec.attestation and signed with the example key (tests/policy/attested.py), standing in for the
+the test through engine_contracts.attestation and signed with the example key (tests/policy/attested.py), standing in for the
 canary's `gpu-rollout verify`. Stacks of their own as tests/e2e/variants.py makes them.
 """
 
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from spec import attestation as att
-from spec.attestation import AttestedPool
+from engine_contracts import attestation as att
+from engine_contracts.attestation import AttestedPool
 from tests.e2e import variants
 from tests.e2e.controlplane import ControlPlane, Rest
 from tests.e2e.pulumi_cli import Pulumi, Result

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spec import resource_facts as rf
+from engine_contracts import resource_facts as rf
 from tests.e2e.conftest import policy_args
 from tests.e2e.controlplane import ApiError, Rest
 from tests.e2e.pulumi_cli import Pulumi, Result, gpu_rollout, snapshot

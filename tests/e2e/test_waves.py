@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spec import resource_facts as rf
+from engine_contracts import resource_facts as rf
 from tests.e2e import variants
 from tests.e2e.controlplane import ControlPlane, Rest
 from tests.e2e.pulumi_cli import Pulumi

@@ -1,8 +1,8 @@
 """Cluster contents shaped like a real GPU fleet, built from a stack's pools and models.
 
 Every object is spelled out here, from the stack's values, the way the operator, GFD and this project's
-`pulumi up` leave it (docs/config.md, docs/architecture.md), never by ``spec.manifests`` or
-``spec.resource_facts``: a wrong label, name or selector in the code under test cannot be mirrored here.
+`pulumi up` leave it (docs/config.md, docs/architecture.md), never by ``renderers.manifests`` or
+``engine_contracts.resource_facts``: a wrong label, name or selector in the code under test cannot be mirrored here.
 
 Nodes carry what GFD, NFD and the GPU Operator put on real nodes (``nvidia.com/gpu.product``,
 ``nvidia.com/cuda.driver-version.*`` and the deprecated ``cuda.driver.*``, ``gpu.deploy.*``, the
@@ -24,7 +24,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from spec.model import Cloud, DriverOwner, FleetSpec, Generation, Model, NodePool, kubernetes_name
+from fleetspec.model import Cloud, DriverOwner, FleetSpec, Generation, Model, NodePool, kubernetes_name
 from tests.fakekube.server import FakeKube
 
 Obj = dict[str, Any]
@@ -221,7 +221,7 @@ def model_container(model: Model) -> Obj:
         "name": "server",
         "image": model.image,
         "resources": {"requests": dict(gpus), "limits": dict(gpus)},
-        # The engine's own health route, which answers only once the model is loaded (spec/serving.py).
+        # The engine's own health route, which answers only once the model is loaded (fleetspec/serving.py).
         "readinessProbe": {"httpGet": {"path": "/v2/health/ready" if "triton" in model.image else "/health",
                                        "port": 8000}, "periodSeconds": 10},
         "volumeMounts": [{"name": "weights", "mountPath": "/models"}],

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from checks import kube as kube_module
-from spec.load import load_stack_file
-from spec.discipline import WEEKDAYS, MaintenanceWindow, WeeklyWindow
-from spec.model import FleetSpec
+from fleetspec.load import load_stack_file
+from fleetspec.discipline import WEEKDAYS, MaintenanceWindow, WeeklyWindow
+from fleetspec.model import FleetSpec
 from tests.conftest import PROJECT_DIR
 from tests.fakekube.fixtures import seed
 from tests.fakekube.server import FakeKube

@@ -2,7 +2,7 @@
 
 Nodes carry only what the cloud, NFD, the GPU Operator and GFD put on a real node (``kubernetes.azure.com/*``
 or ``eks.amazonaws.com/nodegroup``, ``nvidia.com/gpu.*``, ``nvidia.com/cuda.driver*``, ``nvidia.com/mig.*``,
-the upgrade-state label), never a label of this project and never one built by ``spec.manifests``: a
+the upgrade-state label), never a label of this project and never one built by ``renderers.manifests``: a
 wrong pool label or selector in the code under test cannot be mirrored here. Workloads (model servers
 and their PDBs, the operator and its driver pods) are spelled out the same way.
 """

@@ -1,5 +1,5 @@
 """A prod stack whose canary attested its driver: the existing-cluster example rendered in a project folder of
-its own, beside an attestation sealed here with ``spec.attestation.seal`` (standing in for the canary's
+its own, beside an attestation sealed here with ``engine_contracts.attestation.seal`` (standing in for the canary's
 `gpu-rollout verify`, and signed with the example key as verify signs; nothing is written by hand) and with the
 canary stack's rendered outputs."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from preview.run import PROGRAM_FILE, ProgramRun, run_program
-from spec import attestation as att
-from spec.attestation import AttestedCheck, AttestedPool
+from engine_contracts import attestation as att
+from engine_contracts.attestation import AttestedCheck, AttestedPool
 from tests.conftest import PROJECT_DIR, example_signing_key, stack_config
 
 PROD, CANARY = "existing-prod", "existing-canary"  # prod releases l40s-serving (ada); the canary runs L40S

@@ -6,7 +6,7 @@ import pytest
 
 from policy.facts import Resource
 from preview.run import run_program
-from spec import resource_facts as rf
+from engine_contracts import resource_facts as rf
 from tests.conftest import change, stack_config
 from tests.policy.rules import of_type, resources
 

@@ -49,7 +49,7 @@ from pulumi_policy.deserialize import SPECIAL_SECRET_SIG, SPECIAL_SIG_KEY, deser
 from pulumi_policy.proxy import unknown_checking_proxy
 
 from components import validation
-from spec import resource_facts as rf
+from engine_contracts import resource_facts as rf
 from preview.run import SECRET, ProgramRun, RegisteredResource
 
 ACCOUNT = "123456789012"

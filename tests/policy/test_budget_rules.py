@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from policy import budget_rules, capacity_rules
 from preview.run import run_program
-from spec import resource_facts as rf
+from engine_contracts import resource_facts as rf
 from tests.conftest import stack_config
 from tests.policy.rules import of_type, resources, spec_edit, stack
 from tests.policy.variants import change, upgrade_policy

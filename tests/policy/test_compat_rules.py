@@ -9,8 +9,8 @@ import pytest
 from policy import compat_rules
 from policy.facts import Resource
 from preview.run import run_program
-from spec import labels
-from spec import resource_facts as rf
+from gpu_knowledge import labels
+from engine_contracts import resource_facts as rf
 from tests.conftest import eks_operator_owned, stack_config
 from tests.policy.rules import of_type, resources, spec_edit, stack
 from tests.policy.variants import change, pool

@@ -12,9 +12,9 @@ from policy import discipline_rules
 from policy.facts import StackFacts
 from policy.findings import Finding
 from preview.run import run_program
-from spec import manifests
-from spec import resource_facts as rf
-from spec.load import spec_from_config
+from renderers import manifests
+from engine_contracts import resource_facts as rf
+from fleetspec.load import spec_from_config
 from tests.conftest import change, stack_config
 from tests.policy.rules import resources
 

@@ -35,8 +35,8 @@ from policy.evaluate import enforcement, load_config, settings_entry
 from policy.findings import Level
 from policy.registry import REGISTRY
 from preview.run import ProgramRun, run_program
-from spec import labels
-from spec import resource_facts as rf
+from gpu_knowledge import labels
+from engine_contracts import resource_facts as rf
 from tests.conftest import EXAMPLE_STACKS, SHARED_CRDS, aks_image_owned, as_planned, eks_operator_owned, stack_config
 from tests.conftest import change as change_config
 from tests.policy import engine_outputs as eo

@@ -14,7 +14,7 @@ from policy.registry import POLICY_IDS
 from rollout.cli import app
 from tests.conftest import EXAMPLE_STACKS, PROD_GATE, PROJECT_DIR, as_planned, change, stack_config
 from preview.run import run_program
-from spec import resource_facts as rf
+from engine_contracts import resource_facts as rf
 from tests.policy.variants import MORE_VARIANTS, TRANSITION_VARIANTS, VARIANTS
 
 runner = CliRunner()

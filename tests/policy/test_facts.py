@@ -10,8 +10,8 @@ from policy import facts, pack
 from policy.evaluate import evaluate, load_config
 from policy.facts import Pool, StackFacts
 from policy.registry import REGISTRY
-from spec import labels
-from spec import resource_facts as rf
+from gpu_knowledge import labels
+from engine_contracts import resource_facts as rf
 from tests.policy.rules import of_type, resources
 
 

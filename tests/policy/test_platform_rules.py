@@ -5,7 +5,7 @@ from __future__ import annotations
 from policy import platform_rules
 from policy.facts import Resource
 from preview.run import run_program
-from spec import resource_facts as rf
+from engine_contracts import resource_facts as rf
 from tests.conftest import eks_operator_owned, stack_config
 from tests.policy.rules import of_type, resources, stack
 from tests.policy.variants import change, pool

@@ -6,7 +6,7 @@ import copy
 
 from policy import process_rules
 from policy.facts import Resource
-from spec import labels
+from gpu_knowledge import labels
 from tests.policy.rules import resources, stack
 
 
@@ -68,7 +68,7 @@ def _stated_version(items: list[Resource], version: str | None) -> list[Resource
 
 
 def test_the_program_stamps_the_facts_version_the_pack_reads(rendered):
-    from spec import resource_facts as rf
+    from engine_contracts import resource_facts as rf
 
     assert rf.READABLE_FACTS_VERSION >= rf.FACTS_VERSION  # a pack always reads what its own program writes
     (record,) = [r for r in resources(rendered["prod"]) if r.props.get("data", {}).get("cluster")]
@@ -78,7 +78,7 @@ def test_the_program_stamps_the_facts_version_the_pack_reads(rendered):
 
 
 def test_facts_newer_than_the_pack_reads_are_refused_naming_both_versions(rendered):
-    from spec import resource_facts as rf
+    from engine_contracts import resource_facts as rf
 
     newer = str(rf.READABLE_FACTS_VERSION + 1)
     (finding,) = process_rules.facts_readable(stack(_stated_version(resources(rendered["canary"]), newer)))

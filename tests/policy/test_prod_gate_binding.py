@@ -7,7 +7,7 @@
   pin changes is a promotion;
 - an image-owned pool's newest generation is what moves.
 
-Attestations are sealed here through ``spec.attestation.seal`` and signed with the example key, standing in for
+Attestations are sealed here through ``engine_contracts.attestation.seal`` and signed with the example key, standing in for
 the canary's `gpu-rollout verify` (tests/policy/attested.py).
 """
 
@@ -22,10 +22,10 @@ import pytest
 from policy.evaluate import Violation, evaluate, from_registered, load_config
 from policy.promotion_rules import differences
 from preview.run import PROGRAM_FILE, run_program
-from spec import attestation as att
-from spec import resource_facts as rf
-from spec.attestation import AttestedPool
-from spec.load import SpecError, spec_from_config
+from engine_contracts import attestation as att
+from engine_contracts import resource_facts as rf
+from engine_contracts.attestation import AttestedPool
+from fleetspec.load import SpecError, spec_from_config
 from tests.conftest import PROJECT_DIR, change, stack_config
 from tests.policy.attested import CANARY, DRIVER, PROD, canary_attestation, project_folder
 

@@ -2,7 +2,7 @@
 
 Each test builds a project folder of its own (the program linked, the stack files copied) whose
 ``attestations/`` holds what the case needs. A passing attestation is sealed in the test, through
-``spec.attestation.seal`` (tests/policy/attested.py), standing in for the canary's `gpu-rollout verify`;
+``engine_contracts.attestation.seal`` (tests/policy/attested.py), standing in for the canary's `gpu-rollout verify`;
 none is written by hand.
 """
 
@@ -21,10 +21,10 @@ from typer.testing import CliRunner
 from policy.evaluate import Violation, evaluate, from_registered, load_config
 from preview.run import PROGRAM_FILE, run_program
 from rollout.cli import app
-from spec import attestation as att
-from spec import resource_facts as rf
-from spec.attestation import AttestedPool
-from spec.load import spec_from_config
+from engine_contracts import attestation as att
+from engine_contracts import resource_facts as rf
+from engine_contracts.attestation import AttestedPool
+from fleetspec.load import spec_from_config
 from tests.conftest import PROJECT_DIR, change, stack_config
 from tests.policy.attested import CANARY, DRIVER, PROD, project_folder
 from tests.policy.attested import canary_attestation as seal
@@ -237,7 +237,7 @@ def test_a_gpu_the_architecture_table_does_not_know_is_refused(project: Path, ca
     assert messages(gate(project, canary_outputs, config)) == [
         "pool l40s-serving: GPU product 'NVIDIA-X9000' is not in the architecture table; check its branch support "
         "by hand; no attestation can cover a GPU the architecture table does not know (add it to "
-        "spec/compat_data.py)"
+        "gpu_knowledge/compat_data.py)"
     ]
 
 

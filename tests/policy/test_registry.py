@@ -104,7 +104,7 @@ def test_rules_compare_stages_with_the_stage_enum():
 
 def test_each_policy_names_the_config_keys_that_fix_it() -> None:
     # A violation says what to edit: each key a real stack-config key (as docs/config.md spells it).
-    from spec.reference import walk
+    from fleetspec.reference import walk
 
     keys = {key.path for key in walk()}
     for policy in REGISTRY.values():

@@ -6,7 +6,7 @@ import pytest
 
 from policy import transition_rules
 from policy.facts import Resource
-from spec import resource_facts as rf
+from engine_contracts import resource_facts as rf
 from tests.policy.rules import of_type, resources, stack
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from policy import upgrade_rules
 from policy.facts import Resource
 from preview.run import run_program
-from spec import labels
-from spec import resource_facts as rf
+from gpu_knowledge import labels
+from engine_contracts import resource_facts as rf
 from tests.conftest import stack_config
 from tests.policy.rules import of_type, resources, spec_edit, stack
 from tests.policy.variants import change

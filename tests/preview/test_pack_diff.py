@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from preview import diff as compare
-from spec import attestation
+from engine_contracts import attestation
 from preview.pack_diff import config_changes, pack_changes
 from rollout import diff as verb
 from tests.conftest import PROJECT_DIR

@@ -11,7 +11,7 @@ import pulumi
 import pytest
 
 from preview.run import RecordingMocks, redeployed, run_program
-from spec import resource_facts as rf
+from engine_contracts import resource_facts as rf
 from tests.conftest import EXAMPLE_STACKS, edited, stack_config
 
 NVIDIA_DRIVER = "kubernetes:nvidia.com/v1alpha1:NVIDIADriver"

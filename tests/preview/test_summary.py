@@ -6,7 +6,7 @@ import json
 
 from preview.run import ProgramRun
 from preview.summary import review_fields
-from spec import resource_facts as rf
+from engine_contracts import resource_facts as rf
 
 
 def _record(run: ProgramRun) -> dict:

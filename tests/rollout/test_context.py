@@ -12,7 +12,7 @@ import typer
 
 from rollout import console, context, project
 from rollout.exits import Exit
-from spec.load import load_stack_file
+from fleetspec.load import load_stack_file
 from tests.conftest import PROJECT_DIR
 
 EXISTING = load_stack_file(PROJECT_DIR / "Pulumi.existing-prod.yaml")  # declares context lab-gpu-1, no file

@@ -15,7 +15,7 @@ from rollout import deploy_plan, documents, history, pulumi_config
 from rollout.cli import app
 from rollout.deploy_plan import Deployed
 from rollout.stacks import stack_files
-from spec.load import read_stack_file
+from fleetspec.load import read_stack_file
 from tests.rollout.gitrepo import GIT_ENV, GitRepo
 from tests.rollout.json_contract import document_of
 
@@ -129,12 +129,12 @@ def test_a_stack_added_is_deployed(repo: GitRepo, backend: Backend) -> None:
 
 
 def test_a_stack_whose_file_is_unchanged_but_whose_deployment_is_behind(repo: GitRepo, backend: Backend) -> None:
-    (repo.root / "spec").mkdir()
-    (repo.root / "spec" / "model.py").write_text("# a change to the program\n")
+    (repo.root / "fleetspec").mkdir()
+    (repo.root / "fleetspec" / "model.py").write_text("# a change to the program\n")
     change = repo.commit("the program changes")[:12]
     result = backend.plan()
     assert deployed_names(result) == ["canary", "eks-canary", "existing-canary", "eks-prod", "existing-prod", "prod"]
-    assert f"spec/ (in {change})" in decisions(result)["prod"].reason
+    assert f"fleetspec/ (in {change})" in decisions(result)["prod"].reason
     # Deployed since: in step again.
     backend.deploy_all(repo.git("rev-parse", "HEAD"))
     assert deployed_names(backend.plan()) == []

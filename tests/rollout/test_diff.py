@@ -18,7 +18,7 @@ from policy.findings import Level
 from preview import diff as compare
 from rollout import diff as verb
 from rollout.cli import app
-from spec import attestation
+from engine_contracts import attestation
 from tests.conftest import PROJECT_DIR, stack_config
 from tests.rollout.gitrepo import GIT_ENV, GitRepo
 from tests.rollout.json_contract import document_of, error_of
@@ -344,7 +344,7 @@ def test_an_attested_driver_is_no_risk_and_an_unattested_one_says_why() -> None:
 
 def test_an_unattested_driver_is_looked_up_in_the_stacks_own_canary_folder(tmp_path: Path) -> None:
     """The diff reads attestations/<canary>/<driver>.json of the canary the prod stack names, like the gate."""
-    from spec import attestation
+    from engine_contracts import attestation
     from tests.policy.attested import canary_attestation
 
     attestation.write(tmp_path / attestation.ATTESTATION_DIR, canary_attestation())  # existing-canary's
@@ -385,7 +385,7 @@ from hypothesis import event, given, settings  # noqa: E402 - the generated-inpu
 from hypothesis import strategies as st  # noqa: E402
 
 from rollout.exits import Exit  # noqa: E402
-from spec.load import SpecError, load_stack_file  # noqa: E402
+from fleetspec.load import SpecError, load_stack_file  # noqa: E402
 from tests.rollout.test_no_traceback import EXAMPLE, SETTINGS, huge, mutations  # noqa: E402
 
 FUZZ = settings(SETTINGS, max_examples=20)

@@ -17,8 +17,8 @@ from rollout.deploy_plan import Decision
 from rollout.stacks import stack_files
 from rollout.train import (Soak, StackStatus, StackWorld, WaveStatus, assess, needs_cluster,
                            worst_gpus_unavailable)
-from spec.fleet import FLEET_FILE, fleet_from_document, read_fleet_file
-from spec.load import load_stack_file
+from fleetspec.fleet_file import FLEET_FILE, fleet_from_document, read_fleet_file
+from fleetspec.load import load_stack_file
 from tests.conftest import EXAMPLE_STACKS, PROJECT_DIR
 
 NOW = time.time()

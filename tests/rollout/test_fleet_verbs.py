@@ -26,10 +26,11 @@ from rollout.engine import UpResult
 from rollout.exits import Exit
 from rollout.fleet_project import FleetProject, load_project
 from rollout.stacks import StackFile
-from spec import attestation, labels
-from spec.base import Stage
-from spec.fleet import LEASE_NAME, LEASE_NAMESPACE
-from spec.load import read_stack_file
+from engine_contracts import attestation
+from gpu_knowledge import labels
+from fleetspec.base import Stage
+from fleetspec.fleet_file import LEASE_NAME, LEASE_NAMESPACE
+from fleetspec.load import read_stack_file
 from tests.conftest import PROJECT_DIR
 from tests.fakekube.fixtures import driver_labels, finish_upgrade, move_node, seed
 from tests.fakekube.plugin import FAST

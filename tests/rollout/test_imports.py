@@ -26,7 +26,7 @@ try:
 except SystemExit as exit_:
     code = exit_.code
 sdk = sorted(m for m in sys.modules if m.split(".")[0].startswith("pulumi") or m.split(".")[0] == "preview")
-heavy = sorted(m for m in ("kubernetes", "spec.model", "checks.kube") if m in sys.modules)
+heavy = sorted(m for m in ("kubernetes", "fleetspec.model", "checks.kube") if m in sys.modules)
 with open(os.environ["REPORT"], "w", encoding="utf-8") as report:
     json.dump({"code": code, "sdk": sdk, "heavy": heavy}, report)
 """

@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rollout.cli import app
-from spec import attestation
-from spec.load import load_stack_file
+from engine_contracts import attestation
+from fleetspec.load import load_stack_file
 from tests.conftest import PROJECT_DIR
 
 runner = CliRunner()

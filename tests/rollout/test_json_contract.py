@@ -18,7 +18,7 @@ from rollout.documents import SCHEMA_VERSION, dumps, error_document
 from rollout.exits import Exit
 from rollout.schemas import DOCUMENTS
 from scripts.json_schemas import SCHEMA_DIR, rendered
-from spec.load import SpecProblem
+from fleetspec.load import SpecProblem
 from tests.conftest import PROJECT_DIR
 from tests.rollout.json_contract import conforms, error_of
 

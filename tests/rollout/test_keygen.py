@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from policy.promotion_rules import read_settings
 from rollout.cli import app
 from rollout.keygen import ENTRY_FILE, PRIVATE_FILE
-from spec import attestation as att
+from engine_contracts import attestation as att
 
 runner = CliRunner()
 

@@ -12,9 +12,9 @@ import pytest
 
 from rollout.lenient_spec import LenientView, config_key, fleet, is_present, value_of, with_fields
 from rollout.pulumi_config import Entry
-from spec.load import SpecError, read_stack_file, spec_from_config
-from spec.operator import UpgradePolicy
-from spec.pools import EksPool, Generation
+from fleetspec.load import SpecError, read_stack_file, spec_from_config
+from fleetspec.operator import UpgradePolicy
+from fleetspec.pools import EksPool, Generation
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 KEY = "gpu-driver-upgrade:"

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rollout.cli import app
-from spec import labels
+from gpu_knowledge import labels
 from tests.fakekube.fixtures import finish_upgrade, move_node
 from tests.fakekube.server import Fault, FakeKube
 from tests.rollout.json_contract import document_of, error_of

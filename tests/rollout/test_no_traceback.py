@@ -27,7 +27,7 @@ from checks.errors import ConfigError
 from checks.kubeconfig import validate
 from rollout.cli import app
 from rollout.exits import Exit
-from spec.load import SpecError, load_stack_file
+from fleetspec.load import SpecError, load_stack_file
 from tests.conftest import PROJECT_DIR
 from tests.fakekube.fixtures import seed
 from tests.fakekube.server import FakeKube
@@ -50,7 +50,7 @@ SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=N
 # (tests/rollout/test_deploy_plan.py).
 FED_ELSEWHERE = {"diff", "rollback", "deploy-plan", "stacks", "keygen",  # keygen: tests/rollout/test_keygen.py
                  "init",  # init: tests/rollout/test_init.py (flags and example stack files, never a stack file given)
-                 "fleet"}  # fleet plan/status/advance read Fleet.yaml: tests/spec/test_fleet_file.py, test_fleet_cli.py
+                 "fleet"}  # fleet plan/status/advance read Fleet.yaml: tests/fleetspec/test_fleet_file.py, test_fleet_cli.py
 
 
 def test_every_registered_verb_is_fed() -> None:

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from preview.summary import is_payload
 from rollout.cli import app
-from spec.load import load_stack_file
+from fleetspec.load import load_stack_file
 from tests.conftest import PROJECT_DIR
 
 runner = CliRunner()

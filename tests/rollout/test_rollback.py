@@ -15,8 +15,8 @@ import pytest
 
 from rollout import history, pulumi_config
 from rollout.exits import Exit
-from spec.load import SpecError, read_stack_file, spec_from_config
-from spec.operator import UpgradePolicy
+from fleetspec.load import SpecError, read_stack_file, spec_from_config
+from fleetspec.operator import UpgradePolicy
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 A, B = "580.173.02", "595.91.07"

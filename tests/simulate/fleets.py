@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from simulate.fleet import CLUSTER_POLICY, NVIDIA_DRIVER, Fleet, Group, Model, Node, Policy, Pool
-from spec.simulation import Simulation
+from fleetspec.simulation import Simulation
 
 EXACT = Simulation(driverInstallSeconds=300, validatorSeconds=100, podTerminationSeconds=10, cachedLoadSeconds=100,
                    jitter=0.0)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from simulate.fleet import CLUSTER_POLICY, NVIDIA_DRIVER, NotSimulated, fleet_from_spec
-from spec import capacity
-from spec.load import SpecError, spec_from_config
+from gpu_knowledge import capacity
+from fleetspec.load import SpecError, spec_from_config
 from tests.conftest import change, edited, stack_config
 
 

@@ -7,7 +7,7 @@ import pytest
 from simulate import outcome as why
 from simulate.engine import simulate
 from simulate.fleet import Policy
-from spec.simulation import Simulation, VALIDATION_TIMEOUT_SECONDS
+from fleetspec.simulation import Simulation, VALIDATION_TIMEOUT_SECONDS
 from tests.simulate.fleets import EXACT, model, one_pool
 
 ONE_AT_A_TIME = Policy(max_parallel=1, max_unavailable="100%", deletion_timeout=0)
