@@ -197,7 +197,7 @@ def check_kernel_precompiled(inv: Inventory) -> list[Finding]:
         elif not in_use:
             results.append(_built_against(inv, pool.name, by_kernel))
         else:
-            results.append(_precompiled_for_target(spec.pool_driver_version(pool), spec.gpuOperator.driverRepository,
+            results.append(_precompiled_for_target(spec.pool_target(pool).driver, spec.gpuOperator.driverRepository,
                                                    pool.name, by_kernel, running))
     return results
 
@@ -283,7 +283,7 @@ def check_fabric_manager(inv: Inventory) -> list[Finding]:
                                       "driver"))
             continue
         source = manifests.fabric_manager_source(spec, pool)
-        target = spec.pool_driver_version(pool)
+        target = spec.pool_target(pool).driver
         nodes = len(inv.nodes_of_pool(pool.name))
         if spec.driver.owner == DriverOwner.OPERATOR and source != "driver-container":
             results.append(failed(pool.name, f"Fabric Manager from '{source}' with an "

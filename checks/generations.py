@@ -109,7 +109,7 @@ def _leaving(state: str) -> bool:
 
 def pool_progress(spec: FleetSpec, pool: NodePool, nodes: list[GenerationNode]) -> dict[str, Any]:
     """One pool's row of the snapshot (see the module docstring for its keys and the done rule)."""
-    target = spec.pool_driver_version(pool)
+    target = spec.pool_target(pool).driver
     held = spec.pool_held(pool)
     ours = [n for n in nodes if n.pool == pool.name]
     # Every live generation of the spec (one just added has no nodes yet), and any other label on a node.

@@ -2,12 +2,12 @@
 
 A node is *done* when the upgrade controller has nothing left to do on it for this stack: its state
 label is ``upgrade-done`` (or absent: the controller has not processed it, or the driver is not the
-operator's) **and** GFD reports the driver its pool is pinned to (``FleetSpec.pool_driver_version``).
+operator's) **and** GFD reports the driver its pool moves to (``FleetSpec.pool_target``).
 The state label alone is not enough: before a version bump every node is ``upgrade-done`` on the old
 driver, and the operator only moves it back to ``upgrade-required`` at its next reconcile (gpu-operator
 reference section 3.1, state 9).
 
-This would sit well in ``fleetspec/`` next to ``pool_driver_version`` if it stops needing live node labels;
+This would sit well in ``fleetspec/`` next to ``pool_target`` if it stops needing live node labels;
 it reads GFD labels, so it lives with the live checks.
 """
 
@@ -44,16 +44,16 @@ def upgrade_state(node: Obj) -> str:
     return labels_of(node).get(labels.UPGRADE_STATE, "")
 
 
-def pool_target(spec: FleetSpec, node: Obj) -> str | None:
-    """The driver the node's pool is pinned to now; None for a node of no pool of this stack (the pool is
+def target_driver(spec: FleetSpec, node: Obj) -> str | None:
+    """The driver the node's pool moves to (``FleetSpec.pool_target``); None for a node of no pool of this stack (the pool is
     found by :func:`fleetspec.membership.node_membership`: project label, cloud pool label or declared selector)."""
     membership = node_membership(spec, labels_of(node))
-    return spec.pool_driver_version(membership.pool) if membership is not None else None
+    return spec.pool_target(membership.pool).driver if membership is not None else None
 
 
 def node_done(spec: FleetSpec, node: Obj) -> bool:
     """``upgrade-done`` (or no state label) and running its pool's target driver per GFD."""
-    target = pool_target(spec, node)
+    target = target_driver(spec, node)
     return (target is not None and upgrade_state(node) in ("", labels.UPGRADE_DONE)
             and node_driver_version(node) == target)
 

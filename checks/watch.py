@@ -112,7 +112,7 @@ class Snapshot:
         out = []
         for pool in spec.nodePools:
             nodes = [n for n in self.nodes if n.pool == pool.name]
-            out.append({"pool": pool.name, "target": spec.pool_driver_version(pool), "held": spec.pool_held(pool),
+            out.append({"pool": pool.name, "target": spec.pool_target(pool).driver, "held": spec.pool_held(pool),
                         "done": sum(n.done for n in nodes), "total": len(nodes),
                         "states": dict(sorted(Counter(n.state or "(none)" for n in nodes).items()))})
         return out

@@ -74,7 +74,7 @@ class PoolDriver(pulumi.ComponentResource):
     def __init__(self, name: str, args: PoolDriverArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-driver-upgrade:operator:PoolDriver", name, None, opts)
         spec, pool = args.spec, args.pool
-        self.version = spec.pool_driver_version(pool)
+        self.version = spec.pool_target(pool).driver
         self.resource = k8s.apiextensions.CustomResource(
             manifests.nvidia_driver_name(pool),
             api_version=kinds.NVIDIA_DRIVER.api_version,

@@ -891,8 +891,9 @@ class FleetSpec(SpecModel):
                 return pool
         raise KeyError(name)
 
-    def pool_driver_version(self, pool: NodePool) -> str:
-        """Driver a pool is pinned to now: the target once released (or canary), else the previous one."""
+    def _pinned_driver(self, pool: NodePool) -> str:
+        """The driver a pool is pinned to by ``driver``: the target once released (or canary), else the previous
+        one. Only :meth:`pool_target` reads it: an image-owned pool's nodes run its newest generation's driver."""
         if pool.role == "canary" or pool.rollout.released or self.driver.previousVersion is None:
             return self.driver.version
         return self.driver.previousVersion
@@ -903,9 +904,10 @@ class FleetSpec(SpecModel):
 
     def pool_target(self, pool: NodePool) -> PoolTarget:
         """What ``pool`` moves to: an image-owned pool its newest live generation (that node image and the
-        driver it ships), any other pool the driver it is pinned to (``pool_driver_version``) on the node
-        image it declares; held or released, and why. The pool summary output, the prod gate, the
-        validation job and `verify` all read it from here."""
+        driver it ships), any other pool the driver it is pinned to (``driver.version``, or ``previousVersion``
+        while held) on the node image it declares; held or released, and why. Everything that asks what a pool's nodes should run reads it
+        from here: the pool summaries, the prod gate, the NVIDIADrivers, the validation job, `verify`, `watch` and
+        preflight."""
         newest = pool.newest_generation
         held = self.pool_held(pool)
         if pool.role == "canary":
@@ -917,7 +919,7 @@ class FleetSpec(SpecModel):
         if self.driver.owner == DriverOwner.IMAGE and newest is not None:
             driver = newest.driverVersion
         else:
-            driver = self.pool_driver_version(pool)
+            driver = self._pinned_driver(pool)
         if newest is not None:
             image = newest.image
         else:

@@ -236,7 +236,7 @@ def nvidia_driver_spec(spec: FleetSpec, pool: NodePool) -> dict[str, Any]:
     body: dict[str, Any] = {
         "driverType": "gpu",
         "image": f"{op.driverRepository}/driver",
-        "version": spec.pool_driver_version(pool),
+        "version": spec.pool_target(pool).driver,
         "usePrecompiled": op.usePrecompiled,
         "kernelModuleType": op.kernelModuleType,
         "nodeSelector": driver_node_selector(pool),

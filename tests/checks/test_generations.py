@@ -196,3 +196,17 @@ def test_aks_generations_are_followed_too(fake: FakeKube, kube: k.Kube) -> None:
         gens = [g["generation"] for g in pool["generations"]]
         assert gens == [str(g.id) for g in spec.pool(pool["pool"]).live_generations] and "" not in gens
     assert fake.writes == 0
+
+
+def test_watch_judges_an_image_owned_pool_by_its_newest_generation(eks: FakeKube, kube: k.Kube) -> None:
+    """What a pool moves to has one answer (FleetSpec.pool_target). Without driver.previousVersion a held
+    image-owned pool's pin is driver.version, a driver none of its generations ships; its nodes run its newest
+    generation's driver (g1, 570), which watch must judge them by, as the gate and the validation job do."""
+    def forget_previous(driver: dict) -> None:
+        driver.pop("previousVersion", None)
+    spec = spec_from_config(edited("eks-prod", "driver", forget_previous))
+    h100 = spec.pool("gpu-h100")
+    assert spec.pool_held(h100) and spec.pool_target(h100).driver == "570.195.03" != spec.driver.version
+    row = pools(watch(kube, spec, "eks-prod", once=True), spec)["gpu-h100"]
+    assert row["target"] == "570.195.03"
+    assert row["done"] is True

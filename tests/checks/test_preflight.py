@@ -321,7 +321,7 @@ def test_fabric_manager_on_the_host_must_match_the_driver(fake: FakeKube, kube: 
     h100 = [r for r in run_preflight(kube, spec) if r.id == "fabric-manager" and r.subject == "gpuh100"]
     assert [r.status for r in h100] == [Status.FAIL]  # operator-owned driver: host FM never follows it
     image_owned = spec.model_copy(update={"driver": spec.driver.model_copy(update={"owner": DriverOwner.IMAGE})})
-    target = image_owned.pool_driver_version(image_owned.pool("gpuh100"))
+    target = image_owned.pool_target(image_owned.pool("gpuh100")).driver
     for version, expected in ((target, Status.PASS), ("570.124.06", Status.FAIL), (None, Status.FAIL)):
         pool = image_owned.pool("gpuh100").model_copy(update={"fabricManagerVersion": version})
         pools = [pool if p.name == "gpuh100" else p for p in image_owned.nodePools]

@@ -78,7 +78,7 @@ def expected_drivers(spec: FleetSpec) -> dict[str, rf.OperatorDriverFacts]:
         for pool in spec.nodePools:
             held = pool.role != "canary" and not pool.rollout.released
             out[manifests.nvidia_driver_name(pool)] = rf.OperatorDriverFacts(
-                rf.NVIDIA_DRIVER, True, spec.pool_driver_version(pool), op.usePrecompiled,
+                rf.NVIDIA_DRIVER, True, spec.pool_target(pool).driver, op.usePrecompiled,
                 dict(pool.existing.nodeSelector) if pool.existing is not None else {labels.POOL: pool.name},
                 False, False, op.upgradePolicy.as_crd() if op.per_driver_upgrade_policy else None,
                 op.chartVersion, pool.role, rf.DriverNotes(spec.stage, op.chartVersion, spec.driver.version, held, selectors),

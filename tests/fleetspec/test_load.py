@@ -47,7 +47,7 @@ def test_prod_stack_spells_upgrade_policy_as_the_crd() -> None:
 
 def test_held_pools_pin_previous_driver() -> None:
     spec = load_stack_file(PROJECT_DIR / "Pulumi.prod.yaml")
-    assert {p.name: spec.pool_driver_version(p) for p in spec.nodePools} == {
+    assert {p.name: spec.pool_target(p).driver for p in spec.nodePools} == {
         "gput4": "580.173.02",
         "gpua100": "570.195.03",
         "gpuh100": "570.195.03",
