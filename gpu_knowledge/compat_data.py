@@ -1,8 +1,9 @@
 """Compatibility facts as data: CUDA, driver branches, GPU architectures, GPU Operator releases.
 
-Each table names its source. Facts were taken from the project's research notes
-(``shared/reference/gpu-operator.md`` section 6), which quote NVIDIA's pages and repositories. When a
-table is refreshed, update its source line too. ``gpu_knowledge.compat`` answers questions over these tables.
+Each table names its public source: NVIDIA's documentation (the CUDA Toolkit release notes, the Data Center
+Driver lifecycle pages, the GPU Operator's platform support and component matrix, the Fabric Manager user guide)
+or NVIDIA's repositories on GitHub (gpu-operator, gpu-driver-container). When a table is refreshed, update its
+source line too. ``gpu_knowledge.compat`` answers questions over these tables.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ GFD's ``nvidia.com/gpu.product`` is the NVML device name with spaces turned into
 VBIOS releases (an HGX H200 shows up as ``NVIDIA-H200`` and as ``NVIDIA-H200-141GB-HBM3e``), so every
 spelling seen in a source gets its own row.
 
-An NVSwitch system needs Fabric Manager, which must match the driver exactly (gpu-operator reference
-section 6.4). SXM modules sit on an NVSwitch baseboard only in the 8-GPU HGX/DGX systems: the 4-GPU HGX
+An NVSwitch system needs Fabric Manager, which must match the driver exactly (NVIDIA Fabric Manager User
+Guide, "Fabric Manager and driver version compatibility"). SXM modules sit on an NVSwitch baseboard only in the 8-GPU HGX/DGX systems: the 4-GPU HGX
 A100/H100 boards link their GPUs directly (no NVSwitch), so a row carries the smallest GPU count per node
 of its NVSwitch system. GB200 nodes (4 GPUs per compute tray) reach NVLink Switch trays, which also run
 Fabric Manager (with NVLSM on NVLink5). PCIe and NVL cards (H100 PCIe, H100 NVL, H200 NVL, A100 PCIe) are
@@ -32,32 +32,32 @@ class GpuProduct:
 # Sources, by the short names used in the rows:
 #   go-nvml:   NVIDIA/go-nvml pkg/nvml/mock/shared/gpus/{a100,h100,h200,b200}.go (NVIDIA's NVML mock: the
 #              device names real GPUs report), turned into GFD names by the dash rule above.
-#   ref-6.4:   /work/shared/reference/gpu-operator.md section 6.4 (NVSwitch systems: HGX/DGX A100, H100,
-#              H200, B200, GB200 NVL72) and the Fabric Manager user guide it cites.
-#   observed:  the GFD label as published in public cluster configs and node dumps (find_string over the
-#              stored code index, 2026), where NVML's name differs from go-nvml's mock or go-nvml has none.
+#   fm-guide:  NVIDIA Fabric Manager User Guide (docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide),
+#              its list of NVSwitch systems: HGX/DGX A100, H100, H200, B200, and GB200 NVL72 (FM with NVLSM).
+#   observed:  the GFD label as published in public cluster configs and node dumps in public GitHub
+#              repositories (2026), where NVML's name differs from go-nvml's mock or go-nvml has none.
 #   torch:     the device name (= NVML name) PyTorch reports, as published in public benchmark code.
 PRODUCTS: tuple[GpuProduct, ...] = (
     # Ampere: HGX/DGX A100 8-GPU has six NVSwitches; the 4-GPU HGX A100 board has none.
-    GpuProduct("NVIDIA-A100-SXM4-40GB", 8, "go-nvml a100.go A100_SXM4_40GB; ref-6.4 (DGX A100)"),
-    GpuProduct("NVIDIA-A100-SXM4-80GB", 8, "go-nvml a100.go A100_SXM4_80GB; ref-6.4"),
+    GpuProduct("NVIDIA-A100-SXM4-40GB", 8, "go-nvml a100.go A100_SXM4_40GB; fm-guide (DGX A100)"),
+    GpuProduct("NVIDIA-A100-SXM4-80GB", 8, "go-nvml a100.go A100_SXM4_80GB; fm-guide"),
     GpuProduct("NVIDIA-A100-PCIE-40GB", None, "go-nvml a100.go A100_PCIE_40GB (PCIe card)"),
     GpuProduct("NVIDIA-A100-PCIE-80GB", None, "go-nvml a100.go A100_PCIE_80GB (PCIe card)"),
     GpuProduct("NVIDIA-A100-80GB-PCIe", None, "observed (public cluster test scripts: the A100 80GB PCIe card)"),
     # Hopper: HGX H100/H200/H800/H20 8-GPU boards carry four third-generation NVSwitches.
-    GpuProduct("NVIDIA-H100-80GB-HBM3", 8, "go-nvml h100.go H100_SXM5_80GB; ref-6.4 (HGX H100)"),
+    GpuProduct("NVIDIA-H100-80GB-HBM3", 8, "go-nvml h100.go H100_SXM5_80GB; fm-guide (HGX H100)"),
     GpuProduct("NVIDIA-H100-PCIe", None, "observed (PCIe card)"),
     GpuProduct("NVIDIA-H100-NVL", None, "observed (PCIe card pairs with an NVLink bridge, no NVSwitch)"),
-    GpuProduct("NVIDIA-H200", 8, "observed (HGX H200, e.g. AWS p5en: nvidia-smi 'NVIDIA H200'); ref-6.4"),
-    GpuProduct("NVIDIA-H200-141GB-HBM3e", 8, "go-nvml h200.go H200_SXM5_141GB; ref-6.4"),
+    GpuProduct("NVIDIA-H200", 8, "observed (HGX H200, e.g. AWS p5en: nvidia-smi 'NVIDIA H200'); fm-guide"),
+    GpuProduct("NVIDIA-H200-141GB-HBM3e", 8, "go-nvml h200.go H200_SXM5_141GB; fm-guide"),
     GpuProduct("NVIDIA-H200-141GB-HBM3", 8, "observed (public cluster test scripts); same HGX H200 board"),
     GpuProduct("NVIDIA-H200-NVL", None, "observed (nvidia-smi 'NVIDIA H200 NVL': PCIe card, NVLink bridge)"),
     GpuProduct("NVIDIA-H800", 8, "torch 'NVIDIA H800' (HGX H800 8-GPU, the export variant of HGX H100)"),
     GpuProduct("NVIDIA-H20", 8, "torch 'NVIDIA H20' (HGX H20 8-GPU board)"),
     # Blackwell: HGX B200 8-GPU has two fifth-generation NVSwitch chips; GB200 nodes reach NVLink Switch trays.
-    GpuProduct("NVIDIA-B200", 8, "observed (HGX B200 node labels); ref-6.4"),
-    GpuProduct("NVIDIA-B200-180GB-HBM3e", 8, "go-nvml b200.go B200_SXM5_180GB; ref-6.4"),
-    GpuProduct("NVIDIA-GB200", 1, "observed (GB200 NVL72 compute trays, 4 GPUs each); ref-6.4 (FM + NVLSM)"),
+    GpuProduct("NVIDIA-B200", 8, "observed (HGX B200 node labels); fm-guide"),
+    GpuProduct("NVIDIA-B200-180GB-HBM3e", 8, "go-nvml b200.go B200_SXM5_180GB; fm-guide"),
+    GpuProduct("NVIDIA-GB200", 1, "observed (GB200 NVL72 compute trays, 4 GPUs each); fm-guide (FM + NVLSM)"),
 )
 
 _BY_NAME = {row.product.lower(): row for row in PRODUCTS}
