@@ -17,8 +17,9 @@ Normalisations (each applied to stdout before it is parsed and stored; all of th
 - the checkout's absolute path (whatever folder it lives in) -> ``<PROJECT>``;
 - this run's temporary folder -> ``<TMP>``; the traceback file an internal error names
   (/tmp/gpu-rollout-XXXX.traceback) -> ``<TRACEBACK>``;
-- the commit HEAD points at and the merge base with the default branch (the offline basis of plan/diff), full
-  40-hex or any abbreviation of at least 7 -> ``<HEAD>`` / ``<MERGE-BASE>`` (they change with every commit);
+- the commit HEAD points at, its parent (the diff--head-1-head case) and the merge base with the default branch
+  (the offline basis of plan/diff), full 40-hex or any abbreviation of at least 7 -> ``<HEAD>`` / ``<HEAD~1>`` /
+  ``<MERGE-BASE>`` (they change with every commit; where two are one commit, the first listed wins);
 - the fake API server's loopback port (random) -> ``<PORT>``.
 Live cases only (their cluster is seeded at the wall clock, so what they read moves with it):
 - ISO 8601 timestamps whose date lies within two days of the recording -> ``<NOW>`` (fixed dates in the
@@ -82,7 +83,7 @@ def _git(*args: str) -> str:
 
 
 def _commits() -> dict[str, str]:
-    found = {"<HEAD>": _git("rev-parse", "HEAD")}
+    found = {"<HEAD>": _git("rev-parse", "HEAD"), "<HEAD~1>": _git("rev-parse", "HEAD~1")}
     for branch in DEFAULT_BRANCHES:
         base = _git("merge-base", "HEAD", branch)
         if base:
@@ -204,7 +205,7 @@ def offline_cases(ctx: Context) -> list[Case]:
         Case("diff--head-head", ["diff", "--base", "HEAD", "--head", "HEAD", "--json"]),
         Case("diff--default", ["diff", "--json"]),
         Case("diff--head-head-prod", ["diff", "--base", "HEAD", "--head", "HEAD", "--stack", "prod", "--json"]),
-        Case("diff--first-commit-head", ["diff", "--base", "HEAD~1", "--head", "HEAD", "--json"]),
+        Case("diff--head-1-head", ["diff", "--base", "HEAD~1", "--head", "HEAD", "--json"]),
         Case("deploy-plan", ["deploy-plan", "--json", "--at", AT]),
         Case("deploy-plan--clock", ["deploy-plan", "--json"]),
         Case("deploy-plan--stack-canary", ["deploy-plan", "--stack", "canary", "--json", "--at", AT]),
