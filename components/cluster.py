@@ -10,21 +10,21 @@ from __future__ import annotations
 import base64
 import json
 import os
-from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_azure_native as azure_native
 import pulumi_kubernetes as k8s
+from pydantic import Field
 
+from components.args import ComponentArgs
+from components.options import child_options
 from renderers import kubelogin, manifests
-from fleetspec.model import Cloud, FleetSpec
+from fleetspec.model import AksCluster, Cloud, Cluster, EksCluster
 
 
-def _aks_kubeconfig(spec: FleetSpec, opts: pulumi.InvokeOutputOptions) -> pulumi.Output[str]:
-    cluster = spec.cluster.aks
-    assert cluster is not None
+def _aks_kubeconfig(cluster: AksCluster, opts: pulumi.InvokeOutputOptions) -> pulumi.Output[str]:
     credentials = azure_native.containerservice.list_managed_cluster_user_credentials_output(
         resource_group_name=cluster.resourceGroup, resource_name=cluster.clusterName, opts=opts
     )
@@ -36,9 +36,7 @@ def _aks_kubeconfig(spec: FleetSpec, opts: pulumi.InvokeOutputOptions) -> pulumi
         lambda kubeconfigs: kubelogin.non_interactive(base64.b64decode(kubeconfigs[0]["value"]).decode(), os.environ))
 
 
-def _eks_kubeconfig(spec: FleetSpec, opts: pulumi.InvokeOutputOptions) -> pulumi.Output[str]:
-    cluster = spec.cluster.eks
-    assert cluster is not None
+def _eks_kubeconfig(cluster: EksCluster, opts: pulumi.InvokeOutputOptions) -> pulumi.Output[str]:
     found = aws.eks.get_cluster_output(name=cluster.clusterName, region=cluster.region, opts=opts)
     return pulumi.Output.all(found.endpoint, found.certificate_authorities).apply(
         lambda args: json.dumps(
@@ -47,26 +45,28 @@ def _eks_kubeconfig(spec: FleetSpec, opts: pulumi.InvokeOutputOptions) -> pulumi
     )
 
 
-def kubernetes_provider(spec: FleetSpec, parent: pulumi.Resource) -> k8s.Provider:
-    """The explicit Kubernetes provider for the stack's cluster."""
+def kubernetes_provider(cluster: Cluster, parent: pulumi.Resource) -> k8s.Provider:
+    """The explicit Kubernetes provider for the stack's cluster, a child of ``parent``."""
     invoke = pulumi.InvokeOutputOptions(parent=parent)
-    if spec.cluster.cloud == Cloud.AKS:
-        kubeconfig: pulumi.Output[str] = pulumi.Output.secret(_aks_kubeconfig(spec, invoke))
-        return k8s.Provider("cluster", kubeconfig=kubeconfig,
-                            opts=pulumi.ResourceOptions(parent=parent))
-    if spec.cluster.cloud == Cloud.EKS:
-        return k8s.Provider("cluster", kubeconfig=_eks_kubeconfig(spec, invoke),
-                            opts=pulumi.ResourceOptions(parent=parent))
-    existing = spec.cluster.existing
-    assert existing is not None  # FleetSpec requires it for cloud: existing
+    if cluster.cloud == Cloud.AKS:
+        assert cluster.aks is not None  # Cluster requires the block of its cloud
+        kubeconfig: pulumi.Output[str] = pulumi.Output.secret(_aks_kubeconfig(cluster.aks, invoke))
+        return k8s.Provider("cluster", kubeconfig=kubeconfig, opts=child_options(parent))
+    if cluster.cloud == Cloud.EKS:
+        assert cluster.eks is not None
+        return k8s.Provider("cluster", kubeconfig=_eks_kubeconfig(cluster.eks, invoke), opts=child_options(parent))
+    existing = cluster.existing
+    assert existing is not None
     # Without a kubeconfig path the provider reads $KUBECONFIG or ~/.kube/config, but always this context.
     return k8s.Provider("cluster", kubeconfig=existing.kubeconfig, context=existing.context,
-                        opts=pulumi.ResourceOptions(parent=parent))
+                        opts=child_options(parent))
 
 
-@dataclass(frozen=True)
-class ClusterIdentityArgs:
-    spec: FleetSpec
+class ClusterIdentityArgs(ComponentArgs):
+    cluster: str = Field(description="The cluster's name (cluster.name): the component's output.")
+    record_name: str = Field(description="The identity ConfigMap's name, one per stage (manifests.identity_name).")
+    metadata: dict[str, Any] = Field(description="The ConfigMap's metadata (manifests.identity_metadata).")
+    data: dict[str, str] = Field(description="Which cluster this is, as the stack knows it (manifests.identity_data).")
 
 
 class ClusterIdentity(pulumi.ComponentResource):
@@ -74,13 +74,10 @@ class ClusterIdentity(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ClusterIdentityArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-driver-upgrade:cluster:ClusterIdentity", name, None, opts)
-        spec = args.spec
-        metadata: dict[str, Any] = manifests.identity_metadata(spec)
-        data = manifests.identity_data(spec)
         self.record = k8s.core.v1.ConfigMap(
-            manifests.identity_name(spec),
-            metadata=metadata,
-            data=data,
-            opts=pulumi.ResourceOptions(parent=self),
+            args.record_name,
+            metadata=args.metadata,
+            data=args.data,
+            opts=child_options(self, opts),
         )
-        self.register_outputs({"cluster": spec.cluster.name})
+        self.register_outputs({"cluster": args.cluster})

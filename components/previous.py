@@ -19,7 +19,10 @@ from datetime import datetime
 from typing import TypeVar
 
 import pulumi
+from pydantic import Field
 
+from components.args import ComponentArgs
+from components.options import child_options
 from renderers import manifests
 from engine_contracts import resource_facts
 from fleetspec.model import FleetSpec
@@ -37,15 +40,18 @@ def read_referenced(
     )
 
 
+class PreviousDeploymentArgs(ComponentArgs):
+    stack: str = Field(description="The stack itself, as a StackReference names it: `org/project/stack`.")
+
+
 class PreviousDeployment(pulumi.ComponentResource):
     """Outputs of this stack's last successful deployment (none before the first), registered as this
     component's output ``outputs`` where the pack's stack policies see them."""
 
-    def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: PreviousDeploymentArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(resource_facts.PREVIOUS_DEPLOYMENT_COMPONENT, name, None, opts)
-        stack = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
         self._reference = pulumi.StackReference(
-            resource_facts.PREVIOUS_DEPLOYMENT, stack_name=stack, opts=pulumi.ResourceOptions(parent=self)
+            resource_facts.PREVIOUS_DEPLOYMENT, stack_name=args.stack, opts=child_options(self, opts)
         )
         self.register_outputs({"outputs": self._reference.outputs})
 

@@ -10,28 +10,36 @@ attestations, and the cluster keeps a record of what each prod deployment was pr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pydantic import Field
 
+from components.args import ComponentArgs
+from components.options import child_options
 from components.previous import read_referenced
 from engine_contracts import attestation
 from engine_contracts import resource_facts as rf
 from renderers.manifests import RECORD_NAMESPACE
-from fleetspec.model import PROJECT, FleetSpec
+from fleetspec.model import PROJECT, Promotion, Stage
 from gpu_knowledge.versions import parse_driver
 
 # The canary stack's outputs the gate reads (their names: engine_contracts.resource_facts.outputs).
 CANARY_OUTPUTS = (rf.DRIVER_VERSION, rf.POOLS)
 
 
-@dataclass(frozen=True)
-class CanaryGateArgs:
-    spec: FleetSpec
-    # Relative paths are the project folder's: the engine runs the program there (so does `gpu-rollout plan`).
-    attestation_dir: Path = Path(attestation.ATTESTATION_DIR)
+class CanaryGateArgs(ComponentArgs):
+    stage: Stage = Field(description="The stack's stage, written on the record.")
+    promotion: Promotion = Field(description="The stack's promotion block: the canary stack, soak and waivers.")
+    drivers: frozenset[str] = Field(
+        description="The drivers the stack's pools move to or are pinned to, and the stack's driver: each may need "
+        "the canary's attestation (a released pool's always, a held pool's when its pin changes; the pack tells "
+        "which from the last deployment).")
+    attestation_dir: Path = Field(
+        Path(attestation.ATTESTATION_DIR),
+        description="Where the attestations are. Relative paths are the project folder's: the engine runs the "
+        "program there (so does `gpu-rollout plan`).")
 
 
 def record_name() -> str:
@@ -82,32 +90,27 @@ class CanaryGate(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: CanaryGateArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-driver-upgrade:promotion:CanaryGate", name, None, opts)
-        spec = args.spec
-        assert spec.promotion is not None
+        promotion = args.promotion
         canary = pulumi.StackReference(
-            "canary-stack", stack_name=canary_stack_name(spec.promotion.canaryStack),
-            opts=pulumi.ResourceOptions(parent=self),
+            "canary-stack", stack_name=canary_stack_name(promotion.canaryStack), opts=child_options(self, opts),
         )
         running = read_referenced(canary, CANARY_OUTPUTS, canary_runs)
-        # The drivers its pools move to or are pinned to: each may need the canary's attestation (a released
-        # pool's always, a held pool's when its pin changes; the pack tells which from the last deployment).
-        drivers = {target.driver for target in map(spec.pool_target, spec.nodePools)} | {spec.driver.version}
         self.record = k8s.core.v1.ConfigMap(
             record_name(),
             metadata={
                 "name": record_name(),
                 "namespace": RECORD_NAMESPACE,
                 "labels": rf.promotion_labels(),
-                "annotations": rf.promotion_annotations(spec.stage),
+                "annotations": rf.promotion_annotations(args.stage),
             },
             data=rf.promotion_data(
-                spec.promotion.canaryStack,
-                spec.promotion.minSoakHours,
+                promotion.canaryStack,
+                promotion.minSoakHours,
                 running,
-                attested_drivers(args.attestation_dir, spec.promotion.canaryStack),
-                attestation_texts(args.attestation_dir, spec.promotion.canaryStack, drivers),
-                {pool: rf.WaiverFacts(frozenset(w.accept), w.reason) for pool, w in spec.promotion.waivers.items()},
+                attested_drivers(args.attestation_dir, promotion.canaryStack),
+                attestation_texts(args.attestation_dir, promotion.canaryStack, set(args.drivers)),
+                {pool: rf.WaiverFacts(frozenset(w.accept), w.reason) for pool, w in promotion.waivers.items()},
             ),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=child_options(self, opts),
         )
-        self.register_outputs({"canaryStack": spec.promotion.canaryStack})
+        self.register_outputs({"canaryStack": promotion.canaryStack})

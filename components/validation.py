@@ -25,12 +25,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pydantic import Field
+
+from components.args import ComponentArgs
+from components.options import child_options
 
 from gpu_knowledge import kinds, labels
 from engine_contracts import resource_facts as rf
@@ -402,9 +405,19 @@ def admission_policy_spec(spec: FleetSpec) -> dict[str, Any]:
 # ---------------------------------------------------------------- the component
 
 
-@dataclass(frozen=True)
-class ValidationJobArgs:
-    spec: FleetSpec
+class ValidationJobArgs(ComponentArgs):
+    namespace: str = Field(description="The job's namespace, one per stage (namespace_name).")
+    cluster_scoped_name: str = Field(
+        description="The name of its ClusterRole, binding and admission policy, one per stage (cluster_scoped_name).")
+    namespace_labels: dict[str, str] = Field(description="The namespace's labels, Pod Security (namespace_labels).")
+    admission_policy: dict[str, Any] = Field(
+        description="The ValidatingAdmissionPolicy's spec: what the pods may change on their node "
+        "(admission_policy_spec).")
+    program_data: dict[str, str] = Field(
+        description="The program's ConfigMap: the workload's files and each pool's configuration "
+        "(program_config_map_data).")
+    daemon_sets: dict[str, dict[str, Any]] = Field(
+        description="Per released pool, its DaemonSet's metadata and spec (daemonset_body of validated_pools).")
 
 
 class ValidationJob(pulumi.ComponentResource):
@@ -415,15 +428,13 @@ class ValidationJob(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ValidationJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-driver-upgrade:validation:ValidationJob", name, None, opts)
-        spec = args.spec
-        assert spec.validation is not None
-        child = pulumi.ResourceOptions(parent=self)
-        self.namespace = namespace_name(spec)
-        cluster_name = cluster_scoped_name(spec)
+        child = child_options(self, opts)
+        self.namespace = args.namespace
+        cluster_name = args.cluster_scoped_name
 
         namespace = k8s.core.v1.Namespace(
-            self.namespace, metadata={"name": self.namespace, "labels": namespace_labels(spec)}, opts=child)
-        in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
+            self.namespace, metadata={"name": self.namespace, "labels": args.namespace_labels}, opts=child)
+        in_namespace = child_options(self, opts, depends_on=[namespace])
         account = k8s.core.v1.ServiceAccount(
             SERVICE_ACCOUNT,
             metadata={"name": SERVICE_ACCOUNT, "namespace": self.namespace, "labels": APP_LABELS},
@@ -438,31 +449,30 @@ class ValidationJob(pulumi.ComponentResource):
             metadata={"name": cluster_name, "labels": APP_LABELS},
             role_ref={"apiGroup": kinds.CLUSTER_ROLE.group, "kind": kinds.CLUSTER_ROLE.kind, "name": cluster_name},
             subjects=[{"kind": kinds.SERVICE_ACCOUNT.kind, "name": SERVICE_ACCOUNT, "namespace": self.namespace}],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[role, account]),
+            opts=child_options(self, opts, depends_on=[role, account]),
         )
         policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-            cluster_name, metadata={"name": cluster_name, "labels": APP_LABELS}, spec=admission_policy_spec(spec),
+            cluster_name, metadata={"name": cluster_name, "labels": APP_LABELS}, spec=args.admission_policy,
             opts=child)
         policy_binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
             cluster_name,
             metadata={"name": cluster_name, "labels": APP_LABELS},
             spec={"policyName": cluster_name, "validationActions": ["Deny"]},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
+            opts=child_options(self, opts, depends_on=[policy]),
         )
         program = k8s.core.v1.ConfigMap(
             PROGRAM_CONFIG_MAP,
             metadata={"name": PROGRAM_CONFIG_MAP, "namespace": self.namespace, "labels": APP_LABELS},
-            data=program_config_map_data(spec),
+            data=args.program_data,
             opts=in_namespace,
         )
         # A pod may write to its node only once the admission policy guards that write.
         ready = [program, account, binding, policy_binding]
         self.daemon_sets = {}
-        for pool, target in validated_pools(spec):
-            body = daemonset_body(spec, pool, target)
+        for pool_name, body in args.daemon_sets.items():
             k8s.apps.v1.DaemonSet(
                 body["metadata"]["name"], metadata=body["metadata"], spec=body["spec"],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
+                opts=child_options(self, opts, depends_on=ready),
             )
-            self.daemon_sets[pool.name] = body["metadata"]["name"]
+            self.daemon_sets[pool_name] = body["metadata"]["name"]
         self.register_outputs({"namespace": self.namespace, "daemonSets": self.daemon_sets})
