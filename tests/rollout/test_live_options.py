@@ -12,8 +12,9 @@ import typer
 import typer.main
 from typer.testing import CliRunner
 
-from rollout.cli import LiveTarget, app, live_verb
-from rollout.exits import Exit
+from rollout.cli import app, live_verb
+from rollout.cli.options import LiveTarget
+from refusals.exits import Exit
 
 LIVE_VERBS = ["preflight", "watch", "pause", "resume", "verify", "soak"]
 OWN_OPTIONS = {
