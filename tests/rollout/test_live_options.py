@@ -1,4 +1,4 @@
-"""The options every live verb shares, declared once (rollout.cli.live_target) and given to each verb by
+"""The options every live verb shares, declared once (rollout.cli.options.LiveTarget) and given to each verb by
 @live_verb: the same names, env vars and help texts on every verb, in the same places of its --help; a verb
 gets them as one LiveTarget and its return value is the exit code."""
 
