@@ -29,11 +29,12 @@ import ast
 import importlib.metadata
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
+
+from git_revisions import repository
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout: policy and the domain packages live here
 ENTRY = ROOT / "policy" / "__main__.py"
@@ -201,12 +202,7 @@ def build(out: Path) -> Path:
 
 def git_ignored(path: Path) -> bool:
     """Whether the checkout's .gitignore files ignore ``path`` (False without git)."""
-    try:
-        result = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", str(Path(path).resolve())],
-                                capture_output=True, check=False)
-    except OSError:
-        return False
-    return result.returncode == 0
+    return repository.is_ignored(ROOT, path)
 
 
 def main(argv: list[str]) -> int:

@@ -4,7 +4,7 @@ outputs (the prod gate's StackReference, components/promotion.py). Both verbs ta
 this order (README.md, "What plan and diff assume"), so they judge one stack file alike:
 
 1. given: ``--previous-outputs FILE`` and ``--canary-outputs FILE``, what `pulumi stack output --json` printed;
-2. ``--from-backend``: the stacks' own outputs, read from the Pulumi backend (:func:`rollout.backend.stack_outputs`);
+2. ``--from-backend``: the stacks' own outputs, read from the Pulumi backend (:func:`pulumi_backend.backend.stack_outputs`);
    a stack the backend does not hold has not been deployed;
 3. else, offline, assumed: the last deployment is the stack file as committed at the base revision (the merge
    base of HEAD with the default branch, or ``diff --base``); where it has none (a new file, a file outside the
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from preview.revisions import Repository, RevisionError
-from rollout import backend
+from git_revisions.repository import Repository, RevisionError
+from pulumi_backend import backend
 from fleetspec.load import SpecError, read_stack_file
 
 LAST_DEPLOYMENT_FLAGS = ("--previous-outputs FILE", "--from-backend")

@@ -1,8 +1,8 @@
 """`gpu-rollout deploy-plan` and `gpu-rollout stacks`: what the workflows deploy, and the stacks they know.
 
-Thin: ``deploy-plan`` reads the stack files (:mod:`rollout.stacks`), each stack's history and stack-file
-config from the backend (:mod:`rollout.backend`) and main's first-parent history (git), and prints what
-:mod:`rollout.deploy_plan` decides: which stacks to deploy, canary stages first, with the commit whose pack
+Thin: ``deploy-plan`` reads the stack files (:mod:`promotion_train.stacks`), each stack's history and stack-file
+config from the backend (:mod:`pulumi_backend.backend`) and main's first-parent history (git), and prints what
+:mod:`promotion_train.deploy_plan` decides: which stacks to deploy, canary stages first, with the commit whose pack
 each `up` enforces, and why each other stack is left alone. ``stacks`` prints the stack files alone (no
 backend), for the workflows that need only the list (the soak schedule).
 
@@ -15,11 +15,13 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from preview.revisions import Repository, RevisionError
-from rollout import backend, deploy_plan, documents
+from git_revisions.repository import Repository, RevisionError
+from promotion_train import deploy_plan
+from pulumi_backend import backend
+from rollout import documents
 from rollout.console import stdout
-from rollout.exits import Exit
-from rollout.stacks import StackFile, stack_files
+from refusals.exits import Exit
+from promotion_train.stacks import StackFile, stack_files
 from fleetspec.base import Stage
 
 
@@ -46,16 +48,10 @@ def _deployed(project_dir: Path, stacks: list[StackFile]) -> dict[str, deploy_pl
 def execute(project_dir: Path, names: list[str] | None, head: str | None, as_json: bool,
             now: datetime | None = None) -> Exit:
     project_dir = project_dir.resolve()
-    try:
-        repo = Repository(project_dir)
-        commit = repo.commit(head or "HEAD", "--head")
-        stacks = _chosen(project_dir, names)
-    except RevisionError as error:
-        return documents.refused(Exit.INVALID, "invalid-input", f"{error.flag}: {error}", as_json=as_json)
-    try:
-        deployed = _deployed(project_dir, stacks)
-    except backend.BackendError as error:
-        return documents.refused(error.code, "backend", f"deploy-plan: {error}", as_json=as_json)
+    repo = Repository(project_dir)  # a bad revision raises RevisionError, an unreadable backend BackendError: refusals
+    commit = repo.commit(head or "HEAD", "--head")
+    stacks = _chosen(project_dir, names)
+    deployed = _deployed(project_dir, stacks)
     result = deploy_plan.plan(stacks, deployed, commit, repo, now)
     if as_json:
         documents.write(result.as_json())
@@ -73,10 +69,7 @@ def execute(project_dir: Path, names: list[str] | None, head: str | None, as_jso
 
 
 def list_stacks(project_dir: Path, names: list[str] | None, stage: Stage | None, as_json: bool) -> Exit:
-    try:
-        stacks = _chosen(project_dir.resolve(), names, stage)
-    except RevisionError as error:
-        return documents.refused(Exit.INVALID, "invalid-input", f"{error.flag}: {error}", as_json=as_json)
+    stacks = _chosen(project_dir.resolve(), names, stage)
     if as_json:
         documents.write({"stacks": [s.as_json() for s in stacks]})
         return Exit.OK

@@ -11,7 +11,7 @@ promoted stack reads its canary from the canary's stack file on the same side: t
 `gpu-rollout plan` makes too (:mod:`rollout.basis`). ``--previous-outputs``/``--canary-outputs`` (one
 ``--stack``) or ``--from-backend`` replace it; each stack's report says what head was judged against, and a
 mandatory verdict that rests on an assumption says so. The comparison is :mod:`preview.diff`; the revisions
-and their stack files are :mod:`preview.revisions`.
+and their stack files are :mod:`git_revisions.repository`.
 
 Exit codes: 0 whenever the report was rendered, risks and new violations included (the report is for
 review; the gate is the policy pack in `pulumi preview`/`up` and `gpu-rollout plan`, which exit 1); 2 for
@@ -33,11 +33,11 @@ from policy.evaluate import from_registered
 from preview import diff as compare
 from preview.pack_diff import PACK_DIR, pack_changes
 from preview.run import PROGRAM_FILE, ProgramRun, redeployed, run_program
-from preview.revisions import Repository, RevisionError, Side
+from git_revisions.repository import Repository, RevisionError, Side
 from rollout import basis, documents
 from rollout import console as consoles
 from rollout import plan
-from rollout.exits import Exit
+from refusals.exits import Exit
 from engine_contracts import attestation
 from fleetspec.load import MAX_STACK_FILE_BYTES, SpecError, SpecProblem, read_stack_file, spec_from_config
 from fleetspec.stacks import stack_name
@@ -360,10 +360,7 @@ def execute(project_dir: Path, base: str | None, head: str | None, stacks: list[
             as_markdown: bool, as_json: bool, given: Given | None = None) -> Exit:
     """Build the report and print it: one JSON document, the Markdown of the PR comment, or (on a
     terminal) that Markdown rendered. 0 whenever it was rendered (see the module's docstring)."""
-    try:
-        report = build(project_dir, base, head, stacks, given)
-    except RevisionError as error:  # one line, as the other flag errors of run(): a usage box would wrap it
-        return documents.refused(Exit.INVALID, "invalid-input", f"{error.flag}: {error}", as_json=as_json)
+    report = build(project_dir, base, head, stacks, given)  # a bad revision: RevisionError, one line (a refusal)
     if as_json:
         documents.write(report.as_json())
     elif as_markdown:

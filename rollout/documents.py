@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rollout.console import say
-from rollout.exits import Exit
+from refusals.exits import Exit
 from fleetspec.load import SpecProblem
 
 SCHEMA_VERSION = 1

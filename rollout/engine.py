@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rollout import backend
+from pulumi_backend import backend
 from rollout.console import say
 
 

@@ -2,7 +2,7 @@
 
 Thin: each verb loads the fleet file and the stack files (:func:`load_project`), reads the world (each stack's
 record in the backend through the Automation API, :class:`AutomationBackend`; each cluster through the live checks,
-:mod:`checks.fleet`), hands it to :mod:`rollout.train`, which decides, and acts on what it decided: `up` through the
+:mod:`checks.fleet`), hands it to :mod:`promotion_train.train`, which decides, and acts on what it decided: `up` through the
 Automation API (:mod:`rollout.engine`, one worker process per stack, so a wave's stacks go up at once), `pause` and
 `resume` (:mod:`checks.pause`), the train's Lease (:mod:`checks.lease`). Nothing is kept on this machine between
 runs: a killed `advance` is followed by one that reads the same world.
@@ -33,14 +33,15 @@ from checks.lease import LeaseHeld, LeaseState, TrainLease, micro_time
 from checks.nodestate import NoNodesError
 from checks.pause import ChangeInterrupted, ImageOwnedDriver, PauseReport, pause, resume
 from checks.soak import readiness
-from preview.revisions import Repository
-from rollout import backend as backends
-from rollout import context, deploy_plan, documents, train
+from git_revisions.repository import Repository
+from pulumi_backend import backend as backends
+from promotion_train import deploy_plan, train
+from rollout import context, documents
 from rollout.console import say, stdout
 from rollout.engine import UpResult
-from rollout.exits import Exit
+from refusals.exits import Exit
 from rollout.fleet_project import FleetProject
-from rollout.stacks import StackFile, prod_stacks_of
+from promotion_train.stacks import StackFile, prod_stacks_of
 from engine_contracts import attestation
 from fleetspec.base import Stage
 from fleetspec.fleet_file import LEASE_NAME, LEASE_NAMESPACE
@@ -72,7 +73,7 @@ class UpRequest:
 
 class AutomationBackend:
     """The real one: `pulumi stack history`, the stack file's config and the file backend's locks through the
-    Automation API (:mod:`rollout.backend`), several stacks at once; `up` in one worker process per stack."""
+    Automation API (:mod:`pulumi_backend.backend`), several stacks at once; `up` in one worker process per stack."""
 
     def __init__(self, project_dir: Path) -> None:
         self.project_dir = project_dir

@@ -18,7 +18,7 @@ from policy.evaluate import Violation, mandatory
 from rollout import documents
 from rollout import plan as stack_plan
 from rollout.console import stdout
-from rollout.exits import Exit
+from refusals.exits import Exit
 from rollout.fleet_project import FleetProject, load_project
 from fleetspec.fleet_file import Wave
 from fleetspec.load import SpecError

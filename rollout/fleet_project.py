@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rollout.stacks import StackFile, stack_files
+from promotion_train.stacks import StackFile, stack_files
 from fleetspec.fleet_file import DeclaredStack, FleetFile, check_stacks, fleet_path, read_fleet_file
 from fleetspec.load import SpecError, SpecProblem, load_stack_file
 from fleetspec.model import FleetSpec

@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 from rollout.console import say
-from rollout.exits import Exit
+from refusals.errors import InvalidInput
+from refusals.exits import Exit
 from engine_contracts import attestation
 
 PRIVATE_FILE = "attestation-signing-key.pem"
@@ -25,8 +26,7 @@ def execute(out: Path, comment: str) -> Exit:
     private, entry_file = out / PRIVATE_FILE, out / ENTRY_FILE
     for path in (private, entry_file):
         if path.exists():
-            say(f"--out {out}: {path.name} exists; refusing to replace a key (move it away first)")
-            return Exit.INVALID
+            raise InvalidInput(f"--out {out}: {path.name} exists; refusing to replace a key (move it away first)")
     key = attestation.generate_signing_key()
     entry = attestation.trusted_key_of(key.public_key(), comment).entry()
     text = json.dumps(entry, indent=2) + "\n"
@@ -37,8 +37,7 @@ def execute(out: Path, comment: str) -> Exit:
             handle.write(attestation.private_key_pem(key))
         entry_file.write_text(text, encoding="utf-8")
     except OSError as exc:
-        say(f"--out {out}: cannot write: {exc.strerror}")
-        return Exit.INVALID
+        raise InvalidInput(f"--out {out}: cannot write: {exc.strerror}") from None
     sys.stdout.write(text)
     say(f"private key: {private} (store it as the CI secret {attestation.SIGNING_KEY_ENV} of the canary's verify, "
         "then delete this copy); add the entry above to canary-attested.trustedKeys in policy/prod.json")

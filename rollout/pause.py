@@ -13,7 +13,7 @@ from checks import kube as k
 from checks.pause import ChangeInterrupted, ImageOwnedDriver, PauseReport, pause, resume
 from rollout import documents
 from rollout import console as consoles
-from rollout.exits import Exit
+from refusals.exits import Exit
 from rollout.live import note_identity
 from gpu_knowledge import labels
 from fleetspec.model import FleetSpec

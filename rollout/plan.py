@@ -25,7 +25,7 @@ from preview.run import PROGRAM_FILE, ProgramRun, redeployed, run_program
 from preview.summary import payload_summary, payloads, review_fields
 from rollout import basis, documents
 from rollout import console as consoles
-from rollout.exits import Exit
+from refusals.exits import Exit
 from fleetspec.load import SpecError, SpecProblem, load_stack_file, read_stack_file, spec_from_config, stack_file
 from fleetspec.model import PROJECT
 from renderers.ownership import shared_objects

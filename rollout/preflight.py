@@ -11,7 +11,7 @@ from checks import preflight
 from checks.results import CheckResult, Status, any_failed
 from rollout import documents
 from rollout import console as consoles
-from rollout.exits import Exit
+from refusals.exits import Exit
 from fleetspec.model import FleetSpec
 
 _STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red"}

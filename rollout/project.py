@@ -27,3 +27,9 @@ def default_project_dir() -> Path:
     checkout gpu-rollout runs from (so `gpu-rollout plan --stack prod` works from anywhere in a checkout's
     shell)."""
     return find_project()[0]
+
+
+def chosen_project_dir(given: Path | None) -> Path:
+    """``--project-dir`` when it was given, else :func:`default_project_dir`: the one place a verb's project folder
+    is chosen."""
+    return given if given is not None else default_project_dir()

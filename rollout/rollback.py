@@ -1,7 +1,7 @@
 """`gpu-rollout rollback`: go back to an earlier good update of a stack, through the Pulumi Automation API.
 
 Thin: it reads the stack's history and config (and the canary stack's history) from the backend
-(:mod:`rollout.backend`), hands them to :mod:`rollout.history`, which decides what to restore (only what
+(:mod:`pulumi_backend.backend`), hands them to :mod:`pulumi_backend.history`, which decides what to restore (only what
 decides what runs on the GPU nodes, unless ``--all-config``), prints the plan with every other difference
 it leaves alone, and only with ``--yes`` (and not ``--dry-run``) sets the config of the plan's first step in
 the stack file and runs ``up`` with the policy pack. ``--yes`` refuses, before any change, where the stack file
@@ -19,11 +19,12 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from preview.revisions import Repository, RevisionError
-from rollout import backend, documents, history, pulumi_config
+from git_revisions.repository import Repository, RevisionError
+from pulumi_backend import backend, history, pulumi_config
+from rollout import documents
 from rollout.engine import program
 from rollout.console import say, stdout
-from rollout.exits import Exit
+from refusals.exits import Exit
 
 if TYPE_CHECKING:
     from pulumi import automation as auto
@@ -155,8 +156,8 @@ def execute(stack_name: str, project_dir: Path, *, to_version: int | None, dry_r
                        if canary_stack is not None and canary_stack != stack_name else None)
         plan = history.plan_rollback(stack_name, past, current, to_version=to_version, canary_stack=canary_stack,
                                      canary_history=canary_past, force=force, all_config=all_config)
-    except (history.RollbackRefused, backend.BackendError) as refusal:
-        return documents.refused(refusal.code, "refused", f"rollback refused: {refusal}", as_json=as_json)
+    except backend.BackendError as error:  # refused as the rollback's own refusals are
+        raise history.RollbackRefused(str(error), error.code) from None
 
     stage = history.stage(plan.target.config) or history.stage(current)
     pack = policy_pack or str(project_dir / "policy")

@@ -20,7 +20,8 @@ from rich.table import Table
 from rollout import documents
 from rollout import console as consoles
 from rollout.console import say
-from rollout.exits import Exit
+from refusals.errors import InvalidInput
+from refusals.exits import Exit
 from simulate.assess import Assessment, assess
 from simulate.fleet import Fleet, NotSimulated, fleet_from_spec
 from simulate.outcome import Outcome
@@ -56,7 +57,7 @@ def execute(stack: str, read_fleet: Callable[[], Fleet], *, parallel: int | None
     try:
         fleet = read_fleet()
     except NotSimulated as error:
-        return documents.refused(Exit.INVALID, "invalid-input", f"simulate: {error}", as_json=as_json)
+        raise InvalidInput(f"simulate: {error}") from None
     assessment = assess(fleet, seed, parallel)
     if as_json:
         document = {"stack": stack, **assessment.as_json()}

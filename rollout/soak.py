@@ -11,8 +11,8 @@ from checks import kube as k
 from checks import soak
 from rollout import documents
 from rollout.console import stdout
-from rollout.exits import Exit
-from rollout.stacks import prod_stacks_of, stack_files
+from refusals.exits import Exit
+from promotion_train.stacks import prod_stacks_of, stack_files
 from engine_contracts import attestation
 from fleetspec.model import FleetSpec, Stage
 

@@ -33,8 +33,8 @@ from typing import Any
 
 import yaml
 
-from rollout.console import say
-from rollout.exits import Exit
+from refusals.errors import InvalidInput
+from refusals.exits import Exit
 from rollout.project import SOURCE_DIR
 from engine_contracts import attestation
 from fleetspec import stacks, yaml_files
@@ -175,9 +175,7 @@ def execute(project_dir: Path, cluster: Cluster, canary: str, prod: str, change_
         problems.append(f"--canary: {folder.relative_to(project_dir)} already holds attestations (another canary's, "
                         "such as the example's): choose another name, so the gate reads only your canary's")
     if problems:
-        for problem in problems:
-            say(f"init: {problem}")
-        return Exit.INVALID
+        raise InvalidInput("\n".join(f"init: {problem}" for problem in problems))
     canary_example, prod_example = (example_file(project_dir, s) for s in EXAMPLES[cluster.cloud])
     texts = {}
     for name, example, is_prod in ((canary, canary_example, False), (prod, prod_example, True)):
@@ -189,8 +187,7 @@ def execute(project_dir: Path, cluster: Cluster, canary: str, prod: str, change_
         try:
             pack_text = trust(project_dir / PACK_CONFIG, trust_key)
         except (ValueError, OSError) as exc:
-            say(f"init: {exc}")
-            return Exit.INVALID
+            raise InvalidInput(f"init: {exc}") from None
     for name, text in texts.items():
         (project_dir / f"Pulumi.{name}.yaml").write_text(text, encoding="utf-8")
     if pack_text is not None:

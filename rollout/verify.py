@@ -8,7 +8,6 @@ or was inconclusive (each reason on stderr), or the attestation could not be wri
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -29,9 +28,10 @@ from checks.verify_read import gather
 from rollout import documents
 from rollout import console as consoles
 from rollout.console import say
-from rollout.exits import Exit
+from refusals.exits import Exit
 from rollout.live import note_identity
 from engine_contracts import attestation
+from git_revisions import repository
 from gpu_knowledge import gpu_products, labels
 from renderers import manifests
 from fleetspec.model import DriverOwner, FleetSpec, NodePool, Stage
@@ -41,13 +41,7 @@ _STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", 
 
 def git_commit(project_dir: Path) -> str:
     """``git rev-parse HEAD`` of the project; ``unknown`` where it is not a git checkout (or git is missing)."""
-    try:
-        done = subprocess.run(["git", "-C", str(project_dir), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return attestation.UNKNOWN_COMMIT
-    commit = done.stdout.strip()
-    return commit if done.returncode == 0 and commit else attestation.UNKNOWN_COMMIT
+    return repository.head_commit(project_dir) or attestation.UNKNOWN_COMMIT
 
 
 def render_table(stack: str, results: list[CheckResult], console: Console) -> None:

@@ -22,7 +22,7 @@ from checks.prometheus import for_stack
 from checks.watch import Snapshot, WatchOutcome, watch
 from rollout import documents
 from rollout import console as consoles
-from rollout.exits import Exit
+from refusals.exits import Exit
 from rollout.live import note_identity
 from fleetspec.model import FleetSpec
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rollout.exits import Exit
+from refusals.exits import Exit
 from tests.conftest import PROJECT_DIR
 
 README = PROJECT_DIR / "README.md"

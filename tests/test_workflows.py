@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rollout.stacks import ENVIRONMENTS
+from promotion_train.stacks import ENVIRONMENTS
 from fleetspec.base import Stage
 from tests.conftest import PROJECT_DIR
 

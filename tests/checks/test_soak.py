@@ -16,7 +16,7 @@ from checks import soak
 from rollout import context
 from rollout import soak as soak_verb
 from rollout import verify as verify_verb
-from rollout.exits import Exit
+from refusals.exits import Exit
 from engine_contracts import attestation
 from tests.checks.verify_world import NEW, OLD, ProxyKube, World, build
 from tests.conftest import PROJECT_DIR

@@ -20,7 +20,7 @@ from checks.validation import EXPECTED_XIDS
 from rollout import context
 from rollout import verify as verb
 from rollout.cli import app
-from rollout.exits import Exit
+from refusals.exits import Exit
 from engine_contracts import attestation
 from gpu_knowledge import labels
 from tests.conftest import EXAMPLE_KEY_FILE, example_signing_key

@@ -253,4 +253,4 @@ def test_the_search_finds_an_output_name_where_it_is_one(source: str, found: lis
 
 def test_the_words_shared_with_other_facts_are_allowed_only_where_they_name_those() -> None:
     source = "def fingerprint(g):\n    return g.get('driverVersion')\n\ndef other(g):\n    return g['driverVersion']\n"
-    assert stray_output_names(source, "rollout/history.py") == ["rollout/history.py:5: 'driverVersion'"]
+    assert stray_output_names(source, "pulumi_backend/history.py") == ["pulumi_backend/history.py:5: 'driverVersion'"]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from rollout.stacks import stack_files
+from promotion_train.stacks import stack_files
 from fleetspec.base import Stage
 from fleetspec.fleet_file import (FLEET_FILE, HALT_SIGNS, DeclaredStack, FleetFile, check_stacks, fleet_from_document,
                         read_fleet_file)

@@ -1,5 +1,5 @@
 """The shared pieces of the command line: how a verb resolves its stack and cluster (rollout.context), the
-one exit-code type (rollout.exits) and the consoles (rollout.console)."""
+one exit-code type (refusals.exits) and the consoles (rollout.console)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import typer
 
 from rollout import console, context, project
-from rollout.exits import Exit
+from refusals.exits import Exit
 from fleetspec.load import load_stack_file
 from tests.conftest import PROJECT_DIR
 

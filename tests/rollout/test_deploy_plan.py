@@ -1,4 +1,4 @@
-"""What the deploy workflow deploys (rollout/deploy_plan.py): every stack compared with what it last deployed,
+"""What the deploy workflow deploys (promotion_train/deploy_plan.py): every stack compared with what it last deployed,
 on a temporary git repository with real commits and backend histories shaped as `pulumi stack history`
 records them (the config each update ran, its result, message and the commit it ran from)."""
 
@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from preview.revisions import Repository
-from rollout import deploy_plan, documents, history, pulumi_config
+from git_revisions.repository import Repository
+from promotion_train import deploy_plan
+from pulumi_backend import history, pulumi_config
+from rollout import documents
 from rollout.cli import app
-from rollout.deploy_plan import Deployed
-from rollout.stacks import stack_files
+from promotion_train.deploy_plan import Deployed
+from promotion_train.stacks import stack_files
 from fleetspec.load import read_stack_file
 from tests.rollout.gitrepo import GIT_ENV, GitRepo
 from tests.rollout.json_contract import document_of

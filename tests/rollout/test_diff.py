@@ -384,7 +384,7 @@ def test_a_promoted_stack_reads_its_canary_as_plan_does(repo: GitRepo) -> None:
 from hypothesis import event, given, settings  # noqa: E402 - the generated-input section only
 from hypothesis import strategies as st  # noqa: E402
 
-from rollout.exits import Exit  # noqa: E402
+from refusals.exits import Exit  # noqa: E402
 from fleetspec.load import SpecError, load_stack_file  # noqa: E402
 from tests.rollout.test_no_traceback import EXAMPLE, SETTINGS, huge, mutations  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""The train's decisions (rollout/train.py), on values: the shipped Fleet.yaml and example stacks, each stack's
+"""The train's decisions (promotion_train/train.py), on values: the shipped Fleet.yaml and example stacks, each stack's
 decision as deploy-plan makes it, what its cluster shows, and a probe standing in for `verify --smoke` and the soak
 read (recording what it was asked, so a test can tell that nothing was asked)."""
 
@@ -12,10 +12,10 @@ import pytest
 
 from checks.fleet import ClusterView
 from checks.progress import Trigger
-from rollout import deploy_plan
-from rollout.deploy_plan import Decision
-from rollout.stacks import stack_files
-from rollout.train import (Soak, StackStatus, StackWorld, WaveStatus, assess, needs_cluster,
+from promotion_train import deploy_plan
+from promotion_train.deploy_plan import Decision
+from promotion_train.stacks import stack_files
+from promotion_train.train import (Soak, StackStatus, StackWorld, WaveStatus, assess, needs_cluster,
                            worst_gpus_unavailable)
 from fleetspec.fleet_file import FLEET_FILE, fleet_from_document, read_fleet_file
 from fleetspec.load import load_stack_file

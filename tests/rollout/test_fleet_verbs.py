@@ -20,12 +20,13 @@ import pytest
 import yaml
 
 from checks.lease import TrainLease
-from rollout import fleet, pulumi_config
-from rollout.deploy_plan import Deployed
+from pulumi_backend import pulumi_config
+from rollout import fleet
+from promotion_train.deploy_plan import Deployed
 from rollout.engine import UpResult
-from rollout.exits import Exit
+from refusals.exits import Exit
 from rollout.fleet_project import FleetProject, load_project
-from rollout.stacks import StackFile
+from promotion_train.stacks import StackFile
 from engine_contracts import attestation
 from gpu_knowledge import labels
 from fleetspec.base import Stage

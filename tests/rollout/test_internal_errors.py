@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rollout.cli import app
-from rollout.exits import Exit
+from refusals.exits import Exit
 from tests.fakekube.server import Fault, FakeKube
 from tests.rollout.json_contract import error_of
 

@@ -15,7 +15,7 @@ import typer
 
 from rollout.cli import app
 from rollout.documents import SCHEMA_VERSION, dumps, error_document
-from rollout.exits import Exit
+from refusals.exits import Exit
 from rollout.schemas import DOCUMENTS
 from scripts.json_schemas import SCHEMA_DIR, rendered
 from fleetspec.load import SpecProblem

@@ -1,4 +1,4 @@
-"""The FleetSpec's names and defaults over a config the spec may refuse (rollout/lenient_spec.py), which is
+"""The FleetSpec's names and defaults over a config the spec may refuse (pulumi_backend/lenient_spec.py), which is
 how rollback reads the configs of old updates."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from rollout.lenient_spec import LenientView, config_key, fleet, is_present, value_of, with_fields
-from rollout.pulumi_config import Entry
+from pulumi_backend.lenient_spec import LenientView, config_key, fleet, is_present, value_of, with_fields
+from pulumi_backend.pulumi_config import Entry
 from fleetspec.load import SpecError, read_stack_file, spec_from_config
 from fleetspec.operator import UpgradePolicy
 from fleetspec.pools import EksPool, Generation

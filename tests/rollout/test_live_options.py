@@ -1,4 +1,4 @@
-"""The options every live verb shares, declared once (rollout.cli.live_target) and given to each verb by
+"""The options every live verb shares, declared once (rollout.cli.options.LiveTarget) and given to each verb by
 @live_verb: the same names, env vars and help texts on every verb, in the same places of its --help; a verb
 gets them as one LiveTarget and its return value is the exit code."""
 
@@ -12,8 +12,9 @@ import typer
 import typer.main
 from typer.testing import CliRunner
 
-from rollout.cli import LiveTarget, app, live_verb
-from rollout.exits import Exit
+from rollout.cli import app, live_verb
+from rollout.cli.options import LiveTarget
+from refusals.exits import Exit
 
 LIVE_VERBS = ["preflight", "watch", "pause", "resume", "verify", "soak"]
 OWN_OPTIONS = {

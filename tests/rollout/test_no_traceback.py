@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 from checks.errors import ConfigError
 from checks.kubeconfig import validate
 from rollout.cli import app
-from rollout.exits import Exit
+from refusals.exits import Exit
 from fleetspec.load import SpecError, load_stack_file
 from tests.conftest import PROJECT_DIR
 from tests.fakekube.fixtures import seed

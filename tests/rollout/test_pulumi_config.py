@@ -1,4 +1,4 @@
-"""The Pulumi CLI's config shapes alone (rollout/pulumi_config.py), with no project key in sight: the
+"""The Pulumi CLI's config shapes alone (pulumi_backend/pulumi_config.py), with no project key in sight: the
 documents `pulumi config --json` and `pulumi stack history --json` print, `--path` key syntax, the changes
 between two configs and the config they leave, and the command lines, read back as a POSIX shell reads them."""
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rollout.pulumi_config import (
+from pulumi_backend.pulumi_config import (
     ABSENT,
     SECRET_SHOWN,
     UNDECRYPTABLE,

@@ -1,4 +1,4 @@
-"""`gpu-rollout rollback`'s decisions (rollout/history.py, over the CLI's shapes in rollout/pulumi_config.py),
+"""`gpu-rollout rollback`'s decisions (pulumi_backend/history.py, over the CLI's shapes in pulumi_backend/pulumi_config.py),
 fed histories shaped as `pulumi stack history --json` prints them (the Automation API's Stack.history()
 parses the same document): which update it goes back to, every config change and its command, the
 generation steps of image-owned pools, and each refusal with its exit code. The verb over the real CLI is
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from rollout import history, pulumi_config
-from rollout.exits import Exit
+from pulumi_backend import history, pulumi_config
+from refusals.exits import Exit
 from fleetspec.load import SpecError, read_stack_file, spec_from_config
 from fleetspec.operator import UpgradePolicy
 
@@ -401,7 +401,7 @@ def test_the_automation_api_s_summaries_read_like_the_cli_s_json() -> None:
 
     from pulumi.automation import UpdateSummary
 
-    from rollout import backend
+    from pulumi_backend import backend
 
     raw = [entry(0, cli_config(CANARY_B, {KEY + "changeTicket": "CHG-B"})), entry(0, cli_config(CANARY_A))]
     raw[0]["message"] = history.ROLLBACK_MESSAGE.format(version=1)
@@ -418,7 +418,7 @@ def test_the_automation_api_s_summaries_read_like_the_cli_s_json() -> None:
 def test_the_cli_s_error_line_is_what_a_refusal_names() -> None:
     from pulumi.automation.errors import CommandError
 
-    from rollout import backend
+    from pulumi_backend import backend
 
     class Result:
         def __str__(self) -> str:

@@ -63,7 +63,7 @@ def _read(path: Path) -> StackFile:
     try:
         spec = load_stack_file(path)
     except SpecError as error:
-        problems = "; ".join(f"{p.path}: {' '.join(p.message.split())}" for p in error.problems)
+        problems = "; ".join(p.one_line() for p in error.problems)
         return StackFile(name, path.name, problem=problems)
     cluster = spec.cluster
     found: list[tuple[str, str]] = []

@@ -1,8 +1,8 @@
 """What `gpu-rollout rollback` decides from a stack's update history: pure functions, no Pulumi import.
 
 The history, the configs and the changes between them are the Pulumi CLI's, read and written by
-:mod:`rollout.pulumi_config`, which knows nothing of this project. Here they meet the project: the keys a
-rollback goes back across are read by the FleetSpec's names and defaults (:mod:`rollout.lenient_spec`,
+:mod:`pulumi_backend.pulumi_config`, which knows nothing of this project. Here they meet the project: the keys a
+rollback goes back across are read by the FleetSpec's names and defaults (:mod:`pulumi_backend.lenient_spec`,
 since an old update may hold a config today's spec refuses), and each config a step would set is loaded
 through the spec itself. From these it finds the update to go back to, the config changes that restore it
 and, for image-owned pools, the generation moves in their order; or it refuses, saying why, before
@@ -26,9 +26,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rollout.exits import Exit
-from rollout.lenient_spec import LenientView, config_key, fleet, is_present, taken, value_of, with_fields
-from rollout.pulumi_config import (
+from refusals.errors import Declined
+from refusals.exits import Exit
+from pulumi_backend.lenient_spec import LenientView, config_key, fleet, is_present, taken, value_of, with_fields
+from pulumi_backend.pulumi_config import (
     IN_PROGRESS,
     Change,
     Config,
@@ -58,12 +59,15 @@ POOL_RUNTIME: tuple[tuple[str, ...], ...] = (
 )
 
 
-class RollbackRefused(Exception):
-    """A rollback that must not start: nothing has been changed. ``code`` is the verb's exit code."""
+class RollbackRefused(Declined):
+    """A rollback that must not start: nothing has been changed. ``code`` is the verb's exit code (1 unless
+    given)."""
 
     def __init__(self, message: str, code: Exit = Exit.FAILED) -> None:
-        super().__init__(message)
-        self.code = code
+        super().__init__(message, code=code)
+
+    def text(self, speaker: str | None = None) -> str:
+        return f"rollback refused: {self}"
 
 
 # ---------------------------------------------------------------- what identifies a driver state
@@ -317,6 +321,7 @@ def _check_spec(stack: str, title: str, state: Config) -> None:
     try:
         spec_from_config(engine_config(state), source=f"stack {stack}")
     except SpecError as error:
+        # Without the item name, as it always read (tests/rollout/test_rollback.py pins it); the stack list uses one_line().
         problems = "; ".join(f"{p.path}: {' '.join(p.message.split())}" for p in error.problems)
         raise RollbackRefused(f"stack {stack}: the step '{title}' gives a config the program refuses ({problems})")\
             from None

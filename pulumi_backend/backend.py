@@ -4,7 +4,7 @@
 `gpu-rollout rollback` and `gpu-rollout deploy-plan` read the same things: a stack's update history (every
 page, each update with the config it ran and the CLI's metadata, such as the commit it ran from), its
 config as the stack file holds it, and whether the file backend holds an update's lock. Each reading is
-turned back into the JSON the CLI prints (:mod:`rollout.pulumi_config` parses it), so the decisions are
+turned back into the JSON the CLI prints (:mod:`pulumi_backend.pulumi_config` parses it), so the decisions are
 tested on plain documents. A CLI failure becomes :class:`BackendError`, one line with the CLI's own
 ``error:`` text; secrets that cannot be decrypted exit 2 (input to fix), anything else 1.
 """
@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from rollout import pulumi_config
-from rollout.exits import Exit
+from pulumi_backend import pulumi_config
+from refusals.errors import BackendRefusal
+from refusals.exits import Exit
 
 if TYPE_CHECKING:
     from pulumi import automation as auto
@@ -31,12 +32,11 @@ NO_SUCH_STACK = "no stack named"  # the CLI's words for a stack the backend does
 UNDECRYPTABLE_HINTS = ("passphrase", "decrypt", "secrets manager", "secrets provider")
 
 
-class BackendError(Exception):
-    """The backend could not be read as asked; ``code`` is the verb's exit code."""
+class BackendError(BackendRefusal):
+    """The backend could not be read as asked; ``code`` is the verb's exit code (1 unless given)."""
 
     def __init__(self, message: str, code: Exit = Exit.FAILED) -> None:
-        super().__init__(message)
-        self.code = code
+        super().__init__(message, code=code)
 
 
 def first_error_line(error: Exception) -> str:
@@ -59,7 +59,7 @@ def cli_refusal(what: str, error: Exception) -> BackendError:
 
 
 def summary_to_json(summary: auto.UpdateSummary) -> dict[str, Any]:
-    """An Automation API UpdateSummary back in the CLI's JSON shape, which rollout.pulumi_config reads."""
+    """An Automation API UpdateSummary back in the CLI's JSON shape, which pulumi_backend.pulumi_config reads."""
     return {
         "version": summary.version,
         "kind": summary.kind,

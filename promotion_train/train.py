@@ -1,6 +1,6 @@
 """Where the fleet's promotion train is, and its next safe step: pure, over what the world shows.
 
-The world is each stack's record in the backend, read as the deploy workflow reads it (:mod:`rollout.deploy_plan`:
+The world is each stack's record in the backend, read as the deploy workflow reads it (:mod:`promotion_train.deploy_plan`:
 does the stack run what main says, is an update of it running, was it rolled back), what its cluster shows now
 (:mod:`checks.fleet`: `watch --once`'s snapshot and triggers), and, for the wave at the front of the train, what
 `verify --smoke` and the soak say. Nothing is kept between runs but what the world itself holds: the train's
@@ -29,9 +29,9 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from checks.fleet import ClusterView
-from rollout import deploy_plan
-from rollout.deploy_plan import Decision
-from rollout.stacks import StackFile
+from promotion_train import deploy_plan
+from promotion_train.deploy_plan import Decision
+from promotion_train.stacks import StackFile
 from simulate.fleet import spec_groups
 from gpu_knowledge import capacity
 from fleetspec.fleet_file import FleetFile, Wave

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from rollout.pulumi_config import Config
+from pulumi_backend.pulumi_config import Config
 from fleetspec.model import PROJECT, FleetSpec
 
 _PREFIX = f"{PROJECT}:"

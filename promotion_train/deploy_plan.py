@@ -22,10 +22,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
 
-from preview.revisions import Commit
-from rollout.history import rolled_back_to
-from rollout.pulumi_config import Config, Update, config_changes, split_path
-from rollout.stacks import StackFile, stage_order
+from git_revisions.repository import Commit
+from pulumi_backend.history import rolled_back_to
+from pulumi_backend.pulumi_config import Config, Update, config_changes, split_path
+from promotion_train.stacks import StackFile, stage_order
 from engine_contracts.attestation import ATTESTATION_DIR
 from fleetspec.base import Stage
 from fleetspec.discipline import utc_now
@@ -37,7 +37,7 @@ PACK_PATHS = ("policy/",)
 
 
 class Git(Protocol):
-    """The repository as the plan reads it (``preview.revisions.Repository``)."""
+    """The repository as the plan reads it (``git_revisions.repository.Repository``)."""
 
     def is_ancestor(self, ancestor: str, commit: str) -> bool: ...
 
@@ -55,7 +55,7 @@ class Deployed:
     file_config: Config | None = None
 
 
-# What a decision says of the stack, for the fleet's train (rollout/train.py), which must tell a stack in step with
+# What a decision says of the stack, for the fleet's train (promotion_train/train.py), which must tell a stack in step with
 # main from one left alone: the reason is for people.
 DIFFERS = "differs"  # deploy it: it does not run what main says (or never ran)
 IN_STEP = "in-step"  # its last update ran main's config, program and pack

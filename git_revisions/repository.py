@@ -1,4 +1,6 @@
-"""Stack files at a git revision, for `gpu-rollout diff`: which revisions to compare and what each holds.
+"""The project's git wrapper: stack files at a git revision, for `gpu-rollout diff`, deploy-plan, rollback and the
+fleet's train (which revisions to compare and what each holds), the commit a checkout is at (verify's
+attestation) and whether a path is git-ignored (the policy pack's bundle). Every caller reaches git through here.
 
 Read with the ``git`` command (no library): ``git rev-parse`` resolves a revision, ``git ls-tree`` lists
 the project folder's stack files at it with their sizes, ``git cat-file`` reads one. The work tree is a side
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleetspec.load import MAX_STACK_FILE_BYTES
+from refusals.errors import FlagError
 
 # Pulumi.<stack>.yaml: the project file Pulumi.yaml is not a stack. Pulumi also reads .yml.
 _STACK_FILE = re.compile(r"^Pulumi\.(?P<stack>[^/]+)\.ya?ml$")
@@ -26,12 +29,31 @@ DEFAULT_BRANCHES = ("origin/HEAD", "main", "origin/main", "master", "origin/mast
 WORK_TREE = "work tree"
 
 
-class RevisionError(ValueError):
-    """A revision that cannot be used; ``flag`` is the option it came from (``--base``, ``--head``)."""
+class RevisionError(FlagError, ValueError):
+    """A revision that cannot be used; ``flag`` is the option it came from (``--base``, ``--head``): exit 2,
+    ``flag: message``."""
 
-    def __init__(self, flag: str, message: str) -> None:
-        super().__init__(message)
-        self.flag = flag
+
+def head_commit(folder: Path) -> str | None:
+    """``git rev-parse HEAD`` of the checkout holding ``folder``; None where it is no git checkout, or git is
+    missing or hangs (ten seconds)."""
+    try:
+        done = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = done.stdout.strip()
+    return commit if done.returncode == 0 and commit else None
+
+
+def is_ignored(checkout: Path, path: Path) -> bool:
+    """Whether the .gitignore files of ``checkout`` ignore ``path`` (False without git)."""
+    try:
+        result = subprocess.run(["git", "-C", str(checkout), "check-ignore", "-q", str(Path(path).resolve())],
+                                capture_output=True, check=False)
+    except OSError:
+        return False
+    return result.returncode == 0
 
 
 @dataclass(frozen=True)
