@@ -14,18 +14,18 @@ after it whose checks are declared with ``@check(id, SECTION)``, and that module
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any
 
 from checks import cluster, compatibility, disruption, owner, validation
-from checks.metadata import SECTIONS, Check, Section, definition
+from checks.metadata import CHECKS, SECTIONS, Check, Section
 from checks.results import CheckResult
+from vocabulary.declarations import KEBAB_CASE, Register
 
 __all__ = ["CATALOGUE", "CHECK_ID", "SECTION_MODULES", "Catalogue", "declared"]
 
-CHECK_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+CHECK_ID = KEBAB_CASE
 
 # One module per section, in the runbook's order: preflight's (the stack's cluster, who owns the driver,
 # section 1, section 2), then verify's (section 5).
@@ -39,20 +39,14 @@ class Catalogue:
         self._sections = tuple(sections)
         if len({s.title for s in self._sections}) != len(self._sections):
             raise ValueError("two sections with one title")
-        self._checks: dict[str, Check] = {}
-        for check in checks:
-            self._add(check)
+        register: Register[Check] = Register("check id", lambda check: check.id, pattern=CHECK_ID,
+                                             check=self._in_a_section, where=lambda check: _where(check.function))
+        register.add_all(checks)
+        self._checks = register.by_id
 
-    def _add(self, check: Check) -> None:
-        if not CHECK_ID.fullmatch(check.id):
-            raise ValueError(f"check id {check.id!r} is not kebab-case")
+    def _in_a_section(self, check: Check) -> None:
         if check.section not in self._sections:
             raise ValueError(f"check {check.id}: section {check.section.title!r} is not one of this catalogue's")
-        existing = self._checks.get(check.id)
-        if existing is not None:
-            raise ValueError(f"check id {check.id!r} is registered twice: {_where(existing.function)} and "
-                             f"{_where(check.function)}")
-        self._checks[check.id] = check
 
     def sections(self, verb: str) -> list[Section]:
         return [s for s in self._sections if s.verb == verb]
@@ -75,16 +69,11 @@ class Catalogue:
 def declared(module: ModuleType) -> list[Check]:
     """The checks a module declares, in the order it writes them (functions it imports from elsewhere do not
     count)."""
-    found = []
-    for value in vars(module).values():
-        check = definition(value)
-        if check is not None and getattr(value, "__module__", None) == module.__name__:
-            found.append(check)
-    return found
+    return CHECKS.declared(module)
 
 
 def _where(function: Callable[..., Any]) -> str:
     return f"{function.__module__}.{getattr(function, '__qualname__', function)}"
 
 
-CATALOGUE = Catalogue(SECTIONS, [check for module in SECTION_MODULES for check in declared(module)])
+CATALOGUE = Catalogue(SECTIONS, CHECKS.gather(SECTION_MODULES))

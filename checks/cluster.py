@@ -16,9 +16,10 @@ from checks.results import Finding, failed, passed, warned
 from gpu_knowledge import labels
 from fleetspec.membership import CLOUD_POOL_LABELS, Via
 from fleetspec.model import Cloud
+from vocabulary.check_ids import CheckId
 
 
-@check("cluster-identity", CLUSTER)
+@check(CheckId.CLUSTER_IDENTITY, CLUSTER)
 def check_cluster_identity(inv: Inventory) -> list[Finding]:
     """Confirmed by an identity record or the nodes: pass; nothing to compare yet: warn."""
     identity = identify_cluster(inv.spec, inv.identity_records, inv.nodes)
@@ -26,7 +27,7 @@ def check_cluster_identity(inv: Inventory) -> list[Finding]:
     return [status("cluster", identity.message)]
 
 
-@check("pool-membership", CLUSTER)
+@check(CheckId.POOL_MEMBERSHIP, CLUSTER)
 def check_pool_membership(inv: Inventory) -> list[Finding]:
     """How each pool's nodes were found; nodes found only by the cloud's pool label warn (not yet labelled)."""
     spec = inv.spec

@@ -27,6 +27,7 @@ from gpu_knowledge import compat, gpu_products, labels
 from renderers import manifests
 from fleetspec import serving
 from fleetspec.model import DriverOwner, NodePool, Stage
+from vocabulary.check_ids import CheckId
 
 # CUDA in common image tags: "cu126" (12.6), "cuda12.8", "cuda-12.4.1".
 _CU_TAG = re.compile(r"(?:^|[^a-z])cu(\d{2})(\d)(?:[^0-9]|$)")
@@ -58,7 +59,7 @@ def _images(inv: Inventory) -> set[str]:
     return found | declared
 
 
-@check("gpu-supported-by-driver", COMPATIBILITY)
+@check(CheckId.GPU_SUPPORTED_BY_DRIVER, COMPATIBILITY)
 def check_gpu_supported_by_driver(inv: Inventory) -> list[Finding]:
     spec = inv.spec
     by_product: dict[tuple[str, str], list[Obj]] = {}
@@ -81,7 +82,7 @@ def check_gpu_supported_by_driver(inv: Inventory) -> list[Finding]:
     return results
 
 
-@check("serving-images-cuda", COMPATIBILITY)
+@check(CheckId.SERVING_IMAGES_CUDA, COMPATIBILITY)
 def check_serving_images_cuda(inv: Inventory) -> list[Finding]:
     spec = inv.spec
     target = spec.driver.version
@@ -108,7 +109,7 @@ def check_serving_images_cuda(inv: Inventory) -> list[Finding]:
     return results
 
 
-@check("operator-supports-driver", COMPATIBILITY)
+@check(CheckId.OPERATOR_SUPPORTS_DRIVER, COMPATIBILITY)
 def check_operator_supports_driver(inv: Inventory) -> list[Finding]:
     spec = inv.spec
     live = inv.operator_version
@@ -174,7 +175,7 @@ def _running_precompiled(precompiled_ds: list[Obj]) -> dict[str, set[str]]:
     return found
 
 
-@check("kernel-precompiled", COMPATIBILITY)
+@check(CheckId.KERNEL_PRECOMPILED, COMPATIBILITY)
 def check_kernel_precompiled(inv: Inventory) -> list[Finding]:
     """The nodes' kernels against the driver the pool moves to: with precompiled drivers, an image tagged
     ``<branch>-<kernel>-<os>`` of the target branch for each kernel and OS the nodes report
@@ -265,7 +266,7 @@ def _nvswitch_nodes(inv: Inventory, pool: NodePool) -> tuple[list[str], list[str
     return by_label, by_product
 
 
-@check("fabric-manager", COMPATIBILITY)
+@check(CheckId.FABRIC_MANAGER, COMPATIBILITY)
 def check_fabric_manager(inv: Inventory) -> list[Finding]:
     spec = inv.spec
     results = []
@@ -316,7 +317,7 @@ def _sharing(node: Obj) -> str | None:
     Time-slicing or MPS shows as ``nvidia.com/gpu.replicas`` above 1 or a sharing strategy."""
     node_labels = labels_of(node)
     config = node_labels.get(labels.MIG_CONFIG)
-    if config and config != "all-disabled":
+    if config and config != labels.MIG_CONFIG_DISABLED:
         return f"MIG layout {labels.MIG_CONFIG}={config}"
     status = status_of(node)
     mig_resources = sorted({key for section in ("allocatable", "capacity") for key in (status.get(section) or {})
@@ -338,7 +339,7 @@ def _sharing(node: Obj) -> str | None:
     return None
 
 
-@check("mig-timeslicing", COMPATIBILITY)
+@check(CheckId.MIG_TIMESLICING, COMPATIBILITY)
 def check_mig_timeslicing(inv: Inventory) -> list[Finding]:
     found = [f"{name_of(node)} {how}" for node in inv.pool_nodes if (how := _sharing(node)) is not None]
     if found:
@@ -359,7 +360,7 @@ def _dcgm_exporter_images(inv: Inventory) -> set[str]:
             if c.get("image", "").split("@", 1)[0].rpartition(":")[0].endswith("/dcgm-exporter")}
 
 
-@check("dcgm-exporter", COMPATIBILITY)
+@check(CheckId.DCGM_EXPORTER, COMPATIBILITY)
 def check_dcgm_exporter(inv: Inventory) -> list[Finding]:
     """Before the change, the DCGM Exporter's DCGM against the target branch (runbook: "DCGM Exporter still works
     on the new branch"): at least the DCGM an operator release listing that branch ships (gpu_knowledge.compat)."""
@@ -384,7 +385,7 @@ def check_dcgm_exporter(inv: Inventory) -> list[Finding]:
     return results
 
 
-@check("change-ticket", COMPATIBILITY)
+@check(CheckId.CHANGE_TICKET, COMPATIBILITY)
 def check_change_ticket(inv: Inventory) -> list[Finding]:
     spec = inv.spec
     if spec.changeTicket:

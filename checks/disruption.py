@@ -28,6 +28,7 @@ from checks.results import Finding, failed, passed, warned
 from gpu_knowledge import capacity, labels
 from fleetspec import serving
 from fleetspec.model import Model
+from vocabulary.check_ids import CheckId
 
 
 def _replicas(deployment: Obj) -> int:
@@ -54,7 +55,7 @@ def workload_min_available(inv: Inventory, deployment: Obj) -> int:
     return max((pdb_min_available(p, replicas) for p in inv.pdbs_for(deployment)), default=0)
 
 
-@check("spare-capacity", CAPACITY)
+@check(CheckId.SPARE_CAPACITY, CAPACITY)
 def check_spare_capacity(inv: Inventory) -> list[Finding]:
     results = []
     gpu_deployments = inv.gpu_deployments()
@@ -109,7 +110,7 @@ def _workloads_on(inv: Inventory, deployments: list[Obj], node_names: set[str]) 
     return workloads
 
 
-@check("model-replicas", CAPACITY)
+@check(CheckId.MODEL_REPLICAS, CAPACITY)
 def check_model_replicas(inv: Inventory) -> list[Finding]:
     results = []
     by_key = {namespaced_name(d): d for d in inv.deployments}
@@ -147,7 +148,7 @@ def _replicas_from_pods(inv: Inventory, model: Model, key: str) -> Finding:
     return passed(key, f"{len(pods)} pods ({', '.join(owners)}; stack declares {model.replicas})")
 
 
-@check("model-pdb", CAPACITY)
+@check(CheckId.MODEL_PDB, CAPACITY)
 def check_model_pdb(inv: Inventory) -> list[Finding]:
     results = []
     for deployment in inv.gpu_deployments():
@@ -159,7 +160,7 @@ def check_model_pdb(inv: Inventory) -> list[Finding]:
     return results
 
 
-@check("pdb-blocks-drain", CAPACITY)
+@check(CheckId.PDB_BLOCKS_DRAIN, CAPACITY)
 def check_pdb_blocks_drain(inv: Inventory) -> list[Finding]:
     results = []
     for deployment in inv.gpu_deployments():
@@ -227,7 +228,7 @@ def _probe_text(probe: Obj) -> str:
     return "TCP" if probe.get("tcpSocket") else "of no known kind"
 
 
-@check("readiness-probe", CAPACITY)
+@check(CheckId.READINESS_PROBE, CAPACITY)
 def check_readiness_probe(inv: Inventory) -> list[Finding]:
     results = []
     declared = _declared_engines(inv)
@@ -255,7 +256,7 @@ def caches_weights(pod: Obj) -> bool:
     return any("persistentVolumeClaim" in v or "hostPath" in v for v in spec_of(pod).get("volumes") or [])
 
 
-@check("weights-cache", CAPACITY)
+@check(CheckId.WEIGHTS_CACHE, CAPACITY)
 def check_weights_cache(inv: Inventory) -> list[Finding]:
     results = []
     for deployment in inv.gpu_deployments():

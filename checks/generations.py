@@ -67,8 +67,8 @@ from checks.prometheus import Prometheus
 from checks.slo import SloReading, slo_of
 from gpu_knowledge import labels
 from fleetspec.model import FleetSpec, NodePool
+from vocabulary.triggers import TriggerKind
 
-NOT_READY = "not-ready"
 UNKNOWN_DRIVER = "unknown"
 
 
@@ -199,7 +199,7 @@ def take_image_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, no
             seen = [epoch(changed), tracker.since(name, "NotReady", now)]
             seconds = max(0.0, now - min(t for t in seen if t is not None))
             if seconds > stuck_after:
-                triggers.append(Trigger(NOT_READY, name, f"node {name} (pool {pool}, "
+                triggers.append(Trigger(TriggerKind.NOT_READY, name, f"node {name} (pool {pool}, "
                                         f"{generation_title(generation)}) has not been "
                                         f"Ready for {seconds / 60:.0f} min (threshold {stuck_after / 60:.0f} min)"))
         nodes.append(GenerationNode(name, pool, generation, node_driver_version(node),

@@ -30,8 +30,8 @@ from gpu_knowledge import labels
 from fleetspec.membership import Membership
 from fleetspec.model import FleetSpec, NodePool
 from workload import result as job_result
+from vocabulary.triggers import TriggerKind
 
-VALIDATION_FAILED = "validation-failed"  # the trigger's kind
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class HeldNode:
         return self.hold.describe()
 
     def trigger(self) -> Trigger:
-        return Trigger(VALIDATION_FAILED, self.name,
+        return Trigger(TriggerKind.VALIDATION_FAILED, self.name,
                        f"node {self.name} (pool {self.pool.name}) failed its validation: {self.why}; the validation "
                        "job holds it cordoned until `gpu-rollout release-node`")
 

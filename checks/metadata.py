@@ -4,13 +4,15 @@ A section is a step of docs/runbook.md, run by one ``gpu-rollout`` verb; its che
 named after it (:mod:`checks.cluster`, :mod:`checks.owner`, :mod:`checks.compatibility`,
 :mod:`checks.disruption` for ``preflight``; :mod:`checks.validation` for ``verify``)::
 
-    @check("driver-owner", OWNERSHIP)
+    @check(CheckId.DRIVER_OWNER, OWNERSHIP)
     def check_driver_owner(inv: Inventory) -> list[Finding]:
         return [passed(pool.name, "...") for pool in inv.spec.nodePools]
 
 The decorator keeps the function as it is (tests call checks directly) and records its :class:`Check` on
-it; it registers nothing. :mod:`checks.catalogue` imports every section module (a plain import), gathers what they
-declare and refuses an id twice or a malformed one, as ``policy.registry`` does for the policy rules. A
+it (:data:`CHECKS`, the declarations mechanism of :mod:`vocabulary.declarations`, the policy rules' too); it
+registers nothing. :mod:`checks.catalogue` imports every section module (a plain import), gathers what they
+declare and refuses an id twice or a malformed one, as ``policy.registry`` does for the policy rules. The ids are
+:class:`vocabulary.check_ids.CheckId`'s. A
 check function returns :class:`checks.results.Finding`\\ s and never names itself: :meth:`Check.run`
 stamps each with the id, so an id is written in exactly one place.
 """
@@ -22,8 +24,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from checks.results import CheckResult, Finding
-
-DEFINITION = "__check__"  # the attribute of a check function that holds its Check
+from vocabulary.declarations import Declarations
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ SECTIONS = (CLUSTER, OWNERSHIP, COMPATIBILITY, CAPACITY, VALIDATION)
 
 @dataclass(frozen=True)
 class Check:
-    id: str  # stable kebab-case id, the same in docs/runbook.md and in JSON output
+    id: str  # stable kebab-case id (a CheckId's string), the same in docs/runbook.md and in JSON output
     section: Section
     function: Callable[[Any], Iterable[Finding]]
 
@@ -62,6 +63,9 @@ class Check:
         return results
 
 
+# The Checks declared on check functions (under their attribute ``__check__``).
+CHECKS: Declarations[Check] = Declarations("__check__", Check)
+
 CheckFunction = TypeVar("CheckFunction", bound=Callable[..., Iterable[Finding]])
 
 
@@ -69,13 +73,11 @@ def check(check_id: str, section: Section) -> Callable[[CheckFunction], CheckFun
     """Declare the decorated function check ``check_id`` of ``section``; the function is unchanged."""
 
     def declare(function: CheckFunction) -> CheckFunction:
-        setattr(function, DEFINITION, Check(check_id, section, function))
-        return function
+        return CHECKS.declare(function, Check(str(check_id), section, function))
 
     return declare
 
 
 def definition(function: object) -> Check | None:
     """The Check declared on a function, if it is one."""
-    found = getattr(function, DEFINITION, None)
-    return found if isinstance(found, Check) else None
+    return CHECKS.of(function)

@@ -19,6 +19,7 @@ from renderers import manifests
 from fleetspec.model import Cloud, ClusterPolicyMode, DriverOwner, FleetSpec, Stage
 from fleetspec.pools import Generation
 from gpu_knowledge.versions import parse_chart
+from vocabulary.check_ids import CheckId
 
 
 def operator_driver_targets(inv: Inventory, node: Obj) -> str | None:
@@ -74,7 +75,7 @@ def driver_owner_of(inv: Inventory, node: Obj, default_supported: bool) -> str |
     return None
 
 
-@check("cluster-policy", OWNERSHIP)
+@check(CheckId.CLUSTER_POLICY, OWNERSHIP)
 def check_cluster_policy(inv: Inventory) -> list[Finding]:
     """The ClusterPolicy the stack patches (and the chart creates) is there, alone."""
     spec = inv.spec
@@ -100,7 +101,7 @@ def check_cluster_policy(inv: Inventory) -> list[Finding]:
     return [passed(name, f"ClusterPolicy {name}, state {state}")]
 
 
-@check("driver-owner", OWNERSHIP)
+@check(CheckId.DRIVER_OWNER, OWNERSHIP)
 def check_driver_owner(inv: Inventory) -> list[Finding]:
     spec = inv.spec
     declared = spec.driver.owner
@@ -134,7 +135,7 @@ def check_driver_owner(inv: Inventory) -> list[Finding]:
     return results
 
 
-@check("per-pool-mode", OWNERSHIP)
+@check(CheckId.PER_POOL_MODE, OWNERSHIP)
 def check_per_pool_mode(inv: Inventory) -> list[Finding]:
     """A stack with one NVIDIADriver per pool needs the cluster in NVIDIADriver mode; the canary never goes
     first without it, and every GPU node outside the stacks' pools keeps a driver owner."""
@@ -194,7 +195,7 @@ def check_per_pool_mode(inv: Inventory) -> list[Finding]:
                       else "no GPU node outside this stack's pools"))]
 
 
-@check("two-driver-owners", OWNERSHIP)
+@check(CheckId.TWO_DRIVER_OWNERS, OWNERSHIP)
 def check_two_driver_owners(inv: Inventory) -> list[Finding]:
     both = []
     for node in inv.gpu_nodes:
@@ -208,7 +209,7 @@ def check_two_driver_owners(inv: Inventory) -> list[Finding]:
     return [passed("cluster", f"no node has two driver owners ({len(inv.gpu_nodes)} GPU nodes)")]
 
 
-@check("driver-versions", OWNERSHIP)
+@check(CheckId.DRIVER_VERSIONS, OWNERSHIP)
 def check_driver_versions(inv: Inventory) -> list[Finding]:
     """Driver per node; a node of the stack's pools on neither the previous nor the target driver fails."""
     spec = inv.spec
@@ -260,7 +261,7 @@ def _compare_to_generation(spec: FleetSpec, node: Obj, generation: Generation) -
     return problems, missing
 
 
-@check("node-image", OWNERSHIP)
+@check(CheckId.NODE_IMAGE, OWNERSHIP)
 def check_node_image(inv: Inventory) -> list[Finding]:
     """Image-owned generations: each node's driver (GFD) against its generation's ``driverVersion``, and on
     AKS the node image it reports (``kubernetes.azure.com/node-image-version``) against ``nodeImageVersion``."""

@@ -18,11 +18,12 @@ from checks import kube as k
 from checks.objects import Obj, meta, namespaced_name, status_of
 from gpu_knowledge import capacity
 from fleetspec.model import FleetSpec, Model
+from vocabulary.triggers import TriggerKind
 
 
 @dataclass(frozen=True)
 class Trigger:
-    kind: str  # upgrade-failed | below-min-available | stuck (operator); below-min-available | not-ready (image)
+    kind: TriggerKind  # upgrade-failed | below-min-available | stuck (operator); below-min-available | not-ready (image)
     subject: str
     message: str
 
@@ -102,6 +103,6 @@ def model_rows(spec: FleetSpec, deployments: list[Obj],
         models.append({"model": key, "available": available, "minAvailable": minimum, "replicas": replicas})
         if available < minimum:
             why = "" if mine else f" (no pod matches {model_selector(model)} in namespace {model.namespace})"
-            triggers.append(Trigger("below-min-available", key, f"model {key} has {available} available "
+            triggers.append(Trigger(TriggerKind.BELOW_MIN_AVAILABLE, key, f"model {key} has {available} available "
                                     f"replica(s), below its minAvailable {minimum}{why}"))
     return models, triggers

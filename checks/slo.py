@@ -21,10 +21,10 @@ from checks.prometheus import Prometheus, PrometheusError, split_query
 from checks.serving import ENGINE_PARTS, Parts, engine_of, figures, fill
 from fleetspec.membership import Membership
 from fleetspec.model import FleetSpec, Model
+from vocabulary.triggers import TriggerKind
 
 SLO_STEP = 60.0  # a figure every minute...
 SLO_SPAN = 300.0  # ...over the five minutes before it
-TRIGGER = "slo-breach"
 _PARTS = {"errorRate": ("errors", "attempts"), "p95LatencySeconds": ("histogram", "quantile_sum", "quantile_count")}
 
 
@@ -68,7 +68,7 @@ class SloReading:
                f"{self.show(self.objective)} over {span}" + (f" ({self.error})" if self.error else "")
 
     def trigger(self) -> Trigger:
-        return Trigger(TRIGGER, f"{self.model}@{self.pool}", self.describe())
+        return Trigger(TriggerKind.SLO_BREACH, f"{self.model}@{self.pool}", self.describe())
 
     def as_json(self) -> dict[str, Any]:
         return {"model": self.model, "pool": self.pool, "metric": self.metric, "objective": self.objective,

@@ -35,7 +35,7 @@ from checks.serving import ENGINE_PARTS, METRICS, PART_METRIC, EngineParts, Figu
 from checks.verify_facts import (DCGM_DRIVER_LABEL, DCGM_SERIES, DCGM_XID, DCGM_XID_COUNT, NO_PROMETHEUS, Baseline,
                                  BucketFigures, Comparison, DcgmNode, NodeXids, Restart, Restarts, UpgradedNode,
                                  VerifyFacts, Window, XidEvent)
-from gpu_knowledge import gpu_products
+from gpu_knowledge import gpu_products, labels
 from fleetspec.model import FleetSpec, Model, ServingEngine
 
 # The labels that can name the node a DCGM series is about: Hostname (dcgm-exporter; hostname in newer
@@ -270,7 +270,7 @@ def placement(reader: Reader | None, model: Model, pattern: str | None, window: 
 
 
 def _product_of(node: Obj | None) -> str | None:
-    product = labels_of(node).get("nvidia.com/gpu.product") if node is not None else None
+    product = labels_of(node).get(labels.GPU_PRODUCT) if node is not None else None
     return gpu_products.base_product(product) if product else None
 
 

@@ -28,6 +28,7 @@ from gpu_knowledge.capacity import percent_of
 from fleetspec.model import DriverOwner
 from fleetspec.observability import decimal_percent
 from workload import result as job_result
+from vocabulary.check_ids import CheckId
 
 VERB = "verify"
 # Xids logged when processes are killed, as the upgrade's pod deletion does: expected, not a driver fault.
@@ -53,7 +54,7 @@ def _image_tag(pod: Obj) -> str:
     return driver.rsplit(":", 1)[-1] if ":" in driver.rsplit("/", 1)[-1] else ""
 
 
-@check("driver-version", VALIDATION)
+@check(CheckId.DRIVER_VERSION, VALIDATION)
 def check_driver_version(facts: VerifyFacts) -> list[Finding]:
     """GFD's driver label and, where the operator owns the driver, the node's driver pod agree with the target."""
     findings = []
@@ -89,7 +90,7 @@ def check_driver_version(facts: VerifyFacts) -> list[Finding]:
     return findings
 
 
-@check("gpu-count", VALIDATION)
+@check(CheckId.GPU_COUNT, VALIDATION)
 def check_gpu_count(facts: VerifyFacts) -> list[Finding]:
     """Allocatable nvidia.com/gpu equals what the pool declares: no GPU lost in the upgrade."""
     findings = []
@@ -113,7 +114,7 @@ def check_gpu_count(facts: VerifyFacts) -> list[Finding]:
     return findings
 
 
-@check("operator-validator", VALIDATION)
+@check(CheckId.OPERATOR_VALIDATOR, VALIDATION)
 def check_operator_validator(facts: VerifyFacts) -> list[Finding]:
     """The operator's validator pod (app=nvidia-operator-validator) is Running and Ready on the node."""
     findings = []
@@ -133,7 +134,7 @@ def check_operator_validator(facts: VerifyFacts) -> list[Finding]:
     return findings
 
 
-@check("model-answers", VALIDATION)
+@check(CheckId.MODEL_ANSWERS, VALIDATION)
 def check_model_answers(facts: VerifyFacts) -> list[Finding]:
     """Each model pod on an upgraded node is Ready and answers a test request through the pod proxy."""
     if not facts.probes:
@@ -218,7 +219,7 @@ def _comparison_evidence(comparison: Comparison, facts: VerifyFacts, tolerance: 
     return evidence
 
 
-@check("latency-throughput", VALIDATION)
+@check(CheckId.LATENCY_THROUGHPUT, VALIDATION)
 def check_latency_throughput(facts: VerifyFacts) -> list[Finding]:
     """p95 latency, tokens per second and error rate of each model's new-driver pods against a like-for-like
     baseline (old-driver pods of the same GPU product and GPUs per pod, else its own pods before the upgrade),
@@ -285,7 +286,7 @@ def _pct(value: float | None) -> str:
     return "?" if value is None else f"{value:.2%}"
 
 
-@check("model-restarts", VALIDATION)
+@check(CheckId.MODEL_RESTARTS, VALIDATION)
 def check_model_restarts(facts: VerifyFacts) -> list[Finding]:
     """Container restarts and OOM kills of each model's pods on upgraded nodes during the soak (kube-state-metrics,
     else the pods' own status): an OOM kill, or more restarts than validation.maxModelRestarts, fails."""
@@ -324,7 +325,7 @@ def check_model_restarts(facts: VerifyFacts) -> list[Finding]:
     return findings
 
 
-@check("no-new-xid", VALIDATION)
+@check(CheckId.NO_NEW_XID, VALIDATION)
 def check_no_new_xid(facts: VerifyFacts) -> list[Finding]:
     """Every Xid each node's GPUs logged since its upgrade finished (DCGM_EXP_XID_ERRORS_COUNT where exported,
     else every change of DCGM_FI_DEV_XID_ERRORS), at scrape resolution: none but those pod deletion causes."""
@@ -367,7 +368,7 @@ def check_no_new_xid(facts: VerifyFacts) -> list[Finding]:
     return findings
 
 
-@check("dcgm-metrics", VALIDATION)
+@check(CheckId.DCGM_METRICS, VALIDATION)
 def check_dcgm_metrics(facts: VerifyFacts) -> list[Finding]:
     """DCGM Exporter series arrive for the node (last 5 minutes) with DCGM_FI_DRIVER_VERSION the target."""
     if facts.prometheus is None:
@@ -420,7 +421,7 @@ def result_identity_problem(result: job_result.Result, node: UpgradedNode, clust
     return None
 
 
-@check("validation-job", VALIDATION)
+@check(CheckId.VALIDATION_JOB, VALIDATION)
 def check_validation_job(facts: VerifyFacts) -> list[Finding]:
     """The validation job's result for the target driver passed on the node (workload.result, on the Node), it is
     that node's result on that driver, and no failed validation holds the node (checks/hold.py)."""

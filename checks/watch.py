@@ -73,6 +73,7 @@ from checks.results import few
 from checks.slo import SloReading, slo_of
 from gpu_knowledge import kinds, labels
 from fleetspec.model import DriverOwner, FleetSpec
+from vocabulary.triggers import TriggerKind
 
 EVENT_REASON = "GPUDriverUpgrade"
 
@@ -178,10 +179,11 @@ def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: flo
         progress.append(NodeProgress(name, pool_name, state, driver, done, seconds,
                                      node_labels.get(labels.SKIP_UPGRADE) == "true"))
         if state == labels.UPGRADE_FAILED:
-            triggers.append(Trigger(labels.UPGRADE_FAILED, name,
+            triggers.append(Trigger(TriggerKind.UPGRADE_FAILED, name,
                                     f"node {name} (pool {pool_name}) is in {labels.UPGRADE_FAILED}"))
         elif state in labels.UPGRADE_IN_PROGRESS and seconds is not None and seconds > stuck_after:
-            triggers.append(Trigger("stuck", name, f"node {name} has been in {state} for {seconds / 60:.0f} min "
+            triggers.append(Trigger(TriggerKind.STUCK, name,
+                                    f"node {name} has been in {state} for {seconds / 60:.0f} min "
                                     f"(threshold {stuck_after / 60:.0f} min)"))
     triggers += _outside_window(spec, progress, now)
     held = held_nodes(nodes)
@@ -214,7 +216,7 @@ def _outside_window(spec: FleetSpec, progress: list[NodeProgress], now: float) -
         return []
     upgrading = [n.name for n in progress if n.state in labels.UPGRADE_IN_PROGRESS]
     finishing = f"; {len(upgrading)} node(s) already upgrading finish ({few(upgrading)})" if upgrading else ""
-    return [Trigger("outside-window", window.timeZone,
+    return [Trigger(TriggerKind.OUTSIDE_WINDOW, window.timeZone,
                     f"the rollout is {window.verdict(moment)}: {len(waiting)} node(s) would start their upgrade "
                     f"({few(waiting)}){finishing}")]
 

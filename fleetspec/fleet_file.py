@@ -17,25 +17,39 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self, get_args
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, StrictBool, StrictInt, ValidationError, field_validator, model_validator
+from pydantic import (BeforeValidator, Field, StrictBool, StrictInt, ValidationError, field_validator,
+                      model_validator)
 
 from fleetspec import yaml_files
 from fleetspec.base import DNS_LABEL, PositiveInt, SpecModel, Stage
 from fleetspec.load import SpecError, SpecProblem, located
 from fleetspec.stacks import is_stack_name
+from vocabulary.triggers import BAD_SIGNS, TriggerKind
 
 FLEET_FILE = "Fleet.yaml"
 MAX_FLEET_FILE_BYTES = 1024 * 1024
 DOCS = "docs/fleet.md"
 
-# The signs that halt the train in every cluster: the live watch's triggers (checks/watch.py) and a failed
-# `verify --smoke`. `outside-window` is no bad sign: the stack outside its window is paused alone, as `watch`
-# pauses it. A trigger the watch reports that this list cannot name (a newer kind) halts the train too.
-HaltSign = Literal["upgrade-failed", "validation-failed", "below-min-available", "stuck", "verify-failed"]
-HALT_SIGNS: tuple[HaltSign, ...] = get_args(HaltSign)
-OWN_STACK_ONLY = "outside-window"  # a trigger that pauses its own stack, never the train
+# The signs that may halt the train in every cluster: every bad sign (vocabulary.triggers), the live watches'
+# triggers and a failed `verify --smoke`. `outside-window` is no bad sign: the stack outside its window is paused
+# alone, as `watch` pauses it. A trigger the watches report that haltOn cannot name (a newer kind) halts the train.
+HALT_SIGNS: tuple[TriggerKind, ...] = BAD_SIGNS
+OWN_STACK_ONLY = TriggerKind.OUTSIDE_WINDOW  # a trigger that pauses its own stack, never the train
+
+
+def _halt_sign(value: object) -> object:
+    if value == OWN_STACK_ONLY:
+        raise ValueError(f"{OWN_STACK_ONLY} is no bad sign and cannot halt the train: a stack outside its "
+                         "maintenance window is paused alone, as `watch` pauses it")
+    if not isinstance(value, str) or value not in HALT_SIGNS:
+        *first, last = (f"'{sign}'" for sign in HALT_SIGNS)
+        raise ValueError(f"Input should be {', '.join(first)} or {last}")
+    return value
+
+
+HaltSign = Annotated[TriggerKind, BeforeValidator(_halt_sign)]
 
 # Where the train's lease lives in the lease stack's cluster: beside the stacks' identity records.
 LEASE_NAMESPACE = "kube-system"
@@ -112,12 +126,13 @@ class FleetFile(SpecModel):
     waves: list[Wave] = Field(min_length=1)
     limits: Limits = Field(default_factory=Limits)
     haltOn: list[HaltSign] = Field(default_factory=lambda: list(HALT_SIGNS),
-                                   description="The signs that halt the train and pause every stack it started.")
+                                   description="The signs that halt the train and pause every stack it started: "
+                                   "any trigger kind but `outside-window`.")
     lease: Lease = Field(default_factory=Lease)
 
     @field_validator("haltOn")
     @classmethod
-    def _once(cls, value: list[str]) -> list[str]:
+    def _once(cls, value: list[TriggerKind]) -> list[TriggerKind]:
         twice = sorted({sign for sign in value if value.count(sign) > 1})
         if twice:
             raise ValueError(f"{', '.join(twice)} given twice")

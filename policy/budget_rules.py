@@ -12,6 +12,7 @@ from policy.findings import Finding, advice
 from policy.metadata import Severity, resource_policy
 from gpu_knowledge import capacity
 from engine_contracts import resource_facts as rf
+from vocabulary.policy_ids import PolicyId
 
 
 def _block(policy: Mapping[str, Any], key: str, res: Resource) -> tuple[Mapping[str, Any], list[Finding]]:
@@ -24,7 +25,7 @@ def _block(policy: Mapping[str, Any], key: str, res: Resource) -> tuple[Mapping[
 
 
 @resource_policy(
-    "eviction-respects-pdb",
+    PolicyId.EVICTION_RESPECTS_PDB,
     "Checks that GPU pod deletion and drain never force past PodDisruptionBudgets (advice when a timeout is 0).",
     resource_types=rf.DRIVER_TYPES,
     severity=Severity.CRITICAL, topics=("disruption",),
@@ -59,7 +60,7 @@ def eviction_respects_pdb(res: Resource) -> Iterator[Finding]:
 
 
 @resource_policy(
-    "pdb-allows-drain",
+    PolicyId.PDB_ALLOWS_DRAIN,
     "Checks that every PodDisruptionBudget lets at least one pod go.",
     resource_types=(rf.PDB,),
     severity=Severity.HIGH, topics=("disruption",),
@@ -94,7 +95,7 @@ def pdb_allows_drain(res: Resource) -> Iterator[Finding]:
 
 
 @resource_policy(
-    "model-redundancy",
+    PolicyId.MODEL_REDUNDANCY,
     "Checks that every model has more than one replica and a PodDisruptionBudget.",
     resource_types=(rf.PDB,),
     severity=Severity.HIGH, topics=("disruption", "availability"),

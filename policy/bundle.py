@@ -4,7 +4,7 @@
 
 - ``__main__.py``: ``policy/__main__.py``, the pack's entry point (the engine runs the pack's folder with
   ``runpy.run_path``, which puts that folder first on ``sys.path``);
-- the modules of ``policy`` and of the domain packages (``fleetspec``, ``gpu_knowledge``, ``engine_contracts``) the pack imports, found by following the imports
+- the modules of ``policy`` and of the domain packages (``fleetspec``, ``vocabulary``, ``gpu_knowledge``, ``engine_contracts``) the pack imports, found by following the imports
   from ``policy/__main__.py``, copied byte for byte (the checkout stays the one source of truth; nothing
   of this is kept in git);
 - ``PulumiPolicy.yaml``: ``policy/PulumiPolicy.yaml`` with a virtualenv of the pack's own (``venv``)

@@ -14,6 +14,7 @@ from policy.metadata import Severity, stack_policy
 from gpu_knowledge import capacity
 from engine_contracts import resource_facts as rf
 from fleetspec.base import Stage
+from vocabulary.policy_ids import PolicyId
 
 
 def _workloads(stack: StackFacts) -> tuple[dict[str, list[capacity.Workload]], list[Finding]]:
@@ -71,7 +72,7 @@ def _canary_node_group(group: facts.NodeGroupUpdate) -> Iterator[Finding]:
 
 
 @stack_policy(
-    "canary-one-node-at-a-time",
+    PolicyId.CANARY_ONE_NODE_AT_A_TIME,
     "Checks that the canary upgrades one node at a time (maxParallelUpgrades: 1).",
     severity=Severity.HIGH, topics=("disruption", "canary"),
     remediation="Set gpuOperator.upgradePolicy.maxParallelUpgrades: 1 in the canary stack (0 means unlimited).",
@@ -143,7 +144,7 @@ def _count(value: Any) -> int | None:
 
 
 @stack_policy(
-    "parallelism-within-spare-capacity",
+    PolicyId.PARALLELISM_WITHIN_SPARE_CAPACITY,
     "Checks that prod upgrade parallelism (the operator's upgrade policy, and EKS node group updates that cannot surge) never takes more GPUs out than spare capacity covers, keeping every model at minAvailable.",
     severity=Severity.CRITICAL, topics=("capacity", "disruption"),
     remediation="Lower maxParallelUpgrades or maxUnavailable (EKS: eks.maxUnavailable), or add nodes to the pool until the spare GPUs cover the nodes upgraded at once.",
@@ -335,7 +336,7 @@ def _node_groups(pool: facts.Pool) -> list[facts.NodeGroupUpdate]:
 
 
 @stack_policy(
-    "spare-capacity",
+    PolicyId.SPARE_CAPACITY,
     "Checks that each pool has at least one node of spare GPU capacity, or surge enabled.",
     severity=Severity.HIGH, topics=("capacity",),
     remediation="Add a node to the pool (nodeCount) or reduce replicas; image-owned pools may rely on surge (check quota first), but not on a Capacity Block or with updateStrategy MINIMAL.",

@@ -16,10 +16,11 @@ from policy.metadata import Severity, resource_policy, stack_policy
 from gpu_knowledge import compat, labels
 from engine_contracts import resource_facts as rf
 from gpu_knowledge.versions import is_branch_only, is_exact_release
+from vocabulary.policy_ids import PolicyId
 
 
 @resource_policy(
-    "driver-version-pinned",
+    PolicyId.DRIVER_VERSION_PINNED,
     "Checks that the driver version is an exact release wherever it is set, and that NVIDIA AMI node groups pin releaseVersion.",
     resource_types=(*rf.DRIVER_TYPES, rf.EKS_NODE_GROUP),
     severity=Severity.HIGH, topics=("compatibility", "drift"),
@@ -51,7 +52,7 @@ def driver_version_pinned(res: Resource) -> Iterator[Finding]:
 
 
 @stack_policy(
-    "single-driver-owner",
+    PolicyId.SINGLE_DRIVER_OWNER,
     "Checks that no pool gets a driver from both its node image and the GPU Operator.",
     severity=Severity.CRITICAL, topics=("ownership",),
     remediation="Either let the operator own the driver (AKS gpuProfile.driver: None, a standard EKS AMI) or disable the operator's driver.",
@@ -84,7 +85,7 @@ def _may_overlap(a: dict[str, str], b: dict[str, str]) -> bool:
 
 
 @stack_policy(
-    "nvidiadriver-selectors-disjoint",
+    PolicyId.NVIDIADRIVER_SELECTORS_DISJOINT,
     "Checks that no node pool is selected by two NVIDIADriver resources.",
     severity=Severity.HIGH, topics=("ownership",),
     remediation="Give each NVIDIADriver a nodeSelector on its own pool label; never leave one without a nodeSelector.",
@@ -117,7 +118,7 @@ def _unless_ran(findings: Iterator[Finding], version: str, ran: frozenset[str]) 
 
 
 @stack_policy(
-    "cuda-driver-compatible",
+    PolicyId.CUDA_DRIVER_COMPATIBLE,
     "Checks that every model's CUDA version runs on the driver of every pool it runs on.",
     severity=Severity.CRITICAL, topics=("compatibility",),
     remediation="Pick a driver at or above the CUDA minimum, or ship cuda-compat in the image (cudaForwardCompat) on a supported branch.",
@@ -173,7 +174,7 @@ def _cuda_on_driver(model: facts.ModelBudget, pool_name: str, version: str) -> I
 
 
 @stack_policy(
-    "gpu-supported-by-driver",
+    PolicyId.GPU_SUPPORTED_BY_DRIVER,
     "Checks that the driver branch supports the GPU of every pool.",
     severity=Severity.CRITICAL, topics=("compatibility",),
     remediation="Stay on a branch that supports the GPU (Volta, Pascal and Maxwell end at R580); move old GPUs to their own pool.",
@@ -199,7 +200,7 @@ def gpu_supported_by_driver(stack: StackFacts) -> Iterator[Finding]:
 
 
 @stack_policy(
-    "operator-supports-driver",
+    PolicyId.OPERATOR_SUPPORTS_DRIVER,
     "Checks that the GPU Operator release lists the driver (advice when only its branch is listed).",
     severity=Severity.HIGH, topics=("compatibility",),
     remediation="Choose a driver from the operator release's component matrix, or upgrade the operator first.",

@@ -23,6 +23,7 @@ from policy.metadata import Severity, stack_policy
 from fleetspec import discipline
 from engine_contracts import resource_facts as rf
 from fleetspec.base import Stage
+from vocabulary.policy_ids import PolicyId
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def _excused(message: str, reason: str | None, resource: Resource | None = None)
 
 
 @stack_policy(
-    "waves-in-order",
+    PolicyId.WAVES_IN_ORDER,
     "Checks that prod pools are released wave by wave, least critical first: no wave released while an earlier "
     "one is held, at most one new wave per deployment, each a dwell time after the one before, serving pools "
     "after batch pools.",
@@ -161,7 +162,7 @@ def _serving_after_batch(pools: list[_ProdPool], settings: rf.IdentityFacts) -> 
 
 
 @stack_policy(
-    "old-generation-kept",
+    PolicyId.OLD_GENERATION_KEPT,
     "Checks that an image-owned pool's previous generation is retired only once the newest generation has run "
     "its declared minimum (a business day by default).",
     severity=Severity.HIGH, topics=("rollback", "generations"),
@@ -211,7 +212,7 @@ def old_generation_kept(stack: StackFacts) -> Iterator[Finding]:
 
 
 @stack_policy(
-    "validation-job-required",
+    PolicyId.VALIDATION_JOB_REQUIRED,
     "Checks that a prod stack declares the post-upgrade validation job (a fixed prompt and a tokens-per-second "
     "floor on every node after its upgrade).",
     severity=Severity.HIGH, topics=("validation",),
@@ -243,7 +244,7 @@ def validation_job_required(stack: StackFacts) -> Iterator[Finding]:
 
 
 @stack_policy(
-    "soak-floor",
+    PolicyId.SOAK_FLOOR,
     "Checks that prod asks its canary for a soak of at least a day (promotion.minSoakHours), and advises a week.",
     severity=Severity.HIGH, topics=("canary", "promotion"),
     remediation="Set promotion.minSoakHours to 168 (the runbook keeps the canary a week ahead of production); "
@@ -271,7 +272,7 @@ def soak_floor(stack: StackFacts) -> Iterator[Finding]:
 
 
 @stack_policy(
-    "maintenance-window",
+    PolicyId.MAINTENANCE_WINDOW,
     "Checks that a prod stack declares its maintenance window, and advises when the change is made outside it.",
     severity=Severity.MEDIUM, topics=("process", "disruption"),
     remediation="Declare rollout.maintenanceWindow (timeZone and weekly windows away from peak traffic and "

@@ -22,6 +22,7 @@ from policy.facts import Resource, StackFacts
 from policy.findings import Level
 from policy.metadata import ENFORCEMENT_LEVEL
 from policy.registry import ADVICE_POLICY_ID, REGISTRY, PolicyDef
+from vocabulary.policy_ids import ALL_POLICIES
 from engine_contracts import resource_facts as rf
 
 POLICY_DIR = Path(__file__).resolve().parent
@@ -58,7 +59,7 @@ def _level(value: Any, where: str) -> Level | None:
 
 def _resolve(policy_id: str, default: Level, config: Mapping[str, Any]) -> Level:
     """A policy's level: its own entry, else "all", else its default."""
-    for key in (policy_id, "all"):
+    for key in (policy_id, ALL_POLICIES):
         if key in config:
             level = _level(config[key], key)
             if level is not None:
@@ -88,7 +89,7 @@ def check_config(config: Mapping[str, Any]) -> None:
     block, so the advice policy may only be advisory or disabled (an explicit entry is needed when
     "all" is mandatory, since "all" sets the advice policy too); a configurable policy's settings must read
     (an unknown or malformed one names the policy and the setting)."""
-    unknown = sorted(set(config) - set(REGISTRY) - {"all", ADVICE_POLICY_ID})
+    unknown = sorted(set(config) - set(REGISTRY) - {ALL_POLICIES, ADVICE_POLICY_ID})
     if unknown:
         raise ValueError(f"pack config names unknown policies: {', '.join(unknown)}")
     for key, value in config.items():

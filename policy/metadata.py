@@ -1,9 +1,10 @@
 """A policy's metadata, declared on its rule function: ``@stack_policy(...)`` or ``@resource_policy(...)``.
 
-The decorator keeps the function as it is (tests call rules directly) and records its ``PolicyDef`` on it;
+The decorator keeps the function as it is (tests call rules directly) and records its ``PolicyDef`` on it
+(:data:`POLICIES`, the declarations mechanism of :mod:`vocabulary.declarations` the check catalogue uses too);
 ``policy.registry`` gathers the definitions of the rule modules, in their order, and guards them. So a
-policy's id, description, severity, topics, remediation and default enforcement are written where its rule
-is, and nowhere else.
+policy's description, severity, topics, remediation and default enforcement are written where its rule
+is, and nowhere else; its id comes from :class:`vocabulary.policy_ids.PolicyId`.
 
 A policy may also take settings from its pack config entry beside ``enforcementLevel`` (``policy/<stage>.json``:
 ``"canary-attested": {"enforcementLevel": "mandatory", "trustedKeys": [...]}``), as AWSGuard's configurable
@@ -21,6 +22,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from policy.findings import Finding, Level
+from vocabulary.declarations import Declarations
 
 if TYPE_CHECKING:
     from policy.facts import Resource, StackFacts
@@ -29,9 +31,6 @@ ResourceRule = Callable[["Resource"], Iterable[Finding]]
 StackRule = Callable[["StackFacts"], Iterable[Finding]]
 ConfiguredStackRule = Callable[["StackFacts", Any], Iterable[Finding]]  # the facts and its read settings
 Rule = TypeVar("Rule", bound=Callable[..., Iterable[Finding]])
-
-DEFINITION = "__policy__"  # the attribute of a rule function that holds its PolicyDef
-
 
 class Severity(StrEnum):
     LOW = "low"
@@ -67,7 +66,7 @@ class PolicyConfig:
 
 @dataclass(frozen=True)
 class PolicyDef:
-    id: str
+    id: str  # a PolicyId's string (the decorators take the PolicyId)
     description: str
     severity: Severity
     topics: tuple[str, ...]
@@ -92,10 +91,13 @@ class PolicyDef:
         return [f for r in stack.resources if r.type in self.resource_types for f in self.resource_rule(r)]
 
 
+# The PolicyDefs declared on rule functions (under their attribute ``__policy__``).
+POLICIES: Declarations[PolicyDef] = Declarations("__policy__", PolicyDef)
+
+
 def definition(rule: object) -> PolicyDef | None:
     """The PolicyDef declared on a rule function, if it is one."""
-    found = getattr(rule, DEFINITION, None)
-    return found if isinstance(found, PolicyDef) else None
+    return POLICIES.of(rule)
 
 
 def stack_policy(
@@ -106,9 +108,8 @@ def stack_policy(
     ``config``, the settings of its pack config entry as its second argument)."""
 
     def declare(rule: Rule) -> Rule:
-        setattr(rule, DEFINITION, PolicyDef(id, description, severity, tuple(topics), remediation, level,
-                                            stack_rule=rule, config=config, config_keys=tuple(config_keys)))
-        return rule
+        return POLICIES.declare(rule, PolicyDef(str(id), description, severity, tuple(topics), remediation, level,
+                                                stack_rule=rule, config=config, config_keys=tuple(config_keys)))
 
     return declare
 
@@ -120,10 +121,9 @@ def resource_policy(
     """Declare the decorated function a resource rule: it reads one resource of ``resource_types`` at a time."""
 
     def declare(rule: Rule) -> Rule:
-        setattr(rule, DEFINITION, PolicyDef(
-            id, description, severity, tuple(topics), remediation, level, resource_rule=rule,
+        return POLICIES.declare(rule, PolicyDef(
+            str(id), description, severity, tuple(topics), remediation, level, resource_rule=rule,
             resource_types=tuple(resource_types), config_keys=tuple(config_keys),
         ))
-        return rule
 
     return declare

@@ -12,6 +12,7 @@ from policy.metadata import Severity, stack_policy
 from gpu_knowledge import compat
 from engine_contracts import resource_facts as rf
 from gpu_knowledge.platform import aks_os, eks_os
+from vocabulary.policy_ids import PolicyId
 
 
 def _pool_os(res: Resource, declared: str | None) -> tuple[str, ...]:
@@ -28,7 +29,7 @@ def _pool_os(res: Resource, declared: str | None) -> tuple[str, ...]:
 
 
 @stack_policy(
-    "operator-supports-os",
+    PolicyId.OPERATOR_SUPPORTS_OS,
     "Checks that every pool the GPU Operator installs the driver on runs an operating system the operator release ships a driver image for.",
     severity=Severity.CRITICAL, topics=("compatibility", "platform"),
     remediation="Run operator-owned pools on Ubuntu (AKS osSku Ubuntu2204/Ubuntu2404; EKS a custom Ubuntu AMI through a launch template) or let the node image own the driver (driver.owner: image).",
@@ -66,7 +67,7 @@ def operator_supports_os(stack: StackFacts) -> Iterator[Finding]:
 
 
 @stack_policy(
-    "fabric-manager-matches",
+    PolicyId.FABRIC_MANAGER_MATCHES,
     "Checks that NVSwitch pools with a host-installed Fabric Manager pin it to exactly the driver version.",
     severity=Severity.CRITICAL, topics=("compatibility", "nvswitch"),
     remediation="Set nodePools[].fabricManagerVersion to the pool's driver version, or let the driver container bring Fabric Manager.",

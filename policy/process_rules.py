@@ -11,10 +11,11 @@ from policy.findings import Finding, advice
 from policy.metadata import Severity, stack_policy
 from engine_contracts import resource_facts as rf
 from fleetspec.base import Stage
+from vocabulary.policy_ids import PolicyId
 
 
 @stack_policy(
-    "change-ticket",
+    PolicyId.CHANGE_TICKET,
     "Checks that the prod stage names a change ticket.",
     severity=Severity.MEDIUM, topics=("process",),
     remediation="Set changeTicket in the prod stack to the approved change.",
@@ -29,7 +30,7 @@ def change_ticket(stack: StackFacts) -> Iterator[Finding]:
 
 
 @stack_policy(
-    "facts-readable",
+    PolicyId.FACTS_READABLE,
     "Checks that the pack reads the version of the resource facts the program wrote.",
     severity=Severity.CRITICAL, topics=("process",),
     remediation="Enforce a pack that reads the program's facts version: merge (or publish and enable) the pack "

@@ -39,6 +39,7 @@ from gpu_knowledge import compat, labels
 from fleetspec import stacks
 from engine_contracts import resource_facts as rf
 from fleetspec.base import Stage
+from vocabulary.policy_ids import PolicyId
 
 TRUSTED_KEYS = "trustedKeys"
 
@@ -286,7 +287,7 @@ def _trusted_example_key(stack: StackFacts, settings: GateSettings) -> Iterator[
 
 
 @stack_policy(
-    "canary-attested",
+    PolicyId.CANARY_ATTESTED,
     "Checks that every driver a prod pool moves to was attested by the canary on that kind of pool: an intact "
     "attestation for that version, signed by a trusted key, from the canary stack, which still runs it, soaked at "
     "least promotion.minSoakHours, with a canary pool of the prod pool's GPU product, GPUs per node, NVSwitch and "

@@ -15,18 +15,17 @@ from policy import (
     budget_rules, capacity_rules, compat_rules, discipline_rules, platform_rules, process_rules, promotion_rules,
     transition_rules, upgrade_rules,
 )
-from policy.metadata import PolicyDef, ResourceRule, Severity, StackRule, definition
+from policy.metadata import POLICIES, PolicyDef, ResourceRule, Severity, StackRule
+from vocabulary.declarations import Register
+from vocabulary.policy_ids import ADVICE_POLICY_ID, ALL_POLICIES
 
 __all__ = [
     "ADVICE_POLICY_ID", "POLICY_IDS", "REGISTRY", "RULE_MODULES", "PolicyDef", "ResourceRule", "Severity",
     "StackRule", "register",
 ]
 
-REGISTRY: dict[str, PolicyDef] = {}
-
-# The pack-only advisory policy that carries every rule's advice into the engine (``policy.pack``). It
+# The pack-only advisory policy that carries every rule's advice into the engine (``policy.pack``), ADVICE_POLICY_ID,
 # has no rule of its own, so it is not registered; pack configs may still name it.
-ADVICE_POLICY_ID = "policy-advice"
 
 # By runbook section: compatibility and ownership (section 1), the node platform, changes against the last
 # deployment, then disruption (section 2: capacity, budgets, process, the upgrade controller), the rollout's
@@ -38,31 +37,28 @@ RULE_MODULES: tuple[ModuleType, ...] = (
 )
 
 
-def register(policy: PolicyDef) -> None:
-    if policy.id == "all":
-        raise ValueError("'all' is reserved in pack config and cannot name a policy")
-    if policy.id == ADVICE_POLICY_ID:
-        raise ValueError(f"'{ADVICE_POLICY_ID}' is the pack's advice policy and cannot name a rule")
-    if policy.id in REGISTRY:
-        raise ValueError(f"policy '{policy.id}' is registered twice")
+def _one_rule(policy: PolicyDef) -> None:
     if (policy.resource_rule is None) == (policy.stack_rule is None):
         raise ValueError(f"policy '{policy.id}' needs exactly one of resource_rule and stack_rule")
-    REGISTRY[policy.id] = policy
+
+
+_REGISTER: Register[PolicyDef] = Register("policy", lambda policy: policy.id, reserved={
+    ALL_POLICIES: "is reserved in pack config and cannot name a policy",
+    ADVICE_POLICY_ID: "is the pack's advice policy and cannot name a rule",
+}, check=_one_rule)
+REGISTRY: dict[str, PolicyDef] = _REGISTER.by_id
+
+
+def register(policy: PolicyDef) -> None:
+    _REGISTER.add(policy)
 
 
 def declared(module: ModuleType) -> list[PolicyDef]:
     """The policies a rule module declares, in the order its rules are written (functions it imports from
     elsewhere do not count)."""
-    found = []
-    for value in vars(module).values():
-        policy = definition(value)
-        if policy is not None and getattr(value, "__module__", None) == module.__name__:
-            found.append(policy)
-    return found
+    return POLICIES.declared(module)
 
 
-for _module in RULE_MODULES:
-    for _policy in declared(_module):
-        register(_policy)
+_REGISTER.add_all(POLICIES.gather(RULE_MODULES))
 
 POLICY_IDS: tuple[str, ...] = tuple(REGISTRY)

@@ -12,10 +12,11 @@ from policy.metadata import Severity, resource_policy, stack_policy
 from gpu_knowledge import labels
 from gpu_knowledge import replacement
 from engine_contracts import resource_facts as rf
+from vocabulary.policy_ids import PolicyId
 
 
 @resource_policy(
-    "cloud-pool-not-replaced",
+    PolicyId.CLOUD_POOL_NOT_REPLACED,
     "Checks that no change alters a field the cloud cannot change in place on a node pool (EKS amiType, capacityType, instanceTypes, subnets, diskSize, launch template; AKS vmSize, GPU driver setting).",
     resource_types=rf.CLOUD_POOL_TYPES,
     severity=Severity.CRITICAL, topics=("disruption", "lifecycle"),
@@ -53,7 +54,7 @@ def _deployed(res: Resource) -> dict[str, str] | None:
 
 
 @resource_policy(
-    "capacity-block-updated-empty",
+    PolicyId.CAPACITY_BLOCK_UPDATED_EMPTY,
     "Checks that a Capacity Block node group changes its AMI release or launch template version only at desired size 0, as AWS documents.",
     resource_types=(rf.EKS_NODE_GROUP,),
     severity=Severity.HIGH, topics=("disruption", "lifecycle", "capacity-block"),
@@ -82,7 +83,7 @@ def capacity_block_updated_empty(res: Resource) -> Iterator[Finding]:
 
 
 @stack_policy(
-    "per-pool-mode-own-change",
+    PolicyId.PER_POOL_MODE_OWN_CHANGE,
     "Checks that per-pool NVIDIADriver mode is switched on in a change of its own, not together with an operator upgrade.",
     severity=Severity.CRITICAL, topics=("disruption", "migration"),
     remediation="Upgrade the GPU Operator in one change; once it runs clean, set gpuOperator.useNvidiaDriverCrd: true in the next.",

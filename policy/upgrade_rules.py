@@ -12,10 +12,11 @@ from policy.findings import Finding, Level, advice
 from policy.metadata import Severity, resource_policy, stack_policy
 from gpu_knowledge import kinds
 from engine_contracts import resource_facts as rf
+from vocabulary.policy_ids import PolicyId
 
 
 @resource_policy(
-    "upgrade-controller-enabled",
+    PolicyId.UPGRADE_CONTROLLER_ENABLED,
     "Checks that operator-owned drivers have the upgrade controller on (autoUpgrade: true).",
     resource_types=rf.DRIVER_TYPES,
     severity=Severity.MEDIUM, topics=("rollout",),
@@ -45,7 +46,7 @@ def _requirements(selector: str) -> frozenset[str] | None:
 
 
 @stack_policy(
-    "wait-for-batch-jobs",
+    PolicyId.WAIT_FOR_BATCH_JOBS,
     "Checks that waitForCompletion.podSelector covers the declared batch or fine-tuning selectors.",
     severity=Severity.MEDIUM, topics=("disruption", "batch"),
     remediation="Set gpuOperator.upgradePolicy.waitForCompletion.podSelector to a selector every batch pod matches.",
@@ -84,7 +85,7 @@ def wait_for_batch_jobs(stack: StackFacts) -> Iterator[Finding]:
 
 
 @stack_policy(
-    "held-pool-pinned",
+    PolicyId.HELD_POOL_PINNED,
     "Checks that a held pool's driver is pinned to its previous version, so a node the pool gains or replaces does not install the new driver.",
     severity=Severity.HIGH, topics=("rollout", "autoscaling", "node-lifecycle"),
     remediation="Set gpuOperator.useNvidiaDriverCrd: true, in a change of its own, so each held pool's NVIDIADriver pins driver.previousVersion; or record why the held pools may take the new driver on new and replaced nodes in gpuOperator.unpinnedHoldReason.",

@@ -19,10 +19,11 @@ from typing import Any
 
 from policy.evaluate import advice_enforcement, enforcement
 from policy.registry import ADVICE_POLICY_ID, REGISTRY
+from vocabulary.policy_ids import PolicyId
 
 PACK_DIR = "policy/"
 LEVEL_KEY = "enforcementLevel"
-GATE_POLICY, TRUSTED_KEYS = "canary-attested", "trustedKeys"  # the keys whose attestations open prod
+GATE_POLICY, TRUSTED_KEYS = str(PolicyId.CANARY_ATTESTED), "trustedKeys"  # the keys whose attestations open prod
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from promotion_train.stacks import StackFile, stage_order
 from engine_contracts.attestation import ATTESTATION_DIR
 from fleetspec.base import Stage
 from fleetspec.discipline import utc_now
+from vocabulary.triggers import TriggerKind
 
 # What the program that runs in `up` is made of (its dependencies' pins included), and the pack.
 PROGRAM_PATHS = ("Pulumi.yaml", "__main__.py", "components/", "fleetspec/", "gpu_knowledge/", "engine_contracts/",
@@ -62,7 +63,7 @@ IN_STEP = "in-step"  # its last update ran main's config, program and pack
 RUNNING = "running"  # an update of it is still running in the backend
 ROLLED_BACK = "rolled-back"  # left alone: a rollback whose pull request has not merged
 DESTROYED = "destroyed"  # left alone: never brought back
-OUTSIDE_WINDOW = "outside-window"  # it differs, but its maintenance window is closed
+OUTSIDE_WINDOW = TriggerKind.OUTSIDE_WINDOW.value  # it differs, but its maintenance window is closed
 
 
 @dataclass(frozen=True)

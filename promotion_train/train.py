@@ -36,6 +36,7 @@ from simulate.fleet import spec_groups
 from gpu_knowledge import capacity
 from fleetspec.fleet_file import FleetFile, Wave
 from fleetspec.model import DriverOwner, FleetSpec
+from vocabulary.triggers import TriggerKind
 
 
 class StackStatus(StrEnum):
@@ -45,7 +46,7 @@ class StackStatus(StrEnum):
     DESTROYED = "destroyed"  # left alone
     UNREADABLE = "unreadable"  # its cluster could not be read
     PENDING = "pending"  # it differs from what it runs: it goes up when its wave is current
-    WINDOW = "outside-window"  # it differs, but its maintenance window is closed
+    WINDOW = TriggerKind.OUTSIDE_WINDOW.value  # it differs, but its maintenance window is closed
     ROLLING = "rolling"  # it runs what main says; its rollout is in flight
     COMPLETE = "complete"  # its rollout is complete
 
@@ -262,7 +263,7 @@ def _verify_wave(wave: WaveState, verified: Mapping[str, int], probe: Probe, tra
                                  "next run")
         elif failures:
             state.verify_failures = failures
-            train.signs.append(Sign(state.world.name, "verify-failed",
+            train.signs.append(Sign(state.world.name, TriggerKind.VERIFY_FAILED,
                                     f"verify --smoke failed on stack {state.world.name}: " + "; ".join(failures[:3])
                                     + (f" and {len(failures) - 3} more" if len(failures) > 3 else "")))
         else:

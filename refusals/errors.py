@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from refusals.exits import Exit
+from vocabulary.errors import ErrorKind
 
 if TYPE_CHECKING:
     from fleetspec.load import SpecProblem
@@ -23,7 +24,7 @@ class Refusal(Exception):
     depends on the case (the backend's) takes it as an argument."""
 
     code: Exit = Exit.INVALID
-    kind: ClassVar[str] = "invalid-input"
+    kind: ClassVar[ErrorKind] = ErrorKind.INVALID_INPUT
 
     def __init__(self, message: str, problems: Sequence[SpecProblem] = (), *, code: Exit | None = None,
                  documented: bool = True) -> None:
@@ -45,7 +46,7 @@ class InvalidInput(Refusal):
     """A flag, a stack file, the fleet file or a git revision is wrong (exit 2)."""
 
     code = Exit.INVALID
-    kind = "invalid-input"
+    kind = ErrorKind.INVALID_INPUT
 
 
 class FlagError(InvalidInput):
@@ -63,7 +64,7 @@ class WrongCluster(Refusal):
     """The kubeconfig reaches another stack's cluster (exit 2)."""
 
     code = Exit.INVALID
-    kind = "wrong-cluster"
+    kind = ErrorKind.WRONG_CLUSTER
 
     def text(self, speaker: str | None = None) -> str:
         return f"wrong cluster: {self}"
@@ -73,7 +74,7 @@ class UnusableKubeconfig(Refusal):
     """--kubeconfig/--context (or the stack's) cannot be used (exit 2)."""
 
     code = Exit.INVALID
-    kind = "kubeconfig"
+    kind = ErrorKind.KUBECONFIG
 
     def text(self, speaker: str | None = None) -> str:
         return f"--kubeconfig/--context: {self}"
@@ -83,7 +84,7 @@ class ClusterFailed(Refusal):
     """A cluster call failed (exit 1)."""
 
     code = Exit.FAILED
-    kind = "cluster"
+    kind = ErrorKind.CLUSTER
 
     def text(self, speaker: str | None = None) -> str:
         return f"cluster error: {self}"
@@ -93,7 +94,7 @@ class BackendRefusal(Refusal):
     """The Pulumi backend could not be read (or written) as asked; exit 1 unless the case says otherwise."""
 
     code = Exit.FAILED
-    kind = "backend"
+    kind = ErrorKind.BACKEND
 
     def text(self, speaker: str | None = None) -> str:
         return f"{speaker}: {self}" if speaker else str(self)
@@ -104,4 +105,4 @@ class Declined(Refusal):
     otherwise."""
 
     code = Exit.FAILED
-    kind = "refused"
+    kind = ErrorKind.REFUSED

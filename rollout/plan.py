@@ -31,9 +31,10 @@ from fleetspec.model import PROJECT
 from renderers.ownership import shared_objects
 from engine_contracts.resource_facts import read_stack_outputs
 from fleetspec.stacks import stack_name
+from vocabulary.policy_ids import PolicyId
 
 # The one rule that reads the canary's outputs (through the promotion record, components/promotion.py).
-CANARY_GATE = "canary-attested"
+CANARY_GATE = PolicyId.CANARY_ATTESTED
 
 
 def read_previous_outputs(path: Path, flag: str = "--previous-outputs") -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from checks.results import Status
+from vocabulary.errors import ErrorKind
 
 
 class _Shape(BaseModel):
@@ -38,7 +39,7 @@ class Problem(_Shape):
 
 class ErrorBody(_Shape):
     code: int = Field(description="The exit code (2 invalid input, 1 a cluster or backend failure, 70 a defect).")
-    kind: Literal["invalid-input", "wrong-cluster", "kubeconfig", "cluster", "backend", "refused", "internal"] = Field(
+    kind: ErrorKind = Field(
         description="refused: the verb itself declined (rollback refused, and why); the rest name the input at fault.")
     message: str = Field(description="What stderr says.")
     problems: list[Problem]

@@ -40,10 +40,11 @@ from engine_contracts import attestation
 from fleetspec import stacks, yaml_files
 from fleetspec.load import MAX_STACK_FILE_BYTES, SpecError, SpecProblem, spec_from_config, config_strings
 from fleetspec.model import PROJECT
+from vocabulary.policy_ids import PolicyId
 
 EXAMPLES = {"aks": ("canary", "prod"), "eks": ("eks-canary", "eks-prod"), "existing": ("existing-canary", "existing-prod")}
 PACK_CONFIG = Path("policy") / "prod.json"
-GATE = "canary-attested"
+GATE = PolicyId.CANARY_ATTESTED
 TRUSTED_KEYS = "trustedKeys"
 _VERSION_LIKE = re.compile(r"^v?\d[\w.+-]*$")  # 580.173.02, 1.33.5, 12.6, v26.7.0
 

@@ -20,6 +20,7 @@ from checks.errors import ClusterError
 from checks.generations import ImageSnapshot, generation_title
 from checks.prometheus import for_stack
 from checks.watch import Snapshot, WatchOutcome, watch
+from gpu_knowledge import labels
 from rollout import documents
 from rollout import console as consoles
 from refusals.exits import Exit
@@ -38,7 +39,7 @@ def snapshot_view(spec: FleetSpec, snapshot: Snapshot) -> Group:
     for column in ("node", "state", "time in state", "driver"):
         moving.add_column(column)
     for node in snapshot.nodes:
-        if node.state not in ("", "upgrade-done") and node.seconds_in_state is not None:
+        if node.state not in ("", labels.UPGRADE_DONE) and node.seconds_in_state is not None:
             moving.add_row(node.name, node.state, f"{node.seconds_in_state / 60:.1f} min", node.driver or "?")
     operator = ", ".join(f"{o['kind']} {o['name']}: {o['state']}" for o in snapshot.operator) or "no operator objects"
     parts: list[RenderableType] = [pools, moving, f"operator: {operator}"]

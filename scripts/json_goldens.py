@@ -165,7 +165,7 @@ def _bad_stack_files(tmp: Path) -> dict[str, Path]:
         # (example, old text, new text): a value the model refuses, and YAML that does not parse
         "bad-parallel": ("prod", "maxParallelUpgrades: 1", "maxParallelUpgrades: -3"),
         "bad-driver": ("canary", 'version: "580.173.02"', 'version: "banana"'),
-        "bad-yaml": ("prod", "gpu-driver-upgrade:", "gpu-driver-upgrade: [unclosed"),
+        "bad-yaml": ("prod", "maxParallelUpgrades: 1", "maxParallelUpgrades: [unclosed"),
     }
     for label, (example, old, new) in edits.items():
         text = (ROOT / f"Pulumi.{example}.yaml").read_text(encoding="utf-8")

@@ -7,7 +7,7 @@ from pathlib import Path
 from tests.conftest import PROJECT_DIR
 
 # Every product package and entry point; workload/ is shipped to a pod alone (some scans leave it out).
-PRODUCT = ("__main__.py", "fleetspec", "gpu_knowledge", "engine_contracts", "renderers", "components", "preview", "policy", "checks", "rollout", "workload", "scripts",
+PRODUCT = ("__main__.py", "fleetspec", "vocabulary", "gpu_knowledge", "engine_contracts", "renderers", "components", "preview", "policy", "checks", "rollout", "workload", "scripts",
            "benchmarks")
 
 

@@ -19,6 +19,7 @@ import typer
 from refusals.exits import Exit
 from rollout.cli.options import REPORT, LiveTarget
 from rollout.console import say
+from vocabulary.errors import ErrorKind
 
 if TYPE_CHECKING:
     from fleetspec.load import SpecError
@@ -44,7 +45,7 @@ def run(call: Callable[[], Exit], debug: bool = False, as_json: bool = False, sp
 
             hint = error.param_hint if isinstance(error.param_hint, str) else ""
             message = error.format_message()
-            documents.write(documents.error_document(Exit.INVALID, "invalid-input", message,
+            documents.write(documents.error_document(Exit.INVALID, ErrorKind.INVALID_INPUT, message,
                                                      [SpecProblem(hint, error.message)] if hint else []))
         raise
     except (typer.TyperException, typer.Exit, typer.Abort):  # usage errors and exits: typer's to show
@@ -54,7 +55,7 @@ def run(call: Callable[[], Exit], debug: bool = False, as_json: bool = False, sp
         if refusal is None:
             message = internal_error(error, debug)
             if as_json:
-                documents.write(documents.error_document(Exit.INTERNAL, "internal", message))
+                documents.write(documents.error_document(Exit.INTERNAL, ErrorKind.INTERNAL, message))
             raise typer.Exit(Exit.INTERNAL) from None
         documents.refused(refusal.code, refusal.kind, refusal.text(speaker), refusal.problems,
                           as_json=as_json and refusal.documented)

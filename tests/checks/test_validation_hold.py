@@ -12,7 +12,8 @@ import json
 import pytest
 
 from checks import kube as k
-from checks.hold import VALIDATION_FAILED, ReleaseRefused, release_node
+from checks.hold import ReleaseRefused, release_node
+from vocabulary.triggers import TriggerKind
 from checks.pause import resume
 from checks.watch import watch
 from gpu_knowledge import labels
@@ -74,7 +75,7 @@ def test_a_failed_validation_pauses_the_rollout_and_moves_the_model_pod_off(cana
     fail_validation(canary, spec, first)
     outcome = watch(kube, spec, "canary", once=True)
     [trigger] = outcome.snapshot.triggers
-    assert (trigger.kind, trigger.subject) == (VALIDATION_FAILED, first)
+    assert (trigger.kind, trigger.subject) == (TriggerKind.VALIDATION_FAILED, first)
     assert trigger.message.startswith(f"node {first} (pool gpucanary) failed its validation: tokens-per-second "
                                       f"failed on driver {spec.driver.version}")
     # Paused as on upgrade-failed: the skip label on every node not done (the held one is done: upgraded).
@@ -96,7 +97,7 @@ def test_a_refusing_pdb_is_asked_again_never_forced(canary: FakeKube, kube: k.Ku
 
     # --once: the first eviction spends the budget (minAvailable 1 of 2), the second is refused and stays.
     outcome = watch(kube, spec, "canary", once=True)
-    assert {t.subject for t in outcome.snapshot.triggers if t.kind == VALIDATION_FAILED} == {first, second}
+    assert {t.subject for t in outcome.snapshot.triggers if t.kind == TriggerKind.VALIDATION_FAILED} == {first, second}
     assert outcome.evictions is not None
     assert outcome.evictions.evicted == [f"inference/{on_first}"]
     assert outcome.evictions.refused == [f"inference/{on_second}"] and outcome.evictions.pending
@@ -138,7 +139,7 @@ def test_a_pool_that_says_no_keeps_its_model_pods(canary: FakeKube, kube: k.Kube
     outcome = watch(kube, told, "canary", once=True)
     assert outcome.evictions is not None and outcome.evictions.kept == [f"inference/{kept}"]
     assert outcome.evictions.evicted == [] and canary.counts_by_resource[("create", "pods")] == 0
-    assert [t.kind for t in outcome.snapshot.triggers] == [VALIDATION_FAILED]  # still paused on it
+    assert [t.kind for t in outcome.snapshot.triggers] == [TriggerKind.VALIDATION_FAILED]  # still paused on it
     assert outcome.paused is not None and outcome.paused.changed
 
 
@@ -146,7 +147,7 @@ def test_no_auto_pause_reports_the_hold_and_changes_nothing(canary: FakeKube, ku
     fail_validation(canary, spec, nodes(spec)[0])
     canary.reset_counts()
     outcome = watch(kube, spec, "canary", once=True, auto_pause=False)
-    assert [t.kind for t in outcome.snapshot.triggers] == [VALIDATION_FAILED]
+    assert [t.kind for t in outcome.snapshot.triggers] == [TriggerKind.VALIDATION_FAILED]
     assert outcome.paused is None and outcome.evictions is None and canary.writes == 0
 
 
@@ -155,7 +156,7 @@ def test_an_unreadable_hold_record_still_holds(canary: FakeKube, kube: k.Kube, s
     canary.update("nodes", first, {"metadata": {"annotations": {job_result.HOLD_ANNOTATION: "{"}}})
     outcome = watch(kube, spec, "canary", once=True, auto_pause=False)
     [trigger] = outcome.snapshot.triggers
-    assert trigger.kind == VALIDATION_FAILED and "its hold record cannot be read" in trigger.message
+    assert trigger.kind == TriggerKind.VALIDATION_FAILED and "its hold record cannot be read" in trigger.message
 
 
 def test_an_image_owned_stack_reports_the_hold_and_writes_nothing(eks: FakeKube, kube: k.Kube,
@@ -166,7 +167,7 @@ def test_an_image_owned_stack_reports_the_hold_and_writes_nothing(eks: FakeKube,
         "driver": "580.173.02", "checks": ["no-xid"], "message": "Xid 79", "at": "2026-12-02T10:05:00Z"})}}})
     eks.reset_counts()
     outcome = watch(kube, eks_spec, "eks-prod", once=True)
-    assert VALIDATION_FAILED in [t.kind for t in outcome.snapshot.triggers]
+    assert TriggerKind.VALIDATION_FAILED in [t.kind for t in outcome.snapshot.triggers]
     assert outcome.paused is None and outcome.evictions is None and eks.writes == 0
 
 
@@ -182,7 +183,7 @@ def test_resume_leaves_a_held_node_cordoned_and_says_so(canary: FakeKube, kube: 
     assert canary.obj("nodes", first)["spec"]["unschedulable"] is True
     assert job_result.HOLD_ANNOTATION in canary.obj("nodes", first)["metadata"]["annotations"]
     assert [t.kind for t in watch(kube, spec, "canary", once=True, auto_pause=False).snapshot.triggers] == [
-        VALIDATION_FAILED]  # pauses again until released
+        TriggerKind.VALIDATION_FAILED]  # pauses again until released
 
 
 def test_release_refuses_a_node_still_failing_on_the_driver_it_runs(canary: FakeKube, kube: k.Kube,

@@ -15,6 +15,7 @@ from fleetspec.base import Stage
 from fleetspec.fleet_file import (FLEET_FILE, HALT_SIGNS, DeclaredStack, FleetFile, check_stacks, fleet_from_document,
                         read_fleet_file)
 from fleetspec.load import SpecError
+from vocabulary.triggers import TriggerKind
 from tests.conftest import EXAMPLE_STACKS, PROJECT_DIR
 
 DECLARED = {s.name: DeclaredStack(s.stage, s.canary, s.problem) for s in stack_files(PROJECT_DIR)}
@@ -51,13 +52,44 @@ def test_defaults_one_at_a_time_smoke_verify_no_limits_every_sign_halts() -> Non
     assert fleet.limits.maxGpusUnavailable is None and fleet.limits.maxClustersInFlight is None
     assert fleet.lease_stack == "canary" and fleet.lease.durationSeconds == 900
     assert all(fleet.halts(sign) for sign in HALT_SIGNS)
+    assert fleet.haltOn == list(HALT_SIGNS) == [kind for kind in TriggerKind if kind != TriggerKind.OUTSIDE_WINDOW]
+    # The default as before haltOn could name slo-breach and not-ready: every bad sign, in this order.
+    assert fleet.haltOn == ["upgrade-failed", "validation-failed", "below-min-available", "stuck", "verify-failed",
+                            "slo-breach", "not-ready"]
     assert not fleet.halts("outside-window")  # pauses its own stack, as watch does
-    assert fleet.halts("slo-breach")  # a sign this file cannot name halts: unknown is never safe
+    assert fleet.halts("xid-79")  # a sign this file cannot name halts: unknown is never safe
 
 
 def test_a_sign_left_out_of_halt_on_does_not_halt() -> None:
     fleet = fleet_from_document({"waves": [{"name": "canary", "stacks": ["canary"]}], "haltOn": ["upgrade-failed"]})
     assert fleet.halts("upgrade-failed") and not fleet.halts("stuck") and not fleet.halts("verify-failed")
+    assert not fleet.halts("slo-breach") and not fleet.halts("not-ready")  # nameable now: left out, they pause one
+
+
+@pytest.mark.parametrize("sign", ["slo-breach", "not-ready"])
+def test_halt_on_accepts_every_bad_sign_the_watches_report(tmp_path: Path, sign: str) -> None:
+    path = tmp_path / FLEET_FILE
+    path.write_text(f"waves:\n  - name: canary\n    stacks: [canary]\nhaltOn: [stuck, {sign}]\n")
+    fleet = read_fleet_file(path)
+    assert fleet.haltOn == [TriggerKind.STUCK, TriggerKind(sign)]
+    assert fleet.halts(sign) and fleet.halts("stuck") and not fleet.halts("upgrade-failed")
+
+
+def test_halt_on_accepts_each_bad_sign_alone() -> None:
+    for sign in TriggerKind:
+        if sign.bad_sign:
+            fleet = fleet_from_document({"waves": [{"name": "c", "stacks": ["canary"]}], "haltOn": [str(sign)]})
+            assert fleet.haltOn == [sign] and fleet.halts(sign)
+
+
+def test_outside_window_is_refused_in_halt_on_with_the_reason(tmp_path: Path) -> None:
+    path = tmp_path / FLEET_FILE
+    path.write_text("waves:\n  - name: canary\n    stacks: [canary]\nhaltOn: [stuck, outside-window]\n")
+    with pytest.raises(SpecError) as refused:
+        read_fleet_file(path)
+    assert [str(p) for p in refused.value.problems] == [
+        "haltOn[1]: outside-window is no bad sign and cannot halt the train: a stack outside its maintenance window "
+        "is paused alone, as `watch` pauses it"]
 
 
 @pytest.mark.parametrize(("change", "expected"), [
@@ -75,7 +107,8 @@ def test_a_sign_left_out_of_halt_on_does_not_halt() -> None:
     (lambda d: d["waves"][2].update(stacks=["../prod"]), "waves[2].stacks: '../prod' is not a stack's own name"),
     (lambda d: d["waves"][2]["stacks"].append("existing-prod"),
      "waves[2].stacks[2]: existing-prod is already in wave prod-lab: a stack moves in one wave"),
-    (lambda d: d.update(haltOn=["upgrade-failed", "xid-79"]), "haltOn[1]: Input should be 'upgrade-failed'"),
+    (lambda d: d.update(haltOn=["upgrade-failed", "xid-79"]), "haltOn[1]: Input should be 'upgrade-failed', "
+     "'validation-failed', 'below-min-available', 'stuck', 'verify-failed', 'slo-breach' or 'not-ready'"),
     (lambda d: d.update(haltOn=["stuck", "stuck"]), "haltOn: stuck given twice"),
     (lambda d: d["lease"].update(stack="prod-2"), "lease.stack: prod-2 is in no wave"),
     (lambda d: d["lease"].update(durationSeconds=5), "lease.durationSeconds: Input should be greater than or equal"),

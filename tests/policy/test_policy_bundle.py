@@ -76,10 +76,11 @@ def test_the_folder_holds_the_pack_and_its_own_packages_copied(pack_dir):
     files = {p.relative_to(pack_dir).as_posix() for p in pack_dir.rglob("*") if p.is_file()}
     assert {"__main__.py", "PulumiPolicy.yaml", "requirements.txt", "constraints.txt", ".gitignore"} <= files
     modules = {f for f in files if f.endswith(".py") and f != "__main__.py"}
-    assert {f.split("/")[0] for f in modules} == {"policy", "fleetspec", "gpu_knowledge", "engine_contracts"}  # nothing of
+    assert {f.split("/")[0] for f in modules} == {"policy", "fleetspec", "vocabulary", "gpu_knowledge", "engine_contracts"}  # nothing of
     # the program's renderers, the CLI or the checks
     assert {"policy/pack.py", "policy/registry.py", "policy/metadata.py", "policy/facts.py", "fleetspec/__init__.py",
-            "gpu_knowledge/labels.py", "engine_contracts/resource_facts/__init__.py", "engine_contracts/resource_facts/pools.py"} <= modules
+            "gpu_knowledge/labels.py", "engine_contracts/resource_facts/__init__.py", "engine_contracts/resource_facts/pools.py",
+            "vocabulary/declarations.py", "vocabulary/policy_ids.py"} <= modules
     assert "policy/bundle.py" not in modules and "policy/evaluate.py" not in modules  # not imported by the pack
     assert not any(p.is_symlink() for p in pack_dir.rglob("*"))
     for module in modules:  # byte-for-byte copies: the checkout stays the one source of truth
@@ -129,7 +130,7 @@ def test_make_target_runs_the_builder():
 def test_the_pack_imports_from_its_folder_only(pack_dir, site, tmp_path):
     probe = (
         "import json, sys\n"
-        "import policy.pack, fleetspec, gpu_knowledge, engine_contracts\n"
+        "import policy.pack, fleetspec, vocabulary, gpu_knowledge, engine_contracts\n"
         "try:\n"
         "    import preview\n"
         "except ModuleNotFoundError:\n"
