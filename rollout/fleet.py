@@ -46,7 +46,7 @@ from engine_contracts import attestation
 from fleetspec.base import Stage
 from fleetspec.fleet_file import LEASE_NAME, LEASE_NAMESPACE
 from fleetspec.model import FleetSpec
-from vocabulary.errors import ErrorKind
+from refusals.errors import Declined
 
 UP_MESSAGE = "gpu-rollout fleet advance: wave {wave}"
 
@@ -435,7 +435,7 @@ def advance(project: FleetProject, backend: Backend, clusters: Clusters, *, yes:
     try:
         held = lease.acquire()
     except LeaseHeld as error:
-        return documents.refused(Exit.FAILED, ErrorKind.REFUSED, f"fleet advance refused: {error}", as_json=as_json)
+        raise Declined(f"fleet advance refused: {error}") from None
     try:
         with Renewer(lease) as renewer:
             return _step(project, backend, clusters, lease, held, renewer, packs, only_stage, as_json, now)

@@ -15,13 +15,12 @@ from refusals.exits import Exit
 from promotion_train.stacks import prod_stacks_of, stack_files
 from engine_contracts import attestation
 from fleetspec.model import FleetSpec, Stage
-from vocabulary.errors import ErrorKind
+from refusals.errors import InvalidInput
 
 
 def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, project_dir: Path, as_json: bool) -> Exit:
     if spec.stage != Stage.CANARY:
-        return documents.refused(Exit.INVALID, ErrorKind.INVALID_INPUT, f"--stack {stack}: a {spec.stage.value} stack; soak "
-                                 "answers for a canary stack, which attests", as_json=as_json)
+        raise InvalidInput(f"--stack {stack}: a {spec.stage.value} stack; soak answers for a canary stack, which attests")
     prods = {s.name: s.min_soak_hours for s in prod_stacks_of(stack_files(project_dir), stack)
              if s.min_soak_hours is not None}
     facts = soak.read(kube, spec)

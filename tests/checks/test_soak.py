@@ -16,6 +16,7 @@ from checks import soak
 from rollout import context
 from rollout import soak as soak_verb
 from rollout import verify as verify_verb
+from refusals.errors import InvalidInput
 from refusals.exits import Exit
 from engine_contracts import attestation
 from tests.checks.verify_world import NEW, OLD, ProxyKube, World, build
@@ -104,8 +105,9 @@ def test_a_canary_no_prod_stack_names_is_never_ready(world: World, capsys: pytes
 def test_a_prod_stack_is_refused(world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     opened = live(world)
     prod = opened.spec.model_copy(update={"stage": opened.spec.stage.PROD})
-    code = soak_verb.execute("prod", prod, opened.kube, project_dir=tmp_path, as_json=True)
-    assert code == Exit.INVALID and "a prod stack; soak answers for a canary stack" in capsys.readouterr().err
+    with pytest.raises(InvalidInput, match="a prod stack; soak answers for a canary stack") as refused:
+        soak_verb.execute("prod", prod, opened.kube, project_dir=tmp_path, as_json=True)
+    assert refused.value.code == Exit.INVALID and capsys.readouterr().out == ""  # run() prints the error document
 
 
 def test_the_soak_starts_when_the_last_node_finished() -> None:

@@ -24,6 +24,7 @@ from pulumi_backend import pulumi_config
 from rollout import fleet
 from promotion_train.deploy_plan import Deployed
 from rollout.engine import UpResult
+from refusals.errors import Declined
 from refusals.exits import Exit
 from rollout.fleet_project import FleetProject, load_project
 from promotion_train.stacks import StackFile
@@ -298,11 +299,11 @@ def test_a_second_advance_is_refused_while_the_first_holds_the_lease(world: Worl
     spec = project.specs[CANARY]
     other = TrainLease(world.reach.connect(CANARY, spec), LEASE_NAMESPACE, LEASE_NAME, "ci-run-41", 60)
     other.acquire()
-    code = fleet.advance(project, world.backend, world.reach, yes=True, packs=fleet.Packs(), only_stage=None,
-                         as_json=True)
-    assert code == Exit.FAILED and world.backend.ups == []
-    assert "another `fleet advance` holds the train's lease kube-system/gpu-driver-upgrade-fleet (ci-run-41" in \
-        capsys.readouterr().err
+    with pytest.raises(Declined, match="another `fleet advance` holds the train's lease "
+                       "kube-system/gpu-driver-upgrade-fleet \\(ci-run-41") as refused:
+        fleet.advance(project, world.backend, world.reach, yes=True, packs=fleet.Packs(), only_stage=None,
+                      as_json=True)
+    assert refused.value.code == Exit.FAILED and world.backend.ups == []
     assert world.lease()["spec"]["holderIdentity"] == "ci-run-41"  # untouched
 
 
