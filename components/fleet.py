@@ -71,9 +71,10 @@ def _deployed_with(previous: PreviousDeployment | None, cloud_name: str, record:
     return previous.cloud_pool_record(cloud_name, record) if previous is not None else record
 
 
-def aks_pool_args(spec: FleetSpec, pool: NodePool, previous: PreviousDeployment | None) -> AksGpuPoolArgs:
-    assert spec.cluster.aks is not None and pool.aks is not None  # FleetSpec guarantees both for AKS
+def _cloud_pools(spec: FleetSpec, pool: NodePool, previous: PreviousDeployment | None) -> tuple[CloudPool, ...]:
+    """The cloud pools ``pool`` renders to (one per live generation, or the pool itself), each with its tags."""
     cloud_pools = []
+    on_eks = pool.eks is not None
     for generation in manifests.pool_generations(pool):
         name = pool.cloud_name(generation)
         record = manifests.cloud_pool_record(spec, pool, generation)
@@ -82,34 +83,29 @@ def aks_pool_args(spec: FleetSpec, pool: NodePool, previous: PreviousDeployment 
             nodes=pool.generation_nodes(generation),
             labels=manifests.pool_labels(spec, pool, generation),
             record=record,
-            # A generation's node image rides on its tags (AKS takes none as input).
-            tags=manifests.cloud_pool_tags(spec, pool, _deployed_with(previous, name, record), generation),
+            # AKS takes no node image as input, so a generation's image rides on its tags; EKS pins the AMI release.
+            tags=manifests.cloud_pool_tags(spec, pool, _deployed_with(previous, name, record),
+                                           None if on_eks else generation),
+            release_version=manifests.eks_release_version(pool, generation) if on_eks else None,
         ))
+    return tuple(cloud_pools)
+
+
+def aks_pool_args(spec: FleetSpec, pool: NodePool, previous: PreviousDeployment | None) -> AksGpuPoolArgs:
+    assert spec.cluster.aks is not None and pool.aks is not None  # FleetSpec guarantees both for AKS
     return AksGpuPoolArgs(cluster=spec.cluster.aks, pool=pool.aks, gpu_driver=manifests.aks_gpu_driver(spec),
-                          cloud_pools=tuple(cloud_pools))
+                          cloud_pools=_cloud_pools(spec, pool, previous))
 
 
 def eks_pool_args(spec: FleetSpec, pool: NodePool, previous: PreviousDeployment | None) -> EksGpuPoolArgs:
     assert spec.cluster.eks is not None and pool.eks is not None  # FleetSpec guarantees both for EKS
-    cloud_pools = []
-    for generation in manifests.pool_generations(pool):
-        name = pool.cloud_name(generation)
-        record = manifests.cloud_pool_record(spec, pool, generation)
-        cloud_pools.append(CloudPool(
-            name=name,
-            nodes=pool.generation_nodes(generation),
-            labels=manifests.pool_labels(spec, pool, generation),
-            record=record,
-            tags=manifests.cloud_pool_tags(spec, pool, _deployed_with(previous, name, record)),
-            release_version=manifests.eks_release_version(pool, generation),
-        ))
     return EksGpuPoolArgs(
         cluster=spec.cluster.eks,
         pool=pool.eks,
         ami_type=manifests.eks_ami_type(spec, pool),
         launch_template=manifests.eks_launch_template(pool),
         disk_size=manifests.eks_disk_size(pool),
-        cloud_pools=tuple(cloud_pools),
+        cloud_pools=_cloud_pools(spec, pool, previous),
     )
 
 

@@ -12,6 +12,7 @@ from kubernetes_validate.utils import schema_contents
 from gpu_knowledge import kinds
 from engine_contracts import resource_facts as rf
 from tests.product_source import product_files
+from tests.vocabulary.spellings import docstrings
 from tests.conftest import OPERATOR_CRDS, PROJECT_DIR
 
 KUBERNETES_VERSION = "1.33.0"
@@ -86,19 +87,9 @@ GROUPS = {k.group for k in ALL if "." in k.group}
 PLURALS = {k.plural for k in ALL} - {"nodes", "pods", "events", "namespaces"}
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                found.add(id(first.value))
-    return found
-
-
 def stray_kind_spellings(source: str, module: str) -> list[str]:
     tree = ast.parse(source)
-    prose = _docstrings(tree)
+    prose = docstrings(tree)
     hits = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:

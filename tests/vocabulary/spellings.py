@@ -13,13 +13,21 @@ from tests.product_source import product_files
 Hit = tuple[str, int, str]  # (path, line, value)
 
 
-def _prose(tree: ast.AST) -> set[int]:
+def docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the docstring literals of ``tree`` (its module's, classes' and functions')."""
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
             first = node.body[0]
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
                 found.add(id(first.value))
+    return found
+
+
+def _prose(tree: ast.AST) -> set[int]:
+    """Docstrings and the text pieces of f-strings."""
+    found = docstrings(tree)
+    for node in ast.walk(tree):
         if isinstance(node, ast.JoinedStr):
             found.update(id(value) for value in node.values if isinstance(value, ast.Constant))
     return found
