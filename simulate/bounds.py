@@ -20,7 +20,7 @@ from typing import Any
 
 from simulate.fleet import Fleet
 from simulate.outcome import ModelOutcome
-from gpu_knowledge import capacity
+from gpu_knowledge import capacity, labels
 from fleetspec.simulation import VALIDATION_TIMEOUT_SECONDS
 
 
@@ -84,7 +84,7 @@ def lower_bound(fleet: Fleet, models: tuple[ModelOutcome, ...]) -> LowerBound:
     for pool in fleet.pools:
         members = [n for n in fleet.nodes if n.pool == pool.name]
         # What the simulator moves after the wave's release (a node seen mid-upgrade may move any time).
-        moving = sum(1 for n in members if n.needs_upgrade and n.state in ("", "upgrade-required", "upgrade-done")
+        moving = sum(1 for n in members if n.needs_upgrade and n.state in ("", labels.UPGRADE_REQUIRED, labels.UPGRADE_DONE)
                      and n.ready and not n.skip)
         kept = [capacity.Workload(m.name, kept, m.gpus_per_replica, kept)
                 for m in fleet.models if m.pools == (pool.name,)

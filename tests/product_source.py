@@ -6,9 +6,14 @@ from pathlib import Path
 
 from tests.conftest import PROJECT_DIR
 
-# Every product package and entry point; workload/ is shipped to a pod alone (some scans leave it out).
-PRODUCT = ("__main__.py", "fleetspec", "vocabulary", "gpu_knowledge", "engine_contracts", "renderers", "components", "preview", "policy", "checks", "rollout", "workload", "scripts",
-           "benchmarks")
+# The top-level packages of the product: every package of the checkout but the tests and the project's own tools
+# (scripts/, benchmarks/). Read from the tree, so a new package is never missed (tests/test_package_map.py checks
+# pyproject.toml and docs/architecture.md against the same list).
+PACKAGES = tuple(sorted(init.parent.name for init in PROJECT_DIR.glob("*/__init__.py")
+                        if init.parent.name not in {"tests", "scripts", "benchmarks"}))
+# Every product package and entry point, and the tools that use them; workload/ is shipped to a pod alone (some
+# scans leave it out).
+PRODUCT = ("__main__.py", *PACKAGES, "scripts", "benchmarks")
 
 
 def product_files(*, home: Path, leave_out: tuple[str, ...] = ()) -> list[Path]:

@@ -9,6 +9,7 @@ import re
 import tomllib
 
 from tests.conftest import PROJECT_DIR
+from tests.product_source import PACKAGES
 
 ROW = re.compile(r"^\| `(?P<package>[a-z_]+)/` \|", re.M)
 
@@ -18,8 +19,7 @@ def _pyproject() -> dict:
 
 
 def _packages_on_disk() -> list[str]:
-    return sorted(p.parent.name for p in PROJECT_DIR.glob("*/__init__.py")
-                  if p.parent.name not in {"tests", "scripts", "benchmarks"})
+    return list(PACKAGES)
 
 
 def _mapped() -> list[str]:

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.product_source import PACKAGES
+
 from tests.e2e.controlplane import BIN_DIR
 
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -25,7 +27,8 @@ PROJECT = "gpu-driver-upgrade"
 PASSPHRASE = "e2e-passphrase"  # noqa: S105 - encrypts the secrets of a throwaway file backend
 STACK_FILES = ("Pulumi.existing-canary.yaml", "Pulumi.existing-prod.yaml")
 # The program's own files: linked, so the engine runs the checkout's code.
-PROJECT_LINKS = ("__main__.py", "fleetspec", "gpu_knowledge", "engine_contracts", "renderers", "components", "policy", "preview", "checks", "rollout", "workload")
+# The program and the pack as the engine runs them from the project folder: the entry point and every package.
+PROJECT_LINKS = ("__main__.py", *PACKAGES)
 
 
 def missing_tools() -> list[str]:

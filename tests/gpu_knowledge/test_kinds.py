@@ -81,10 +81,10 @@ HOME = Path("gpu_knowledge/kinds.py")
 # workload/ is left out: it is shipped to a pod alone and imports nothing of the project (its one API call
 # patches a node). The fake API server in tests/ plays the API server and keeps its own spelling.
 # Spellings that name a kind and nothing else here: an apiVersion with a group, a group that is a domain ("apps"
-# and "policy" are words too), a plural that is no common word ("nodes", "pods", "events" also key JSON documents).
+# and "policy" are words too), a plural that is no common word ("nodes", "pods", "events", "evictions" also key JSON documents).
 API_VERSIONS = {k.api_version for k in ALL if k.group}
 GROUPS = {k.group for k in ALL if "." in k.group}
-PLURALS = {k.plural for k in ALL} - {"nodes", "pods", "events", "namespaces"}
+PLURALS = {k.plural for k in ALL} - {"nodes", "pods", "events", "namespaces", "evictions"}
 
 
 def stray_kind_spellings(source: str, module: str) -> list[str]:
