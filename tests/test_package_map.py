@@ -55,3 +55,11 @@ def test_pyproject_installs_lints_and_types_every_package():
     assert installed == on_disk
     assert set(project["tool"]["importlinter"]["root_packages"]) == on_disk
     assert set(project["tool"]["mypy"]["files"]) == on_disk
+
+
+def test_the_readme_layout_names_every_package():
+    readme = (PROJECT_DIR / "README.md").read_text()
+    layout = readme[readme.index("## Layout"):]
+    layout = layout[:layout.index("\n## ", 1)]
+    named = {line.split("/")[0] for line in layout.splitlines() if re.match(r"^[a-z_]+/", line)}
+    assert set(PACKAGES) <= named, f"README's layout misses {sorted(set(PACKAGES) - named)}"
