@@ -163,12 +163,6 @@ class ImageSnapshot:
         """Every released pool is done (see the module docstring)."""
         return all(p["held"] or p["done"] for p in self.pools(spec))
 
-    def as_json(self, spec: FleetSpec) -> dict[str, Any]:
-        pools = self.pools(spec)
-        return {"owner": "image", "at": self.at, "complete": all(p["held"] or p["done"] for p in pools),
-                "pools": pools, "nodes": [n.as_json() for n in self.nodes], "models": self.models,
-                "triggers": [t.as_json() for t in self.triggers], "slo": [r.as_json() for r in self.slo]}
-
 
 def _ready(node: Obj) -> tuple[bool, str | None]:
     """Whether the node's Ready condition is True, and when that condition last changed."""

@@ -44,13 +44,6 @@ class CheckResult:
     message: str
     evidence: dict[str, Any] | None = None
 
-    def as_json(self) -> dict[str, Any]:
-        document: dict[str, Any] = {"id": self.id, "status": self.status.value, "subject": self.subject,
-                                    "message": self.message}
-        if self.evidence is not None:
-            document["evidence"] = self.evidence
-        return document
-
 
 def passed(subject: str, message: str, evidence: dict[str, Any] | None = None) -> Finding:
     return Finding(Status.PASS, subject, message, evidence)

@@ -122,13 +122,6 @@ class Snapshot:
         """Every node of every released pool runs its target driver and is upgrade-done."""
         return _all_done(self.pools(spec))
 
-    def as_json(self, spec: FleetSpec) -> dict[str, Any]:
-        pools = self.pools(spec)
-        return {"owner": "operator", "at": self.at, "complete": _all_done(pools),
-                "pools": pools, "nodes": [n.as_json() for n in self.nodes],
-                "models": self.models, "operator": self.operator, "events": self.events,
-                "triggers": [t.as_json() for t in self.triggers], "slo": [r.as_json() for r in self.slo]}
-
 
 # k8s-operator-libs: "Successfully updated node state label to cordon-required"; older releases and the
 # docs put the state in brackets ("... to [cordon-required]").

@@ -54,9 +54,6 @@ class SpecProblem:
         """As printed, whatever line breaks the message carries (a YAML parser's quotes the offending line)."""
         return str(replace(self, message=" ".join(self.message.split())))
 
-    def as_json(self) -> dict[str, str]:
-        return {"key": self.path, "item": self.item, "message": self.message}
-
 
 class SpecError(ValueError):
     """The stack config is invalid. Carries every problem, each with its key path."""

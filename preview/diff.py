@@ -199,9 +199,6 @@ class Change:
     base: str | None
     head: str | None
 
-    def as_json(self) -> dict[str, str | None]:
-        return {"subject": self.subject, "field": self.field, "base": self.base, "head": self.head}
-
 
 class RiskKind(StrEnum):
     NEW_VIOLATION = "new-violation"  # a policy verdict new at head
@@ -218,9 +215,6 @@ class Risk:
     policy: str | None = None
     enforcement: str | None = None
 
-    def as_json(self) -> dict[str, str | None]:
-        return {"kind": self.kind.value, "text": self.text, "policy": self.policy, "enforcement": self.enforcement}
-
 
 @dataclass(frozen=True)
 class StackDiff:
@@ -233,7 +227,7 @@ class StackDiff:
     standing: tuple[Violation, ...] = ()  # mandatory verdicts at head that base had too (the change keeps them)
     risks: tuple[Risk, ...] = field(default=())
     note: str | None = None  # why a side is missing although its file exists (base not renderable)
-    # What head was judged against (its last deployment, its canary), each as rollout.basis.Source.as_json():
+    # What head was judged against (its last deployment, its canary), each as rollout.basis.Source.model() dumps it:
     # role, source, assumed, answeredBy, line.
     basis: tuple[Mapping[str, Any], ...] = ()
     # A mandatory verdict at head that rests on an assumed source: (policy, resource, message) -> which, and the
@@ -246,27 +240,6 @@ class StackDiff:
     @property
     def newly_mandatory(self) -> tuple[Violation, ...]:
         return tuple(v for v in self.introduced if v.enforcement == Level.MANDATORY)
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "stack": self.stack, "file": self.file, "status": self.status.value,
-            "changes": [c.as_json() for c in self.changes],
-            "violations": {"introduced": [self._verdict_json(v) for v in self.introduced],
-                           "fixed": [v.as_json() for v in self.fixed],
-                           "standing": [self._verdict_json(v) for v in self.standing]},
-            "risks": [r.as_json() for r in self.risks],
-            "note": self.note,
-            # Only where a flag replaced the offline assumption (--previous-outputs, --canary-outputs,
-            # --from-backend): the document of a plain offline diff keeps its shape; Markdown always says it.
-            **({"basis": [dict(source) for source in self.basis]}
-               if any(not source.get("assumed") for source in self.basis) else {}),
-        }
-
-    def _verdict_json(self, v: Violation) -> dict[str, Any]:
-        document: dict[str, Any] = v.as_json()
-        if self.assumption(v) is not None:
-            document["assumption"] = self.assumption(v)
-        return document
 
 
 def _verdict(v: Violation) -> tuple[str, str, str]:
@@ -395,17 +368,6 @@ class Report:
     stacks: tuple[StackDiff, ...]
     unchanged: tuple[str, ...] = ()
     pack: tuple[PackChange, ...] = ()  # changes under policy/: every one a risk (preview.pack_diff)
-
-    def as_json(self) -> dict[str, Any]:
-        document: dict[str, Any] = {
-            "base": dict(self.base), "head": dict(self.head),
-            "stacks": [s.as_json() for s in self.stacks],
-            "unchanged": list(self.unchanged),
-            # Only when the pack's config changed what it trusts: most diffs touch stack files alone.
-        }
-        if self.pack:  # only where the pack changed: the document of a stacks-only change keeps its shape
-            document["pack"] = [c.as_json() for c in self.pack]
-        return document
 
 
 def _cell(value: str | None) -> str:

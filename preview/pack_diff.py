@@ -35,10 +35,6 @@ class PackChange:
     base: str | None = None
     head: str | None = None
 
-    def as_json(self) -> dict[str, str | None]:
-        return {"kind": self.kind, "file": self.file, "policy": self.policy, "base": self.base, "head": self.head,
-                "text": self.text}
-
 
 def _config(raw: bytes | None) -> tuple[dict[str, Any], str | None]:
     """A pack config file's entries ({} where the side has no file), or why it does not read."""

@@ -46,9 +46,6 @@ class RegisteredResource:
     dependencies: tuple[str, ...] = ()  # URNs this resource waits for (depends_on and input dependencies)
     provider: str = ""  # "<provider URN>::<id>" of an explicit provider; empty for the default provider
 
-    def as_json(self) -> dict[str, Any]:
-        return {"type": self.type, "name": self.name, "inputs": self.inputs}
-
 
 SECRET = "[secret]"
 
@@ -168,13 +165,6 @@ class ProgramRun:
 
     def of_type(self, type_token: str) -> list[RegisteredResource]:
         return [r for r in self.resources if r.type == type_token]
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "stack": self.stack,
-            "resources": [r.as_json() for r in sorted(self.custom_resources, key=lambda r: (r.type, r.name))],
-            "outputs": self.outputs,
-        }
 
 
 @contextmanager

@@ -20,14 +20,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from git_revisions.repository import Commit
 from pulumi_backend.history import rolled_back_to
 from pulumi_backend.pulumi_config import Config, Update, config_changes, split_path
 from promotion_train.stacks import StackFile, stage_order
 from engine_contracts.attestation import ATTESTATION_DIR
-from fleetspec.base import Stage
 from fleetspec.discipline import utc_now
 from vocabulary.triggers import TriggerKind
 
@@ -75,10 +74,6 @@ class Decision:
     deployed_commit: str | None = None  # what the stack's last update ran from
     state: str = DIFFERS
 
-    def as_json(self) -> dict[str, Any]:
-        return {**self.stack.as_json(), "deploy": self.deploy, "reason": self.reason, "packRef": self.pack_ref or "",
-                "deployedCommit": self.deployed_commit or ""}
-
 
 @dataclass(frozen=True)
 class DeployPlan:
@@ -88,14 +83,6 @@ class DeployPlan:
     @property
     def to_deploy(self) -> list[Decision]:
         return [d for d in self.decisions if d.deploy]
-
-    def as_json(self) -> dict[str, Any]:
-        """The plan as the workflows read it: ``canary`` and ``prod``, the matrices of the deploy jobs (a stack
-        whose file does not load goes with prod, the stricter environment), and every stack skipped, with why."""
-        canary = [d.as_json() for d in self.to_deploy if d.stack.stage == Stage.CANARY]
-        prod = [d.as_json() for d in self.to_deploy if d.stack.stage != Stage.CANARY]
-        return {"head": self.head, "canary": canary, "prod": prod,
-                "skip": [{"stack": d.stack.name, "reason": d.reason} for d in self.decisions if not d.deploy]}
 
 
 def _touches(path: str, watched: Sequence[str]) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from fleetspec.base import Stage
 from fleetspec.discipline import MaintenanceWindow
@@ -43,19 +42,6 @@ class StackFile:
     def environment(self) -> str:
         """The GitHub environment the stack deploys from (a stack whose file does not load: the strictest)."""
         return ENVIRONMENTS[self.stage] if self.stage is not None else ENVIRONMENTS[Stage.PROD]
-
-    def as_json(self) -> dict[str, Any]:
-        """A workflow's matrix entry: every key present (empty where it does not apply), so expressions such
-        as ``matrix.aksClusterName`` always resolve."""
-        keys = ("aksResourceGroup", "aksClusterName", "eksClusterName", "eksRegion", "existingContext")
-        given = dict(self.credentials)
-        return {
-            "stack": self.name, "file": self.file, "stage": self.stage.value if self.stage else "",
-            "environment": self.environment, "cloud": self.cloud or "", "canary": self.canary or "",
-            "minSoakHours": self.min_soak_hours, **{key: given.get(key, "") for key in keys},
-            "maintenanceWindow": self.window.describe() if self.window is not None else "",
-            "problem": self.problem,
-        }
 
 
 def _read(path: Path) -> StackFile:

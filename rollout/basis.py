@@ -23,6 +23,7 @@ from typing import Any
 
 from git_revisions.repository import Repository, RevisionError
 from pulumi_backend import backend
+from rollout import schemas
 from fleetspec.load import SpecError, read_stack_file
 
 LAST_DEPLOYMENT_FLAGS = ("--previous-outputs FILE", "--from-backend")
@@ -48,9 +49,10 @@ class Source:
         note = f" (offline assumption: {either(self.flags)} reads what is deployed)" if self.assumed else ""
         return f"{self.role}: {self.text}{note}"
 
-    def as_json(self) -> dict[str, Any]:
-        return {"role": self.role, "source": self.text, "assumed": self.assumed,
-                "answeredBy": list(self.flags) if self.assumed else [], "line": self.line()}
+    def model(self) -> schemas.Source:
+        """As the plan's and the diff's ``--json`` print it."""
+        return schemas.Source(role=self.role, source=self.text, assumed=self.assumed,
+                              answeredBy=list(self.flags) if self.assumed else [], line=self.line())
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from git_revisions.repository import Repository, RevisionError
 from promotion_train import deploy_plan
 from pulumi_backend import backend
-from rollout import documents
+from rollout import documents, schemas
 from rollout.console import stdout
 from refusals.exits import Exit
 from promotion_train.stacks import StackFile, stack_files
@@ -31,6 +32,36 @@ def _chosen(project_dir: Path, names: list[str] | None, stage: Stage | None = No
     if unknown:
         raise RevisionError("--stack", f"no stack file {', '.join(f'Pulumi.{n}.yaml' for n in unknown)} in {project_dir}")
     return [s for s in found if (not names or s.name in names) and (stage is None or s.stage == stage)]
+
+
+def _entry(stack: StackFile) -> dict[str, Any]:
+    """A workflow's matrix entry (``stacks``, and each stack of ``deploy-plan``): every key present (empty where
+    it does not apply), so expressions such as ``matrix.aksClusterName`` always resolve."""
+    given = dict(stack.credentials)
+    keys = ("aksResourceGroup", "aksClusterName", "eksClusterName", "eksRegion", "existingContext")
+    return {"stack": stack.name, "file": stack.file, "stage": stack.stage.value if stack.stage else "",
+            "environment": stack.environment, "cloud": stack.cloud or "", "canary": stack.canary or "",
+            "minSoakHours": stack.min_soak_hours, **{key: given.get(key, "") for key in keys},
+            "maintenanceWindow": stack.window.describe() if stack.window is not None else "",
+            "problem": stack.problem}
+
+
+def stacks_document(stacks: list[StackFile]) -> schemas.StacksDocument:
+    return schemas.StacksDocument(stacks=[schemas.StackEntry(**_entry(s)) for s in stacks])
+
+
+def plan_document(result: deploy_plan.DeployPlan) -> schemas.DeployPlanDocument:
+    """The plan as the workflows read it: ``canary`` and ``prod``, the matrices of the deploy jobs (a stack whose
+    file does not load goes with prod, the stricter environment), and every stack skipped, with why."""
+    def deployment(d: deploy_plan.Decision) -> schemas.Deployment:
+        return schemas.Deployment(**_entry(d.stack), deploy=d.deploy, reason=d.reason, packRef=d.pack_ref or "",
+                                  deployedCommit=d.deployed_commit or "")
+
+    return schemas.DeployPlanDocument(
+        head=result.head,
+        canary=[deployment(d) for d in result.to_deploy if d.stack.stage == Stage.CANARY],
+        prod=[deployment(d) for d in result.to_deploy if d.stack.stage != Stage.CANARY],
+        skip=[schemas.Skipped(stack=d.stack.name, reason=d.reason) for d in result.decisions if not d.deploy])
 
 
 def _deployed(project_dir: Path, stacks: list[StackFile]) -> dict[str, deploy_plan.Deployed]:
@@ -54,7 +85,7 @@ def execute(project_dir: Path, names: list[str] | None, head: str | None, as_jso
     deployed = _deployed(project_dir, stacks)
     result = deploy_plan.plan(stacks, deployed, commit, repo, now)
     if as_json:
-        documents.write(result.as_json())
+        documents.write(plan_document(result))
         return Exit.OK
     console = stdout(highlight=False)
     console.print(f"deploy plan for {commit[:12]}:", markup=False)
@@ -71,7 +102,7 @@ def execute(project_dir: Path, names: list[str] | None, head: str | None, as_jso
 def list_stacks(project_dir: Path, names: list[str] | None, stage: Stage | None, as_json: bool) -> Exit:
     stacks = _chosen(project_dir.resolve(), names, stage)
     if as_json:
-        documents.write({"stacks": [s.as_json() for s in stacks]})
+        documents.write(stacks_document(stacks))
         return Exit.OK
     console = stdout(highlight=False)
     for entry in stacks:

@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from policy.evaluate import from_registered
+from policy.evaluate import Violation, from_registered
 from preview import diff as compare
 from preview.pack_diff import PACK_DIR, pack_changes
 from preview.run import PROGRAM_FILE, ProgramRun, redeployed, run_program
 from git_revisions.repository import Repository, RevisionError, Side
-from rollout import basis, documents
+from rollout import basis, documents, schemas
 from rollout import console as consoles
 from rollout import plan
 from refusals.exits import Exit
@@ -353,7 +353,37 @@ def _one(repo: Repository, renderer: _Renderer, base_side: Side, head_side: Side
         head_view, sources, notes = renderer.judge_head(head_side, stack, outputs, base_text, canary_file)
     shown = repo.display_path(head_side if new else base_side, stack)
     return compare.compare(stack, shown, base_view, head_view, unattested(_declared_canary(head_config)), note,
-                           [source.as_json() for source in sources], notes)
+                           [source.model().model_dump() for source in sources], notes)
+
+
+def document(report: compare.Report) -> schemas.DiffDocument:
+    """``diff --json``: every stack whose file differs, with its changes, verdicts and risks."""
+    def verdicts(diff: compare.StackDiff, found: tuple[Violation, ...], noted: bool = True) -> list[schemas.Violation]:
+        return [schemas.Violation.of(v, diff.assumption(v) if noted else None) for v in found]
+
+    stacks = []
+    for diff in report.stacks:
+        entry = schemas.StackDiff(
+            stack=diff.stack, file=diff.file, status=diff.status.value,
+            changes=[schemas.Change(subject=c.subject, field=c.field, base=c.base, head=c.head) for c in diff.changes],
+            violations=schemas.ViolationDiff(introduced=verdicts(diff, diff.introduced),
+                                             fixed=verdicts(diff, diff.fixed, noted=False),
+                                             standing=verdicts(diff, diff.standing)),
+            risks=[schemas.Risk(kind=r.kind.value, text=r.text, policy=r.policy, enforcement=r.enforcement)
+                   for r in diff.risks],
+            note=diff.note)
+        # Only where a flag replaced the offline assumption (--previous-outputs, --canary-outputs, --from-backend):
+        # the document of a plain offline diff keeps its shape; Markdown always says it.
+        if any(not source.get("assumed") for source in diff.basis):
+            entry.basis = [schemas.Source.model_validate(dict(source)) for source in diff.basis]
+        stacks.append(entry)
+    found = schemas.DiffDocument(base=schemas.Revision.model_validate(dict(report.base)),
+                                 head=schemas.Revision.model_validate(dict(report.head)),
+                                 stacks=stacks, unchanged=list(report.unchanged))
+    if report.pack:  # only where the pack changed: the document of a stacks-only change keeps its shape
+        found.pack = [schemas.PackChange(kind=c.kind, file=c.file, policy=c.policy, base=c.base, head=c.head,
+                                         text=c.text) for c in report.pack]
+    return found
 
 
 def execute(project_dir: Path, base: str | None, head: str | None, stacks: list[str] | None, *,
@@ -362,7 +392,7 @@ def execute(project_dir: Path, base: str | None, head: str | None, stacks: list[
     terminal) that Markdown rendered. 0 whenever it was rendered (see the module's docstring)."""
     report = build(project_dir, base, head, stacks, given)  # a bad revision: RevisionError, one line (a refusal)
     if as_json:
-        documents.write(report.as_json())
+        documents.write(document(report))
     elif as_markdown:
         sys.stdout.write(compare.markdown(report))
     else:

@@ -1,8 +1,9 @@
 """The ``--json`` contract: every verb prints one JSON document on stdout, and every document says its version.
 
 A script reads ``schemaVersion`` first. Adding a key keeps the version; removing or renaming a key, or changing
-what a value means, raises it. The shape of each verb's document is a pydantic model in :mod:`rollout.schemas`,
-from which ``make docs`` writes the JSON Schemas in docs/schemas/.
+what a value means, raises it. Each verb builds its document as a pydantic model of :mod:`rollout.schemas` and
+prints it here (:func:`write`), so a document's shape is its model: ``make docs`` writes the JSON Schemas in
+docs/schemas/ from the same models.
 
 When a verb fails on its input or on the cluster in ``--json`` mode, stdout still carries one document: the
 error document (``error.code`` is the exit code, ``error.kind`` what went wrong, ``error.problems`` one entry
@@ -17,29 +18,39 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rollout.console import say
+from rollout.schemas import Document, ErrorBody, ErrorDocument, Problem
 from refusals.exits import Exit
 from fleetspec.load import SpecProblem
+from vocabulary.errors import ErrorKind
 
 SCHEMA_VERSION = 1
 
 
-def dumps(document: Mapping[str, Any]) -> str:
-    """The document as printed: ``schemaVersion`` first, two-space indent, one trailing newline."""
-    return json.dumps({"schemaVersion": SCHEMA_VERSION, **document}, indent=2) + "\n"
+def dumps(document: Document | Mapping[str, Any]) -> str:
+    """The document as printed: ``schemaVersion`` first, then its model's fields in their declared order (a key
+    with a default only where the verb set it), two-space indent, one trailing newline.
+
+    Python mode, then :func:`json.dumps`: the free-form payloads (a resource's inputs, a check's evidence) print
+    as they always did (pydantic's JSON mode would turn an infinite float into null).
+
+    A plain mapping: the verbs whose documents are not built from their models yet (pause/resume, release-node,
+    soak, rollback and the fleet verbs; issue 29), printed as given."""
+    body = document.model_dump(exclude_unset=True) if isinstance(document, Document) else document
+    return json.dumps({"schemaVersion": SCHEMA_VERSION, **body}, indent=2) + "\n"
 
 
-def write(document: Mapping[str, Any]) -> None:
+def write(document: Document | Mapping[str, Any]) -> None:
     """Print a verb's document on stdout."""
     sys.stdout.write(dumps(document))
 
 
-def error_document(code: Exit, kind: str, message: str, problems: Iterable[SpecProblem] = ()) -> dict[str, Any]:
+def error_document(code: Exit, kind: ErrorKind, message: str, problems: Iterable[SpecProblem] = ()) -> ErrorDocument:
     """What stdout carries when a verb stops on an error in ``--json`` mode."""
-    return {"error": {"code": int(code), "kind": kind, "message": message,
-                      "problems": [problem.as_json() for problem in problems]}}
+    return ErrorDocument(error=ErrorBody(code=int(code), kind=kind, message=message, problems=[
+        Problem(key=problem.path, item=problem.item, message=problem.message) for problem in problems]))
 
 
-def refused(code: Exit, kind: str, message: str, problems: Iterable[SpecProblem] = (), *, as_json: bool) -> Exit:
+def refused(code: Exit, kind: ErrorKind, message: str, problems: Iterable[SpecProblem] = (), *, as_json: bool) -> Exit:
     """A verb stops: say why on stderr and, with --json, print the error document on stdout. Returns ``code``."""
     say(message)
     if as_json:

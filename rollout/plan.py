@@ -23,7 +23,7 @@ from rich.table import Table
 from policy.evaluate import Violation, evaluate, from_registered, load_config, mandatory, pack_config_dir
 from preview.run import PROGRAM_FILE, ProgramRun, redeployed, run_program
 from preview.summary import payload_summary, payloads, review_fields
-from rollout import basis, documents
+from rollout import basis, documents, schemas
 from rollout import console as consoles
 from refusals.exits import Exit
 from fleetspec.load import SpecError, SpecProblem, load_stack_file, read_stack_file, spec_from_config, stack_file
@@ -167,14 +167,8 @@ class Judged:
     sources: tuple[basis.Source, ...]
     notes: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
-    def violations_json(self) -> list[dict[str, Any]]:
-        out = []
-        for v in self.violations:
-            document: dict[str, Any] = v.as_json()
-            if verdict_key(v) in self.notes:
-                document["assumption"] = self.notes[verdict_key(v)]
-            out.append(document)
-        return out
+    def violation_models(self) -> list[schemas.Violation]:
+        return [schemas.Violation.of(v, self.notes.get(verdict_key(v))) for v in self.violations]
 
 
 def judge(
@@ -240,11 +234,14 @@ def _shown(path: Path, project_dir: Path) -> str:
 
 
 def render_json(result: ProgramRun, violations: list[Violation] | None = None, judged: Judged | None = None,
-                heading: dict[str, Any] | None = None) -> str:
-    document = result.as_json()
+                heading: schemas.Basis | None = None) -> str:
+    resources = [schemas.PlannedResource(type=r.type, name=r.name, inputs=r.inputs)
+                 for r in sorted(result.custom_resources, key=lambda r: (r.type, r.name))]
+    document = schemas.PlanDocument(
+        stack=result.stack, resources=resources, outputs=result.outputs,
+        violations=judged.violation_models() if judged is not None else [schemas.Violation.of(v) for v in violations or []])
     if heading is not None:
-        document["basis"] = heading
-    document["violations"] = judged.violations_json() if judged is not None else [v.as_json() for v in violations or []]
+        document.basis = heading
     return documents.dumps(document).rstrip("\n")
 
 
@@ -308,14 +305,14 @@ def render_payloads(result: ProgramRun, console: Console) -> None:
 
 
 def heading(stack: str, shown_path: str, project_dir: Path, project_found: str,
-            sources: tuple[basis.Source, ...]) -> dict[str, Any]:
-    return {"stack": stack, "stackFile": shown_path, "projectDir": str(project_dir), "projectFound": project_found,
-            "sources": [s.as_json() for s in sources]}
+            sources: tuple[basis.Source, ...]) -> schemas.Basis:
+    return schemas.Basis(stack=stack, stackFile=shown_path, projectDir=str(project_dir), projectFound=project_found,
+                         sources=[s.model() for s in sources])
 
 
-def heading_lines(head: dict[str, Any], sources: tuple[basis.Source, ...]) -> list[str]:
-    return [f"plan of stack {head['stack']}: {head['stackFile']} in project {head['projectDir']} "
-            f"({head['projectFound']})", *(s.line() for s in sources)]
+def heading_lines(head: schemas.Basis, sources: tuple[basis.Source, ...]) -> list[str]:
+    return [f"plan of stack {head.stack}: {head.stackFile} in project {head.projectDir} "
+            f"({head.projectFound})", *(s.line() for s in sources)]
 
 
 def execute(

@@ -9,7 +9,7 @@ from rich.table import Table
 from checks import kube as k
 from checks import preflight
 from checks.results import CheckResult, Status, any_failed
-from rollout import documents
+from rollout import documents, schemas
 from rollout import console as consoles
 from refusals.exits import Exit
 from fleetspec.model import FleetSpec
@@ -34,7 +34,7 @@ def render_table(stack: str, results: list[CheckResult], console: Console) -> No
 def execute(stack: str, spec: FleetSpec, kube: k.Kube, as_json: bool) -> Exit:
     results = preflight.run_preflight(kube, spec)
     if as_json:
-        documents.write({"stack": stack, "checks": [r.as_json() for r in results]})
+        documents.write(schemas.PreflightDocument(stack=stack, checks=[schemas.CheckResult.of(r) for r in results]))
     else:
         render_table(stack, results, consoles.stdout())
     return Exit.failed_if(any_failed(results))

@@ -1,10 +1,14 @@
-"""The shape of each verb's ``--json`` document, one model per document: ``make docs`` writes
-docs/schemas/<verb>.schema.json from these, and the tests validate what every verb really prints against them.
+"""The shape of each verb's ``--json`` document, one model per document: the verbs build their documents as these
+models and rollout/documents.py prints them (``model_dump``), ``make docs`` writes docs/schemas/<verb>.schema.json
+from them, and the tests validate what every verb really prints against those files.
 
-These models describe; the verbs build their documents from their own records' ``as_json``. A key a verb adds
-or drops without changing its model here fails the tests (every object forbids keys it does not declare), so
-the schema and the output cannot drift apart. Payloads that are not ours to shape (a resource's inputs, a
-check's evidence, stack outputs as the program exports them) are objects without a fixed key set.
+The schema is the code: a field declared here is a key printed, in the order declared (a field with a default only
+where the verb sets it, see :class:`Document`). Records below ``rollout`` (a policy's verdict, a check's result, a
+stack file) know nothing of these shapes: the verb, or a builder here (``Violation.of``, ``CheckResult.of``), makes
+the model from their attributes. Payloads that are not ours to shape (a resource's inputs, a check's evidence,
+stack outputs as the program exports them, the simulator's and watch's per-pool records) are objects without a
+fixed key set. Not built from their models yet (printed from hand-built dicts, still validated by the tests against
+the schemas here): pause/resume, release-node, soak, rollback and the fleet verbs.
 
 Versioning (``schemaVersion``, rollout/documents.py): adding a key keeps the version; removing or renaming one,
 or changing what a value means, raises it.
@@ -12,20 +16,42 @@ or changing what a value means, raises it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+import checks.results
 from checks.results import Status
 from vocabulary.errors import ErrorKind
+
+if TYPE_CHECKING:
+    from policy.evaluate import Violation as Verdict
+
+
+# A JSON number as the verb computed it: an int stays an int (pydantic's ``float`` would print 24 as 24.0).
+Number = Annotated[int | float, WithJsonSchema({"type": "number"})]
 
 
 class _Shape(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _version_first_and_required(schema: dict[str, Any]) -> None:
+    """``schemaVersion`` is in every document (rollout/documents.py prints it first), so the schema requires it,
+    although a verb need not pass it."""
+    schema["properties"]["schemaVersion"].pop("default", None)
+    required = schema.setdefault("required", [])
+    if "schemaVersion" not in required:
+        required.insert(0, "schemaVersion")
+
+
 class Document(_Shape):
-    schemaVersion: Literal[1] = Field(description="The version of this document's shape (rollout/documents.py).")
+    """A verb's document. Dumped with ``exclude_unset``: a key that has a default here is printed only where the
+    verb gives it a value (None included), so the models say which keys may be absent and the verbs which are."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_version_first_and_required)
+
+    schemaVersion: Literal[1] = Field(1, description="The version of this document's shape (rollout/documents.py).")
 
 
 # ---------------------------------------------------------------- shared parts
@@ -60,13 +86,29 @@ class Violation(_Shape):
     fix: str = Field(description="The policy's remediation.")
     assumption: str | None = Field(None, description="Present when the finding rests on an offline assumption.")
 
+    @classmethod
+    def of(cls, verdict: Verdict, assumption: str | None = None) -> Violation:
+        """A policy's verdict; ``assumption`` (the key present) where it rests on an offline assumption."""
+        found = cls(policy=verdict.policy, enforcement=verdict.enforcement.value, resource=verdict.resource,
+                    message=verdict.message, configKeys=list(verdict.config_keys), fix=verdict.fix)
+        if assumption is not None:
+            found.assumption = assumption
+        return found
+
 
 class CheckResult(_Shape):
     id: str
     status: Status
     subject: str
     message: str
-    evidence: dict[str, Any] | None = None
+    evidence: dict[str, Any] | None = Field(None, description="Present where the check gathered evidence.")
+
+    @classmethod
+    def of(cls, result: checks.results.CheckResult) -> CheckResult:
+        found = cls(id=result.id, status=result.status, subject=result.subject, message=result.message)
+        if result.evidence is not None:
+            found.evidence = result.evidence
+        return found
 
 
 class PauseCounts(_Shape):
@@ -125,9 +167,9 @@ class Change(_Shape):
 
 class Risk(_Shape):
     kind: str
+    text: str
     policy: str | None
     enforcement: str | None
-    text: str
 
 
 class ViolationDiff(_Shape):
@@ -147,11 +189,22 @@ class StackDiff(_Shape):
     basis: list[Source] | None = None
 
 
+class PackChange(_Shape):
+    kind: str = Field(description="level | trusted-key | settings | entry | config | code")
+    file: str = Field(description="The path in the project, e.g. policy/prod.json.")
+    policy: str | None
+    base: str | None
+    head: str | None
+    text: str
+
+
 class DiffDocument(Document):
     base: Revision
     head: Revision
     stacks: list[StackDiff]
     unchanged: list[str]
+    pack: list[PackChange] | None = Field(
+        None, description="Present only where the change touches policy/: every change of the pack, each a risk.")
 
 
 class StackEntry(_Shape):
@@ -161,7 +214,7 @@ class StackEntry(_Shape):
     environment: str
     cloud: str
     canary: str
-    minSoakHours: float | None
+    minSoakHours: Number | None
     aksResourceGroup: str
     aksClusterName: str
     eksClusterName: str
@@ -201,7 +254,7 @@ class SimulateDocument(Document):
     policies: list[dict[str, Any]]
     predicted: dict[str, Any]
     lowerBound: dict[str, Any]
-    ratio: float | None
+    ratio: Number | None
     recommended: dict[str, Any]
 
 
@@ -253,7 +306,7 @@ class VerifyDocument(Document):
 class WatchDocument(Document):
     stack: str
     owner: Literal["operator", "image"]
-    at: float
+    at: Number
     complete: bool
     pools: list[dict[str, Any]]
     nodes: list[dict[str, Any]]

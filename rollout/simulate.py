@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from rollout import documents
+from rollout import documents, schemas
 from rollout import console as consoles
 from rollout.console import say
 from refusals.errors import InvalidInput
@@ -53,6 +53,25 @@ def cluster_fleet(kube: kube_module.Kube, spec: FleetSpec) -> Fleet:
     return snapshot.read_fleet(kube, spec)
 
 
+def document(stack: str, assessment: Assessment) -> schemas.SimulateDocument:
+    """``simulate --json``: what each upgrade policy predicts, the lower bound, and the recommendation."""
+    recommended = assessment.recommended
+    advice: dict[str, Any] = {
+        "maxParallelUpgrades": recommended.max_parallel, "maxUnavailable": recommended.max_unavailable,
+        "perPolicy": [r.as_json() for r in recommended.per_policy],
+        "predicted": None if recommended.outcome is None else recommended.outcome.as_json(),
+    }
+    if recommended.max_parallel is not None and recommended.max_unavailable is not None:
+        advice["stackChange"] = stack_change(recommended.max_parallel, recommended.max_unavailable)
+    return schemas.SimulateDocument(
+        stack=stack, source=assessment.fleet.source, seed=assessment.seed,
+        policies=[{"policy": g.title, "pools": list(g.pools), "autoUpgrade": g.policy.auto_upgrade,
+                   "maxParallelUpgrades": g.policy.max_parallel, "maxUnavailable": g.policy.max_unavailable}
+                  for g in assessment.fleet.groups],
+        predicted=assessment.outcome.as_json(), lowerBound=assessment.lower_bound.as_json(),
+        ratio=None if assessment.ratio is None else round(assessment.ratio, 2), recommended=advice)
+
+
 def execute(stack: str, read_fleet: Callable[[], Fleet], *, parallel: int | None, seed: int, as_json: bool) -> Exit:
     try:
         fleet = read_fleet()
@@ -60,12 +79,7 @@ def execute(stack: str, read_fleet: Callable[[], Fleet], *, parallel: int | None
         raise InvalidInput(f"simulate: {error}") from None
     assessment = assess(fleet, seed, parallel)
     if as_json:
-        document = {"stack": stack, **assessment.as_json()}
-        recommended = assessment.recommended
-        if recommended.max_parallel is not None and recommended.max_unavailable is not None:
-            document["recommended"]["stackChange"] = stack_change(recommended.max_parallel,
-                                                                  recommended.max_unavailable)
-        documents.write(document)
+        documents.write(document(stack, assessment))
     else:
         render(stack, assessment, consoles.stdout())
     outcome = assessment.outcome

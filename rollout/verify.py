@@ -25,7 +25,7 @@ from checks.prometheus import for_stack
 from checks.results import CheckResult, Status
 from checks.verify_facts import UpgradedNode, VerifyFacts
 from checks.verify_read import gather
-from rollout import documents
+from rollout import documents, schemas
 from rollout import console as consoles
 from rollout.console import say
 from refusals.exits import Exit
@@ -91,11 +91,11 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, project_dir: Path, pro
         except attestation.AttestationError as exc:
             problem = f"attestation not written: {exc}"
     if as_json:
-        document: dict[str, Any] = {"stack": stack, "passed": not failing, "smoke": smoke,
-                                    "checks": [r.as_json() for r in results],
-                                    "attestation": str(written) if written else None}
+        document = schemas.VerifyDocument(stack=stack, passed=not failing, smoke=smoke,
+                                          checks=[schemas.CheckResult.of(r) for r in results],
+                                          attestation=str(written) if written else None)
         if problem:
-            document["attestationError"] = problem
+            document.attestationError = problem
         documents.write(document)
     else:
         render_table(stack, results, consoles.stdout())

@@ -21,7 +21,7 @@ from checks.generations import ImageSnapshot, generation_title
 from checks.prometheus import for_stack
 from checks.watch import Snapshot, WatchOutcome, watch
 from gpu_knowledge import labels
-from rollout import documents
+from rollout import documents, schemas
 from rollout import console as consoles
 from refusals.exits import Exit
 from rollout.live import note_identity
@@ -104,6 +104,24 @@ def what_was_done(stack: str, outcome: WatchOutcome) -> str:
     return what
 
 
+def document(stack: str, spec: FleetSpec, outcome: WatchOutcome) -> schemas.WatchDocument:
+    """``watch --json``: the last snapshot; on an operator-owned stack also what a trigger's pause did."""
+    snapshot = outcome.snapshot
+    pools = snapshot.pools(spec)
+    image_owned = isinstance(snapshot, ImageSnapshot)
+    found = schemas.WatchDocument(
+        stack=stack, owner="image" if image_owned else "operator", at=snapshot.at,
+        complete=snapshot.complete(spec),
+        pools=pools, nodes=[n.as_json() for n in snapshot.nodes], models=snapshot.models,
+        triggers=[t.as_json() for t in snapshot.triggers], slo=[r.as_json() for r in snapshot.slo])
+    if not isinstance(snapshot, ImageSnapshot):
+        found.operator, found.events = snapshot.operator, snapshot.events
+        found.paused = outcome.paused.as_json() if outcome.paused else None
+        found.pauseError = outcome.pause_error
+        found.evictions = outcome.evictions.as_json() if outcome.evictions else None
+    return found
+
+
 def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, once: bool, interval: float, stuck_after: float,
             auto_pause: bool, as_json: bool, max_failed_polls: int = 5, prometheus_url: str | None = None) -> Exit:
     console = consoles.stdout()
@@ -132,14 +150,9 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, once: bool, interval: 
     finally:
         if live is not None:
             live.stop()
-    paused = outcome.paused
     image_owned = isinstance(outcome.snapshot, ImageSnapshot)
     if as_json:
-        doc = {"stack": stack, **outcome.snapshot.as_json(spec)}
-        if not image_owned:
-            doc.update(paused=paused.as_json() if paused else None, pauseError=outcome.pause_error,
-                       evictions=outcome.evictions.as_json() if outcome.evictions else None)
-        documents.write(doc)
+        documents.write(document(stack, spec, outcome))
     if outcome.triggered:
         reason = "; ".join(t.message for t in outcome.snapshot.triggers)
         consoles.say(f"rollout stopped: {reason}; {what_was_done(stack, outcome)}")

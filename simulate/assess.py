@@ -4,7 +4,6 @@ bound it is measured against, and the safest fast parallelism."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from simulate.bounds import LowerBound, lower_bound
 from simulate.engine import simulate
@@ -27,25 +26,6 @@ class Assessment:
         if self.outcome.seconds is None or self.lower_bound.seconds <= 0:
             return None
         return self.outcome.seconds / self.lower_bound.seconds
-
-    def as_json(self) -> dict[str, Any]:
-        recommended = self.recommended
-        return {
-            "source": self.fleet.source,
-            "seed": self.seed,
-            "policies": [{"policy": g.title, "pools": list(g.pools), "autoUpgrade": g.policy.auto_upgrade,
-                          "maxParallelUpgrades": g.policy.max_parallel, "maxUnavailable": g.policy.max_unavailable}
-                         for g in self.fleet.groups],
-            "predicted": self.outcome.as_json(),
-            "lowerBound": self.lower_bound.as_json(),
-            "ratio": None if self.ratio is None else round(self.ratio, 2),
-            "recommended": {
-                "maxParallelUpgrades": recommended.max_parallel,
-                "maxUnavailable": recommended.max_unavailable,
-                "perPolicy": [r.as_json() for r in recommended.per_policy],
-                "predicted": None if recommended.outcome is None else recommended.outcome.as_json(),
-            },
-        }
 
 
 def with_parallelism(fleet: Fleet, parallel: int) -> Fleet:

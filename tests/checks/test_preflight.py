@@ -17,6 +17,8 @@ from checks.results import Status
 from gpu_knowledge import labels
 from fleetspec.load import spec_from_config
 from fleetspec.model import DriverOwner, FleetSpec
+from rollout.documents import dumps
+from rollout.schemas import CheckResult, PreflightDocument
 from tests.conftest import edited
 from tests.fakekube.fixtures import gpu_node, pod, pods_of, seed, set_pod_ready
 from tests.fakekube.server import FakeKube
@@ -205,7 +207,8 @@ def test_api_calls_do_not_grow_with_nodes(page_size: int) -> None:
 
 
 def test_json_shape(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
-    doc = json.loads(json.dumps([r.as_json() for r in run_preflight(kube, prod_spec)]))
+    checks = [CheckResult.of(r) for r in run_preflight(kube, prod_spec)]
+    doc = json.loads(dumps(PreflightDocument(stack="prod", checks=checks)))["checks"]  # as `preflight --json` prints
     assert set(doc[0]) == {"id", "status", "subject", "message"}
 
 

@@ -12,6 +12,7 @@ from preview import diff as compare
 from engine_contracts import attestation
 from preview.pack_diff import config_changes, pack_changes
 from rollout import diff as verb
+from rollout import documents
 from tests.conftest import PROJECT_DIR
 from tests.rollout.gitrepo import GitRepo
 
@@ -87,7 +88,7 @@ def test_the_pr_diff_shows_a_pack_change_as_a_risk(repo: GitRepo) -> None:
     assert "#### The policy pack (`policy/`)" in markdown
     assert "- prod: policy canary-attested moves from mandatory to advisory (policy/prod.json)" in markdown
     assert "nothing to review" not in markdown
-    assert report.as_json()["pack"][0]["policy"] == "canary-attested"
+    assert json.loads(documents.dumps(verb.document(report)))["pack"][0]["policy"] == "canary-attested"
     committed = repo.commit("gate advisory")
     again = verb.build(repo.root, base, committed, None)  # between two commits, as CI compares them
     assert [c.policy for c in again.pack] == ["canary-attested"]

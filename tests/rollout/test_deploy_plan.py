@@ -4,8 +4,10 @@ records them (the config each update ran, its result, message and the commit it 
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -13,13 +15,18 @@ from typer.testing import CliRunner
 from git_revisions.repository import Repository
 from promotion_train import deploy_plan
 from pulumi_backend import history, pulumi_config
-from rollout import documents
+from rollout import deploy, documents
 from rollout.cli import app
 from promotion_train.deploy_plan import Deployed
 from promotion_train.stacks import stack_files
 from fleetspec.load import read_stack_file
 from tests.rollout.gitrepo import GIT_ENV, GitRepo
 from tests.rollout.json_contract import document_of
+
+
+def printed(result: deploy_plan.DeployPlan) -> dict[str, Any]:
+    """The plan as `deploy-plan --json` prints it."""
+    return dict(json.loads(documents.dumps(deploy.plan_document(result))))
 
 STACKS = ("canary", "prod", "eks-canary", "eks-prod", "existing-canary", "existing-prod")
 # A Wednesday, 11:30 UTC: inside every example prod stack's maintenance window (Amsterdam and Berlin 09:00-14:00,
@@ -107,7 +114,7 @@ def test_several_commits_in_one_push_deploy_every_stack_they_change_canary_first
     result = backend.plan()
     assert deployed_names(result) == ["canary", "prod"]  # canary stages before prod stages
     assert "its config differs from what update 1 ran (gpu-driver-upgrade:driver)" in decisions(result)["prod"].reason
-    document = document_of("deploy-plan", documents.dumps(result.as_json()))  # what `deploy-plan --json` prints
+    document = document_of("deploy-plan", documents.dumps(deploy.plan_document(result)))  # what `deploy-plan --json` prints
     assert [e["stack"] for e in document["canary"]] == ["canary"] and [e["stack"] for e in document["prod"]] == ["prod"]
     assert document["prod"][0]["environment"] == "production" and document["canary"][0]["environment"] == "canary"
     assert {s["stack"] for s in document["skip"]} == set(STACKS) - {"canary", "prod"}
@@ -262,7 +269,7 @@ def test_a_stack_file_that_does_not_load_is_deployed_so_its_up_fails_and_says_wh
     repo.commit("a broken stack file")
     result = backend.plan()
     assert deployed_names(result) == ["broken"]
-    assert result.as_json()["prod"][0]["stack"] == "broken"  # the stricter environment
+    assert printed(result)["prod"][0]["stack"] == "broken"  # the stricter environment
     assert "its stack file does not load" in decisions(result)["broken"].reason
 
 
@@ -280,11 +287,11 @@ def test_a_prod_stack_outside_its_window_is_left_alone_with_when_it_opens(repo: 
     assert found["prod"].reason.startswith("its config differs from what update 1 ran (gpu-driver-upgrade:driver)")
     assert ("outside its maintenance window (tue,wed,thu 09:00-14:00 (Europe/Amsterdam)); the next one opens "
             "Tue 2026-12-15 09:00 CET") in found["prod"].reason
-    document = backend.plan(now=friday_evening).as_json()
+    document = printed(backend.plan(now=friday_evening))
     assert document["prod"] == [] and "prod" in {s["stack"] for s in document["skip"]}
     # Inside the window the same change goes up, and the matrix entry names the window.
     tuesday = datetime(2026, 12, 15, 8, 0, tzinfo=UTC)  # 09:00 in Amsterdam
-    (entry,) = backend.plan(now=tuesday).as_json()["prod"]
+    (entry,) = printed(backend.plan(now=tuesday))["prod"]
     assert entry["stack"] == "prod" and entry["maintenanceWindow"] == "tue,wed,thu 09:00-14:00 (Europe/Amsterdam)"
 
 
