@@ -7,6 +7,10 @@ its source line too. A row holds what the size carries: the GPU product as GPU F
 (HGX 8-GPU systems; PCIe and NVL cards never do), the GPU architecture (``compat_data.ARCHITECTURES``' names) and
 the vCPUs (what a quota is counted in).
 
+Whether a size is an NVSwitch system follows from the board its source names: the 8-GPU HGX A100, H100, H200 and
+B200 boards carry NVSwitches (NVIDIA Fabric Manager User Guide, its list of NVSwitch systems; the rows of
+``gpu_knowledge.gpu_products``), V100 SXM2 boards (p3) link their GPUs directly, PCIe and NVL cards never do.
+
 Only sizes the sources list are here: a size not in the table is unknown, never guessed (NV families, fractional
 GPU sizes, retired series and non-NVIDIA accelerators are left out). Pure data and two lookups; no I/O.
 """
