@@ -1,5 +1,5 @@
 """The stack's cluster (runbook: "Which cluster the live commands reach", "Pool membership"):
-cluster-identity, pool-membership.
+cluster-identity, pool-membership, pool-hardware.
 
 Another cluster never gets this far: preflight refuses it before any check runs
 (:func:`checks.identity.refuse_if_refuted`); here an unconfirmed one is a warning.
@@ -8,14 +8,16 @@ Another cluster never gets this far: preflight refuses it before any check runs
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 
 from checks.identity import Verdict, identify_cluster
 from checks.inventory import Inventory, pool_selectors_text
 from checks.metadata import CLUSTER, check
-from checks.results import Finding, failed, passed, warned
-from gpu_knowledge import labels
+from checks.objects import labels_of, name_of
+from checks.results import Finding, failed, few, passed, warned
+from gpu_knowledge import cloud_gpus, compat, labels
 from fleetspec.membership import CLOUD_POOL_LABELS, Via
-from fleetspec.model import Cloud
+from fleetspec.model import Cloud, NodePool
 from vocabulary.check_ids import CheckId
 
 
@@ -53,4 +55,97 @@ def check_pool_membership(inv: Inventory) -> list[Finding]:
                                   f"of this stack adds it{held} through the pool's node labels"))
         else:
             results.append(passed(pool.name, f"{len(nodes)} node(s) carry {labels.POOL}={pool.name}"))
+    return results
+
+
+def _gfd_count(value: str | None) -> int | None:
+    """GFD's ``nvidia.com/gpu.count`` as a number; None when the label is missing or not a count."""
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def _launch_template_only(pool: NodePool) -> bool:
+    """An EKS pool whose instance type only its launch template sets: the pack cannot see it, preflight judges it."""
+    return pool.eks is not None and pool.eks.launchTemplate is not None and not pool.eks.instanceTypes
+
+
+@dataclass
+class _Seen:
+    """What a pool's nodes show against its declaration, node by node, in words."""
+
+    wrong: list[str] = field(default_factory=list)  # a node whose labels or size contradict the declaration
+    unlabelled: list[str] = field(default_factory=list)  # GFD has not labelled it yet
+    unreadable: list[str] = field(default_factory=list)  # a GPU count that is no number
+    unsized: list[str] = field(default_factory=list)  # a launch-template pool's node of no size the table knows
+
+
+def _judge_gfd(seen: _Seen, name: str, node_labels: dict[str, str], pool: NodePool, mig: bool) -> None:
+    product, count_text = node_labels.get(labels.GPU_PRODUCT), node_labels.get(labels.GPU_COUNT)
+    if product is None or count_text is None:
+        seen.unlabelled.append(name)
+        return
+    count = _gfd_count(count_text)
+    if count is None:
+        seen.unreadable.append(f"{name} ({labels.GPU_COUNT}={count_text!r})")
+        return
+    shows = []
+    if not compat.same_gpu_product(product, pool.gpuProduct):
+        shows.append(f"{labels.GPU_PRODUCT}={product}")
+    if not mig and count != pool.gpusPerNode:
+        shows.append(f"{labels.GPU_COUNT}={count}")
+    if shows:
+        seen.wrong.append(f"{name} shows {', '.join(shows)}")
+
+
+def _judge_size(seen: _Seen, name: str, size: str | None, declared: cloud_gpus.Declared, template_only: bool) -> None:
+    row = cloud_gpus.any_size(size) if size else None
+    if row is not None:
+        contradicts = cloud_gpus.contradictions(row, declared)
+        if contradicts:
+            seen.wrong.append(f"{name} is a {size}, which carries {row.describe()}: {'; '.join(contradicts)}")
+    elif template_only:
+        seen.unsized.append(f"{name} ({size})" if size else f"{name} (no {labels.INSTANCE_TYPE})")
+
+
+def _verdict(pool: NodePool, nodes: int, seen: _Seen, mig: bool) -> Finding:
+    stated = f"gpuProduct {pool.gpuProduct}, gpusPerNode {pool.gpusPerNode}, nvswitch {str(pool.nvswitch).lower()}"
+    if seen.wrong:
+        return failed(pool.name, f"declared {stated}, but {few(seen.wrong, 3)}; the declaration drives the canary "
+                      "gate, the capacity arithmetic and Fabric Manager: declare what the nodes are, or move the pool "
+                      "to nodes that match")
+    parts = []
+    if seen.unlabelled:
+        parts.append(f"{few(seen.unlabelled)} not labelled by GPU Feature Discovery yet (no {labels.GPU_PRODUCT} or "
+                     f"{labels.GPU_COUNT}): check again once GFD runs there")
+    if seen.unreadable:
+        parts.append(f"{few(seen.unreadable)}: not a GPU count")
+    if seen.unsized:
+        parts.append(f"the launch template sets the instance type and {few(seen.unsized)} is not one "
+                     f"{cloud_gpus.TABLE} knows: its hardware was not compared with the size")
+    if parts:
+        return warned(pool.name, f"declared {stated}; " + "; ".join(parts))
+    return passed(pool.name, f"{nodes} node(s) show {pool.gpusPerNode} x {pool.gpuProduct}"
+                  f"{' (MIG layout: GPU count not compared)' if mig else ''}, as declared")
+
+
+@check(CheckId.POOL_HARDWARE, CLUSTER)
+def check_pool_hardware(inv: Inventory) -> list[Finding]:
+    """Each pool's declared hardware against what its nodes show: GFD's ``nvidia.com/gpu.product`` and
+    ``nvidia.com/gpu.count`` (a node GFD has not labelled yet warns), and the node's own size
+    (``node.kubernetes.io/instance-type``) where ``gpu_knowledge.cloud_gpus`` knows it; for an EKS pool whose
+    launch template sets the type, that size is the only place it is seen (the pack cannot), so a node without
+    it, or of a type the table does not know, warns."""
+    results = []
+    for pool in inv.spec.nodePools:
+        nodes = inv.nodes_of_pool(pool.name)
+        if not nodes:
+            continue  # pool-membership fails it already
+        mig = pool.migConfig != labels.MIG_CONFIG_DISABLED
+        declared = cloud_gpus.Declared(pool.gpuProduct, pool.gpusPerNode, pool.nvswitch, mig=mig)
+        template_only = _launch_template_only(pool)
+        seen = _Seen()
+        for node in nodes:
+            node_labels = labels_of(node)
+            _judge_gfd(seen, name_of(node), node_labels, pool, mig)
+            _judge_size(seen, name_of(node), node_labels.get(labels.INSTANCE_TYPE), declared, template_only)
+        results.append(_verdict(pool, len(nodes), seen, mig))
     return results

@@ -10,6 +10,8 @@ from __future__ import annotations
 # ---------------------------------------------------------------- Kubernetes
 
 TOPOLOGY_REGION = "topology.kubernetes.io/region"  # the cloud region of a node (EKS: the cluster's region)
+# The node's VM size (AKS) or EC2 instance type (EKS), as the cloud provider sets it.
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 
 # ---------------------------------------------------------------- GPU Feature Discovery and Node Feature Discovery
 

@@ -22,6 +22,7 @@ class PolicyId(StrEnum):
     # policy.platform_rules
     OPERATOR_SUPPORTS_OS = "operator-supports-os"
     FABRIC_MANAGER_MATCHES = "fabric-manager-matches"
+    POOL_HARDWARE_MATCHES_SIZE = "pool-hardware-matches-size"
     # policy.transition_rules
     CLOUD_POOL_NOT_REPLACED = "cloud-pool-not-replaced"
     CAPACITY_BLOCK_UPDATED_EMPTY = "capacity-block-updated-empty"

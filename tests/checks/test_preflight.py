@@ -29,6 +29,7 @@ A100 = "aks-gpua100-12345678-vmss000000"
 PREFLIGHT = {
     "cluster-identity": "The stack's cluster",
     "pool-membership": "The stack's cluster",
+    "pool-hardware": "The stack's cluster",
     "cluster-policy": "Who owns the driver",
     "driver-owner": "Who owns the driver",
     "per-pool-mode": "Who owns the driver",
@@ -97,6 +98,9 @@ def _no_cache(fake: FakeKube) -> None:
 
 
 BREAKS: dict[str, tuple[Callable[[FakeKube], None], Status]] = {
+    # Issue 30: GFD sees another GPU than the pool declares.
+    "pool-hardware": (lambda f: f.update("nodes", A100, {"metadata": {"labels": {labels.GPU_PRODUCT:
+                                                                                   "NVIDIA-A100-SXM4-80GB"}}}), Status.FAIL),
     "driver-owner": (_drop_a100_driver, Status.FAIL),
     "two-driver-owners": (lambda f: f.update("nodes", A100, {"metadata": {"labels": {labels.DEPLOY_DRIVER:
                                                                                        "pre-installed"}}}), Status.FAIL),

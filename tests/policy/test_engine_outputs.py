@@ -328,6 +328,15 @@ OUTPUT_VARIANTS: dict[str, tuple[str, list[tuple[str, str | None, Callable[[dict
         "prod", [_label(rf.AKS_POOL, "gpuh100", labels.POOL_FABRIC_MANAGER, "host", "nodeLabels")],
         "fabric-manager-matches", "must pin its version",
     ),
+    # Issue 30: the agent pool as the engine reports it, on a size whose GPUs are not the declared ones.
+    "agent-pool-on-another-size": (
+        "prod", [(rf.AKS_POOL, "gpuh100", _set("vmSize", "Standard_NC40ads_H100_v5"))], "pool-hardware-matches-size",
+        "vmSize Standard_NC40ads_H100_v5 carries 1 x NVIDIA-H100-NVL without NVSwitch",
+    ),
+    "node-group-on-another-type": (
+        "eks-canary", [(rf.EKS_NODE_GROUP, "gpu-canary-a10g-g2", _set("instanceTypes", ["g5.12xlarge"]))],
+        "pool-hardware-matches-size", "gpusPerNode 1 is not its 4",
+    ),
     "agent-pool-one-node-short": (
         "prod", [(rf.AKS_POOL, "gpua100", _set("count", 7))], "spare-capacity", "pool gpua100",
     ),

@@ -35,6 +35,7 @@ STACK_RULES = {
     "canary-attested",
     "facts-readable",
     "waves-in-order", "old-generation-kept", "validation-job-required", "soak-floor", "maintenance-window",  # issue 23
+    "pool-hardware-matches-size",  # issue 30
 }
 
 

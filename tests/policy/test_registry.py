@@ -25,6 +25,7 @@ ISSUE_IDS = {
     "facts-readable",  # issue 22: the pack of the protected base refuses facts newer than it reads
     # issue 23: the rollout's discipline
     "waves-in-order", "old-generation-kept", "validation-job-required", "soak-floor", "maintenance-window",
+    "pool-hardware-matches-size",  # issue 30: a pool's declared hardware against its VM size or instance type
 }
 
 

@@ -54,6 +54,7 @@ def upgrade_policy(**changes: Any) -> Callable[[dict], None]:
 def _v100_on_r595() -> dict[str, str]:
     def edit(pools: list[dict]) -> None:
         pools[0]["gpuProduct"] = "Tesla-V100-SXM2-16GB"
+        pools[0]["eks"]["instanceTypes"] = ["p3.8xlarge"]  # four V100 SXM2, as gpusPerNode says
         pools[0]["generations"][1]["driverVersion"] = "595.91.07"
 
     return change(stack_config("eks-canary"), "nodePools", edit)
@@ -76,6 +77,12 @@ VARIANTS: dict[str, tuple[str, Callable[[], dict[str, str]], str]] = {
         "mandatory",
     ),
     "gpu-supported-by-driver": ("eks-canary", _v100_on_r595, "mandatory"),
+    # issue 30: eight H100 SXM on NVSwitch declared as the canary's PCIe H100 NVL (the whole case, GPUs per node and
+    # NVSwitch too, is in test_platform_rules.py: one GPU per node would break spare-capacity as well)
+    "pool-hardware-matches-size": (
+        "prod", lambda: change(stack_config("prod"), "nodePools", pool("gpuh100", gpuProduct="NVIDIA-H100-NVL")),
+        "mandatory",
+    ),
     "operator-supports-driver": (
         "prod", lambda: change(stack_config("prod"), "driver", lambda d: d.update(version="590.48.01")), "mandatory",
     ),
