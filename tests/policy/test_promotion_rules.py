@@ -105,7 +105,8 @@ def test_tampered_attestation_is_refused(project: Path, canary_outputs: dict[str
 
 
 def test_too_young_attestation_is_refused(project: Path, canary_outputs: dict[str, Any]) -> None:
-    att.write(project / att.ATTESTATION_DIR, seal(soak_start=NOW - timedelta(hours=50)))
+    # The clock as the seal reads it (not NOW, taken at import: minutes may pass on a loaded machine).
+    att.write(project / att.ATTESTATION_DIR, seal(soak_start=datetime.now(UTC) - timedelta(hours=50)))
     (message,) = messages(gate(project, canary_outputs))
     assert message.endswith("attestations/existing-canary/580.173.02.json: its soak lasted 49.0 h, less than "
                             "promotion.minSoakHours (168 h)")
