@@ -165,11 +165,6 @@ class Release:
     uncordoned: bool
     note: str = ""  # why the node was left cordoned, where it was
 
-    def as_json(self) -> dict[str, Any]:
-        return {"node": self.node, "pool": self.pool, "uncordoned": self.uncordoned, "note": self.note or None,
-                "hold": None if self.hold is None else {"driver": self.hold.driver, "checks": list(self.hold.checks),
-                                                         "at": self.hold.at, "message": self.hold.message}}
-
 
 def still_failing(node: Obj) -> str | None:
     """Why the node is still failed on the driver it runs now (its latest result, for the driver GFD reports,

@@ -11,7 +11,6 @@ whose attestation of its driver is already in the project, sound and soaked long
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -56,15 +55,6 @@ class Soak:
         if self.start is None or self.hours_needed is None:
             return None
         return self.start + self.hours_needed * 3600
-
-    def as_json(self) -> dict[str, Any]:
-        def stamp(value: float | None) -> str | None:
-            return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if value is not None else None
-
-        return {"stack": self.stack, "driver": self.driver, "soakStart": stamp(self.start),
-                "minSoakHours": self.hours_needed, "prodStacks": list(self.prod_stacks),
-                "readyAt": stamp(self.ready_at), "ready": self.ready, "attested": self.attested,
-                "waiting": list(self.waiting), "reason": self.reason}
 
 
 def read(kube: k.Kube, spec: FleetSpec) -> SoakFacts:

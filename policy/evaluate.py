@@ -37,10 +37,6 @@ class Violation:
     config_keys: tuple[str, ...] = ()  # what to edit in the stack file (docs/config.md paths)
     fix: str = ""  # the policy's remediation
 
-    def as_json(self) -> dict[str, Any]:
-        return {"policy": self.policy, "enforcement": self.enforcement.value, "resource": self.resource,
-                "message": self.message, "configKeys": list(self.config_keys), "fix": self.fix}
-
 
 def _level(value: Any, where: str) -> Level | None:
     """The level an entry sets; None for an object without ``enforcementLevel`` (it sets other config)."""

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from rollout.console import say
 from rollout.schemas import Document, ErrorBody, ErrorDocument, Problem
@@ -26,20 +25,16 @@ from vocabulary.errors import ErrorKind
 SCHEMA_VERSION = 1
 
 
-def dumps(document: Document | Mapping[str, Any]) -> str:
+def dumps(document: Document) -> str:
     """The document as printed: ``schemaVersion`` first, then its model's fields in their declared order (a key
     with a default only where the verb set it), two-space indent, one trailing newline.
 
     Python mode, then :func:`json.dumps`: the free-form payloads (a resource's inputs, a check's evidence) print
-    as they always did (pydantic's JSON mode would turn an infinite float into null).
-
-    A plain mapping: the verbs whose documents are not built from their models yet (pause/resume, release-node,
-    soak, rollback and the fleet verbs; issue 29), printed as given."""
-    body = document.model_dump(exclude_unset=True) if isinstance(document, Document) else document
-    return json.dumps({"schemaVersion": SCHEMA_VERSION, **body}, indent=2) + "\n"
+    as they always did (pydantic's JSON mode would turn an infinite float into null)."""
+    return json.dumps({"schemaVersion": SCHEMA_VERSION, **document.model_dump(exclude_unset=True)}, indent=2) + "\n"
 
 
-def write(document: Document | Mapping[str, Any]) -> None:
+def write(document: Document) -> None:
     """Print a verb's document on stdout."""
     sys.stdout.write(dumps(document))
 

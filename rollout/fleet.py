@@ -36,7 +36,7 @@ from checks.soak import readiness
 from git_revisions.repository import Repository
 from pulumi_backend import backend as backends
 from promotion_train import deploy_plan, train
-from rollout import context, documents
+from rollout import context, documents, schemas
 from rollout.console import say, stdout
 from rollout.engine import UpResult
 from refusals.exits import Exit
@@ -193,7 +193,8 @@ class LiveProbe:
         prods = {s.name: s.min_soak_hours for s in prod_stacks_of(list(self.project.stacks.values()), stack)
                  if s.min_soak_hours is not None}
         answer = readiness(stack, facts, prods, self.project.project_dir / attestation.ATTESTATION_DIR, self.now)
-        when = f" (ready to attest at {answer.as_json()['readyAt']})" if answer.ready_at and not answer.ready else ""
+        ready_at = schemas.SoakDocument.of(answer).readyAt
+        when = f" (ready to attest at {ready_at})" if answer.ready_at and not answer.ready else ""
         return train.Soak(facts.start, answer.attested, answer.reason + when)
 
 
@@ -207,7 +208,8 @@ def _lease_of(project: FleetProject, clusters: Clusters, holder: str = "") -> Tr
                       project.fleet.lease.durationSeconds)
 
 
-def document(found: train.Train, lease: LeaseState | None, now: float, project: FleetProject) -> dict[str, Any]:
+def _status(found: train.Train, lease: LeaseState | None, now: float, project: FleetProject) -> dict[str, Any]:
+    """The fields of `fleet status`'s document, which `fleet advance`'s begins with."""
     current = found.waves[found.current].wave.name if found.current is not None else None
     limits = project.fleet.limits
     return {
@@ -221,6 +223,20 @@ def document(found: train.Train, lease: LeaseState | None, now: float, project: 
                    "clustersInFlight": found.clusters_in_flight},
         "waves": [w.as_json() for w in found.waves],
     }
+
+
+def document(found: train.Train, lease: LeaseState | None, now: float,
+             project: FleetProject) -> schemas.FleetStatusDocument:
+    return schemas.FleetStatusDocument(**_status(found, lease, now, project))
+
+
+def advance_document(found: train.Train, lease: LeaseState | None, now: float, project: FleetProject, *,
+                     applies: bool, ups: list[schemas.Up], withheld: list[str]) -> schemas.FleetAdvanceDocument:
+    """`fleet advance`'s: with --yes (``applies``) its pauses too, empty until the step pauses a stack."""
+    status = _status(found, lease, now, project)
+    if not applies:
+        return schemas.FleetAdvanceDocument(**status, applies=False, ups=ups, withheld=withheld)
+    return schemas.FleetAdvanceDocument(**status, applies=True, ups=ups, withheld=withheld, paused=[], ownPauses=[])
 
 
 def render(found: train.Train, lease: LeaseState | None, now: float) -> None:
@@ -292,9 +308,10 @@ class Paused:
     error: str | None = None
     image_owned: str | None = None  # what is in flight on a stack that cannot be paused
 
-    def as_json(self) -> dict[str, Any]:
-        return {"stack": self.stack, **(self.report.as_json() if self.report else {}), "error": self.error,
-                "imageOwned": self.image_owned}
+    def document(self) -> schemas.StackPause | schemas.StackPauseError:
+        if self.report is None:
+            return schemas.StackPauseError(stack=self.stack, error=self.error, imageOwned=self.image_owned)
+        return schemas.StackPause.of(self.stack, self.report, self.error, self.image_owned)
 
 
 def _each(project: FleetProject, clusters: Clusters, names: list[str], verb: str, reason: str,
@@ -341,7 +358,8 @@ def halt(project: FleetProject, clusters: Clusters, reason: str, as_json: bool) 
     record = lease.record_halt(f"halted by hand: {reason}").halt
     done = _each(project, clusters, project.fleet.stacks, "pause", f"fleet halted: {reason}")
     if as_json:
-        documents.write({"halted": record.as_json() if record else None, "paused": [d.as_json() for d in done]})
+        documents.write(schemas.FleetHaltDocument(halted=record.as_json() if record else None,
+                                                  paused=[d.document() for d in done]))
     _say_paused(done, "pause")
     say(f"fleet halted: {record.cause if record else reason}; nothing moves until `gpu-rollout fleet resume`")
     return Exit.failed_if(any(d.error for d in done))
@@ -354,7 +372,8 @@ def resume_all(project: FleetProject, clusters: Clusters, as_json: bool) -> Exit
     failed = [d for d in done if d.error]
     cleared = _lease_of(project, clusters).clear_halt() if not failed else None
     if as_json:
-        documents.write({"cleared": cleared.as_json() if cleared else None, "resumed": [d.as_json() for d in done]})
+        documents.write(schemas.FleetResumeDocument(cleared=cleared.as_json() if cleared else None,
+                                                    resumed=[d.document() for d in done]))
     _say_paused(done, "resume")
     if failed:
         say("the train stays halted: resume the stacks above, then `gpu-rollout fleet resume` again")
@@ -456,9 +475,9 @@ def _dry_run(project: FleetProject, backend: Backend, clusters: Clusters, only_s
     ups, withheld = _by_stage(project, found.ups, only_stage)
     if as_json:
         # The ups --yes would run, in the shape of the ones it ran (ok: null, not run yet).
-        planned = [{"stack": stack, "ok": None, "detail": "run again with --yes to bring it up"} for stack in ups]
-        documents.write({**document(found, lease, moment, project), "applies": False, "ups": planned,
-                         "withheld": withheld})
+        planned = [schemas.Up(stack=stack, ok=None, detail="run again with --yes to bring it up") for stack in ups]
+        documents.write(advance_document(found, lease, moment, project, applies=False, ups=planned,
+                                         withheld=withheld))
     else:
         render(found, lease, moment)
     say("nothing changed: run again with --yes to take this step")
@@ -479,8 +498,7 @@ def _step(project: FleetProject, backend: Backend, clusters: Clusters, lease: Tr
     found = train.assess(project.fleet, worlds, LiveProbe(project, clusters, moment), moment,
                          halted=held.halt is not None, verified=held.verified)
     lease.record_verified(found.verified_now)
-    out: dict[str, Any] = {**document(found, held, moment, project), "applies": True, "ups": [], "withheld": [],
-                           "paused": [], "ownPauses": []}
+    out = advance_document(found, held, moment, project, applies=True, ups=[], withheld=[])
     code = Exit.OK
     if held.halt is not None:
         say(f"the train is halted since {micro_time(held.halt.at)}: {held.halt.cause}; nothing moves until "
@@ -489,7 +507,7 @@ def _step(project: FleetProject, backend: Backend, clusters: Clusters, lease: Tr
     elif found.halt is not None:
         code = _halt_train(project, clusters, lease, found, worlds, out)
     else:
-        out["ownPauses"] = _own_pauses(project, clusters, found)
+        out.ownPauses = _own_pauses(project, clusters, found)
         code = _ups(project, backend, found, worlds, renewer, packs, only_stage, out)
     if as_json:
         documents.write(out)
@@ -499,7 +517,7 @@ def _step(project: FleetProject, backend: Backend, clusters: Clusters, lease: Tr
 
 
 def _halt_train(project: FleetProject, clusters: Clusters, lease: TrainLease, found: train.Train,
-                worlds: Mapping[str, train.StackWorld], out: dict[str, Any]) -> Exit:
+                worlds: Mapping[str, train.StackWorld], out: schemas.FleetAdvanceDocument) -> Exit:
     sign = found.halt
     assert sign is not None
     cause = f"{sign.kind} in stack {sign.stack}: {sign.message}"
@@ -507,14 +525,15 @@ def _halt_train(project: FleetProject, clusters: Clusters, lease: TrainLease, fo
     started = [s.world.name for s in found.started()]
     views = {name: w.view for name, w in worlds.items()}
     done = _each(project, clusters, started, "pause", train.pause_reason(sign), views)
-    out["paused"] = [d.as_json() for d in done]
+    out.paused = [d.document() for d in done]
     _say_paused(done, "pause")
     say(f"train HALTED: {cause}; paused every stack it started ({', '.join(started) or 'none'}); nothing moves "
         "until `gpu-rollout fleet resume`")
     return Exit.FAILED
 
 
-def _own_pauses(project: FleetProject, clusters: Clusters, found: train.Train) -> list[dict[str, Any]]:
+def _own_pauses(project: FleetProject, clusters: Clusters,
+                found: train.Train) -> list[schemas.StackPause | schemas.StackPauseError]:
     """A sign the fleet file does not halt on pauses its own stack, as `watch` does (once per stack)."""
     seen: dict[str, train.Sign] = {}
     for sign in found.own_pauses:
@@ -523,13 +542,13 @@ def _own_pauses(project: FleetProject, clusters: Clusters, found: train.Train) -
     for name, sign in seen.items():
         done += _each(project, clusters, [name], "pause", f"{sign.message} (gpu-rollout fleet advance)")
     _say_paused(done, "pause")
-    return [d.as_json() for d in done]
+    return [d.document() for d in done]
 
 
 def _ups(project: FleetProject, backend: Backend, found: train.Train, worlds: Mapping[str, train.StackWorld],
-         renewer: Renewer, packs: Packs, only_stage: Stage | None, out: dict[str, Any]) -> Exit:
+         renewer: Renewer, packs: Packs, only_stage: Stage | None, out: schemas.FleetAdvanceDocument) -> Exit:
     chosen, withheld = _by_stage(project, found.ups, only_stage)
-    out["withheld"] = withheld
+    out.withheld = withheld
     for name in withheld:
         say(f"{name}: its `up` is the next step, for a {project.stacks[name].stage} stack: run `fleet advance --yes "
             f"--stage {project.stacks[name].stage}` from its environment")
@@ -550,7 +569,7 @@ def _ups(project: FleetProject, backend: Backend, found: train.Train, worlds: Ma
     for request in requests:
         say(f"up {request.stack} (wave {project.fleet.wave_of(request.stack).name}; pack {request.pack})")
     results = backend.up(requests)
-    out["ups"] = [r.as_json() for r in results]
+    out.ups = [schemas.Up(stack=r.stack, ok=r.ok, detail=r.detail) for r in results]
     for result in results:
         say(f"{result.stack}: {'up done' if result.ok else 'up FAILED'}: {result.detail}")
     if not requests and not missing:

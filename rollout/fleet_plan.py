@@ -12,10 +12,9 @@ import sys
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from policy.evaluate import Violation, mandatory
-from rollout import documents
+from rollout import documents, schemas
 from rollout import plan as stack_plan
 from rollout.console import stdout
 from refusals.exits import Exit
@@ -50,13 +49,13 @@ class StackPlan:
         advice = [v for v in self.violations if v not in refused]
         return "admitted" + (f" ({len(advice)} advisory finding(s))" if advice else "")
 
-    def as_json(self) -> dict[str, Any]:
+    def document(self) -> schemas.FleetPlanStack:
         spec = self.spec
-        return {"stack": self.stack, "stage": spec.stage.value, "cluster": spec.cluster.name,
-                "driver": {"from": spec.driver.previousVersion, "to": spec.driver.version,
-                           "owner": spec.driver.owner.value},
-                "pools": self.pools(), "refused": self.refused, "verdict": self.verdict(), "problem": self.problem,
-                "violations": [v.as_json() for v in self.violations]}
+        return schemas.FleetPlanStack(
+            stack=self.stack, stage=spec.stage.value, cluster=spec.cluster.name,
+            driver={"from": spec.driver.previousVersion, "to": spec.driver.version, "owner": spec.driver.owner.value},
+            pools=self.pools(), refused=self.refused, verdict=self.verdict(), problem=self.problem,
+            violations=[schemas.Violation.of(v) for v in self.violations])
 
 
 def waits(wave: Wave) -> str:
@@ -118,9 +117,12 @@ def execute(project_dir: Path, as_json: bool, as_markdown: bool, now: datetime |
     planned = plan_stacks(project, now)
     refused = any(p.refused for _, plans in planned for p in plans)
     if as_json:
-        documents.write({"refused": refused, "waves": [
-            {"name": wave.name, "maxConcurrent": wave.maxConcurrent, "waitFor": wave.waitFor.model_dump(),
-             "waits": waits(wave), "stacks": [p.as_json() for p in plans]} for wave, plans in planned]})
+        documents.write(schemas.FleetPlanDocument(refused=refused, waves=[
+            schemas.FleetPlanWave(
+                name=wave.name, maxConcurrent=wave.maxConcurrent,
+                waitFor=schemas.FleetWaitFor(verify=wave.waitFor.verify, attestation=wave.waitFor.attestation,
+                                             soakHours=wave.waitFor.soakHours),
+                waits=waits(wave), stacks=[p.document() for p in plans]) for wave, plans in planned]))
     elif as_markdown:
         sys.stdout.write(markdown(planned, project))
     else:

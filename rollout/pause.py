@@ -6,12 +6,13 @@ such a rollout is held and rolled back instead.
 
 from __future__ import annotations
 
+from typing import Literal
 
 from rich.console import Console
 
 from checks import kube as k
 from checks.pause import ChangeInterrupted, ImageOwnedDriver, PauseReport, pause, resume
-from rollout import documents
+from rollout import documents, schemas
 from rollout import console as consoles
 from refusals.exits import Exit
 from rollout.live import note_identity
@@ -42,7 +43,8 @@ _ACTIONS = {
 }
 
 
-def execute(verb: str, stack: str, spec: FleetSpec, kube: k.Kube, as_json: bool, reason: str) -> Exit:
+def execute(verb: Literal["pause", "resume"], stack: str, spec: FleetSpec, kube: k.Kube, as_json: bool,
+            reason: str) -> Exit:
     console = consoles.stdout(highlight=False)
 
     def changed(action: str, node: str) -> None:
@@ -56,16 +58,16 @@ def execute(verb: str, stack: str, spec: FleetSpec, kube: k.Kube, as_json: bool,
             report = resume(kube, spec, stack, on_change=changed, on_identity=note_identity)
     except ImageOwnedDriver as error:
         if as_json:
-            documents.write({"stack": stack, "verb": verb, **PauseReport().as_json(), "error": str(error)})
+            documents.write(schemas.PauseDocument.of(stack, verb, PauseReport(), str(error)))
         consoles.say(str(error))
         return Exit.FAILED
     except ChangeInterrupted as error:
         if as_json:
-            documents.write({"stack": stack, "verb": verb, **error.report.as_json(), "error": str(error)})
+            documents.write(schemas.PauseDocument.of(stack, verb, error.report, str(error)))
         consoles.say(f"cluster error: {error}")
         return Exit.FAILED
     if as_json:
-        documents.write({"stack": stack, "verb": verb, **report.as_json(), "error": None})
+        documents.write(schemas.PauseDocument.of(stack, verb, report, None))
     else:
         render_summary(verb, report, console)
     return Exit.OK

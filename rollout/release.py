@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from checks import kube as k
 from checks.hold import ReleaseRefused, release_node
-from rollout import documents
+from rollout import documents, schemas
 from rollout import console as consoles
 from refusals.exits import Exit
 from rollout.live import note_identity
@@ -25,11 +25,11 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, node: str, *, accept_fail
                                on_identity=note_identity)
     except ReleaseRefused as refused:
         if as_json:
-            documents.write({"stack": stack, "node": node, "released": False, "error": str(refused)})
+            documents.write(schemas.ReleaseDocument(stack=stack, node=node, released=False, error=str(refused)))
         consoles.say(str(refused))
         return Exit.FAILED
     if as_json:
-        documents.write({"stack": stack, "released": True, **release.as_json(), "error": None})
+        documents.write(schemas.ReleasedDocument.of(stack, release))
         return Exit.OK
     held = f" (held because {release.hold.describe()})" if release.hold is not None else ""
     what = "uncordoned" if release.uncordoned else release.note

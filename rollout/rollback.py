@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from git_revisions.repository import Repository, RevisionError
 from pulumi_backend import backend, history, pulumi_config
-from rollout import documents
+from rollout import documents, schemas
 from rollout.engine import program
 from rollout.console import say, stdout
 from refusals.exits import Exit
@@ -56,25 +56,26 @@ def unmerged_stack_file(project_dir: Path, stack: str) -> str | None:
     return None
 
 
-def _plan_document(plan: history.Plan, commands: list[list[str]]) -> dict[str, Any]:
-    def change(c: pulumi_config.Change) -> dict[str, Any]:
-        return {"path": c.path, "old": c.shown(c.old) if c.secret or c.old is pulumi_config.ABSENT else c.old,
-                "new": c.shown(c.new) if c.secret or c.new is pulumi_config.ABSENT else c.new,
-                "secret": c.secret, "remove": c.removes}
+def _plan_document(plan: history.Plan, commands: list[list[str]], *, applies: bool) -> schemas.RollbackDocument:
+    def change(c: pulumi_config.Change) -> schemas.RollbackChange:
+        return schemas.RollbackChange(path=c.path, old=c.shown(c.old) if c.secret or c.old is pulumi_config.ABSENT else c.old,
+                              new=c.shown(c.new) if c.secret or c.new is pulumi_config.ABSENT else c.new,
+                              secret=c.secret, remove=c.removes)
 
-    return {
-        "stack": plan.stack,
-        "target": {"version": plan.target.version, "startTime": plan.target.start_time},
-        "driver": {"current": plan.current_driver, "target": plan.target_driver, "owner": plan.owner},
-        "how": plan.how,
-        "canary": plan.canary,
-        "allConfig": plan.all_config,
-        "changes": [change(c) for c in plan.changes],
-        "leftAlone": [change(c) for c in plan.left_alone],
-        "notes": plan.notes,
-        "steps": [{"title": s.title, "changes": [change(c) for c in s.changes], "commands": cmds}
-                  for s, cmds in zip(plan.steps, commands, strict=True)],
-    }
+    return schemas.RollbackDocument(
+        stack=plan.stack,
+        target={"version": plan.target.version, "startTime": plan.target.start_time},
+        driver={"current": plan.current_driver, "target": plan.target_driver, "owner": plan.owner},
+        how=plan.how,
+        canary=plan.canary,
+        allConfig=plan.all_config,
+        changes=[change(c) for c in plan.changes],
+        leftAlone=[change(c) for c in plan.left_alone],
+        notes=plan.notes,
+        steps=[schemas.RollbackStep(title=s.title, changes=[change(c) for c in s.changes], commands=cmds)
+               for s, cmds in zip(plan.steps, commands, strict=True)],
+        applies=applies,
+    )
 
 
 def _print_plan(plan: history.Plan, commands: list[list[str]]) -> None:
@@ -165,7 +166,7 @@ def execute(stack_name: str, project_dir: Path, *, to_version: int | None, dry_r
     commands = [[pulumi_config.command(c, stack_name, plan.target.version) for c in step.changes]
                 + [pulumi_config.up_command(stack_name, pack, pack_config)] for step in plan.steps]
     if as_json:
-        documents.write({**_plan_document(plan, commands), "applies": yes and not dry_run})
+        documents.write(_plan_document(plan, commands, applies=yes and not dry_run))
     else:
         _print_plan(plan, commands)
     if dry_run or not yes:

@@ -7,8 +7,7 @@ where the verb sets it, see :class:`Document`). Records below ``rollout`` (a pol
 stack file) know nothing of these shapes: the verb, or a builder here (``Violation.of``, ``CheckResult.of``), makes
 the model from their attributes. Payloads that are not ours to shape (a resource's inputs, a check's evidence,
 stack outputs as the program exports them, the simulator's and watch's per-pool records) are objects without a
-fixed key set. Not built from their models yet (printed from hand-built dicts, still validated by the tests against
-the schemas here): pause/resume, release-node, soak, rollback and the fleet verbs.
+fixed key set.
 
 Versioning (``schemaVersion``, rollout/documents.py): adding a key keeps the version; removing or renaming one,
 or changing what a value means, raises it.
@@ -16,6 +15,7 @@ or changing what a value means, raises it.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
@@ -25,6 +25,9 @@ from checks.results import Status
 from vocabulary.errors import ErrorKind
 
 if TYPE_CHECKING:
+    from checks.hold import Release
+    from checks.pause import PauseReport
+    from checks.soak import Soak
     from policy.evaluate import Violation as Verdict
 
 
@@ -111,13 +114,10 @@ class CheckResult(_Shape):
         return found
 
 
-class PauseCounts(_Shape):
-    changed: list[str] = Field(description="Nodes this run labelled or unlabelled.")
-    unchanged: list[str]
-    foreign: list[str] = Field(description="Nodes held by a skip label someone else set: never touched.")
-    done: list[str]
-    held: list[str]
-    validationHeld: list[str]
+# What pause or resume did to a stack's nodes (checks.pause.PauseReport): PauseDocument and StackPause declare these
+# keys where they print them.
+Changed = Annotated[list[str], Field(description="Nodes this run labelled or unlabelled.")]
+Foreign = Annotated[list[str], Field(description="Nodes held by a skip label someone else set: never touched.")]
 
 
 # ---------------------------------------------------------------- offline verbs
@@ -320,10 +320,21 @@ class WatchDocument(Document):
     evictions: dict[str, Any] | None = None
 
 
-class PauseDocument(Document, PauseCounts):
+class PauseDocument(Document):
     stack: str
     verb: Literal["pause", "resume"]
+    changed: Changed
+    unchanged: list[str]
+    foreign: Foreign
+    done: list[str]
+    held: list[str]
+    validationHeld: list[str]
     error: str | None
+
+    @classmethod
+    def of(cls, stack: str, verb: Literal["pause", "resume"], report: PauseReport, error: str | None) -> PauseDocument:
+        return cls(stack=stack, verb=verb, changed=report.changed, unchanged=report.unchanged, foreign=report.foreign,
+                   done=report.done, held=report.held, validationHeld=report.validation_held, error=error)
 
 
 class Hold(_Shape):
@@ -333,6 +344,9 @@ class Hold(_Shape):
     message: str
 
 
+# release-node prints one of two shapes, each in its own key order, and this is the schema of both: refused, this
+# model with its four required keys only (stack, node, released false, the error); released, ReleasedDocument,
+# every key of it (in that model's order). A key added to one is added to the other.
 class ReleaseDocument(Document):
     stack: str
     node: str
@@ -344,17 +358,49 @@ class ReleaseDocument(Document):
     note: str | None = None
 
 
+class ReleasedDocument(Document):
+    """The node released: what release-node prints then, in its order (its schema is :class:`ReleaseDocument`)."""
+
+    stack: str
+    released: Literal[True]
+    node: str
+    pool: str
+    uncordoned: bool
+    note: str | None
+    hold: Hold | None
+    error: None
+
+    @classmethod
+    def of(cls, stack: str, release: Release) -> ReleasedDocument:
+        hold = release.hold
+        return cls(stack=stack, released=True, node=release.node, pool=release.pool, uncordoned=release.uncordoned,
+                   note=release.note or None, error=None,
+                   hold=None if hold is None else Hold(driver=hold.driver, checks=list(hold.checks), at=hold.at,
+                                                       message=hold.message))
+
+
 class SoakDocument(Document):
     stack: str
-    driver: str
+    driver: str | None = Field(description="null where its upgraded nodes move to more than one driver.")
     soakStart: str | None
-    minSoakHours: float | None
+    minSoakHours: Number | None
     prodStacks: list[str]
     readyAt: str | None
     ready: bool
     attested: str | None
     waiting: list[str]
     reason: str
+
+    @classmethod
+    def of(cls, soak: Soak) -> SoakDocument:
+        """A canary's readiness (checks.soak.readiness), its moments as UTC timestamps to the second."""
+
+        def stamp(value: float | None) -> str | None:
+            return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if value is not None else None
+
+        return cls(stack=soak.stack, driver=soak.driver, soakStart=stamp(soak.start), minSoakHours=soak.hours_needed,
+                   prodStacks=list(soak.prod_stacks), readyAt=stamp(soak.ready_at), ready=soak.ready,
+                   attested=soak.attested, waiting=list(soak.waiting), reason=soak.reason)
 
 
 # ---------------------------------------------------------------- the fleet
@@ -363,7 +409,19 @@ class SoakDocument(Document):
 class FleetWaitFor(_Shape):
     verify: str
     attestation: bool
-    soakHours: float
+    soakHours: Number
+
+
+class FleetPlanStack(_Shape):
+    stack: str
+    stage: str
+    cluster: str
+    driver: dict[str, Any] = Field(description="from, to (the driver versions) and owner.")
+    pools: dict[str, list[str]] = Field(description="released and held: each pool with its driver and why.")
+    refused: bool
+    verdict: str
+    problem: str | None = Field(description="Why the stack could not be rendered, if so.")
+    violations: list[Violation]
 
 
 class FleetPlanWave(_Shape):
@@ -371,7 +429,7 @@ class FleetPlanWave(_Shape):
     maxConcurrent: int
     waitFor: FleetWaitFor
     waits: str
-    stacks: list[dict[str, Any]]
+    stacks: list[FleetPlanStack]
 
 
 class FleetPlanDocument(Document):
@@ -380,11 +438,11 @@ class FleetPlanDocument(Document):
 
 
 class FleetStatusDocument(Document):
-    halted: dict[str, Any] | None = Field(description="The halt record (cause, at, by) while the train is halted.")
     current: str | None
     complete: bool
     next: str
     halt: dict[str, Any] | None
+    halted: dict[str, Any] | None = Field(description="The halt record (cause, at, by) while the train is halted.")
     lease: dict[str, Any] | None
     blocked: list[str]
     signs: list[dict[str, Any]]
@@ -392,10 +450,22 @@ class FleetStatusDocument(Document):
     waves: list[dict[str, Any]]
 
 
-class StackPause(PauseCounts):
+class StackPause(_Shape):
     stack: str
+    changed: Changed
+    unchanged: list[str]
+    foreign: Foreign
+    done: list[str]
+    held: list[str]
+    validationHeld: list[str]
     error: str | None
     imageOwned: str | None
+
+    @classmethod
+    def of(cls, stack: str, report: PauseReport, error: str | None, image_owned: str | None) -> StackPause:
+        return cls(stack=stack, changed=report.changed, unchanged=report.unchanged, foreign=report.foreign,
+                   done=report.done, held=report.held, validationHeld=report.validation_held, error=error,
+                   imageOwned=image_owned)
 
 
 class StackPauseError(_Shape):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from checks import kube as k
 from checks import soak
-from rollout import documents
+from rollout import documents, schemas
 from rollout.console import stdout
 from refusals.exits import Exit
 from promotion_train.stacks import prod_stacks_of, stack_files
@@ -25,11 +25,11 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, project_dir: Path, as_
              if s.min_soak_hours is not None}
     facts = soak.read(kube, spec)
     result = soak.readiness(stack, facts, prods, project_dir / attestation.ATTESTATION_DIR, time.time())
+    document = schemas.SoakDocument.of(result)
     if as_json:
-        documents.write(result.as_json())
+        documents.write(document)
         return Exit.OK
-    document = result.as_json()
-    when = f"; ready at {document['readyAt']}" if document["readyAt"] and not result.ready else ""
+    when = f"; ready at {document.readyAt}" if document.readyAt and not result.ready else ""
     stdout(highlight=False).print(f"{stack}: {'ready' if result.ready else 'not ready'}: {result.reason}{when}",
                                   markup=False, soft_wrap=True)
     return Exit.OK
