@@ -5,6 +5,7 @@ cluster's identity first, then one poll with every trigger the watch knows), so 
 watch would pause a stack for. :func:`observe_all` reads the clusters concurrently, one thread per stack, since
 each read waits on its API server; a cluster that cannot be read is reported as such, never as healthy.
 
+:func:`preflight_failures` is what `gpu-rollout preflight` fails on one stack, judged before the train brings it up;
 :func:`smoke_verify` is `gpu-rollout verify --smoke` on one stack (the checks of runbook section 5; only a failed
 check fails it), and :func:`soak_of` what `gpu-rollout soak` reads: when the stack's upgraded nodes finished.
 """
@@ -23,13 +24,15 @@ from checks.catalogue import CATALOGUE
 from checks.errors import ClusterError
 from checks.generations import ImageSnapshot
 from checks.identity import ClusterIdentity, Verdict
+from checks.preflight import run_preflight
 from checks.prometheus import Prometheus, for_stack
 from checks.progress import Trigger
 from checks.results import CheckResult, Status
 from checks.verify_read import gather
 from checks.watch import Snapshot, watch
 from gpu_knowledge import labels
-from fleetspec.model import DriverOwner, FleetSpec
+from fleetspec.model import Cloud, DriverOwner, FleetSpec
+from vocabulary.check_ids import CheckId
 
 STUCK_AFTER = 3600.0  # seconds in one upgrade state before a node counts as stuck (watch's default)
 
@@ -125,6 +128,16 @@ def smoke_verify(kube: k.Kube, spec: FleetSpec) -> list[CheckResult]:
     when it passes. Inconclusive checks (the soak's metrics, with no Prometheus) are the soak's verify's to judge."""
     facts = gather(kube, spec, stack_prometheus(kube, spec))
     return [r for r in CATALOGUE.run(validation.VERB, facts) if r.status == Status.FAIL]
+
+
+def preflight_failures(kube: k.Kube, spec: FleetSpec) -> list[CheckResult]:
+    """The failed checks of `gpu-rollout preflight` on the stack (owner, versions, hardware, capacity, PDBs): the
+    train brings no stack up past one. Warnings are a person's to weigh, as preflight's exit code says. A pool an
+    AKS or EKS stack creates may have no node yet (its `up` makes it): that one failure is the `up`'s to cure, and
+    another cluster is still refused by the identity check, which raises."""
+    creates_pools = spec.cluster.cloud != Cloud.EXISTING
+    return [r for r in run_preflight(kube, spec) if r.status == Status.FAIL
+            and not (creates_pools and r.id == CheckId.POOL_MEMBERSHIP)]
 
 
 def soak_of(kube: k.Kube, spec: FleetSpec) -> soak.SoakFacts:

@@ -508,7 +508,7 @@ def _step(project: FleetProject, backend: Backend, clusters: Clusters, lease: Tr
         code = _halt_train(project, clusters, lease, found, worlds, out)
     else:
         out.ownPauses = _own_pauses(project, clusters, found)
-        code = _ups(project, backend, found, worlds, renewer, packs, only_stage, out)
+        code = _ups(project, backend, clusters, found, worlds, renewer, packs, only_stage, out)
     if as_json:
         documents.write(out)
     else:
@@ -545,8 +545,22 @@ def _own_pauses(project: FleetProject, clusters: Clusters,
     return [d.document() for d in done]
 
 
-def _ups(project: FleetProject, backend: Backend, found: train.Train, worlds: Mapping[str, train.StackWorld],
-         renewer: Renewer, packs: Packs, only_stage: Stage | None, out: schemas.FleetAdvanceDocument) -> Exit:
+def _preflight_holds(project: FleetProject, clusters: Clusters, stack: str) -> str | None:
+    """Why preflight holds ``stack`` back from its `up` (its failed checks, or a cluster it could not read: missing
+    evidence is no pass), or None: the live checks gate the train, not only a person who remembers to run them."""
+    spec = project.specs[stack]
+    try:
+        failed = live.preflight_failures(clusters.connect(stack, spec), spec)
+    except ClusterError as error:  # another cluster than the stack's, an unusable kubeconfig, an API error
+        return f"preflight could not judge its cluster: {error}"
+    if failed:
+        return "preflight failed: " + "; ".join(f"{r.id} {r.subject}: {r.message}" for r in failed)
+    return None
+
+
+def _ups(project: FleetProject, backend: Backend, clusters: Clusters, found: train.Train,
+         worlds: Mapping[str, train.StackWorld], renewer: Renewer, packs: Packs, only_stage: Stage | None,
+         out: schemas.FleetAdvanceDocument) -> Exit:
     chosen, withheld = _by_stage(project, found.ups, only_stage)
     out.withheld = withheld
     for name in withheld:
@@ -557,6 +571,10 @@ def _ups(project: FleetProject, backend: Backend, found: train.Train, worlds: Ma
         found_pack = packs.for_stack(project, worlds[name])
         if isinstance(found_pack, str):
             missing.append(f"{name}: not brought up: {found_pack}")
+            continue
+        held_back = _preflight_holds(project, clusters, name)
+        if held_back is not None:
+            missing.append(f"{name}: not brought up: {held_back}")
             continue
         wave = project.fleet.wave_of(name).name
         requests.append(UpRequest(name, found_pack[0], found_pack[1], UP_MESSAGE.format(wave=wave)))

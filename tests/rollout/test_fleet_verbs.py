@@ -427,3 +427,18 @@ def test_an_image_owned_stack_cannot_be_paused_its_flight_is_reported(tmp_path: 
         backend = Backend(repo)
         code = fleet.advance(project, backend, reach, yes=True, packs=fleet.Packs(), only_stage=None, as_json=True)
         assert code == Exit.FAILED and backend.ups == []
+
+
+def test_a_stack_preflight_fails_on_is_not_brought_up(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    """The train runs preflight's verdict before each `up`: a canary whose nodes show another GPU than its pools
+    declare stays down, saying why, and the step fails; fixed, the next step brings it up."""
+    fake = world.fakes[CANARY]
+    node = next(n for n in fake.objects("nodes") if labels.GPU_PRODUCT in n["metadata"].get("labels", {}))
+    declared = node["metadata"]["labels"][labels.GPU_PRODUCT]
+    fake.update("nodes", node["metadata"]["name"], {"metadata": {"labels": {labels.GPU_PRODUCT: "NVIDIA-A100-SXM4-80GB"}}})
+    code, doc, err = world.advance(capsys)
+    assert code == Exit.FAILED and world.backend.ups == [] and doc["ups"] == []
+    assert f"{CANARY}: not brought up: preflight failed: pool-hardware" in err
+    fake.update("nodes", node["metadata"]["name"], {"metadata": {"labels": {labels.GPU_PRODUCT: declared}}})
+    code, _, _ = world.advance(capsys)
+    assert code == Exit.OK and world.backend.upped() == [CANARY]
