@@ -52,7 +52,8 @@ RETIRED = "retired"
 # The keys of the timeline.
 WAVES_RELEASED = "wavesReleased"  # wave (as a string) -> when a deployment first released it
 GENERATIONS_DEPLOYED = "generationsDeployed"  # pool -> generation id (as a string) -> when first deployed
-DRIVERS_RUN = "driversRun"  # pool -> the drivers deployments applied to it, this one's included, oldest first
+DRIVERS_RUN = "driversRun"  # pool -> the drivers deployments released it to through the gate, oldest first (never a
+# config pin: docs/validation.md, What "ran" means)
 DRIVERS_REMEMBERED = 8  # per pool: enough for any rollback, bounded however long the stack lives
 
 
@@ -80,8 +81,9 @@ class Timeline:
 
     waves_released: Mapping[int, datetime] = field(default_factory=dict)
     generations_deployed: Mapping[str, Mapping[int, datetime]] = field(default_factory=dict)
-    # Per pool, the drivers deployments applied to it up to the one these outputs are of, oldest first: moving a
-    # pool back to one of them is a rollback, not a promotion.
+    # Per pool, the drivers deployments released it to up to the one these outputs are of (the prod gate admitted
+    # each: by an attestation, or as one the pool ran before), oldest first: moving a pool back to one of them is a
+    # rollback, not a promotion. A held pool's pin (previousVersion) and promotion.runningToday never add one.
     drivers_run: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def as_output(self) -> dict[str, Any]:
