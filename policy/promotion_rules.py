@@ -20,8 +20,9 @@ redeployment, a rollback: what would block it is advice), even where other pools
 binds a kind of GPU; a held pool's pin unless the pool ran it, so on a stack's first deployment (nothing
 recorded) a held pool's pin (``driver.previousVersion``) is a promotion like any new driver. Only
 ``promotion.runningToday``, a declaration with its reason that the fleet runs a driver today, admits that driver
-without an attestation, as advice naming it: as a held pool's pin, and as the driver a pool that moved away
-through the gate is rolled back to; never as a driver a pool is released onto for the first time. `gpu-rollout
+without an attestation, as advice naming it: as a held pool's pin, and as the driver a pool goes back to that a
+deployment held on it (the ``timeline`` output's ``heldOnDeclared``) and a later one moved away through the gate (a
+rollback); never as a driver a pool is released onto for the first time, nor for a pool never held on it. `gpu-rollout
 preflight` fails when a pool's nodes run another driver than declared.
 
 The rule also refuses trusting the example key (``engine_contracts.attestation.EXAMPLE_KEY_ID``, whose private half is in
@@ -116,12 +117,14 @@ def _judge(pool: facts.Pool, driver: str, last: rf.PreviousDeployment,
     "Ran" is per pool, since the attestation binds a kind of GPU: a driver other pools run is still a promotion of
     this one (wave 2 onto what wave 1 runs). A held pool's pin is judged like any driver: on a first deployment
     nothing records what the pool runs, so only ``promotion.runningToday`` admits it without an attestation; the
-    declaration also admits a rollback of a pool that moved away through the gate, never a release onto it."""
+    declaration also admits a pool going back to it that a deployment held on it (``heldOnDeclared``) and a later
+    one moved away through the gate (a rollback), never a release onto it."""
     ran = last.pool_drivers.get(pool.name, frozenset())
     if driver in ran:
         return None if pool.facts.held else _Judged.RAN
-    if declared is not None and _declares(declared, driver) and (pool.facts.held or ran):
-        return _Judged.DECLARED
+    if declared is not None and _declares(declared, driver) and (pool.facts.held or (
+            ran and last.timeline.held_on_declared.get(pool.name) == declared.driver)):
+        return _Judged.DECLARED  # held on it, or back to it after a deployment held the pool on it and one moved it
     if pool.facts.held and last.deployed and pool.name not in last.pools and driver in last.drivers_ran:
         return _Judged.RAN  # a pool new to the stack, held on a driver the fleet's pools ran
     return _Judged.PROMOTION

@@ -448,7 +448,23 @@ def timeline(spec: FleetSpec, last: rf.StackOutputs, now: datetime | None) -> rf
                 times[gen.id] = now
         if times:
             generations[pool.name] = times
-    return rf.Timeline(waves, generations, drivers_run(spec, last))
+    return rf.Timeline(waves, generations, drivers_run(spec, last), held_on_declared(spec, last))
+
+
+def held_on_declared(spec: FleetSpec, last: rf.StackOutputs) -> dict[str, str]:
+    """Per pool, the driver ``promotion.runningToday`` declares where this deployment or an earlier one held the
+    pool pinned to it (``rf.Timeline.held_on_declared``): not a run, the driver the pool ran before the stack, which
+    it may go back to after moving away through the gate. Forgotten once the declaration names another driver or
+    none."""
+    declared = spec.promotion.runningToday.driver if spec.promotion and spec.promotion.runningToday else None
+    if declared is None:
+        return {}
+    out: dict[str, str] = {}
+    for pool in spec.nodePools:
+        target = spec.pool_target(pool)
+        if last.timeline.held_on_declared.get(pool.name) == declared or (target.held and target.driver == declared):
+            out[pool.name] = declared
+    return out
 
 
 def drivers_run(spec: FleetSpec, last: rf.StackOutputs) -> dict[str, tuple[str, ...]]:

@@ -113,5 +113,7 @@ def test_running_today_lets_the_first_deployment_up_and_records_no_run(steps: di
 
 def test_releasing_the_pool_onto_the_declared_driver_is_still_refused(steps: dict) -> None:
     result = steps["released onto X"]
-    _refused(result, f"driver {X} (pools {HELD}; hopper): no attestation attestations/existing-canary/{X}.json")
+    # first-l40s-serving went to 580.173.02 on the first deployment, never held on X: a promotion as well.
+    _refused(result, f"driver {X} (pools {HELD}, first-l40s-serving; ada, hopper): no attestation "
+                     f"attestations/existing-canary/{X}.json")
     assert f"each of these pools ran {X} before" not in result.stdout, result.describe()

@@ -95,12 +95,35 @@ def test_releasing_a_pool_onto_the_declared_driver_still_needs_an_attestation(ca
     _, deployed = judged(first, canary_outputs)
     gate, _ = judged(released_a100(first), canary_outputs, deployed)
     messages = refused(gate)
-    assert any(m.startswith(f"driver {UNATTESTED} (pools gpua100; ampere): no attestation") for m in messages), messages
+    # gput4 was released to the attested 580.173.02 on the first deployment, never held on the declared driver:
+    # moving it there is a promotion too. Only the still-held gpuh100 is admitted on the declaration.
+    assert any(m.startswith(f"driver {UNATTESTED} (pools gpua100, gput4; ampere, turing): no attestation")
+               for m in messages), messages
     assert not any("ran 595.91.07 before" in v.message for v in gate)
-    # gput4 went from the declared driver to the attested 580.173.02 through the gate: going back to the declared
-    # driver is a rollback to what the fleet ran before the stack, admitted as advice naming the declaration.
-    (back,) = [v.message for v in gate if "promotion.runningToday" in v.message]
-    assert back.startswith(f"driver {UNATTESTED} (pools gpuh100, gput4): admitted without an attestation")  # gpuh100: held
+    (held,) = [v.message for v in gate if "promotion.runningToday" in v.message]
+    assert held.startswith(f"driver {UNATTESTED} (pools gpuh100): admitted without an attestation")
+
+
+def test_a_declaration_admits_going_back_only_for_a_pool_held_on_it(canary_outputs: dict[str, Any]) -> None:
+    """Declaring a driver and releasing every pool elsewhere must not make the declared driver a free rollback:
+    the way back is admitted only for a pool a deployment held on the declared driver (timeline heldOnDeclared)
+    before one moved it away through the gate."""
+    everything_held = change(stack_config("prod"), "nodePools", lambda pools: [p["rollout"].update(released=False)
+                                                                                for p in pools])
+    _, held = judged(everything_held, canary_outputs)
+    assert held[rf.TIMELINE][rf.HELD_ON_DECLARED] == {p: "570.195.03" for p in ("gpua100", "gpuh100", "gput4")}
+    assert held[rf.TIMELINE]["driversRun"] == {"gpua100": [], "gpuh100": [], "gput4": []}
+    _, released = judged(stack_config("prod"), canary_outputs, held)  # gput4 moves to 580.173.02
+    back = change(stack_config("prod"), "driver", lambda d: d.update(version="570.195.03"))
+    gate, _ = judged(back, canary_outputs, released)
+    assert refused(gate) == []
+    assert any(v.message.startswith("driver 570.195.03 (pools gpua100, gpuh100, gput4): admitted without")
+               for v in gate)
+    # The same way back from a first deployment that released gput4 at once: gput4 was never held on 570.195.03.
+    _, at_once = judged(stack_config("prod"), canary_outputs)
+    assert "gput4" not in at_once[rf.TIMELINE][rf.HELD_ON_DECLARED]
+    gate, _ = judged(back, canary_outputs, at_once)
+    assert any(m.startswith("driver 570.195.03 (pools gput4; turing)") for m in refused(gate)), refused(gate)
 
 
 def test_deleting_and_recreating_the_stack_changes_nothing(canary_outputs: dict[str, Any]) -> None:
