@@ -1,5 +1,5 @@
 """Who owns the driver (runbook section 1, first half): cluster-policy, driver-owner, per-pool-mode,
-two-driver-owners, driver-versions, node-image.
+two-driver-owners, driver-versions, running-today, node-image.
 
 Which of the GPU Operator (ClusterPolicy or per-pool NVIDIADrivers), a host-installed driver or the node
 image drives each node, against what the stack declares, and which driver each node runs now.
@@ -18,7 +18,7 @@ from gpu_knowledge import labels
 from renderers import manifests
 from fleetspec.model import Cloud, ClusterPolicyMode, DriverOwner, FleetSpec, Stage
 from fleetspec.pools import Generation
-from gpu_knowledge.versions import parse_chart
+from gpu_knowledge.versions import is_branch_only, parse_chart
 from vocabulary.check_ids import CheckId
 
 
@@ -234,6 +234,49 @@ def check_driver_versions(inv: Inventory) -> list[Finding]:
             results.append(warned(pool, f"{text or 'no version'}{missing}"))
         else:
             results.append(passed(pool, text))
+    return results
+
+
+def _runs(declared: str, reported: str) -> bool:
+    """Whether a node reporting ``reported`` runs the declared driver (a branch alone, with precompiled drivers,
+    declares every release of that branch)."""
+    return reported == declared or (is_branch_only(declared) and reported.split(".")[0] == declared)
+
+
+@check(CheckId.RUNNING_TODAY, OWNERSHIP)
+def check_running_today(inv: Inventory) -> list[Finding]:
+    """promotion.runningToday against the nodes: each node of a held pool pinned to the declared driver must run
+    it (GFD labels). The prod gate admits those pins on that declaration alone (docs/validation.md, What "ran"
+    means), so a node on another driver fails, naming the nodes, the declared and the seen drivers."""
+    spec = inv.spec
+    declared = spec.promotion.runningToday if spec.promotion is not None else None
+    if declared is None:
+        return [passed("stack", "no promotion.runningToday declared: the gate admits no held pool's pin on a "
+                                "declaration")]
+    pinned = [p for p in spec.nodePools
+              if spec.pool_held(p) and (t := spec.pool_target(p).driver) is not None and _runs(declared.driver, t)]
+    if not pinned:
+        return [passed("stack", f"no held pool is pinned to the declared {declared.driver}: nothing to compare")]
+    results = []
+    for pool in pinned:
+        nodes = inv.nodes_of_pool(pool.name)
+        if not nodes:
+            results.append(warned(pool.name, f"no node of the pool to compare with the declared {declared.driver}"))
+            continue
+        other = [f"{name_of(n)} ({seen})" for n in nodes
+                 if (seen := node_driver_version(n)) is not None and not _runs(declared.driver, seen)]
+        unlabelled = [name_of(n) for n in nodes if node_driver_version(n) is None]
+        if other:
+            results.append(failed(pool.name, f"promotion.runningToday declares {declared.driver}, but {len(other)} "
+                                  f"node(s) run another driver: {few(other, 3)}; the gate admits this held pool's "
+                                  "pin on that declaration alone: correct the declaration (and driver.previousVersion) "
+                                  "to what the nodes run, or find out who changed them"))
+        elif unlabelled:
+            results.append(warned(pool.name, f"{len(nodes) - len(unlabelled)} node(s) run the declared "
+                                  f"{declared.driver}; {len(unlabelled)} without GFD driver labels (run nvidia-smi "
+                                  f"there): {few(unlabelled)}"))
+        else:
+            results.append(passed(pool.name, f"{len(nodes)} node(s) run the declared {declared.driver}"))
     return results
 
 

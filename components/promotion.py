@@ -110,6 +110,8 @@ class CanaryGate(pulumi.ComponentResource):
                 attested_drivers(args.attestation_dir, promotion.canaryStack),
                 attestation_texts(args.attestation_dir, promotion.canaryStack, set(args.drivers)),
                 {pool: rf.WaiverFacts(frozenset(w.accept), w.reason) for pool, w in promotion.waivers.items()},
+                rf.RunningTodayFacts(promotion.runningToday.driver, promotion.runningToday.reason)
+                if promotion.runningToday is not None else None,
             ),
             opts=child_options(self, opts),
         )

@@ -560,6 +560,30 @@ class Waiver(SpecModel):
         return value
 
 
+class RunningToday(SpecModel):
+    """A declaration that the fleet's pools run a driver today, before this stack ever deployed: what the prod gate
+    cannot see on a first deployment (docs/validation.md, What "ran" means)."""
+
+    driver: DriverVersion = Field(
+        description="The driver the pools' nodes run today, as they report it (an exact release; with "
+        "`gpuOperator.usePrecompiled` a branch too, matching pins of that branch), normally `driver.previousVersion`, "
+        "what held pools stay pinned to. Only a prod stack takes it. The prod gate "
+        "admits a held pool pinned to it without an attestation (advice naming this declaration), and a pool rolled "
+        "back to it; it admits no pool released onto it, and it never counts as a driver a pool ran "
+        "(`timeline.driversRun`). `gpu-rollout preflight` fails when a pool's nodes run another driver.",
+        examples=["570.195.03"])
+    reason: str = Field(
+        description="How the team knows: who checked the nodes, when, and where it is recorded (a change ticket).",
+        examples=["Every GPU node runs 570.195.03 (nvidia-smi and GFD labels, CHG-4700)."])
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("a declaration needs its reason: say how the team knows the nodes run this driver")
+        return value
+
+
 class Promotion(SpecModel):
     """Which canary stack gates this one: the prod gate, policy ``canary-attested`` (docs/policies.md). A prod stack
     without it fails that policy."""
@@ -596,6 +620,14 @@ class Promotion(SpecModel):
         "of the pool).",
         examples=[{"l40s-serving": {"accept": ["gpus-per-node"], "reason": "No spare 4-GPU L40S node for the "
                                     "canary; l40s-serving is released alone in wave 1 (CHG-4711)."}}],
+    )
+    runningToday: RunningToday | None = Field(
+        None,
+        description="The driver the fleet runs today, declared with its reason. On a stack's first deployment nothing "
+        "recorded says what a held pool runs, so its pin (`driver.previousVersion`) is judged as a promotion and needs "
+        "the canary's attestation like any new driver, unless this declares it; `gpu-rollout preflight` then fails "
+        "when a pool's nodes (their GFD driver labels) run another driver. A declaration is never a run: it admits a "
+        "held pool's pin and a rollback to it, not a pool released onto it.",
     )
 
 
@@ -653,6 +685,18 @@ class FleetSpec(SpecModel):
         for name in self.promotion.waivers:
             if name not in pools:
                 raise at(("promotion", "waivers", name), f"names no pool of this stack ({', '.join(sorted(pools))})")
+        declared = self.promotion.runningToday
+        if declared is None:
+            return
+        key = ("promotion", "runningToday", "driver")
+        precompiled = self.driver.owner == DriverOwner.OPERATOR and self.gpuOperator.usePrecompiled
+        if self.stage != Stage.PROD:
+            raise at(("promotion", "runningToday"), f"only a prod stack's gate reads it; this stack's stage is "
+                     f"'{self.stage.value}' (a canary's driver is judged by the canary itself)")
+        if is_branch_only(declared.driver) and not precompiled:
+            raise at(key, f"'{declared.driver}' is a branch, not a release: declare the exact driver the nodes "
+                     "report (their GFD driver labels, nvidia-smi), such as 570.195.03 (a branch only with "
+                     "gpuOperator.usePrecompiled, whose pins are branches)")
 
     def _check_validation(self) -> None:
         if self.validation is None:

@@ -103,6 +103,18 @@ def nvidiadriver_selectors_disjoint(stack: StackFacts) -> Iterator[Finding]:
             )
 
 
+def _fleet_ran(stack: StackFacts) -> frozenset[str]:
+    """The drivers a rollback may go back to: those the pools ran as of the last deployment (``driversRun``) and,
+    once the stack has deployed, the driver ``promotion.runningToday`` declares the fleet ran before it (the way
+    back to it is a rollback; on a first deployment nothing is rolled back)."""
+    ran = stack.previous.drivers_ran
+    if not stack.previous.deployed:
+        return ran
+    records = [r for r in stack.resources if r.type == rf.CONFIG_MAP and rf.is_promotion_record(r.props)]
+    declared = rf.read_promotion(records[0].props).running_today if records else None
+    return ran | {declared.driver} if declared is not None else ran
+
+
 def _unless_ran(findings: Iterator[Finding], version: str, ran: frozenset[str]) -> Iterator[Finding]:
     """A driver the fleet already ran (a rollback target) is not blocked by a rule it broke all along:
     its violations become advice that says so; on any other driver they stay what they are."""
@@ -136,7 +148,7 @@ def cuda_driver_compatible(stack: StackFacts) -> Iterator[Finding]:
             if not versions:
                 yield advice(f"model {model.name}: no driver version is visible for pool {pool_name}", res)
             for version, _source in versions:
-                yield from _unless_ran(_cuda_on_driver(model, pool_name, version), version, stack.previous.drivers_ran)
+                yield from _unless_ran(_cuda_on_driver(model, pool_name, version), version, _fleet_ran(stack))
 
 
 def _cuda_on_driver(model: facts.ModelBudget, pool_name: str, version: str) -> Iterator[Finding]:
@@ -194,7 +206,7 @@ def gpu_supported_by_driver(stack: StackFacts) -> Iterator[Finding]:
             answer = compat.supports(version, product)
             if answer.no:
                 found = Finding(f"pool {pool.name} (driver {version} from {source.name}): {answer.reason}", res)
-                yield from _unless_ran(iter([found]), version, stack.previous.drivers_ran)
+                yield from _unless_ran(iter([found]), version, _fleet_ran(stack))
             elif answer.unknown:
                 yield advice(f"pool {pool.name}: {answer.reason}", res)
 
@@ -211,7 +223,7 @@ def operator_supports_driver(stack: StackFacts) -> Iterator[Finding]:
     for a rollback to a driver the fleet ran."""
     for driver in stack.drivers:
         if driver.facts.version:
-            yield from _unless_ran(_operator_lists(driver), driver.facts.version, stack.previous.drivers_ran)
+            yield from _unless_ran(_operator_lists(driver), driver.facts.version, _fleet_ran(stack))
 
 
 def _operator_lists(driver: facts.OperatorDriver) -> Iterator[Finding]:

@@ -13,12 +13,17 @@ stack's waivers (``components/promotion.py``, ``engine_contracts.resource_facts.
   during the soak, and the canary ran the operator release prod runs. Each difference is named; one that
   ``promotion.waivers.<pool>`` accepts is advice, with the waiver's reason.
 
-What is a promotion comes from what the last deployment applied to the pools (its ``pools`` output, never a
-config field, and recorded per pool across deployments in the ``timeline`` output's ``driversRun``): a pool's
-driver unless that pool ran it before (a redeployment, a rollback: what would block it is advice), even where
-other pools run it, since an attestation binds a kind of GPU; a held pool's pin when the pool ran another
-driver (a change of ``driver.previousVersion`` moves the pool). On a stack's first deployment a held pool's pin is taken as what it
-runs: nothing records otherwise.
+What is a promotion comes from what the pools ran, as the deployments recorded it per pool in the ``timeline``
+output's ``driversRun`` (each driver a deployment released the pool to through this gate; never a config field,
+never a held pool's pin: docs/validation.md, What "ran" means): a pool's driver unless that pool ran it before (a
+redeployment, a rollback: what would block it is advice), even where other pools run it, since an attestation
+binds a kind of GPU; a held pool's pin unless the pool ran it, so on a stack's first deployment (nothing
+recorded) a held pool's pin (``driver.previousVersion``) is a promotion like any new driver. Only
+``promotion.runningToday``, a declaration with its reason that the fleet runs a driver today, admits that driver
+without an attestation, as advice naming it: as a held pool's pin, and as the driver a pool goes back to that a
+deployment held on it (the ``timeline`` output's ``heldOnDeclared``) and a later one moved away through the gate (a
+rollback); never as a driver a pool is released onto for the first time, nor for a pool never held on it. `gpu-rollout
+preflight` fails when a pool's nodes run another driver than declared.
 
 The rule also refuses trusting the example key (``engine_contracts.attestation.EXAMPLE_KEY_ID``, whose private half is in
 this repository's tests) outside the example fleets, and says on them how to make a key of one's own.
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from policy import facts
@@ -36,6 +42,7 @@ from policy.findings import Finding, advice
 from policy.metadata import PolicyConfig, Severity, stack_policy
 from engine_contracts import attestation
 from gpu_knowledge import compat, labels
+from gpu_knowledge.versions import is_branch_only
 from fleetspec import stacks
 from engine_contracts import resource_facts as rf
 from fleetspec.base import Stage
@@ -58,13 +65,23 @@ def read_settings(entry: Mapping[str, Any]) -> GateSettings:
 SETTINGS = PolicyConfig(properties={TRUSTED_KEYS: attestation.TRUSTED_KEYS_SCHEMA}, read=read_settings)
 
 
+class _Judged(Enum):
+    """How the gate takes a driver a pool moves to or is pinned to."""
+
+    PROMOTION = "promotion"  # a new driver for the pool: an attestation must admit it
+    RAN = "ran"  # the pool (or, for a pool new to the stack, the fleet) ran it: what would block it is advice
+    DECLARED = "declared"  # promotion.runningToday declares the fleet runs it: advice naming the declaration
+
+
+_ORDER = (_Judged.RAN, _Judged.PROMOTION, _Judged.DECLARED)  # the order a driver's findings are given in
+
+
 @dataclass
 class _Target:
-    """A driver pools move to, with those pools; ``promotion`` False: each of them ran it before (what blocks is
-    advice)."""
+    """A driver pools move to, with those pools and how the gate takes it."""
 
     driver: str
-    promotion: bool
+    judged: _Judged
     pools: list[facts.Pool] = field(default_factory=list)
     architectures: set[str] = field(default_factory=set)
 
@@ -84,30 +101,48 @@ def _target_drivers(pool: facts.Pool, stack: StackFacts) -> set[str]:
     return found
 
 
-def _is_promotion(pool: facts.Pool, driver: str, last: rf.PreviousDeployment) -> bool | None:
-    """Whether the pool's taking ``driver`` is a promotion: True; False (the pool ran it before, a rollback or
-    a redeployment: advice); or None (a held pool that stays on what it runs, or one on a first deployment: not
-    judged). "Ran" is per pool, since the attestation binds a kind of GPU: a driver other pools run is still a
-    promotion of this one (wave 2 onto what wave 1 runs)."""
-    ran = last.pool_drivers.get(pool.name)
-    if pool.facts.held:
-        if not last.deployed:
-            return None
-        if ran is None:  # a pool the last deployment did not have, held on the fleet's old driver
-            return driver not in last.drivers_ran
-        return None if driver in ran else True
-    return ran is None or driver not in ran
+def _declares(declared: rf.RunningTodayFacts, driver: str) -> bool:
+    """Whether the declaration names ``driver``: the same release, or the same branch where either is a branch
+    alone (precompiled pins are branches; the nodes report releases)."""
+    if declared.driver == driver:
+        return True
+    if is_branch_only(declared.driver) or is_branch_only(driver):
+        return declared.driver.split(".")[0] == driver.split(".")[0]
+    return False
 
 
-def _targets(stack: StackFacts) -> tuple[dict[tuple[str, bool], _Target], list[Finding]]:
-    """The drivers pools move to, by driver and whether it is a promotion; and the pools whose GPU
-    architecture cannot be told."""
-    targets: dict[tuple[str, bool], _Target] = {}
+def _judge(pool: facts.Pool, driver: str, last: rf.PreviousDeployment,
+           declared: rf.RunningTodayFacts | None) -> _Judged | None:
+    """How the pool's taking ``driver`` is judged; None: a held pool that stays on a driver it ran (not judged).
+    "Ran" is per pool, since the attestation binds a kind of GPU: a driver other pools run is still a promotion of
+    this one (wave 2 onto what wave 1 runs). A held pool's pin is judged like any driver: on a first deployment
+    nothing records what the pool runs, so only ``promotion.runningToday`` admits it without an attestation; the
+    declaration also admits a pool going back to it that a deployment held on it (``heldOnDeclared``) and a later
+    one moved away through the gate (a rollback), never a release onto it."""
+    ran = last.pool_drivers.get(pool.name, frozenset())
+    if driver in ran:
+        return None if pool.facts.held else _Judged.RAN
+    if declared is not None and _declares(declared, driver) and (pool.facts.held or (
+            ran and last.timeline.held_on_declared.get(pool.name) == declared.driver)):
+        return _Judged.DECLARED  # held on it, or back to it after a deployment held the pool on it and one moved it
+    if pool.facts.held and last.deployed and pool.name not in last.pools and driver in last.drivers_ran:
+        return _Judged.RAN  # a pool new to the stack, held on a driver the fleet's pools ran
+    return _Judged.PROMOTION
+
+
+def _targets(stack: StackFacts, declared: rf.RunningTodayFacts | None
+             ) -> tuple[dict[tuple[str, _Judged], _Target], list[Finding]]:
+    """The drivers pools move to, by driver and how each is judged; and the pools whose GPU architecture cannot be
+    told where an attestation must cover it."""
+    targets: dict[tuple[str, _Judged], _Target] = {}
     problems: list[Finding] = []
     for pool in stack.pools.values():
         if not pool.resources:
             continue
-        judged = {d: p for d in _target_drivers(pool, stack) if (p := _is_promotion(pool, d, stack.previous)) is not None}
+        judged = {d: j for d in _target_drivers(pool, stack) if (j := _judge(pool, d, stack.previous, declared)) is not None}
+        for version in [d for d, j in judged.items() if j is _Judged.DECLARED]:
+            targets.setdefault((version, _Judged.DECLARED), _Target(version, _Judged.DECLARED)).pools.append(pool)
+            del judged[version]
         if not judged:
             continue
         res = pool.resources[0]
@@ -124,8 +159,8 @@ def _targets(stack: StackFacts) -> tuple[dict[tuple[str, bool], _Target], list[F
                 "know (add it to gpu_knowledge/compat_data.py)", res,
             ))
             continue
-        for version, promotion in judged.items():
-            target = targets.setdefault((version, promotion), _Target(version, promotion))
+        for version, how in judged.items():
+            target = targets.setdefault((version, how), _Target(version, how))
             target.pools.append(pool)
             target.architectures.add(answer.value)
     return targets, problems
@@ -297,7 +332,8 @@ def _trusted_example_key(stack: StackFacts, settings: GateSettings) -> Iterator[
     "attestations/<canary>/<driver>.json, and commit that file with the prod change; never edit an attestation by "
     "hand. Give the canary a pool like each prod pool, or accept a difference in promotion.waivers with its reason.",
     config=SETTINGS,
-    config_keys=("driver.version", "promotion.canaryStack", "promotion.waivers"),
+    config_keys=("driver.version", "driver.previousVersion", "promotion.canaryStack", "promotion.waivers",
+                 "promotion.runningToday"),
 )
 def canary_attested(stack: StackFacts, settings: GateSettings = GateSettings()) -> Iterator[Finding]:
     """Every promoted driver of a prod pool is admitted by a canary attestation (the module docstring)."""
@@ -307,12 +343,22 @@ def canary_attested(stack: StackFacts, settings: GateSettings = GateSettings()) 
     if stack.stage is not Stage.PROD:
         return
     yield from _trusted_example_key(stack, settings)
-    targets, problems = _targets(stack)
-    yield from problems
     records = [r for r in stack.resources if r.type == rf.CONFIG_MAP and rf.is_promotion_record(r.props)]
     gate = rf.read_promotion(records[0].props) if records else None
+    targets, problems = _targets(stack, gate.running_today if gate is not None else None)
+    yield from problems
     operator = next((r.facts.operator_version for r in stack.identities if r.facts.operator_version), None)
-    for (driver, promotion), target in sorted(targets.items()):
+    for (driver, how), target in sorted(targets.items(), key=lambda item: (item[0][0], _ORDER.index(item[0][1]))):
+        if how is _Judged.DECLARED and gate is not None and gate.running_today is not None:
+            names = ", ".join(sorted(p.name for p in target.pools))
+            yield advice(
+                f"driver {driver} (pools {names}): admitted without an attestation by promotion.runningToday, which "
+                f"declares the fleet runs {driver} today ({gate.running_today.reason}); `gpu-rollout preflight` "
+                f"fails if a pool's nodes run another driver. A declaration is no run: releasing a pool onto {driver} "
+                "still needs the canary's attestation",
+                records[0],
+            )
+            continue
         if gate is None:
             reasons = ["this prod stack has no promotion record: set promotion.canaryStack and promotion.minSoakHours"]
             notes: list[str] = []
@@ -322,7 +368,7 @@ def canary_attested(stack: StackFacts, settings: GateSettings = GateSettings()) 
             resource = records[0]
         for reason in reasons:
             message = f"{target.where()}: {reason}"
-            if promotion:
+            if how is _Judged.PROMOTION:
                 yield Finding(message, resource)
             else:
                 yield advice(
@@ -332,8 +378,12 @@ def canary_attested(stack: StackFacts, settings: GateSettings = GateSettings()) 
                 )
         for note in notes:
             yield advice(f"driver {driver}: {note}", resource)
+    if gate is not None and gate.running_today is not None and not any(
+            how is _Judged.DECLARED for _driver, how in targets):
+        yield advice(f"promotion.runningToday (driver {gate.running_today.driver}) admits nothing in this change: no "
+                     "held pool is pinned to it and no pool goes back to it; remove the declaration", records[0])
     if gate is not None:
-        used = {p.name for t in targets.values() for p in t.pools}
+        used = {p.name for t in targets.values() if t.judged is not _Judged.DECLARED for p in t.pools}
         for pool, waiver in sorted(gate.waivers.items()):
             if pool not in used:
                 yield advice(f"promotion.waivers.{pool} (accepts {', '.join(sorted(waiver.accept))}: {waiver.reason}) "

@@ -448,28 +448,47 @@ def timeline(spec: FleetSpec, last: rf.StackOutputs, now: datetime | None) -> rf
                 times[gen.id] = now
         if times:
             generations[pool.name] = times
-    return rf.Timeline(waves, generations, drivers_run(spec, last))
+    return rf.Timeline(waves, generations, drivers_run(spec, last), held_on_declared(spec, last))
+
+
+def held_on_declared(spec: FleetSpec, last: rf.StackOutputs) -> dict[str, str]:
+    """Per pool, the driver ``promotion.runningToday`` declares where this deployment or an earlier one held the
+    pool pinned to it (``rf.Timeline.held_on_declared``): not a run, the driver the pool ran before the stack, which
+    it may go back to after moving away through the gate. Forgotten once the declaration names another driver or
+    none."""
+    declared = spec.promotion.runningToday.driver if spec.promotion and spec.promotion.runningToday else None
+    if declared is None:
+        return {}
+    out: dict[str, str] = {}
+    for pool in spec.nodePools:
+        target = spec.pool_target(pool)
+        if last.timeline.held_on_declared.get(pool.name) == declared or (target.held and target.driver == declared):
+            out[pool.name] = declared
+    return out
 
 
 def drivers_run(spec: FleetSpec, last: rf.StackOutputs) -> dict[str, tuple[str, ...]]:
-    """Per pool, the drivers deployments applied to it that still count as run: what the last deployment
-    recorded, what it ran itself (its pool summary, for a last deployment made before this record existed),
-    then what this one applies (the pool's target, its live generations'); the most recent
-    ``rf.DRIVERS_REMEMBERED`` kept, each driver at its latest place. A pool moved back to a driver it ran is a
-    rollback, and the driver it leaves is forgotten: it was rolled back from, so taking it again is a promotion
-    that its attestation judges again. A redeployment records the same again. Not a time: a preview states it."""
+    """Per pool, the drivers it ran that still count (docs/validation.md, What "ran" means): what the last
+    deployment recorded, then the driver this deployment releases the pool to (a released pool's target, which the
+    prod gate judged: admitted by an attestation, or one the pool ran before); the most recent
+    ``rf.DRIVERS_REMEMBERED`` kept, each driver at its latest place. A held pool's pin, an older live generation's
+    driver and ``promotion.runningToday`` are config, so they never add one: a held pool keeps only what it ran
+    (a first deployment's held pools ran nothing recorded). A last deployment made before this record existed
+    counts what it released each pool to (its pool summary). A pool moved back to a driver it ran is a rollback,
+    and the driver it leaves is forgotten: it was rolled back from, so taking it again is a promotion that its
+    attestation judges again. A redeployment records the same again. Not a time: a preview states it."""
     out: dict[str, tuple[str, ...]] = {}
     for pool in spec.nodePools:
         summary = last.pools.get(pool.name)
         ran = list(last.timeline.drivers_run.get(pool.name, ()))
-        if summary is not None:
-            ran += [d for d in (*(g.driver_version for g in summary.generations if not g.retired),
-                                summary.driver_version) if d]
-        target = spec.pool_target(pool).driver
+        if summary is not None and summary.held is False and pool.name not in last.timeline.drivers_run:
+            ran += [summary.driver_version] if summary.driver_version else []
+        target = spec.pool_target(pool)
         left = summary.driver_version if summary is not None else None
-        if target is not None and left is not None and target != left and target in ran:
+        if target.driver is not None and left is not None and target.driver != left and target.driver in ran:
             ran = [d for d in ran if d != left]  # rolled back from
-        ran += [*(g.driverVersion for g in pool.live_generations), *([target] if target else [])]
+        if not target.held and target.driver:
+            ran.append(target.driver)
         remembered: list[str] = []
         for driver in reversed(ran):  # the most recent run of each driver counts
             if driver not in remembered:

@@ -21,6 +21,7 @@ class CheckId(StrEnum):
     PER_POOL_MODE = "per-pool-mode"
     TWO_DRIVER_OWNERS = "two-driver-owners"
     DRIVER_VERSIONS = "driver-versions"
+    RUNNING_TODAY = "running-today"
     NODE_IMAGE = "node-image"
     # checks.compatibility: runbook section 1
     GPU_SUPPORTED_BY_DRIVER = "gpu-supported-by-driver"

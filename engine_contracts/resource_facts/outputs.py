@@ -52,7 +52,9 @@ RETIRED = "retired"
 # The keys of the timeline.
 WAVES_RELEASED = "wavesReleased"  # wave (as a string) -> when a deployment first released it
 GENERATIONS_DEPLOYED = "generationsDeployed"  # pool -> generation id (as a string) -> when first deployed
-DRIVERS_RUN = "driversRun"  # pool -> the drivers deployments applied to it, this one's included, oldest first
+DRIVERS_RUN = "driversRun"  # pool -> the drivers deployments released it to through the gate, oldest first (never a
+# config pin: docs/validation.md, What "ran" means)
+HELD_ON_DECLARED = "heldOnDeclared"  # pool -> the promotion.runningToday driver a deployment held it on (not a run)
 DRIVERS_REMEMBERED = 8  # per pool: enough for any rollback, bounded however long the stack lives
 
 
@@ -80,9 +82,14 @@ class Timeline:
 
     waves_released: Mapping[int, datetime] = field(default_factory=dict)
     generations_deployed: Mapping[str, Mapping[int, datetime]] = field(default_factory=dict)
-    # Per pool, the drivers deployments applied to it up to the one these outputs are of, oldest first: moving a
-    # pool back to one of them is a rollback, not a promotion.
+    # Per pool, the drivers deployments released it to up to the one these outputs are of (the prod gate admitted
+    # each: by an attestation, or as one the pool ran before), oldest first: moving a pool back to one of them is a
+    # rollback, not a promotion. A held pool's pin (previousVersion) and promotion.runningToday never add one.
     drivers_run: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Per pool, the driver promotion.runningToday declares, where a deployment held the pool pinned to it (admitted
+    # on the declaration, which preflight checks against the nodes): never a run, but the driver a pool that then
+    # moved away through the gate may go back to. Kept while the declaration names it.
+    held_on_declared: Mapping[str, str] = field(default_factory=dict)
 
     def as_output(self) -> dict[str, Any]:
         return {
@@ -92,6 +99,7 @@ class Timeline:
                 for pool, gens in sorted(self.generations_deployed.items())
             },
             DRIVERS_RUN: {pool: list(drivers) for pool, drivers in sorted(self.drivers_run.items())},
+            HELD_ON_DECLARED: dict(sorted(self.held_on_declared.items())),
         }
 
 
@@ -245,6 +253,8 @@ def read_timeline(value: Any) -> Timeline:
         drivers_run={str(pool): tuple(d for d in drivers if isinstance(d, str) and d)
                      for pool, drivers in run.items() if isinstance(drivers, (list, tuple))}
         if isinstance(run, Mapping) else {},
+        held_on_declared={str(pool): driver for pool, driver in held.items() if isinstance(driver, str) and driver}
+        if isinstance(held := value.get(HELD_ON_DECLARED), Mapping) else {},
     )
 
 

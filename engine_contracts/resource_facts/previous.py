@@ -24,10 +24,11 @@ PREVIOUS_DEPLOYMENT = "previous-deployment"  # the logical name of the StackRefe
 class PreviousDeployment:
     """What the stack's last successful deployment ran; empty before the first one.
 
-    What ran is what that deployment applied to its pools, read from its ``pools`` output: each pool's driver
-    (its NVIDIADriver pin or the cluster-wide driver, an image-owned pool's newest generation's) and the drivers
-    of its other live generations. Never a config field: ``driverVersion`` and ``previousDriverVersion`` are what
-    the config said, whether or not any pool ran them."""
+    What ran is what the deployments recorded in the ``timeline`` output's ``driversRun`` (docs/validation.md,
+    What "ran" means): per pool, each driver a deployment released it to through the prod gate. Never a config
+    field: ``driverVersion`` and ``previousDriverVersion`` are what the config said, and a held pool's pin in its
+    ``pools`` summary is ``previousVersion``, whether or not any node ran it. Only a last deployment made before
+    ``driversRun`` existed is read from its summaries, and then only a released pool's driver."""
 
     operator_version: str | None = None
     per_pool_drivers: bool | None = None
@@ -51,11 +52,17 @@ def read_previous_deployment(outputs: Any) -> PreviousDeployment:
     reads as no deployment)."""
     last = read_stack_outputs(outputs)
     pool_drivers = {}
-    for name, summary in last.pools.items():
-        ran = {summary.driver_version} | {g.driver_version for g in summary.generations if not g.retired}
-        ran |= set(last.timeline.drivers_run.get(name, ()))  # what earlier deployments applied to it
-        if ran - {None}:
-            pool_drivers[name] = frozenset(d for d in ran if d)
+    recorded = last.timeline.drivers_run
+    for name in dict.fromkeys([*last.pools, *recorded]):
+        summary = last.pools.get(name, PoolSummary())
+        if name in recorded:
+            ran = set(recorded[name])
+        elif summary.held is False and summary.driver_version:  # an older release's deployment: what it released
+            ran = {summary.driver_version}
+        else:
+            ran = set()
+        if ran:
+            pool_drivers[name] = frozenset(ran)
     return PreviousDeployment(
         operator_version=last.operator_version or None,
         per_pool_drivers=last.per_pool_drivers,

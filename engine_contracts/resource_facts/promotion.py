@@ -30,6 +30,9 @@ ATTESTATIONS = "attestations"
 # The stack's waivers (promotion.waivers), a JSON object pool -> {accept: [differences], reason}; always sent, "{}"
 # when none, for the same reason: a waiver removed must not linger in a preview.
 WAIVERS = "waivers"
+# promotion.runningToday, a JSON object {driver, reason}; always sent, "{}" when none declared (a declaration removed
+# must not linger in a preview either).
+RUNNING_TODAY = "runningToday"
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,14 @@ class WaiverFacts:
 
 
 @dataclass(frozen=True)
+class RunningTodayFacts:
+    """promotion.runningToday: the driver the team declares the fleet's pools run today, and how it knows."""
+
+    driver: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class PromotionFacts:
     canary_stack: str | None
     min_soak_hours: float | None
@@ -48,6 +59,7 @@ class PromotionFacts:
     attested: frozenset[str] = frozenset()
     attestations: Mapping[str, str] = field(default_factory=dict)  # driver -> the file's text
     waivers: Mapping[str, WaiverFacts] = field(default_factory=dict)  # prod pool -> its waiver
+    running_today: RunningTodayFacts | None = None  # the declared driver the fleet runs today, and why
 
 
 def promotion_labels() -> dict[str, str]:
@@ -70,7 +82,7 @@ def read_drivers(text: Any) -> frozenset[str] | None:
 
 def promotion_data(
     canary_stack: str, min_soak_hours: float, canary_drivers: Any, attested: Iterable[str], texts: Mapping[str, str],
-    waivers: Mapping[str, WaiverFacts] | None = None,
+    waivers: Mapping[str, WaiverFacts] | None = None, running_today: RunningTodayFacts | None = None,
 ) -> dict[str, Any]:
     """The record's data; ``canary_drivers`` may be the program's Output of ``drivers_text``."""
     declared = {pool: {"accept": sorted(w.accept), "reason": w.reason} for pool, w in (waivers or {}).items()}
@@ -81,7 +93,21 @@ def promotion_data(
         ATTESTED: drivers_text(attested),
         ATTESTATIONS: json.dumps(dict(texts), sort_keys=True, ensure_ascii=False),
         WAIVERS: json.dumps(declared, sort_keys=True, ensure_ascii=False),
+        RUNNING_TODAY: json.dumps({"driver": running_today.driver, "reason": running_today.reason}
+                                  if running_today is not None else {}, sort_keys=True, ensure_ascii=False),
     }
+
+
+def read_running_today(text: Any) -> RunningTodayFacts | None:
+    """The record's declaration; a malformed one (hand-edited) reads as none, so it admits nothing."""
+    try:
+        found = json.loads(text) if isinstance(text, str) else {}
+    except ValueError:
+        return None
+    driver, reason = (found.get("driver"), found.get("reason")) if isinstance(found, dict) else (None, None)
+    if isinstance(driver, str) and driver and isinstance(reason, str) and reason.strip():
+        return RunningTodayFacts(driver, reason)
+    return None
 
 
 def read_waivers(text: Any) -> dict[str, WaiverFacts]:
@@ -122,4 +148,5 @@ def read_promotion(props: Mapping[str, Any]) -> PromotionFacts:
         attested=read_drivers(data.get(ATTESTED)) or frozenset(),
         attestations=texts,
         waivers=read_waivers(data.get(WAIVERS)),
+        running_today=read_running_today(data.get(RUNNING_TODAY)),
     )

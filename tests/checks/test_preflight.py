@@ -35,6 +35,7 @@ PREFLIGHT = {
     "per-pool-mode": "Who owns the driver",
     "two-driver-owners": "Who owns the driver",
     "driver-versions": "Who owns the driver",
+    "running-today": "Who owns the driver",
     "node-image": "Who owns the driver",
     "gpu-supported-by-driver": "1. Compatibility checks",
     "serving-images-cuda": "1. Compatibility checks",
@@ -105,6 +106,8 @@ BREAKS: dict[str, tuple[Callable[[FakeKube], None], Status]] = {
     "two-driver-owners": (lambda f: f.update("nodes", A100, {"metadata": {"labels": {labels.DEPLOY_DRIVER:
                                                                                        "pre-installed"}}}), Status.FAIL),
     "driver-versions": (lambda f: f.update("nodes", A100, {"metadata": {"labels": {
+        "nvidia.com/cuda.driver-version.full": "575.57.08"}}}), Status.FAIL),
+    "running-today": (lambda f: f.update("nodes", A100, {"metadata": {"labels": {
         "nvidia.com/cuda.driver-version.full": "575.57.08"}}}), Status.FAIL),
     "serving-images-cuda": (lambda f: f.add(pod("new-vllm", "inference", A100, {"app": "new"}, [
         {"name": "s", "image": "vllm/vllm-openai:v0.13.0-cuda13.1"}])), Status.FAIL),
@@ -179,6 +182,39 @@ def test_nodes_without_gfd_labels_are_reported(prod: FakeKube, kube: k.Kube, pro
     gone = {key: None for key in node["metadata"]["labels"] if key.startswith("nvidia.com/cuda.driver")}
     prod.update("nodes", A100, {"metadata": {"labels": gone}})
     [result] = [r for r in run_preflight(kube, prod_spec) if r.id == "driver-versions" and r.subject == "gpua100"]
+    assert result.status == Status.WARN and A100 in result.message
+
+
+def test_a_held_pool_on_another_driver_than_declared_fails(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
+    """Issue 30: the gate admits a held pool's pin on promotion.runningToday alone, so preflight compares the
+    declaration with the nodes' GFD driver labels and names the nodes, the declared and the seen driver."""
+    assert prod_spec.promotion is not None and prod_spec.promotion.runningToday is not None
+    results = [r for r in run_preflight(kube, prod_spec) if r.id == "running-today"]
+    assert {r.subject for r in results} == {"gpua100", "gpuh100"}  # the held pools; gput4 is released
+    assert {r.status for r in results} == {Status.PASS}
+    prod.update("nodes", A100, {"metadata": {"labels": {"nvidia.com/cuda.driver-version.full": "595.91.07"}}})
+    [result] = [r for r in run_preflight(kube, prod_spec) if r.id == "running-today" and r.subject == "gpua100"]
+    assert result.status == Status.FAIL
+    assert result.message.startswith(f"promotion.runningToday declares 570.195.03, but 1 node(s) run another driver: "
+                                     f"{A100} (595.91.07)")
+
+
+def test_without_a_declaration_there_is_nothing_to_compare(prod: FakeKube, kube: k.Kube,
+                                                            prod_spec: FleetSpec) -> None:
+    assert prod_spec.promotion is not None
+    undeclared = prod_spec.model_copy(update={"promotion": prod_spec.promotion.model_copy(
+        update={"runningToday": None})})
+    prod.update("nodes", A100, {"metadata": {"labels": {"nvidia.com/cuda.driver-version.full": "595.91.07"}}})
+    [result] = [r for r in run_preflight(kube, undeclared) if r.id == "running-today"]
+    assert result.status == Status.PASS and result.subject == "stack"
+
+
+def test_a_node_without_gfd_labels_cannot_confirm_the_declaration(prod: FakeKube, kube: k.Kube,
+                                                                   prod_spec: FleetSpec) -> None:
+    node = prod.obj("nodes", A100)
+    gone = {key: None for key in node["metadata"]["labels"] if key.startswith("nvidia.com/cuda.driver")}
+    prod.update("nodes", A100, {"metadata": {"labels": gone}})
+    [result] = [r for r in run_preflight(kube, prod_spec) if r.id == "running-today" and r.subject == "gpua100"]
     assert result.status == Status.WARN and A100 in result.message
 
 

@@ -50,6 +50,8 @@ def _prod_config(config: dict) -> None:
     _own_pools(config)
     config["driver"]["previousVersion"] = A  # the held pool stays on A throughout
     config["promotion"]["canaryStack"] = CANARY
+    # A first deployment's pin is a promotion unless declared (issue 30): the fleet is taken to run A already.
+    config["promotion"]["runningToday"] = {"driver": A, "reason": "e2e: the chain starts with its fleet on A"}
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +100,7 @@ def _refused(result: Result, reason: str) -> None:
 def steps(chain: Pulumi, policy_pack: Path, cluster: Rest) -> dict:
     """Each step of the chain, in order, with what the cluster showed after it."""
     project, seen = chain.project, {}
-    # 1. Canary and prod up on A (prod's held pool pinned to A too).
+    # 1. Canary and prod up on A (prod's held pool pinned to A too, which promotion.runningToday declares).
     _up(chain, policy_pack, CANARY, "canary")
     _attest(project, A)
     seen["prod on A"] = _up(chain, policy_pack, PROD, "prod")
@@ -110,7 +112,8 @@ def steps(chain: Pulumi, policy_pack: Path, cluster: Rest) -> dict:
     _set(chain, PROD, version=B)
     seen["prod on B"] = _up(chain, policy_pack, PROD, "prod")
     seen["drivers on B"] = (_driver(cluster, "chain-l40s-serving"), _driver(cluster, "chain-h100-serving"))
-    # 3. Roll back to A: the held pool ran A in the last deployment, so going back is no promotion.
+    # 3. Roll back to A: the released pool ran A before B, so going back is no promotion (the held pool stays on the
+    # declared A).
     _set(chain, PROD, version=A)
     seen["rolled back"] = _up(chain, policy_pack, PROD, "prod")
     seen["drivers rolled back"] = (_driver(cluster, "chain-l40s-serving"), _driver(cluster, "chain-h100-serving"))

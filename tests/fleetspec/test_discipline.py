@@ -145,14 +145,21 @@ def test_each_pool_remembers_the_drivers_deployments_applied_to_it() -> None:
     a rollback, a driver only other pools ran is still a promotion of this one)."""
     spec = spec_from_config(stack_config("eks-prod"))
     first = manifests.stack_outputs(spec, manifests.timeline(spec, rf.StackOutputs(), T0))
-    assert first.timeline.drivers_run == {"gpu-a10g": ("580.173.02",), "gpu-l40s": ("570.195.03", "580.173.02"),
-                                          "gpu-h100": ("570.195.03",)}
+    # Only what the deployment released each pool to: gpu-l40s's older live generation and the held gpu-h100's
+    # pin are config, not a run.
+    assert first.timeline.drivers_run == {"gpu-a10g": ("580.173.02",), "gpu-l40s": ("580.173.02",),
+                                          "gpu-h100": ()}
     assert manifests.timeline(spec, first, T0).drivers_run == first.timeline.drivers_run  # a redeployment: the same
     # Every driver at its latest place, the oldest forgotten past DRIVERS_REMEMBERED.
-    last = rf.StackOutputs(pools={"gpu-h100": rf.PoolSummary(driver_version="580.173.02")},
-                           timeline=rf.Timeline(drivers_run={"gpu-h100": tuple(f"5{n:02d}.1.1" for n in range(10))}))
-    remembered = manifests.timeline(spec, last, T0).drivers_run["gpu-h100"]
-    assert len(remembered) == rf.DRIVERS_REMEMBERED and remembered[-2:] == ("580.173.02", "570.195.03")
+    last = rf.StackOutputs(pools={"gpu-a10g": rf.PoolSummary(driver_version="580.173.02", held=False)},
+                           timeline=rf.Timeline(drivers_run={"gpu-a10g": (*(f"5{n:02d}.1.1" for n in range(10)),
+                                                                          "580.173.02")}))
+    remembered = manifests.timeline(spec, last, T0).drivers_run["gpu-a10g"]
+    assert len(remembered) == rf.DRIVERS_REMEMBERED and remembered[-2:] == ("509.1.1", "580.173.02")
+    # A held pool keeps what it ran and adds nothing: its pin is config.
+    held = rf.StackOutputs(pools={"gpu-h100": rf.PoolSummary(driver_version="570.195.03", held=True)},
+                           timeline=rf.Timeline(drivers_run={"gpu-h100": ("560.35.03",)}))
+    assert manifests.timeline(spec, held, T0).drivers_run["gpu-h100"] == ("560.35.03",)
     assert rf.read_timeline(rf.Timeline(drivers_run={"p": ("a",)}).as_output()).drivers_run == {"p": ("a",)}
 
 

@@ -184,14 +184,23 @@ def test_previous_driver_version_never_counts_as_ran(project: Path, canary_outpu
                                "first, let it soak and attest it)")  # never attested: it did not "move on" from it
 
 
-def test_what_ran_is_each_pool_s_driver_in_the_last_outputs() -> None:
+def test_what_ran_is_what_the_last_deployment_released_each_pool_to() -> None:
+    """driversRun, never a config field: not driverVersion or previousDriverVersion, not gpu-l40s's older live
+    generation (what its nodes ran before is only declared), not the held gpu-h100's pin (previousVersion)."""
     outputs = run_program(stack_config("eks-prod"), "eks-prod").outputs
     last = rf.read_previous_deployment({**outputs, rf.DRIVER_VERSION: "999.1.1", rf.PREVIOUS_DRIVER_VERSION: "998.1.1"})
     assert dict(last.pool_drivers) == {
-        "gpu-a10g": frozenset({"580.173.02"}), "gpu-l40s": frozenset({"570.195.03", "580.173.02"}),  # two live
-        "gpu-h100": frozenset({"570.195.03"}),
+        "gpu-a10g": frozenset({"580.173.02"}), "gpu-l40s": frozenset({"580.173.02"}),
     }
-    assert last.drivers_ran == {"570.195.03", "580.173.02"}
+    assert last.drivers_ran == {"580.173.02"}
+
+
+def test_a_last_deployment_made_before_drivers_run_counts_only_its_released_pools() -> None:
+    outputs = run_program(stack_config("eks-prod"), "eks-prod").outputs
+    older = {**outputs, rf.TIMELINE: {}}  # an older release of the program recorded no driversRun
+    assert dict(rf.read_previous_deployment(older).pool_drivers) == {
+        "gpu-a10g": frozenset({"580.173.02"}), "gpu-l40s": frozenset({"580.173.02"}),
+    }
 
 
 def test_a_held_pool_whose_pin_changes_is_a_promotion(project: Path, canary_outputs: dict[str, Any]) -> None:
@@ -208,9 +217,12 @@ def test_a_held_pool_whose_pin_changes_is_a_promotion(project: Path, canary_outp
     (message,) = refused(gate(project, canary_outputs, onto_the_target, last))
     assert message.startswith(f"driver {DRIVER} (pools h100-serving; hopper): attestations/existing-canary/"
                               f"{DRIVER}.json: it covers ada GPUs, not hopper")
-    # A held pool that stays on what it ran, or a first deployment's pin, is not judged.
+    # A held pool that stays on the driver the stack declares it runs today is admitted (advice naming it).
     assert refused(gate(project, canary_outputs, stack_config(PROD), last)) == []
-    assert refused(gate(project, canary_outputs, repinned)) == []
+    # A first deployment's pin is a promotion like any other unless promotion.runningToday declares it (issue 30):
+    # here it declares 570.195.03, not the 580.159.04 held pools would be pinned to.
+    message, _ = refused(gate(project, canary_outputs, repinned))
+    assert message.startswith("driver 580.159.04 (pools h100-serving; hopper): no attestation")
 
 
 def test_an_image_pool_s_newest_generation_is_what_the_gate_judges(tmp_path: Path) -> None:

@@ -71,11 +71,16 @@ WAIVED = ("driver 580.173.02: pool l40s-serving is covered by canary pool l40s-c
           "gpus-per-node: 1 GPUs per node on the canary, 4 in prod, accepted by promotion.waivers.l40s-serving: ")
 
 
+# What the gate says of a held pool pinned to the driver the example prod stacks declare (promotion.runningToday).
+DECLARED = "admitted without an attestation by promotion.runningToday, which declares the fleet runs 570.195.03 today"
+
+
 def admitted(violations: list[Violation] | list[dict[str, str]]) -> bool:
-    """No mandatory finding; the advice is the example key's and the shipped waiver's, each once."""
+    """No mandatory finding; the advice is the example key's and the shipped waiver's, each once, beside the
+    declaration's for the held pool."""
     found = [(v.enforcement.value, v.message) if isinstance(v, Violation) else (v["enforcement"], v["message"])
              for v in violations]
-    advice = sorted(m for level, m in found if level == "advisory")
+    advice = sorted(m for level, m in found if level == "advisory" and DECLARED not in m)
     return (all(level == "advisory" for level, _ in found) and len(advice) == 2
             and advice[0].startswith(WAIVED) and advice[1].startswith(TRUSTS_THE_EXAMPLE_KEY))
 
@@ -217,7 +222,8 @@ def test_a_held_pool_needs_no_attestation(project: Path, canary_outputs: dict[st
 
     found = gate(project, canary_outputs, change(stack_config(PROD), "nodePools", hold_all))
     assert messages(found) == []
-    unused, key = sorted(messages(found, "advisory"))
+    declared, unused, key = sorted(messages(found, "advisory"))
+    assert declared.startswith(f"driver 570.195.03 (pools h100-serving, l40s-serving): {DECLARED}")
     assert unused.startswith("promotion.waivers.l40s-serving (accepts gpus-per-node: No spare 4-GPU L40S node")
     assert unused.endswith("is not used by this change: pool l40s-serving takes no driver that is a promotion")
     assert key.startswith(TRUSTS_THE_EXAMPLE_KEY)
@@ -226,9 +232,12 @@ def test_a_held_pool_needs_no_attestation(project: Path, canary_outputs: dict[st
 def test_a_prod_stack_without_promotion_is_refused(project: Path) -> None:
     config = stack_config(PROD)
     del config["gpu-driver-upgrade:promotion"]
+    # Nothing declares what the held h100-serving runs either: on a first deployment its pin is a promotion too.
     assert messages(gate(project, None, config)) == [
+        "driver 570.195.03 (pools h100-serving; hopper): this prod stack has no promotion record: set "
+        "promotion.canaryStack and promotion.minSoakHours",
         "driver 580.173.02 (pools l40s-serving; ada): this prod stack has no promotion record: set "
-        "promotion.canaryStack and promotion.minSoakHours"
+        "promotion.canaryStack and promotion.minSoakHours",
     ]
 
 
@@ -257,6 +266,8 @@ def test_the_record_states_what_the_gate_reads(project: Path, canary_outputs: di
     data = dict(record.inputs["data"])
     texts = json.loads(data.pop("attestations"))
     waivers = json.loads(data.pop("waivers"))
+    declared = json.loads(data.pop("runningToday"))
+    assert declared["driver"] == "570.195.03" and declared["reason"].startswith("Every GPU node of the fleet runs")
     assert data == {
         "canaryStack": CANARY, "minSoakHours": "168", "canaryDrivers": DRIVER, "attested": f"570.195.03,{DRIVER}",
     }
@@ -359,8 +370,11 @@ def test_the_examples_plan_clean_on_the_attestations_they_ship(stack: str) -> No
     assert [v for v in violations if v["enforcement"] == "mandatory"] == []
     # The gate's advice: the example key (trusted on the example fleets only) and each applied waiver, by name.
     waivers = spec_from_config(stack_config(stack)).promotion.waivers
-    said = sorted(v["message"] for v in violations if v["policy"] == POLICY)
+    said = sorted(v["message"] for v in violations if v["policy"] == POLICY and DECLARED not in v["message"])
     assert said[-1].startswith(TRUSTS_THE_EXAMPLE_KEY) and len(said) == 1 + len(waivers)
+    # The held pools stay on the driver the stack declares the fleet runs today: admitted as advice naming it.
+    (declared,) = [v["message"] for v in violations if v["policy"] == POLICY and DECLARED in v["message"]]
+    assert declared.startswith("driver 570.195.03 (pools ")
     assert all(f"accepted by promotion.waivers.{pool}: {waivers[pool].reason}" in m for pool, m in zip(
         sorted(waivers), said[:-1], strict=True))
     assert result.exit_code == 0

@@ -275,6 +275,17 @@ def test_force_rolls_back_to_a_driver_the_canary_never_ran() -> None:
     assert result.target_driver == B and result.canary.startswith("--force:")
 
 
+def test_a_canary_s_previous_version_is_not_a_driver_it_ran() -> None:
+    """Issue 30 (a deliberate-bug audit): driver.previousVersion is config, what held pools stay pinned to, and a
+    canary holds no pool. A canary whose every good update names the target only as previousVersion never ran it."""
+    named = with_driver(CANARY_A, A, B)  # the canary on 580.173.02, its previousVersion naming 595.91.07
+    config = pulumi_config.parse_config(cli_config(named))
+    assert history.drivers_run(config) == {A}
+    with pytest.raises(history.RollbackRefused) as caught:
+        prod_plan([entry(2, cli_config(named)), entry(1, cli_config(with_driver(CANARY_A, A, B)))])
+    assert f"driver {B} was never run by the canary stack 'existing-canary'" in str(caught.value)
+
+
 def test_the_canary_ran_the_target() -> None:
     result = prod_plan([entry(2, cli_config(CANARY_A)), entry(1, cli_config(CANARY_B))])
     assert result.canary == f"the canary stack 'existing-canary' ran {B} in update(s) 1"
