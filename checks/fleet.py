@@ -31,7 +31,7 @@ from checks.results import CheckResult, Status
 from checks.verify_read import gather
 from checks.watch import Snapshot, watch
 from gpu_knowledge import labels
-from fleetspec.model import Cloud, DriverOwner, FleetSpec
+from fleetspec.model import DriverOwner, FleetSpec
 from vocabulary.check_ids import CheckId
 
 STUCK_AFTER = 3600.0  # seconds in one upgrade state before a node counts as stuck (watch's default)
@@ -130,14 +130,18 @@ def smoke_verify(kube: k.Kube, spec: FleetSpec) -> list[CheckResult]:
     return [r for r in CATALOGUE.run(validation.VERB, facts) if r.status == Status.FAIL]
 
 
+# The preflight checks that gate the train's `up`s: each compares what the stack declares with what the cluster
+# shows, which no `up` changes (the hardware, the driver a held pool runs, who owns the driver, the node image). The
+# checks of what the `up` itself makes or protects (its pools, its PDBs, the spare capacity its upgrade policy and
+# PDBs govern) stay a person's to weigh with `gpu-rollout preflight`, where a first deployment would fail them.
+GATING_CHECKS = frozenset({CheckId.POOL_HARDWARE, CheckId.RUNNING_TODAY, CheckId.DRIVER_OWNER,
+                           CheckId.TWO_DRIVER_OWNERS, CheckId.DRIVER_VERSIONS, CheckId.NODE_IMAGE})
+
+
 def preflight_failures(kube: k.Kube, spec: FleetSpec) -> list[CheckResult]:
-    """The failed checks of `gpu-rollout preflight` on the stack (owner, versions, hardware, capacity, PDBs): the
-    train brings no stack up past one. Warnings are a person's to weigh, as preflight's exit code says. A pool an
-    AKS or EKS stack creates may have no node yet (its `up` makes it): that one failure is the `up`'s to cure, and
-    another cluster is still refused by the identity check, which raises."""
-    creates_pools = spec.cluster.cloud != Cloud.EXISTING
-    return [r for r in run_preflight(kube, spec) if r.status == Status.FAIL
-            and not (creates_pools and r.id == CheckId.POOL_MEMBERSHIP)]
+    """The failed gating checks of `gpu-rollout preflight` on the stack (``GATING_CHECKS``): the train brings no
+    stack up past one. Another cluster than the stack's is refused by the identity check, which raises."""
+    return [r for r in run_preflight(kube, spec) if r.status == Status.FAIL and r.id in GATING_CHECKS]
 
 
 def soak_of(kube: k.Kube, spec: FleetSpec) -> soak.SoakFacts:
