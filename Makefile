@@ -17,9 +17,11 @@ $(BIN)/gpu-rollout: pyproject.toml constraints.txt
 
 venv: $(BIN)/gpu-rollout
 
-# The offline preview of the canary stack with its policy report: no cloud, no Pulumi CLI.
+# The offline preview of the canary stack with its policy report: no cloud, no Pulumi CLI. The example stacks
+# are judged by their own pack configs (policy/examples/: the example key's trust, scoped to the example prod
+# stacks), which no configuration a team deploys with holds.
 plan: venv
-	$(BIN)/gpu-rollout plan --stack $(STACK)
+	GPU_ROLLOUT_PACK_CONFIG_DIR=policy/examples $(BIN)/gpu-rollout plan --stack $(STACK)
 
 # Python 3.13, the newest the README promises: on PATH, else a pyenv install of it; empty where the machine
 # has none. `make test-py313` runs the whole fast tier on it, in a virtual environment of its own.

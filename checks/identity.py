@@ -200,6 +200,13 @@ def identify_cluster(spec: FleetSpec, records: list[Obj], nodes: list[Obj]) -> C
     return ClusterIdentity(Verdict.UNCONFIRMED, expected, record, tuple(weak_confirms), (), tuple(compared))
 
 
+def kube_system_uid(kube: k.Kube) -> str | None:
+    """``metadata.uid`` of the ``kube-system`` Namespace: set by the API server when the cluster was made, so
+    another cluster, even one of the same name, shows another (the canary's attestation records it)."""
+    uid = meta(kube.get(k.NAMESPACES, manifests.RECORD_NAMESPACE)).get("uid")
+    return str(uid) if uid else None
+
+
 def read_records(kube: k.Kube) -> list[Obj]:
     """Every stack's identity record in the cluster (one LIST in kube-system)."""
     return kube.list(k.CONFIGMAPS, namespace=manifests.RECORD_NAMESPACE, label_selector=RECORD_SELECTOR)

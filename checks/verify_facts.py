@@ -276,6 +276,7 @@ class VerifyFacts:
     restarts: list[Restarts] = field(default_factory=list)
     # pool -> (model, its pods on the pool's upgraded nodes, requests they served during the soak, or why not known)
     traffic: dict[str, list[tuple[Model, list[str], float | None, str | None]]] = field(default_factory=dict)
+    kube_system_uid: str | None = None  # metadata.uid of the kube-system Namespace: the cluster's own identity
 
     @property
     def soak_start(self) -> float | None:

@@ -23,7 +23,7 @@ from typing import Any
 from checks import kube as k
 from checks import soak_metrics as metrics
 from checks.errors import AccessDeniedError, ClusterError
-from checks.identity import identify_cluster, read_records, refuse_if_refuted
+from checks.identity import identify_cluster, kube_system_uid, read_records, refuse_if_refuted
 from checks.nodestate import NoNodesError, node_driver_version
 from checks.objects import Obj, labels_of, meta, name_of, namespaced_name, spec_of, status_of
 from checks.progress import model_selector, pod_ready
@@ -148,6 +148,7 @@ def gather(kube: k.Kube, spec: FleetSpec, prometheus: Prometheus | None, now: fl
     finished = {n.name: upgrade_finished_at(n.node, n.target) for n in nodes}
     facts = VerifyFacts(spec, now, identity, nodes, operator_pods, finished, [], [],
                         prometheus.where if prometheus else None)
+    facts.kube_system_uid = kube_system_uid(kube)
     soak = facts.soak_start
     bucket = float((spec.validation.bucketMinutes if spec.validation else 60) * 60)
     facts.window = Window(soak, now, bucket) if soak is not None else None

@@ -161,6 +161,7 @@ def canary_gate_args(spec: FleetSpec) -> CanaryGateArgs:
         promotion=spec.promotion,
         # The drivers its pools move to or are pinned to, and the stack's own.
         drivers=frozenset({target.driver for target in map(spec.pool_target, spec.nodePools)} | {spec.driver.version}),
+        install=manifests.install_facts(spec).as_data(),
     )
 
 
@@ -246,4 +247,7 @@ class GpuFleet(pulumi.ComponentResource):
         recorded = last.timeline(spec, now)
         self.outputs = {**manifests.stack_outputs(spec).as_outputs(),
                         rf.TIMELINE: recorded.apply(lambda timeline: timeline.as_output())}
+        # Which stack and cluster this is, as the engine names the stack: a prod gate compares its canary's.
+        self.outputs[rf.IDENTITY] = manifests.stack_identity(
+            spec, f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}").as_output()
         self.register_outputs(self.outputs)

@@ -27,6 +27,7 @@ from gpu_knowledge.versions import parse_driver
 
 # The canary stack's outputs the gate reads (their names: engine_contracts.resource_facts.outputs).
 CANARY_OUTPUTS = (rf.DRIVER_VERSION, rf.POOLS)
+CANARY_IDENTITY_OUTPUTS = (rf.IDENTITY,)  # which stack and cluster the canary is: compared with the attestation
 
 
 class CanaryGateArgs(ComponentArgs):
@@ -36,6 +37,8 @@ class CanaryGateArgs(ComponentArgs):
         description="The drivers the stack's pools move to or are pinned to, and the stack's driver: each may need "
         "the canary's attestation (a released pool's always, a held pool's when its pin changes; the pack tells "
         "which from the last deployment).")
+    install: str = Field(
+        "", description="The stack's install factors (rf.InstallFacts.as_data): compared with the attested canary's.")
     attestation_dir: Path = Field(
         Path(attestation.ATTESTATION_DIR),
         description="Where the attestations are. Relative paths are the project folder's: the engine runs the "
@@ -51,6 +54,11 @@ def canary_stack_name(canary_stack: str) -> str:
     if "/" in canary_stack:
         return canary_stack
     return f"{pulumi.get_organization()}/{pulumi.get_project()}/{canary_stack}"
+
+
+def own_stack_name() -> str:
+    """This stack as the engine names it: ``org/project/stack``."""
+    return f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
 
 
 def canary_runs(canary: rf.StackOutputs) -> str:
@@ -95,6 +103,7 @@ class CanaryGate(pulumi.ComponentResource):
             "canary-stack", stack_name=canary_stack_name(promotion.canaryStack), opts=child_options(self, opts),
         )
         running = read_referenced(canary, CANARY_OUTPUTS, canary_runs)
+        identity = read_referenced(canary, CANARY_IDENTITY_OUTPUTS, lambda outputs: rf.identity_text(outputs.identity))
         self.record = k8s.core.v1.ConfigMap(
             record_name(),
             metadata={
@@ -109,9 +118,14 @@ class CanaryGate(pulumi.ComponentResource):
                 running,
                 attested_drivers(args.attestation_dir, promotion.canaryStack),
                 attestation_texts(args.attestation_dir, promotion.canaryStack, set(args.drivers)),
-                {pool: rf.WaiverFacts(frozenset(w.accept), w.reason) for pool, w in promotion.waivers.items()},
-                rf.RunningTodayFacts(promotion.runningToday.driver, promotion.runningToday.reason)
+                {pool: rf.WaiverFacts(frozenset(w.accept), w.reason, w.driver, w.ticket, w.expires.isoformat() if w.expires else None)
+                 for pool, w in promotion.waivers.items()},
+                running_today=rf.RunningTodayFacts(promotion.runningToday.driver, promotion.runningToday.reason)
                 if promotion.runningToday is not None else None,
+                stack=own_stack_name(),
+                canary_identity=identity,
+                max_attestation_age_days=promotion.maxAttestationAgeDays,
+                install=rf.read_install(args.install),
             ),
             opts=child_options(self, opts),
         )

@@ -24,16 +24,18 @@ from __future__ import annotations
 
 import base64
 import binascii
+import fnmatch
 import hashlib
 import hmac
 import json
 import os
+import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal, Self
+from typing import Annotated, Any, Final, Literal, Self, cast
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -55,10 +57,16 @@ from gpu_knowledge import compat, labels
 from fleetspec import stacks
 from gpu_knowledge.versions import parse_driver
 
-API_VERSION: Final = "gpu-driver-upgrade.io/attestation/v2"
-# Formats this version no longer reads: v1 had no signature (its optional HMAC needed a shared secret the pack
-# never had) and bound neither the pool's topology nor its traffic. Refused with the command that re-attests.
-RETIRED_API_VERSIONS: Final = ("gpu-driver-upgrade.io/attestation/v1",)
+API_VERSION: Final = "gpu-driver-upgrade.io/attestation/v3"
+# Formats this version no longer reads, and why: each is refused with the command that re-attests.
+RETIRED_FORMATS: Final[dict[str, str]] = {
+    # v1 had no signature (its optional HMAC needed a shared secret the pack never had).
+    "gpu-driver-upgrade.io/attestation/v1": "unsigned; it binds neither the pool's topology nor its traffic",
+    # v2 was trusted by the canary stack's last name and the cluster's free-text name (issue 30).
+    "gpu-driver-upgrade.io/attestation/v2": "it binds no cluster identity (kube-system UID, cloud resource ID), no "
+    "qualified stack or stage, and no kernel module type",
+}
+RETIRED_API_VERSIONS: Final = tuple(RETIRED_FORMATS)
 ATTESTATION_DIR = "attestations"  # under the project folder (beside Pulumi.yaml)
 SIGNING_KEY_ENV = "GPU_ROLLOUT_SIGNING_KEY"  # the Ed25519 private key verify signs with, as PEM text
 DIGEST_PREFIX = "sha256:"
@@ -68,16 +76,16 @@ MAX_BYTES = 4 * 1024 * 1024  # an attestation is a few kilobytes; anything this 
 MIG_DISABLED = labels.MIG_CONFIG_DISABLED  # the mig-manager layout of whole GPUs
 
 # The example key: the example attestations are signed with it, and its private half lives only in the tests
-# (tests/data/example-attestation-key.pem), so anyone can sign with it. policy/prod.json trusts it for the
-# example fleets; any other cluster that trusts it is refused (policy canary-attested).
+# (tests/data/example-attestation-key.pem), so anyone can sign with it. No pack config a team deploys with
+# trusts it (policy/prod.json does not): only the examples' own config (policy/examples/prod.json, which
+# `make plan`, the tests and the example e2e runs read), scoped to the example prod stacks; trusting it
+# without that scope, or for another stack, is refused (policy canary-attested; docs/validation.md, "Keys").
 EXAMPLE_KEY_ID: Final = "ed25519:27fa18a89bfcaaf8e1d77b4767078bda"
-# The clusters of the example stacks (cluster.name): a stack on one of them is an example fleet, where trusting
-# the example key is advice. A real fleet that took one of these names would be taken for an example: the
-# limit of telling them apart by name, which is all a policy pack sees (docs/validation.md, "Keys").
-EXAMPLE_CLUSTERS: Final = frozenset({"inference-weu-1", "inference-use1-1", "lab-gpu-1"})
 
 CheckStatus = Literal["pass", "fail", "inconclusive"]
 DriverMode = Literal["nvidiadriver", "clusterpolicy", "image"]
+KernelModuleType = Literal["open", "proprietary"]  # the modules the driver loaded (an operator's "auto" resolved)
+CANARY_STAGE: Final = "canary"  # the only stage whose attestation admits a driver
 FabricManagerSource = Literal["driver-container", "image", "host"]
 Text = Annotated[str, StringConstraints(min_length=1)]
 Digest = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
@@ -123,7 +131,7 @@ class AttestedPool(_Record):
     product's (``gpu_knowledge.compat``), ``gpusPerNode`` GFD's ``nvidia.com/gpu.count``, ``nvswitch`` whether the nodes
     are NVSwitch systems (with ``fabricManager``: where Fabric Manager comes from), ``migConfig`` the MIG layout
     (``nvidia.com/mig.config``; ``all-disabled``: whole GPUs), ``nodeImage``/``kernel``/``osImage`` what the nodes
-    boot, and ``servedTraffic`` whether a model on the pool answered requests during the soak (``traffic`` says
+    boot, ``kernelModuleType`` the driver's kernel modules (open or proprietary), and ``servedTraffic`` whether a model on the pool answered requests during the soak (``traffic`` says
     what was seen)."""
 
     name: Text
@@ -136,6 +144,7 @@ class AttestedPool(_Record):
     nodeImage: str | None = None  # AKS node image / EKS AMI release, where one is known
     kernel: str | None = None  # node.status.nodeInfo.kernelVersion
     osImage: str | None = None  # node.status.nodeInfo.osImage
+    kernelModuleType: KernelModuleType | None = None  # None: not known (a driver the node image owns)
     servedTraffic: StrictBool
     traffic: str = ""
 
@@ -143,7 +152,7 @@ class AttestedPool(_Record):
     def of(cls, name: str, gpu_product: str, node_image: str | None = None, *, gpus_per_node: int = 1,
            nvswitch: bool = False, fabric_manager: FabricManagerSource | None = None, mig_config: str = MIG_DISABLED,
            kernel: str | None = None, os_image: str | None = None, served_traffic: bool = False,
-           traffic: str = "") -> AttestedPool:
+           traffic: str = "", kernel_module_type: KernelModuleType | None = None) -> AttestedPool:
         """The pool with its architecture looked up; a product the table does not know cannot be attested."""
         answer = compat.architecture(gpu_product)
         if answer.value is None:
@@ -151,7 +160,8 @@ class AttestedPool(_Record):
         try:
             return cls(name=name, gpuProduct=gpu_product, architecture=answer.value, gpusPerNode=gpus_per_node,
                        nvswitch=nvswitch, fabricManager=fabric_manager, migConfig=mig_config, nodeImage=node_image,
-                       kernel=kernel, osImage=os_image, servedTraffic=served_traffic, traffic=traffic)
+                       kernel=kernel, osImage=os_image, kernelModuleType=kernel_module_type,
+                       servedTraffic=served_traffic, traffic=traffic)
         except ValidationError as exc:
             raise AttestationError(f"pool {name}: {_one_line(exc)}") from None
 
@@ -165,6 +175,21 @@ class AttestedPool(_Record):
                 f"pool {self.name}: architecture '{self.architecture}' is not that of {self.gpuProduct} ({answer.value})"
             )
         return self
+
+
+QualifiedStack = Annotated[str, StringConstraints(pattern=r"^[^/\s]+/[^/\s]+/[A-Za-z0-9_.-]{1,100}$")]
+
+
+class ClusterIdentity(_Record):
+    """Which cluster the canary ran on: what verify read from it, beside what the canary stack declares.
+
+    ``kubeSystemUid`` is ``metadata.uid`` of the ``kube-system`` Namespace as verify read it (set by the API
+    server when the cluster was made; another cluster, even one of the same name, has another). ``cloudId`` is
+    the AKS managed cluster's resource ID or the EKS cluster's ARN as the canary stack declares them
+    (``cloud_id``); None on a cluster the project does not create (``cloud: existing``)."""
+
+    kubeSystemUid: Text
+    cloudId: str | None = None
 
 
 class Signature(_Record):
@@ -187,9 +212,15 @@ UNKNOWN_COMMIT = "unknown"
 
 
 class Attestation(_Record):
-    apiVersion: Literal["gpu-driver-upgrade.io/attestation/v2"] = API_VERSION
-    stack: Text
+    """A canary's passing verify. ``stack`` is the qualified canary stack (``org/project/stack``, as the backend
+    names it), ``stage`` its stage (only ``canary`` admits), ``identity`` its cluster's identity, ``cluster``
+    its ``cluster.name``. ``coverage`` is room for what the soak covered (judged by the soak rules, not here)."""
+
+    apiVersion: Literal["gpu-driver-upgrade.io/attestation/v3"] = API_VERSION
+    stack: QualifiedStack
+    stage: Text
     cluster: Text
+    identity: ClusterIdentity
     driver: Text
     operatorChart: Text  # the GPU Operator release the canary ran (gpuOperator.chartVersion)
     driverMode: DriverMode  # who installed the driver: per-pool NVIDIADrivers, the ClusterPolicy, the node image
@@ -198,6 +229,7 @@ class Attestation(_Record):
     soakStart: datetime
     soakEnd: datetime
     gitCommit: Annotated[str, StringConstraints(pattern=rf"^([0-9a-f]{{7,64}}|{UNKNOWN_COMMIT})$")]
+    coverage: dict[str, Any] | None = None
     digest: Digest
     signature: Signature | None = None
 
@@ -206,6 +238,16 @@ class Attestation(_Record):
     def _driver(cls, value: str) -> str:
         if parse_driver(value) is None or value != value.strip():
             raise ValueError(f"'{value}' is not a driver version such as 580.173.02")
+        return value
+
+    @field_validator("coverage")
+    @classmethod
+    def _json_coverage(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            try:
+                canonical_json(value)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"coverage must be plain JSON: {exc}") from None
         return value
 
     @field_validator("soakStart", "soakEnd")
@@ -304,20 +346,45 @@ def signing_key_from_environment(environ: Mapping[str, str] | None = None) -> Ed
 
 @dataclass(frozen=True)
 class TrustedKey:
-    """A public key the prod gate trusts: its id, the key, and what it is (who holds the private half)."""
+    """A public key the prod gate trusts: its id, the key, and what it is (who holds the private half); the
+    window it is valid in (``notBefore``/``notAfter``, UTC; None: open on that side) and its scope, the prod
+    stacks it may admit drivers into (qualified ``org/project/stack`` names, ``*`` patterns for a team's,
+    e.g. ``acme/gpu-driver-upgrade/team-a-*``; empty: every stack that reads the config)."""
 
     id: str
     key: Ed25519PublicKey
     comment: str = ""
+    not_before: datetime | None = None
+    not_after: datetime | None = None
+    scope: tuple[str, ...] = ()
 
-    def entry(self) -> dict[str, str]:
+    def entry(self) -> dict[str, Any]:
         """The key as ``trustedKeys`` lists it in the pack config."""
-        return {"id": self.id, "publicKey": public_key_text(self.key), "comment": self.comment}
+        out: dict[str, Any] = {"id": self.id, "publicKey": public_key_text(self.key), "comment": self.comment}
+        if self.not_before is not None:
+            out["notBefore"] = _stamp(self.not_before)
+        if self.not_after is not None:
+            out["notAfter"] = _stamp(self.not_after)
+        if self.scope:
+            out["scope"] = list(self.scope)
+        return out
+
+    def scoped_to(self, prod_stack: str | None) -> bool:
+        """Does the key's scope take this prod stack (qualified); an unscoped key takes every stack."""
+        if not self.scope:
+            return True
+        return prod_stack is not None and any(fnmatch.fnmatchcase(prod_stack, pattern) for pattern in self.scope)
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def trusted_key_of(public: Ed25519PublicKey, comment: str = "") -> TrustedKey:
     return TrustedKey(key_id(public), public, comment)
 
+
+_KEY_FIELDS = ("id", "publicKey", "comment", "notBefore", "notAfter", "scope")
 
 # The JSON Schema of ``trustedKeys`` (CrossGuard validates the pack config against it; read_trusted_keys too).
 TRUSTED_KEYS_SCHEMA: Final[dict[str, Any]] = {
@@ -329,11 +396,28 @@ TRUSTED_KEYS_SCHEMA: Final[dict[str, Any]] = {
             "id": {"type": "string", "description": "ed25519:<32 hex>, the key's id (gpu-rollout keygen prints it)."},
             "publicKey": {"type": "string", "description": "The 32-byte Ed25519 public key, base64."},
             "comment": {"type": "string", "description": "Who holds the private half, and since when."},
+            "notBefore": {"type": "string", "description": "UTC time (2026-12-01T00:00:00Z) before which an "
+                          "attestation signed by the key is refused."},
+            "notAfter": {"type": "string", "description": "UTC time after which the key admits nothing (expired)."},
+            "scope": {"type": "array", "items": {"type": "string"},
+                      "description": "The prod stacks (org/project/stack; '*' patterns for a team's) the key may "
+                      "admit drivers into; none: every stack reading this config."},
         },
         "required": ["id", "publicKey"],
         "additionalProperties": False,
     },
 }
+
+
+def _moment(value: Any, at: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{at}: must be a UTC time such as 2026-12-01T00:00:00Z")
+    try:
+        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        raise ValueError(f"{at}: {value!r} is not a UTC time such as 2026-12-01T00:00:00Z") from None
 
 
 def read_trusted_keys(value: Any, where: str = "trustedKeys") -> tuple[TrustedKey, ...]:
@@ -345,9 +429,9 @@ def read_trusted_keys(value: Any, where: str = "trustedKeys") -> tuple[TrustedKe
         at = f"{where}[{index}]"
         if not isinstance(entry, Mapping):
             raise ValueError(f"{at}: must be an object {{id, publicKey, comment}}")
-        unknown = sorted(set(entry) - {"id", "publicKey", "comment"})
+        unknown = sorted(set(entry) - set(_KEY_FIELDS))
         if unknown:
-            raise ValueError(f"{at}: unknown key {', '.join(unknown)} (an entry holds id, publicKey and comment)")
+            raise ValueError(f"{at}: unknown key {', '.join(unknown)} (an entry holds {', '.join(_KEY_FIELDS)})")
         text, stated, comment = entry.get("publicKey"), entry.get("id"), entry.get("comment", "")
         if not isinstance(comment, str):
             raise ValueError(f"{at}.comment: must be text")
@@ -363,7 +447,14 @@ def read_trusted_keys(value: Any, where: str = "trustedKeys") -> tuple[TrustedKe
             raise ValueError(f"{at}.id: {stated!r} is not the id of that publicKey ({key_id(public)})")
         if any(k.id == stated for k in keys):
             raise ValueError(f"{at}.id: {stated} is listed twice")
-        keys.append(TrustedKey(key_id(public), public, comment))
+        not_before = _moment(entry.get("notBefore"), f"{at}.notBefore")
+        not_after = _moment(entry.get("notAfter"), f"{at}.notAfter")
+        if not_before is not None and not_after is not None and not_after <= not_before:
+            raise ValueError(f"{at}: notAfter {entry['notAfter']} is not after notBefore {entry['notBefore']}")
+        scope = entry.get("scope", [])
+        if not isinstance(scope, list) or not all(isinstance(s, str) and s.count("/") == 2 for s in scope):
+            raise ValueError(f"{at}.scope: must be a list of prod stacks as org/project/stack ('*' patterns allowed)")
+        keys.append(TrustedKey(key_id(public), public, comment, not_before, not_after, tuple(scope)))
     return tuple(keys)
 
 
@@ -371,9 +462,12 @@ def sign(content: bytes, key: Ed25519PrivateKey) -> Signature:
     return Signature(keyId=key_id(key.public_key()), value=base64.b64encode(key.sign(content)).decode("ascii"))
 
 
-def trust_problems(attestation: Attestation, trusted: Sequence[TrustedKey], source: str, canary: str) -> list[str]:
+def trust_problems(attestation: Attestation, trusted: Sequence[TrustedKey], source: str, canary: str,
+                   prod_stack: str | None = None, now: datetime | None = None) -> list[str]:
     """Why the attestation's signature does not make it trusted: unsigned, signed by a key ``trusted`` does not
-    hold, or a signature that does not match its content; empty when a trusted key signed exactly this content."""
+    hold, or holds for another prod stack (its scope) or outside its validity window (``now``, default the
+    clock: an expired key admits nothing; a soak that ended before ``notBefore`` was not signed in it), or a
+    signature that does not match its content; empty when a trusted key signed exactly this content."""
     signature = attestation.signature
     again = f"`gpu-rollout verify --stack {canary}` with {SIGNING_KEY_ENV} (or --signing-key) set"
     if signature is None:
@@ -383,13 +477,24 @@ def trust_problems(attestation: Attestation, trusted: Sequence[TrustedKey], sour
     if known is None:
         listed = ", ".join(k.id for k in trusted) or "none"
         return [f"{source} is signed by key {signature.keyId}, which the gate does not trust (canary-attested."
-                f"trustedKeys in policy/prod.json lists: {listed})"]
+                f"trustedKeys in the pack config lists: {listed})"]
     try:
         known.key.verify(base64.b64decode(signature.value), attestation.content())
     except (InvalidSignature, binascii.Error, ValueError):
         return [f"{source}: bad signature by key {signature.keyId}: changed after it was signed, or not signed by "
                 "that key"]
-    return []
+    problems = []
+    if not known.scoped_to(prod_stack):
+        problems.append(f"{source} is signed by key {signature.keyId}, whose scope ({', '.join(known.scope)}) does "
+                        f"not take prod stack '{prod_stack or '(not stated)'}'")
+    current = _utc(now) if now is not None else datetime.now(UTC).replace(microsecond=0)
+    if known.not_after is not None and current > known.not_after:
+        problems.append(f"{source} is signed by key {signature.keyId}, which expired at {_stamp(known.not_after)} "
+                        "(notAfter): re-attest with a current key")
+    if known.not_before is not None and attestation.soakEnd < known.not_before:
+        problems.append(f"{source} was made at {_stamp(attestation.soakEnd)}, before key {signature.keyId} was valid "
+                        f"(notBefore {_stamp(known.not_before)})")
+    return problems
 
 
 # ---------------------------------------------------------------- sealing, reading, writing
@@ -406,7 +511,9 @@ def _one_line(exc: ValidationError) -> str:
 def seal(
     *,
     stack: str,
+    stage: str,
     cluster: str,
+    identity: ClusterIdentity | Mapping[str, Any],
     driver: str,
     operator_chart: str,
     driver_mode: DriverMode,
@@ -416,13 +523,16 @@ def seal(
     soak_end: datetime,
     git_commit: str,
     signing_key: Ed25519PrivateKey | None,
+    coverage: Mapping[str, Any] | None = None,
 ) -> Attestation:
     """A sealed attestation: the digest over its canonical content, and its signature by ``signing_key``
     (None leaves it unsigned, which the gate refuses)."""
     fields: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "stack": stack,
+        "stage": stage,
         "cluster": cluster,
+        "identity": identity.model_dump() if isinstance(identity, ClusterIdentity) else dict(identity),
         "driver": driver,
         "operatorChart": operator_chart,
         "driverMode": driver_mode,
@@ -431,6 +541,7 @@ def seal(
         "soakStart": soak_start,
         "soakEnd": soak_end,
         "gitCommit": git_commit,
+        "coverage": dict(coverage) if coverage is not None else None,
     }
     try:
         # A placeholder digest lets the model check every other field; the real one is over its content.
@@ -464,13 +575,13 @@ def _well_formed(document: object, source: str) -> Attestation:
     if not isinstance(document, dict):
         raise AttestationError(f"{source}: not an attestation (a JSON object is expected)")
     api_version = document.get("apiVersion")
-    if api_version in RETIRED_API_VERSIONS:
+    if isinstance(api_version, str) and api_version in RETIRED_FORMATS:
         stack = document.get("stack")
         canary = stack if isinstance(stack, str) and stacks.is_stack_name(stacks.stack_name(stack)) else "<canary>"
         raise RetiredFormatError(
-            f"{source}: apiVersion {api_version} is no longer read (unsigned; it binds neither the pool's topology "
-            f"nor its traffic): re-attest with `gpu-rollout verify --stack {stacks.stack_name(canary)}` and a "
-            f"signing key ({SIGNING_KEY_ENV}), which writes {API_VERSION}"
+            f"{source}: apiVersion {api_version} is no longer read ({RETIRED_FORMATS[api_version]}): re-attest with "
+            f"`gpu-rollout verify --stack {stacks.stack_name(canary)}` and a signing key ({SIGNING_KEY_ENV}), which "
+            f"writes {API_VERSION}"
         )
     if api_version != API_VERSION:
         raise AttestationError(f"{source}: unknown apiVersion {api_version!r} (this version reads {API_VERSION})")
@@ -576,7 +687,7 @@ def covers(attestation: Attestation, driver: str, architecture: str) -> bool:
 
 def admission_problems(
     attestation: Attestation, *, driver: str, architectures: Sequence[str], min_soak_hours: float,
-    now: datetime | None = None,
+    now: datetime | None = None, max_age_days: float | None = None,
 ) -> list[str]:
     """Why this attestation does not admit ``driver`` on these GPU architectures; empty when it does.
 
@@ -598,13 +709,87 @@ def admission_problems(
     current = _utc(now) if now is not None else datetime.now(UTC).replace(microsecond=0)
     if attestation.soakEnd > current:
         problems.append(f"its soak ends in the future ({attestation.document()['soakEnd']})")
+    if max_age_days is not None:
+        age = (current - attestation.soakEnd).total_seconds() / 86400
+        if age > max_age_days:
+            problems.append(f"it was made {age:.0f} days ago ({attestation.document()['soakEnd']}), more than "
+                            f"promotion.maxAttestationAgeDays ({max_age_days:g}): re-attest with `gpu-rollout verify "
+                            f"--stack {stacks.stack_name(attestation.stack)}` after a fresh soak")
     return problems
 
 
+# ---------------------------------------------------------------- identity and install factors
+
+
+def qualified_stack(stack: str, organization: str, project: str) -> str:
+    """A stack as the backend names it, ``org/project/stack``; a bare name is ``project``'s in ``organization``."""
+    return stack if stack.count("/") == 2 else f"{organization}/{project}/{stacks.stack_name(stack)}"
+
+
+def aks_resource_id(resource_group: str, cluster_name: str, subscription: str | None = None) -> str:
+    """The managed cluster's ARM resource ID; without the subscription (stacks do not declare it) from
+    ``/resourceGroups/`` on, which still names one cluster of the subscription the stack's credentials reach."""
+    tail = f"/resourceGroups/{resource_group}/providers/Microsoft.ContainerService/managedClusters/{cluster_name}"
+    return f"/subscriptions/{subscription}{tail}" if subscription else tail
+
+
+def eks_cluster_arn(cluster_name: str, region: str, node_role_arn: str) -> str:
+    """The EKS cluster's ARN: partition and account of the node role (the stack's own account), its region."""
+    parts = node_role_arn.split(":")
+    partition, account = (parts[1], parts[4]) if len(parts) > 4 else ("aws", "")
+    return f"arn:{partition}:eks:{region}:{account}:cluster/{cluster_name}"
+
+
+def kernel_series(kernel: str) -> str:
+    """A kernel's release series: ``5.15.0-1079-azure`` -> ``5.15.0-*-azure`` (the ABI number is the build;
+    the flavour and base release are what modules are built against). A kernel of another shape is its own."""
+    head, sep, rest = kernel.partition("-")
+    if not sep:
+        return kernel
+    build, dash, flavour = rest.partition("-")
+    if build.isdigit() or (build.split(".")[0].isdigit() and "." in build):
+        return f"{head}-*" + (f"-{flavour}" if dash else "")
+    return kernel
+
+
+_OS_IMAGES: Final = (
+    (re.compile(r"^Ubuntu (\d{2}\.\d{2})"), "ubuntu{0}"),
+    (re.compile(r"^(?:Microsoft Azure Linux|CBL-Mariner)"), "azurelinux"),
+    (re.compile(r"^Amazon Linux (2023)"), "amazonlinux{0}"),
+    (re.compile(r"^Bottlerocket"), "bottlerocket"),
+    (re.compile(r"^Red Hat Enterprise Linux(?: CoreOS)? (\d+)"), "rhel{0}"),
+)
+
+
+def os_family(os_image: str) -> str | None:
+    """The OS a node's ``status.nodeInfo.osImage`` names, spelled as stacks declare it (``gpu_knowledge.platform``):
+    "Ubuntu 22.04.5 LTS" is ``ubuntu22.04``; None for one this table does not know. Several (nodes that
+    disagreed, joined by ", ") read as the first's family only when all agree."""
+    found = set()
+    for image in (i.strip() for i in os_image.split(",")):
+        family = next((template.format(*m.groups()) for pattern, template in _OS_IMAGES if (m := pattern.match(image))),
+                      None)
+        found.add(family)
+    return found.pop() if len(found) == 1 else None
+
+
+def resolved_module_type(declared: str | None, driver: str | None) -> KernelModuleType | None:
+    """The kernel modules an operator-installed driver loads: ``open``/``proprietary`` as declared; ``auto``
+    (the operator's default since 25.3.0) loads open modules from R570 on, proprietary before; None: unknown."""
+    if declared in ("open", "proprietary"):
+        return cast(KernelModuleType, declared)
+    if declared in (None, "auto") and driver:
+        parsed = parse_driver(driver)
+        if parsed is not None:
+            return "open" if parsed[0] >= 570 else "proprietary"
+    return None
+
+
 __all__ = [
-    "API_VERSION", "ATTESTATION_DIR", "EXAMPLE_CLUSTERS", "RetiredFormatError", "EXAMPLE_KEY_ID", "MIG_DISABLED", "RETIRED_API_VERSIONS",
+    "API_VERSION", "ATTESTATION_DIR", "CANARY_STAGE", "ClusterIdentity", "RETIRED_FORMATS", "RetiredFormatError", "EXAMPLE_KEY_ID", "MIG_DISABLED", "RETIRED_API_VERSIONS",
     "SIGNING_KEY_ENV", "TRUSTED_KEYS_SCHEMA", "Attestation", "AttestationError", "AttestedCheck", "AttestedPool",
-    "Signature", "TrustedKey", "admission_problems", "canonical_json", "covers", "digest_of", "folder_for",
+    "Signature", "TrustedKey", "admission_problems", "aks_resource_id", "canonical_json", "eks_cluster_arn",
+    "kernel_series", "os_family", "qualified_stack", "resolved_module_type", "covers", "digest_of", "folder_for",
     "from_document", "generate_signing_key", "key_id", "load", "parse", "parse_unverified", "path_for",
     "private_key_pem", "public_key_text", "read_signing_key", "read_text", "read_trusted_keys", "seal", "sign",
     "signing_key_from_environment", "trust_problems", "trusted_key_of", "write",

@@ -9,6 +9,7 @@ unknown keys, so a typo fails the load instead of being ignored. The parts live 
 from __future__ import annotations
 
 import re
+from datetime import date
 from enum import StrEnum
 from typing import Annotated, Literal, Self, get_args
 
@@ -44,7 +45,7 @@ from fleetspec.observability import DecimalPercent, Duration, decimal_percent, d
 from fleetspec.simulation import Simulation
 from fleetspec.discipline import MaintenanceWindow, RolloutSettings, WeeklyWindow
 from gpu_knowledge.node_images import is_nvidia_ami
-from gpu_knowledge.versions import CudaVersion, DriverVersion, is_branch_only
+from gpu_knowledge.versions import CudaVersion, DriverVersion, is_branch_only, parse_driver
 
 __all__ = [
     "PROJECT", "AksCluster", "AksPool", "Cloud", "Cluster", "ClusterPolicyMode", "Drain", "Driver", "DriverOwner",
@@ -533,7 +534,8 @@ class Validation(SpecModel):
 # What the prod gate compares between a prod pool and the canary pool that attested its driver; each is a
 # difference a waiver may accept (policy canary-attested, docs/policies.md).
 WaivableDifference = Literal["gpu-product", "gpus-per-node", "nvswitch", "mig-config", "served-traffic",
-                             "operator-release"]
+                             "operator-release", "driver-mode", "kernel-module-type", "os-image", "node-image-version",
+                             "kernel"]
 WAIVABLE_DIFFERENCES: tuple[str, ...] = get_args(WaivableDifference)
 
 
@@ -543,6 +545,25 @@ class Waiver(SpecModel):
     accept: list[WaivableDifference] = Field(
         min_length=1, description="The differences accepted: " + ", ".join(WAIVABLE_DIFFERENCES) + ".")
     reason: str = Field(description="Why the difference is accepted (who decided, what covers the gap).")
+    # Optional in the model only so that a stack file of an earlier release still renders (the committed base a
+    # plan compares with); the gate (canary-attested) refuses a waiver without any of the three, naming it.
+    driver: str | None = Field(
+        None, description="The driver branch (`580`) or version (`580.173.02`) the waiver was given for: a waiver of "
+        "another driver is refused (mandatory), so it never silently applies to the next one. Required by the gate.",
+        examples=["580"])
+    ticket: str | None = Field(None, min_length=1, description="The change ticket that accepted the difference. "
+                               "Required by the gate.", examples=["CHG-20261209-0078"])
+    expires: date | None = Field(None, description="The last day the waiver holds (UTC); from the day after, it is "
+                                 "refused (mandatory), naming it. Required by the gate.", examples=["2027-03-31"])
+
+    @field_validator("driver")
+    @classmethod
+    def _driver(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if parse_driver(value) is None or value != value.strip():
+            raise ValueError(f"'{value}' is not a driver branch (580) or version (580.173.02)")
+        return value
 
     @field_validator("reason")
     @classmethod
@@ -612,6 +633,9 @@ class Promotion(SpecModel):
         24, description="Hours the canary must have run clean: the attestation's soak, from `soakStart` to the passing "
         "`gpu-rollout verify` at `soakEnd`, must last at least this long. In prod, policy `soak-floor` refuses less "
         "than 24 and advises 168 (the runbook keeps the canary a week ahead).", examples=[168])
+    maxAttestationAgeDays: Annotated[float, Field(gt=0)] = Field(
+        90, description="The oldest attestation the gate admits, in days from the end of its soak (`soakEnd`): an "
+        "older one is refused; re-attest after a fresh soak.", examples=[90])
     waivers: dict[str, Waiver] = Field(
         default_factory=dict,
         description="Per prod pool: the differences from the attested canary pool the gate accepts (advice instead "

@@ -9,6 +9,8 @@ tests/fleetspec/test_config_reference.py fails when a committed copy is stale.
 
 from __future__ import annotations
 
+from datetime import date
+
 import inspect
 import json
 import re
@@ -149,7 +151,8 @@ def type_text(annotation: object) -> str:
         return " | ".join(f"`{m.value}`" for m in annotation)
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return "object"
-    names: dict[object, str] = {bool: "bool", int: "int", float: "number", str: "string"}
+    names: dict[object, str] = {bool: "bool", int: "int", float: "number", str: "string",
+                                date: "date (YYYY-MM-DD)"}
     return names.get(annotation, str(annotation))
 
 

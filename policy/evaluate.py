@@ -12,6 +12,7 @@ no advice is shown here either.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -103,16 +104,41 @@ def check_config(config: Mapping[str, Any]) -> None:
         )
 
 
-def pack_config_dir(project_dir: Path | None) -> Path:
+def pack_config_dir(project_dir: Path | None) -> Path | None:
     """Where a project keeps its stages' pack configs: its own policy/ folder (a team's trustedKeys and levels
-    live there, `gpu-rollout init --trust-key` writes them), else the pack's folder this code came with."""
+    live there, `gpu-rollout init --trust-key` writes them); None for the pack's folder this code came with
+    (:func:`config_path` resolves it, the examples' configs included where asked for)."""
     own = project_dir / "policy" if project_dir is not None else None
-    return own if own is not None and own.is_dir() else POLICY_DIR
+    if own is None or not own.is_dir() or own.resolve() == POLICY_DIR.resolve():
+        return None
+    return own
 
 
-def load_config(stage: str | None, policy_dir: Path = POLICY_DIR) -> dict[str, Any]:
-    """The stage's pack config file (<policy_dir>/<stage>.json); the registry defaults when there is none."""
-    path = policy_dir / f"{stage}.json"
+# The example stacks' own pack configs: policy/examples/<stage>.json, read instead of policy/<stage>.json only
+# where GPU_ROLLOUT_PACK_CONFIG_DIR names that folder (`make plan`, the tests, the example e2e runs): the example
+# key's trust lives there, scoped to the example prod stacks, never in a config a team deploys with.
+EXAMPLES_CONFIG_DIR = POLICY_DIR / "examples"
+PACK_CONFIG_DIR_ENV = "GPU_ROLLOUT_PACK_CONFIG_DIR"
+
+
+def config_path(stage: str, policy_dir: Path | None = None) -> Path:
+    """The stage's pack config file: ``<policy_dir>/<stage>.json``; by default the file of that name in
+    ``$GPU_ROLLOUT_PACK_CONFIG_DIR`` where it has one, else the pack's own (policy/<stage>.json)."""
+    if policy_dir is not None:
+        return policy_dir / f"{stage}.json"
+    chosen = os.environ.get(PACK_CONFIG_DIR_ENV)
+    if chosen:
+        candidate = Path(chosen) if Path(chosen).is_absolute() else POLICY_DIR.parent / chosen
+        if (candidate / f"{stage}.json").is_file():
+            return candidate / f"{stage}.json"
+    return POLICY_DIR / f"{stage}.json"
+
+
+def load_config(stage: str | None, policy_dir: Path | None = None) -> dict[str, Any]:
+    """The stage's pack config file (:func:`config_path`); the registry defaults when there is none."""
+    if stage is None:
+        return {}
+    path = config_path(stage, policy_dir)
     if stage is None or not path.is_file():
         return {}
     config: dict[str, Any] = json.loads(path.read_text())

@@ -34,10 +34,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from datetime import UTC, date, datetime
 from typing import Any
 
 from policy import facts
-from policy.facts import StackFacts
+from policy.facts import Resource, StackFacts
 from policy.findings import Finding, advice
 from policy.metadata import PolicyConfig, Severity, stack_policy
 from engine_contracts import attestation
@@ -47,6 +48,10 @@ from fleetspec import stacks
 from engine_contracts import resource_facts as rf
 from fleetspec.base import Stage
 from vocabulary.policy_ids import PolicyId
+from gpu_knowledge.versions import parse_driver
+
+
+DEFAULT_MAX_ATTESTATION_AGE_DAYS = 90.0  # promotion.maxAttestationAgeDays of a record that states none
 
 TRUSTED_KEYS = "trustedKeys"
 
@@ -179,6 +184,45 @@ def _yes_no(value: bool | None) -> str:
     return "not stated" if value is None else "yes" if value else "no"
 
 
+def install_differences(sealed: attestation.Attestation, canary: attestation.AttestedPool, pool: str,
+                        install: rf.InstallFacts | None, driver: str) -> dict[str, str]:
+    """What differs in how the driver is installed between an attested canary pool and a prod pool: who installs
+    it, its kernel modules (open or proprietary), the OS and node image the prod pool declares, and, where
+    modules are precompiled, the kernel (by release series elsewhere: the driver container builds against the
+    running kernel). A factor prod does not state is named as such; one the attestation does not record (a
+    node image an existing pool does not show) is not compared."""
+    if install is None:
+        return {"driver-mode": "the promotion record states no install factors (a program of facts version 1): "
+                               "redeploy with this release"}
+    found: dict[str, str] = {}
+    if install.driver_mode != sealed.driverMode:
+        found["driver-mode"] = (f"driver installed by {sealed.driverMode} on the canary, "
+                                f"{install.driver_mode or 'not stated'} in prod")
+    prod_modules = attestation.resolved_module_type(install.kernel_module_type, driver) \
+        if install.driver_mode != "image" else None
+    if canary.kernelModuleType != prod_modules:
+        found["kernel-module-type"] = (f"{canary.kernelModuleType or 'unknown'} kernel modules on the canary, "
+                                       f"{prod_modules or 'unknown'} in prod")
+    declared = install.pools.get(pool) or {}
+    prod_os = [o for o in (declared.get("os") or "").split(",") if o]
+    canary_os = attestation.os_family(canary.osImage) if canary.osImage else None
+    if canary_os is not None and canary_os not in prod_os:
+        found["os-image"] = (f"OS {canary.osImage} ({canary_os}) on the canary, "
+                             f"{' or '.join(prod_os) or 'not stated'} in prod")
+    image = declared.get("nodeImage")
+    # AKS's node label spells the image's version after its name (AKSUbuntu-2204gen2containerd-202510.14.0).
+    if canary.nodeImage is not None and image is not None and canary.nodeImage.rsplit("-", 1)[-1] != image \
+            and canary.nodeImage != image:
+        found["node-image-version"] = f"node image {canary.nodeImage} on the canary, {image} in prod"
+    kernels = {k.strip() for k in (canary.kernel or "").split(",") if k.strip()}
+    if install.precompiled and len(kernels) > 1:
+        found["kernel"] = (f"precompiled modules, but the canary's nodes ran several kernels ({', '.join(sorted(kernels))})"
+                           ": one exact kernel is attested per precompiled image")
+    elif len({attestation.kernel_series(k) for k in kernels}) > 1:
+        found["kernel"] = f"the canary's nodes ran kernels of several series ({', '.join(sorted(kernels))})"
+    return found
+
+
 def differences(canary: attestation.AttestedPool, pool: rf.PoolFacts, operator: str | None,
                 attested_operator: str) -> dict[str, str]:
     """What differs between an attested canary pool and a prod pool, by the name a waiver accepts it under
@@ -216,27 +260,54 @@ class _Cover:
 
 
 def _nearest(sealed: attestation.Attestation, pool: facts.Pool, operator: str | None,
-             waiver: rf.WaiverFacts | None) -> _Cover | None:
+             waiver: rf.WaiverFacts | None, install: rf.InstallFacts | None = None) -> _Cover | None:
     """The canary pool of the pool's GPU architecture that covers it (every difference waived), else the one
     with the fewest differences not waived; None when the attestation has no pool of that architecture (the
     architecture check names that)."""
     architecture = compat.architecture(pool.facts.gpu_product or "").value
     waived = waiver.accept if waiver is not None else frozenset()
-    covers = [_Cover(c, differences(c, pool.facts, operator, sealed.operatorChart), waived)
+    covers = [_Cover(c, {**differences(c, pool.facts, operator, sealed.operatorChart),
+                         **install_differences(sealed, c, pool.name, install, sealed.driver)}, waived)
               for c in sealed.pools if c.architecture == architecture]
     if not covers:
         return None
     return min(covers, key=lambda c: (len(set(c.differences) - c.waived), len(c.differences), c.canary.name))
 
 
+def waiver_problems(pool: str, waiver: rf.WaiverFacts, driver: str, now: datetime) -> list[str]:
+    """Why ``promotion.waivers.<pool>`` may not accept a difference for ``driver``: bound to no driver, ticket
+    or expiry (a record of facts version 1), given for another driver (a branch covers its versions), or
+    expired (its ``expires`` day is past, UTC)."""
+    name = f"promotion.waivers.{pool}"
+    if waiver.driver is None or waiver.ticket is None or waiver.expires is None:
+        return [f"{name} names no driver, change ticket or expiry: a waiver accepts a difference only for the "
+                "driver it was given for, until it expires (set driver, ticket and expires)"]
+    problems = []
+    given, target = parse_driver(waiver.driver), parse_driver(driver)
+    if given is None or target is None or target[:len(given)] != given:
+        problems.append(f"{name} (ticket {waiver.ticket}) was given for driver {waiver.driver}, not {driver}: a "
+                        "foreign waiver accepts nothing; review the difference for this driver and give it anew")
+    try:
+        last_day = date.fromisoformat(waiver.expires)
+    except ValueError:
+        problems.append(f"{name} (ticket {waiver.ticket}): expires {waiver.expires!r} is not a day (YYYY-MM-DD)")
+    else:
+        if now.astimezone(UTC).date() > last_day:
+            problems.append(f"{name} (ticket {waiver.ticket}, driver {waiver.driver}) expired on {waiver.expires}: "
+                            "renew it with a new ticket or remove it")
+    return problems
+
+
 def _binding(sealed: attestation.Attestation, target: _Target, gate: rf.PromotionFacts, operator: str | None,
-             source: str) -> tuple[list[str], list[str]]:
+             source: str, now: datetime) -> tuple[list[str], list[str]]:
     """(reasons, waived notes) of each of the target's pools against the attested canary pools."""
     reasons: list[str] = []
     notes: list[str] = []
     for pool in sorted(target.pools, key=lambda p: p.name):
         waiver = gate.waivers.get(pool.name)
-        cover = _nearest(sealed, pool, operator, waiver)
+        if waiver is not None and waiver_problems(pool.name, waiver, target.driver, now):
+            waiver = None  # refused on its own (canary_attested): it accepts nothing
+        cover = _nearest(sealed, pool, operator, waiver, gate.install)
         if cover is None:
             continue
         open_ = {k: v for k, v in cover.differences.items() if k not in cover.waived}
@@ -257,8 +328,48 @@ def _binding(sealed: attestation.Attestation, target: _Target, gate: rf.Promotio
 # ---------------------------------------------------------------- the gate
 
 
+def qualified_canary(gate: rf.PromotionFacts) -> str | None:
+    """The declared canary stack as the engine names it: a bare ``promotion.canaryStack`` is in this prod stack's
+    organization and project (as the program's StackReference qualifies it)."""
+    if gate.canary_stack is None:
+        return None
+    if gate.canary_stack.count("/") == 2 or gate.stack is None or gate.stack.count("/") != 2:
+        return gate.canary_stack
+    org, project, _ = gate.stack.split("/")
+    return attestation.qualified_stack(gate.canary_stack, org, project)
+
+
+def identity_problems(sealed: attestation.Attestation, gate: rf.PromotionFacts, source: str) -> list[str]:
+    """Why the attestation was not made on the declared canary: its qualified stack, stage, cluster and cloud
+    identity against the canary stack's ``identity`` output (read by the prod program through its
+    StackReference), and that output's own stage."""
+    canary = qualified_canary(gate)
+    declared = gate.canary_identity
+    problems = []
+    if sealed.stage != attestation.CANARY_STAGE:
+        problems.append(f"{source} was made on a {sealed.stage} stack: only a canary stack's verify attests")
+    if declared is None:
+        problems.append(f"the canary stack '{canary}' states no identity output (deployed by an older release, or "
+                        "not readable from this stack): redeploy the canary, then re-attest; the gate binds an "
+                        "attestation to the canary's stack and cluster")
+        return problems
+    if declared.stage != attestation.CANARY_STAGE:
+        problems.append(f"promotion.canaryStack '{canary}' is a {declared.stage or 'stage-less'} stack (its "
+                        "identity output), not a canary: only a canary's attestation admits a driver")
+    if canary is not None and declared.stack != canary:
+        problems.append(f"the canary stack's identity output names stack '{declared.stack}', not "
+                        f"promotion.canaryStack '{canary}'")
+    if sealed.stack != declared.stack:
+        problems.append(f"{source} was made on stack '{sealed.stack}', not on the canary stack '{declared.stack}'")
+    if sealed.cluster != declared.cluster or sealed.identity.cloudId != declared.cloud_id:
+        made = f"{sealed.cluster} ({sealed.identity.cloudId or 'no cloud resource'})"
+        ours = f"{declared.cluster} ({declared.cloud_id or 'no cloud resource'})"
+        problems.append(f"{source} was made on cluster {made}, not on the canary stack's cluster {ours}")
+    return problems
+
+
 def _admission(target: _Target, gate: rf.PromotionFacts, settings: GateSettings,
-               operator: str | None) -> tuple[list[str], list[str]]:
+               operator: str | None, now: datetime) -> tuple[list[str], list[str]]:
     """(why the record does not admit the target's driver, one line each; the waivers that admitted it)."""
     driver, canary = target.driver, gate.canary_stack or "(none)"
     source = _source(canary, driver)
@@ -275,18 +386,19 @@ def _admission(target: _Target, gate: rf.PromotionFacts, settings: GateSettings,
         except attestation.AttestationError as exc:
             reasons.append(str(exc))
         else:
-            reasons += attestation.trust_problems(sealed, settings.trusted_keys, source, stacks.stack_name(canary))
-            if gate.canary_stack is not None and not stacks.same_stack(sealed.stack, gate.canary_stack):
-                reasons.append(f"{source} was made on stack '{sealed.stack}', not on the canary stack "
-                               f"'{gate.canary_stack}'")
+            reasons += attestation.trust_problems(sealed, settings.trusted_keys, source, stacks.stack_name(canary),
+                                                  gate.stack, now)
+            reasons += identity_problems(sealed, gate, source)
             if gate.min_soak_hours is None:
                 reasons.append("the promotion record states no minSoakHours")
             else:
                 reasons += [f"{source}: {problem}" for problem in attestation.admission_problems(
                     sealed, driver=driver, architectures=sorted(target.architectures),
-                    min_soak_hours=gate.min_soak_hours,
+                    min_soak_hours=gate.min_soak_hours, now=now,
+                    max_age_days=(gate.max_attestation_age_days if gate.max_attestation_age_days is not None
+                                  else DEFAULT_MAX_ATTESTATION_AGE_DAYS),
                 )]
-            bound, notes = _binding(sealed, target, gate, operator, source)
+            bound, notes = _binding(sealed, target, gate, operator, source, now)
             reasons += bound
     if gate.canary_stack is None:
         reasons.append("the promotion record names no canary stack (promotion.canaryStack)")
@@ -303,22 +415,49 @@ def _admission(target: _Target, gate: rf.PromotionFacts, settings: GateSettings,
     return reasons, notes
 
 
-def _trusted_example_key(stack: StackFacts, settings: GateSettings) -> Iterator[Finding]:
-    """Trusting the example key is advice on the example fleets and refused on any other cluster."""
-    if not any(k.id == attestation.EXAMPLE_KEY_ID for k in settings.trusted_keys):
+def _trusted_example_key(stack: StackFacts, settings: GateSettings, gate: rf.PromotionFacts,
+                         record: Resource) -> Iterator[Finding]:
+    """Trusting the example key is advice only where the pack config scopes it to the very prod stack judged
+    (the examples' own config, policy/examples/prod.json, names the example stacks); unscoped, or for any other
+    stack, it is refused: its private half is in this repository."""
+    key = next((k for k in settings.trusted_keys if k.id == attestation.EXAMPLE_KEY_ID), None)
+    if key is None:
         return
-    cluster = next((r.facts.cluster for r in stack.identities if r.facts.cluster), None)
-    record = stack.identities[0].resource if stack.identities else None
+    where = record
     message = (
-        f"the gate trusts the example key {attestation.EXAMPLE_KEY_ID} ({TRUSTED_KEYS} in policy/prod.json), whose "
+        f"the gate trusts the example key {attestation.EXAMPLE_KEY_ID} ({TRUSTED_KEYS} of the pack config), whose "
         "private half is in this repository's tests: anyone can sign with it. Generate a key of your own "
         "(`gpu-rollout keygen --out DIR`), keep the private key as the CI secret GPU_ROLLOUT_SIGNING_KEY, list its "
         "entry in trustedKeys and remove the example key's (docs/validation.md, Keys)"
     )
-    if cluster in attestation.EXAMPLE_CLUSTERS:
-        yield advice(f"{message}; accepted only because cluster '{cluster}' is one of the example fleets", record)
+    own = gate.stack
+    if key.scope and key.scoped_to(own):
+        yield advice(f"{message}; accepted only because this config scopes it to the example stack '{own}' "
+                     f"({', '.join(key.scope)})", where)
+    elif key.scope:
+        yield Finding(f"stack '{own or '(not stated)'}' is outside the example key's scope "
+                      f"({', '.join(key.scope)}), but {message}", where)
     else:
-        yield Finding(f"cluster '{cluster or '(not stated)'}' is no example fleet, but {message}", record)
+        yield Finding(f"the example key is trusted with no scope: {message}", where)
+
+
+def _refused_waivers(targets: Mapping[tuple[str, _Judged], _Target], gate: rf.PromotionFacts, record: Resource,
+                     now: datetime) -> Iterator[Finding]:
+    """Each waiver of a pool a promotion reaches that may not accept anything (foreign, expired, unbound)."""
+    for (driver, how), target in sorted(targets.items(), key=lambda item: (item[0][0], _ORDER.index(item[0][1]))):
+        for pool in sorted(p.name for p in target.pools):
+            waiver = gate.waivers.get(pool)
+            if waiver is not None and how is _Judged.PROMOTION:
+                for problem in waiver_problems(pool, waiver, driver, now):
+                    yield Finding(f"driver {driver}: {problem}", record)
+
+
+def _own_canary(gate: rf.PromotionFacts, record: Resource) -> Iterator[Finding]:
+    """A prod stack that names itself as its canary attests its own drivers: refused."""
+    canary = qualified_canary(gate)
+    if canary is not None and gate.stack is not None and canary == gate.stack:
+        yield Finding(f"promotion.canaryStack '{gate.canary_stack}' is this stack ({gate.stack}): a stack is never "
+                      "its own canary; name the canary stack that runs the driver first", record)
 
 
 @stack_policy(
@@ -342,9 +481,11 @@ def canary_attested(stack: StackFacts, settings: GateSettings = GateSettings()) 
         return
     if stack.stage is not Stage.PROD:
         return
-    yield from _trusted_example_key(stack, settings)
     records = [r for r in stack.resources if r.type == rf.CONFIG_MAP and rf.is_promotion_record(r.props)]
     gate = rf.read_promotion(records[0].props) if records else None
+    if gate is not None:  # without a record every promotion is refused for that alone
+        yield from _trusted_example_key(stack, settings, gate, records[0])
+        yield from _own_canary(gate, records[0])
     targets, problems = _targets(stack, gate.running_today if gate is not None else None)
     yield from problems
     operator = next((r.facts.operator_version for r in stack.identities if r.facts.operator_version), None)
@@ -364,7 +505,7 @@ def canary_attested(stack: StackFacts, settings: GateSettings = GateSettings()) 
             notes: list[str] = []
             resource = target.pools[0].resources[0]
         else:
-            reasons, notes = _admission(target, gate, settings, operator)
+            reasons, notes = _admission(target, gate, settings, operator, stack.now)
             resource = records[0]
         for reason in reasons:
             message = f"{target.where()}: {reason}"
@@ -383,6 +524,7 @@ def canary_attested(stack: StackFacts, settings: GateSettings = GateSettings()) 
         yield advice(f"promotion.runningToday (driver {gate.running_today.driver}) admits nothing in this change: no "
                      "held pool is pinned to it and no pool goes back to it; remove the declaration", records[0])
     if gate is not None:
+        yield from _refused_waivers(targets, gate, records[0], stack.now)
         used = {p.name for t in targets.values() if t.judged is not _Judged.DECLARED for p in t.pools}
         for pool, waiver in sorted(gate.waivers.items()):
             if pool not in used:

@@ -28,6 +28,7 @@ from pulumi.runtime.mocks import MockMonitor
 from engine_contracts import resource_facts
 from fleetspec.model import PROJECT
 from fleetspec.stacks import stack_name
+from renderers.manifests import DEFAULT_ORGANIZATION
 
 SOURCE_DIR = Path(__file__).resolve().parent.parent  # the checkout this package runs from
 
@@ -221,7 +222,9 @@ def run_program(
             os.chdir(program.parent)
             pulumi.runtime.reset_options(project=PROJECT, stack=stack, preview=True)
             monitor = _DependencyRecordingMonitor(mocks)
-            pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=True, monitor=monitor)
+            # The file backend's organization, as `pulumi` names a stack there (renderers.manifests.DEFAULT_ORGANIZATION).
+            pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=True, monitor=monitor,
+                                     organization=DEFAULT_ORGANIZATION)
             pulumi.runtime.set_all_config(dict(config))
 
             @pulumi.runtime.test

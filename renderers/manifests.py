@@ -8,14 +8,17 @@ through ``engine_contracts.resource_facts``, which owns their encoding and decod
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from typing import Any
 
 from gpu_knowledge import labels
 from gpu_knowledge import replacement
+from engine_contracts import attestation
 from engine_contracts import resource_facts as rf
 from fleetspec.model import PROJECT, Cloud, DriverOwner, FleetSpec, Generation, Model, NodePool, kubernetes_name
 from fleetspec.pools import DEFAULT_EKS_DISK_GIB
+from gpu_knowledge.platform import aks_os, eks_os
 
 CLUSTER_POLICY_NAME = "cluster-policy"
 OPERATOR_CHART = "gpu-operator"
@@ -343,6 +346,64 @@ def identity_facts(spec: FleetSpec) -> rf.IdentityFacts:
         maintenance_window=(spec.rollout.maintenanceWindow.model_dump_json()
                             if spec.rollout.maintenanceWindow is not None else None),
         validation_job=spec.validation is not None,
+    )
+
+
+# ---------------------------------------------------------------- the stack's identity (the prod gate's binding)
+
+# The organization a stack's bare name is qualified with where nothing else says: the file (DIY) backend's, and
+# the offline preview's. A Pulumi Cloud org is given to the live verbs in GPU_ROLLOUT_ORGANIZATION.
+DEFAULT_ORGANIZATION = "organization"
+ORGANIZATION_ENV = "GPU_ROLLOUT_ORGANIZATION"
+
+
+def qualified_stack(stack: str, organization: str | None = None) -> str:
+    """``org/project/stack`` as the backend names the stack; a bare name is this project's, in ``organization``
+    (default: ``$GPU_ROLLOUT_ORGANIZATION``, else the file backend's ``organization``)."""
+    org = organization or os.environ.get(ORGANIZATION_ENV) or DEFAULT_ORGANIZATION
+    return attestation.qualified_stack(stack, org, PROJECT)
+
+
+def cluster_cloud_id(spec: FleetSpec) -> str | None:
+    """The cluster's cloud identity as the stack declares it: the AKS managed cluster's resource ID (from
+    ``/resourceGroups/``: stacks do not declare the subscription) or the EKS cluster's ARN (the node role's
+    account); None for a cluster this project does not create."""
+    aks, eks = spec.cluster.aks, spec.cluster.eks
+    if aks is not None:
+        return attestation.aks_resource_id(aks.resourceGroup, aks.clusterName)
+    if eks is not None:
+        return attestation.eks_cluster_arn(eks.clusterName, eks.region, eks.nodeRoleArn)
+    return None
+
+
+def stack_identity(spec: FleetSpec, stack: str) -> rf.StackIdentity:
+    """The ``identity`` output: the stack as the engine names it (``org/project/stack``), its stage, its
+    cluster's name and cloud identity. A prod gate compares its canary's with the canary's attestation."""
+    return rf.StackIdentity(stack=stack, stage=spec.stage.value, cluster=spec.cluster.name,
+                            cloud_id=cluster_cloud_id(spec))
+
+
+def pool_operating_systems(pool: NodePool) -> tuple[str, ...]:
+    """The OS a pool's nodes boot, as far as the stack declares it (AKS osSku, EKS amiType or the custom AMI's
+    declared OS, an existing pool's ``os``); two for AKS's plain "Ubuntu", none where nothing says."""
+    if pool.aks is not None:
+        return aks_os(pool.aks.osSku)
+    if pool.eks is not None:
+        return eks_os(pool.eks.amiType, pool.eks.launchTemplate.os if pool.eks.launchTemplate else None)
+    return (pool.existing.os,) if pool.existing is not None and pool.existing.os else ()
+
+
+def install_facts(spec: FleetSpec) -> rf.InstallFacts:
+    """How the stack installs the driver, as the prod gate compares it with the attested canary's."""
+    image = spec.driver.owner == DriverOwner.IMAGE
+    newest = {pool.name: pool.newest_generation for pool in spec.nodePools}
+    return rf.InstallFacts(
+        driver_mode="image" if image else "nvidiadriver" if owned_per_pool(spec) else "clusterpolicy",
+        kernel_module_type=None if image else spec.gpuOperator.kernelModuleType,
+        precompiled=not image and spec.gpuOperator.usePrecompiled,
+        pools={pool.name: {"os": ",".join(pool_operating_systems(pool)) or None,
+                           "nodeImage": generation.image if (generation := newest[pool.name]) else None}
+               for pool in spec.nodePools},
     )
 
 

@@ -12,8 +12,8 @@ or removed, never silently kept:
   team's judgement and are dropped;
 - the change tickets are the example's: replaced by ``--change-ticket``, else removed (policy asks a prod
   stack for one, so its plan says so);
-- trust: ``policy/prod.json`` trusts the example key (its private half is in the tests), which the gate refuses on
-  any cluster but the examples'. With ``--trust-key`` (the ``*.pub.json`` `gpu-rollout keygen` writes) init lists
+- trust: ``policy/prod.json`` trusts no key as shipped (only the examples' own config trusts the example key,
+  whose private half is in the tests). With ``--trust-key`` (the ``*.pub.json`` `gpu-rollout keygen` writes) init lists
   that key in ``canary-attested.trustedKeys`` and removes the example key; without it, it changes no policy and
   prints the steps.
 
@@ -199,13 +199,14 @@ def execute(project_dir: Path, cluster: Cluster, canary: str, prod: str, change_
 
 
 def trusts_example_key(pack_config: Path) -> bool:
-    """Does the project's prod pack config still list the example key among the gate's trusted keys."""
+    """Is the project's prod pack config still without a key of the team's own: it lists no key (as shipped:
+    only the examples' own config, policy/examples/prod.json, trusts the example key) or the example key."""
     try:
         gate = json.loads(pack_config.read_text(encoding="utf-8")).get(GATE)
     except (OSError, ValueError, AttributeError):
         return False
     keys = gate.get(TRUSTED_KEYS, []) if isinstance(gate, dict) else []
-    return any(isinstance(k, dict) and k.get("id") == attestation.EXAMPLE_KEY_ID for k in keys)
+    return not keys or any(isinstance(k, dict) and k.get("id") == attestation.EXAMPLE_KEY_ID for k in keys)
 
 
 def next_steps(canary: str, prod: str, canary_example: Path, prod_example: Path, change_ticket: str | None,
@@ -215,8 +216,8 @@ def next_steps(canary: str, prod: str, canary_example: Path, prod_example: Path,
         steps.append(f"set gpu-driver-upgrade:changeTicket in Pulumi.{prod}.yaml (policy asks a prod stack for one)")
     if trust_key is None and example_trusted:
         steps.append("make your signing key: gpu-rollout keygen --out <a folder outside the repository>; then list "
-                     "the entry it prints in canary-attested.trustedKeys of policy/prod.json and remove the example "
-                     "key there. Until then the gate refuses prod: it trusts the example key")
+                     "the entry it prints in canary-attested.trustedKeys of policy/prod.json (and remove the example "
+                     "key if it is there). Until then the gate refuses prod: it trusts no key of yours")
     elif trust_key is None:
         steps.append("policy/prod.json trusts your own key already (not the example's): sign the canary's "
                      "attestations with it (GPU_ROLLOUT_SIGNING_KEY)")

@@ -198,6 +198,20 @@ def attested_pool(facts: VerifyFacts, pool: NodePool) -> attestation.AttestedPoo
     )
 
 
+def cloud_id(spec: FleetSpec) -> str | None:
+    """The canary cluster's cloud identity as the stack declares it: the AKS resource ID or the EKS cluster ARN
+    (renderers.manifests.stack_identity exports the same for the prod gate to compare); None: cloud existing."""
+    return manifests.cluster_cloud_id(spec)
+
+
+def kernel_module_type(spec: FleetSpec, driver: str) -> attestation.KernelModuleType | None:
+    """The kernel modules the operator's driver loads (gpuOperator.kernelModuleType, ``auto`` resolved by the
+    driver branch); None where the node image owns the driver (not the operator's to say)."""
+    if spec.driver.owner == DriverOwner.IMAGE:
+        return None
+    return attestation.resolved_module_type(spec.gpuOperator.kernelModuleType, driver)
+
+
 def driver_mode(spec: FleetSpec) -> attestation.DriverMode:
     """Who installed the driver on the canary: the node image, per-pool NVIDIADrivers or the ClusterPolicy."""
     if spec.driver.owner == DriverOwner.IMAGE:
@@ -214,14 +228,21 @@ def attest(facts: VerifyFacts, results: list[Any], *, stack: str, git_commit: st
     drivers = {n.target for n in facts.nodes}
     if len(drivers) != 1:
         raise attestation.AttestationError(f"the upgraded nodes run more than one target ({', '.join(sorted(drivers))})")
+    if not facts.kube_system_uid:
+        raise attestation.AttestationError("the kube-system namespace shows no uid: the attestation binds the canary's "
+                                           "cluster by it")
+    driver = drivers.pop()
+    modules = kernel_module_type(facts.spec, driver)
     pools = sorted({n.pool.name: n.pool for n in facts.nodes}.values(), key=lambda p: p.name)
     return attestation.seal(
-        stack=stack,
+        stack=manifests.qualified_stack(stack),
+        stage=facts.spec.stage.value,
         cluster=facts.spec.cluster.name,
-        driver=drivers.pop(),
+        identity=attestation.ClusterIdentity(kubeSystemUid=facts.kube_system_uid, cloudId=cloud_id(facts.spec)),
+        driver=driver,
         operator_chart=facts.spec.gpuOperator.chartVersion,
         driver_mode=driver_mode(facts.spec),
-        pools=[attested_pool(facts, p) for p in pools],
+        pools=[attested_pool(facts, p).model_copy(update={"kernelModuleType": modules}) for p in pools],
         checks=[attestation.AttestedCheck(id=r.id, status=r.status.value, subject=r.subject, message=r.message,
                                           evidence=r.evidence or {}) for r in results],
         soak_start=datetime.fromtimestamp(soak, UTC),

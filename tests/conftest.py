@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -17,9 +18,14 @@ EXAMPLE_STACKS = ("canary", "prod", "eks-canary", "eks-prod", "existing-canary",
 # The GPU Operator's CRDs travel with the tests (provenance and licence in the folder's PROVENANCE.md).
 OPERATOR_CRDS = PROJECT_DIR / "tests" / "data" / "crds"
 SHARED_CRDS = OPERATOR_CRDS / "v26.7.0"  # the release the examples pin
-# The example attestation key's private half: only here, in the tests (policy/prod.json trusts its public half
-# for the example fleets; engine_contracts.attestation.EXAMPLE_KEY_ID names it). scripts/attest_examples.py signs with it.
+# The example attestation key's private half: only here, in the tests (policy/examples/prod.json, the example
+# stacks' own pack config, trusts its public half for the example prod stacks; engine_contracts.attestation.EXAMPLE_KEY_ID
+# names it). scripts/attest_examples.py signs with it.
 EXAMPLE_KEY_FILE = PROJECT_DIR / "tests" / "data" / "example-attestation-key.pem"
+# The tests judge the example stacks as `make plan` does: by the examples' pack configs (policy/evaluate.py,
+# config_path); a test of a config a team deploys with names its folder (load_config(stage, POLICY_DIR)).
+EXAMPLES_PACK_CONFIG_DIR = "policy/examples"
+os.environ.setdefault("GPU_ROLLOUT_PACK_CONFIG_DIR", EXAMPLES_PACK_CONFIG_DIR)
 
 
 @pytest.fixture(autouse=True)
@@ -106,9 +112,10 @@ def aks_image_owned() -> dict[str, str]:
 
     config = change(config, "nodePools", generations)
     # The H100 pool is released here; the AKS canary's Hopper pool is an H100 NVL card without NVSwitch.
+    # Its install differs too: the node image owns the driver here, the operator's NVIDIADriver on the canary.
     config = change(config, "promotion", lambda promotion: promotion.update(waivers={"gpuh100": {
-        "accept": ["gpu-product", "gpus-per-node", "nvswitch"],
-        "reason": "test fleet: the canary's H100 NVL pool stands in for the HGX pool"}}))
+        "accept": ["gpu-product", "gpus-per-node", "nvswitch", "driver-mode", "kernel-module-type", "node-image-version"],
+        "reason": "test fleet: the canary's H100 NVL pool stands in for the HGX pool", **TEST_WAIVER}}))
     return change(config, "models", lambda models: models.__setitem__(slice(None), models[:1]))
 
 
@@ -130,4 +137,18 @@ def eks_operator_owned() -> dict[str, str]:
             template = pool["eks"].get("launchTemplate") or {"id": f"lt-0a1b2c3d4e5f6a7b{index}", "version": "1"}
             pool["eks"]["launchTemplate"] = {**template, "os": "ubuntu22.04"}
 
-    return change(config, "nodePools", custom_ubuntu)
+    config = change(config, "nodePools", custom_ubuntu)
+
+    # The EKS canary runs the NVIDIA AMI's own driver on Amazon Linux: this fleet's install differs (waived).
+    def install_waivers(promotion: dict[str, Any]) -> None:
+        accept = ["driver-mode", "kernel-module-type", "os-image"]
+        waivers = promotion.setdefault("waivers", {})
+        for pool in ("gpu-a10g", "gpu-l40s"):
+            entry = waivers.setdefault(pool, {"accept": [], "reason": "test fleet: custom Ubuntu AMIs", **TEST_WAIVER})
+            entry["accept"] = sorted(set(entry["accept"]) | set(accept))
+
+    return change(config, "promotion", install_waivers)
+
+
+# What binds a test fleet's waiver: its driver branch, change ticket and last day (policy canary-attested).
+TEST_WAIVER = {"driver": "580", "ticket": "CHG-TEST-0001", "expires": "2099-12-31"}

@@ -14,6 +14,7 @@ import pytest
 
 from scripts import attest_examples
 from engine_contracts import attestation as att
+from renderers import manifests
 from gpu_knowledge import compat
 from fleetspec.load import load_stack_file
 from fleetspec.model import FleetSpec
@@ -43,8 +44,11 @@ def test_the_script_attests_every_example_canary() -> None:
 def test_the_shipped_attestation_is_the_example_canarys(canary: str) -> None:
     spec, prod = spec_of(canary), spec_of(PAIRS[canary])
     sealed = shipped(canary)  # loads only when the digest matches the content
-    assert (sealed.stack, sealed.cluster, sealed.driver, sealed.operatorChart) == (
-        canary, spec.cluster.name, spec.driver.version, spec.gpuOperator.chartVersion)
+    assert (sealed.stack, sealed.stage, sealed.cluster, sealed.driver, sealed.operatorChart) == (
+        f"organization/gpu-driver-upgrade/{canary}", "canary", spec.cluster.name, spec.driver.version,
+        spec.gpuOperator.chartVersion)
+    # The cluster's identity: the test cluster's kube-system uid, and the cloud resource the canary declares.
+    assert sealed.identity.kubeSystemUid and sealed.identity.cloudId == manifests.cluster_cloud_id(spec)
     assert sorted((p.name, p.gpuProduct) for p in sealed.pools) == sorted(
         (p.name, p.gpuProduct) for p in spec.nodePools if not spec.pool_held(p))
     assert {c.status for c in sealed.checks} == {"pass"}
@@ -80,17 +84,25 @@ def test_making_them_again_gives_equivalent_attestations(tmp_path: Path) -> None
         assert [(c.id, c.subject, c.status) for c in again.checks] == [(c.id, c.subject, c.status)
                                                                       for c in before.checks]
         assert again.pools == before.pools
-        assert (again.stack, again.cluster, again.driver, again.operatorChart) == (
-            before.stack, before.cluster, before.driver, before.operatorChart)
+        assert (again.stack, again.stage, again.cluster, again.identity.cloudId, again.driver, again.operatorChart) == (
+            before.stack, before.stage, before.cluster, before.identity.cloudId, before.driver, before.operatorChart)
         assert again.soak_hours == pytest.approx(before.soak_hours, abs=0.01)
 
 
 @pytest.mark.parametrize("canary", sorted(PAIRS))
-def test_the_shipped_attestation_is_signed_by_a_key_the_prod_pack_trusts(canary: str) -> None:
-    from policy.evaluate import load_config, settings_entry
+def test_the_shipped_attestation_is_signed_by_a_key_the_examples_pack_trusts_for_its_prod_stack(canary: str) -> None:
+    """The examples' own pack config (policy/examples/prod.json) trusts the example key for the example prod
+    stacks only; the config a team deploys with (policy/prod.json) trusts it for none."""
+    from policy.evaluate import EXAMPLES_CONFIG_DIR, POLICY_DIR, load_config, settings_entry
     from policy.promotion_rules import read_settings
 
-    trusted = read_settings(settings_entry("canary-attested", load_config("prod"))).trusted_keys
+    def trusted(folder: Path) -> tuple[att.TrustedKey, ...]:
+        return read_settings(settings_entry("canary-attested", load_config("prod", folder))).trusted_keys
+
     sealed = shipped(canary)
+    prod = f"organization/gpu-driver-upgrade/{PAIRS[canary]}"
     assert sealed.signature is not None and sealed.signature.keyId == att.EXAMPLE_KEY_ID
-    assert att.trust_problems(sealed, trusted, canary, canary) == []
+    assert att.trust_problems(sealed, trusted(EXAMPLES_CONFIG_DIR), canary, canary, prod) == []
+    (problem,) = att.trust_problems(sealed, trusted(EXAMPLES_CONFIG_DIR), canary, canary, "acme/gpu-driver-upgrade/prod")
+    assert "whose scope" in problem and "does not take prod stack 'acme/gpu-driver-upgrade/prod'" in problem
+    assert "which the gate does not trust" in att.trust_problems(sealed, trusted(POLICY_DIR), canary, canary, prod)[0]

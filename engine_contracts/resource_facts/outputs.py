@@ -35,10 +35,11 @@ PER_POOL_DRIVERS = "perPoolDrivers"  # true when NVIDIADrivers own the operator'
 # stacks deployed before it was one hold the string "true"/"false", still read back)
 PREVIOUS_DRIVER_VERSION = "previousDriverVersion"  # what held pools stay on; "" when none is declared
 TIMELINE = "timeline"  # when each wave was released and each generation first deployed (Timeline)
+IDENTITY = "identity"  # which stack and cluster this is (StackIdentity): a prod gate compares its canary's
 
 OUTPUT_NAMES: tuple[str, ...] = (
     STAGE, CLUSTER, DRIVER_VERSION, POOLS, RELEASED_POOLS, HELD_POOLS,
-    CLOUD_POOLS, OPERATOR_VERSION, PER_POOL_DRIVERS, PREVIOUS_DRIVER_VERSION, TIMELINE,
+    CLOUD_POOLS, OPERATOR_VERSION, PER_POOL_DRIVERS, PREVIOUS_DRIVER_VERSION, TIMELINE, IDENTITY,
 )
 
 # The keys of a pool summary (beside DRIVER_VERSION), and of one of its generations.
@@ -56,6 +57,11 @@ DRIVERS_RUN = "driversRun"  # pool -> the drivers deployments released it to thr
 # config pin: docs/validation.md, What "ran" means)
 HELD_ON_DECLARED = "heldOnDeclared"  # pool -> the promotion.runningToday driver a deployment held it on (not a run)
 DRIVERS_REMEMBERED = 8  # per pool: enough for any rollback, bounded however long the stack lives
+# The keys of the identity record.
+IDENTITY_STACK = "stack"  # org/project/stack, as the engine names the stack that exported it
+IDENTITY_STAGE = "stage"
+IDENTITY_CLUSTER = "cluster"  # cluster.name
+IDENTITY_CLOUD_ID = "cloudId"  # the AKS resource ID / EKS cluster ARN as the stack declares them; null: existing
 
 
 def timestamp(moment: datetime) -> str:
@@ -139,6 +145,30 @@ class PoolSummary:
 
 
 @dataclass(frozen=True)
+class StackIdentity:
+    """Which stack and cluster a stack is: its qualified name as the engine ran it, its stage, its cluster's
+    name and cloud resource ID (``engine_contracts.attestation.aks_resource_id`` / ``eks_cluster_arn``). A
+    canary's attestation records the same; the prod gate compares the two (policy canary-attested)."""
+
+    stack: str | None = None
+    stage: str | None = None
+    cluster: str | None = None
+    cloud_id: str | None = None
+
+    def as_output(self) -> dict[str, Any]:
+        return {IDENTITY_STACK: self.stack, IDENTITY_STAGE: self.stage, IDENTITY_CLUSTER: self.cluster,
+                IDENTITY_CLOUD_ID: self.cloud_id}
+
+
+def read_stack_identity(value: Any) -> StackIdentity | None:
+    """The identity output back; None where the stack states none (deployed before it was exported)."""
+    if not isinstance(value, Mapping) or not isinstance(value.get(IDENTITY_STACK), str):
+        return None
+    return StackIdentity(_text(value.get(IDENTITY_STACK)), _text(value.get(IDENTITY_STAGE)),
+                         _text(value.get(IDENTITY_CLUSTER)), _text(value.get(IDENTITY_CLOUD_ID)))
+
+
+@dataclass(frozen=True)
 class StackOutputs:
     """Everything the program exports; a stack that states nothing reads as the defaults."""
 
@@ -153,6 +183,7 @@ class StackOutputs:
     per_pool_drivers: bool | None = None
     previous_driver_version: str | None = None
     timeline: Timeline = field(default_factory=Timeline)
+    identity: StackIdentity | None = None
 
     def as_outputs(self) -> dict[str, Any]:
         """Output name -> JSON value, in export order."""
@@ -168,6 +199,7 @@ class StackOutputs:
             PER_POOL_DRIVERS: self.per_pool_drivers,
             PREVIOUS_DRIVER_VERSION: self.previous_driver_version,
             TIMELINE: self.timeline.as_output(),
+            IDENTITY: self.identity.as_output() if self.identity is not None else None,
         }
 
 
@@ -275,4 +307,5 @@ def read_stack_outputs(outputs: Any) -> StackOutputs:
         per_pool_drivers=_bool(outputs.get(PER_POOL_DRIVERS)),
         previous_driver_version=_text(outputs.get(PREVIOUS_DRIVER_VERSION)),
         timeline=read_timeline(outputs.get(TIMELINE)),
+        identity=read_stack_identity(outputs.get(IDENTITY)),
     )

@@ -17,6 +17,7 @@ from typing import Any
 
 from gpu_knowledge import labels
 from fleetspec.base import Stage
+from engine_contracts.resource_facts.outputs import StackIdentity, read_stack_identity
 from engine_contracts.resource_facts.values import prop
 
 CANARY_STACK = "canaryStack"
@@ -33,14 +34,42 @@ WAIVERS = "waivers"
 # promotion.runningToday, a JSON object {driver, reason}; always sent, "{}" when none declared (a declaration removed
 # must not linger in a preview either).
 RUNNING_TODAY = "runningToday"
+# What binds the attestation to the declared canary (issue 30), written by a program of facts version 2:
+STACK = "stack"  # this prod stack, org/project/stack as the engine names it (a stack is never its own canary)
+CANARY_IDENTITY = "canaryIdentity"  # the canary stack's identity output, JSON (outputs.StackIdentity); "" if none
+MAX_ATTESTATION_AGE_DAYS = "maxAttestationAgeDays"
+INSTALL = "install"  # JSON: this stack's install factors, {driverMode, kernelModuleType, pools: {pool: {...}}}
 
 
 @dataclass(frozen=True)
 class WaiverFacts:
-    """A prod pool's declared waiver: the differences from its canary pool the gate accepts, and why."""
+    """A prod pool's declared waiver: the differences from its canary pool the gate accepts, and why; the
+    driver branch or version it was given for, its change ticket and its last day (``YYYY-MM-DD``). A record
+    of facts version 1 states none of the three: such a waiver accepts nothing (the gate says why)."""
 
     accept: frozenset[str]
     reason: str
+    driver: str | None = None
+    ticket: str | None = None
+    expires: str | None = None
+
+
+@dataclass(frozen=True)
+class InstallFacts:
+    """How this stack installs the driver, per what the gate compares with the attested canary: who installs
+    it (``nvidiadriver``/``clusterpolicy``/``image``), the kernel modules the operator is told to load
+    (``auto``/``open``/``proprietary``; None where the image owns the driver), whether precompiled modules
+    are used, and per pool the node image and OS it declares (None where it declares none)."""
+
+    driver_mode: str | None = None
+    kernel_module_type: str | None = None
+    precompiled: bool = False
+    pools: Mapping[str, Mapping[str, str | None]] = field(default_factory=dict)
+
+    def as_data(self) -> str:
+        return json.dumps({"driverMode": self.driver_mode, "kernelModuleType": self.kernel_module_type,
+                           "precompiled": self.precompiled, "pools": {k: dict(v) for k, v in self.pools.items()}},
+                          sort_keys=True, ensure_ascii=False)
 
 
 @dataclass(frozen=True)
@@ -60,6 +89,10 @@ class PromotionFacts:
     attestations: Mapping[str, str] = field(default_factory=dict)  # driver -> the file's text
     waivers: Mapping[str, WaiverFacts] = field(default_factory=dict)  # prod pool -> its waiver
     running_today: RunningTodayFacts | None = None  # the declared driver the fleet runs today, and why
+    stack: str | None = None  # this prod stack, qualified
+    canary_identity: StackIdentity | None = None  # the canary's identity output; None: it states none
+    max_attestation_age_days: float | None = None
+    install: InstallFacts | None = None
 
 
 def promotion_labels() -> dict[str, str]:
@@ -82,11 +115,19 @@ def read_drivers(text: Any) -> frozenset[str] | None:
 
 def promotion_data(
     canary_stack: str, min_soak_hours: float, canary_drivers: Any, attested: Iterable[str], texts: Mapping[str, str],
-    waivers: Mapping[str, WaiverFacts] | None = None, running_today: RunningTodayFacts | None = None,
+    waivers: Mapping[str, WaiverFacts] | None = None, running_today: RunningTodayFacts | None = None, *,
+    stack: str = "", canary_identity: Any = "",
+    max_attestation_age_days: float = 90, install: InstallFacts | None = None,
 ) -> dict[str, Any]:
-    """The record's data; ``canary_drivers`` may be the program's Output of ``drivers_text``."""
-    declared = {pool: {"accept": sorted(w.accept), "reason": w.reason} for pool, w in (waivers or {}).items()}
+    """The record's data; ``canary_drivers`` and ``canary_identity`` may be the program's Outputs of
+    ``drivers_text`` and ``identity_text``."""
+    declared = {pool: {"accept": sorted(w.accept), "reason": w.reason, "driver": w.driver, "ticket": w.ticket,
+                       "expires": w.expires} for pool, w in (waivers or {}).items()}
     return {
+        STACK: stack,
+        CANARY_IDENTITY: canary_identity,
+        MAX_ATTESTATION_AGE_DAYS: f"{max_attestation_age_days:g}",
+        INSTALL: (install or InstallFacts()).as_data(),
         CANARY_STACK: canary_stack,
         MIN_SOAK_HOURS: f"{min_soak_hours:g}",
         CANARY_DRIVERS: canary_drivers,
@@ -120,8 +161,32 @@ def read_waivers(text: Any) -> dict[str, WaiverFacts]:
     for pool, entry in (found.items() if isinstance(found, dict) else ()):
         accept, reason = (entry.get("accept"), entry.get("reason")) if isinstance(entry, dict) else (None, None)
         if isinstance(accept, list) and all(isinstance(a, str) for a in accept) and isinstance(reason, str) and reason:
-            out[str(pool)] = WaiverFacts(frozenset(accept), reason)
+            bound = [entry.get(k) if isinstance(entry.get(k), str) and entry.get(k) else None
+                     for k in ("driver", "ticket", "expires")]
+            out[str(pool)] = WaiverFacts(frozenset(accept), reason, *bound)
     return out
+
+
+def identity_text(identity: StackIdentity | None) -> str:
+    """The canary's identity output as the record holds it: JSON, "" when the canary states none."""
+    return json.dumps(identity.as_output(), sort_keys=True) if identity is not None else ""
+
+
+def read_install(text: Any) -> InstallFacts | None:
+    try:
+        found = json.loads(text) if isinstance(text, str) and text else None
+    except ValueError:
+        return None
+    if not isinstance(found, dict):
+        return None
+    pools = found.get("pools")
+    return InstallFacts(
+        driver_mode=found.get("driverMode") if isinstance(found.get("driverMode"), str) else None,
+        kernel_module_type=found.get("kernelModuleType") if isinstance(found.get("kernelModuleType"), str) else None,
+        precompiled=found.get("precompiled") is True,
+        pools={str(k): {str(a): (b if isinstance(b, str) else None) for a, b in v.items()}
+               for k, v in pools.items() if isinstance(v, dict)} if isinstance(pools, dict) else {},
+    )
 
 
 def is_promotion_record(props: Mapping[str, Any]) -> bool:
@@ -141,6 +206,15 @@ def read_promotion(props: Mapping[str, Any]) -> PromotionFacts:
     except (TypeError, ValueError):
         found = {}
     texts = {k: v for k, v in found.items() if isinstance(v, str)} if isinstance(found, dict) else {}
+    try:
+        identity = read_stack_identity(json.loads(data.get(CANARY_IDENTITY) or "null"))
+    except (TypeError, ValueError):
+        identity = None
+    try:
+        max_age: float | None = float(data[MAX_ATTESTATION_AGE_DAYS]) if MAX_ATTESTATION_AGE_DAYS in data else None
+    except (TypeError, ValueError):
+        max_age = None
+    own = data.get(STACK)
     return PromotionFacts(
         canary_stack=stack if isinstance(stack, str) and stack else None,
         min_soak_hours=hours,
@@ -149,4 +223,8 @@ def read_promotion(props: Mapping[str, Any]) -> PromotionFacts:
         attestations=texts,
         waivers=read_waivers(data.get(WAIVERS)),
         running_today=read_running_today(data.get(RUNNING_TODAY)),
+        stack=own if isinstance(own, str) and own else None,
+        canary_identity=identity,
+        max_attestation_age_days=max_age,
+        install=read_install(data.get(INSTALL)),
     )

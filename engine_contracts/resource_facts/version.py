@@ -14,7 +14,7 @@ that pack is what judges (merged, or published and enabled), a change that write
 
 from __future__ import annotations
 
-FACTS_VERSION = 1  # the facts this program writes
-READABLE_FACTS_VERSION = 1  # the newest facts this pack reads (never below FACTS_VERSION)
+FACTS_VERSION = 2  # the facts this program writes
+READABLE_FACTS_VERSION = 2  # the newest facts this pack reads (never below FACTS_VERSION)
 # A record without the stamp was written before there was one: by a program that wrote version 1.
 UNSTAMPED_FACTS_VERSION = 1

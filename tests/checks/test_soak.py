@@ -88,7 +88,7 @@ def test_a_canary_soaked_long_enough_is_ready(world: World, capsys: pytest.Captu
 
 def test_a_canary_already_attested_needs_nothing(world: World, capsys: pytest.CaptureFixture[str]) -> None:
     prod_stack(world.stack_file.parent, 0.5)
-    sealed = canary_attestation(stack="canary", driver=NEW, soak_start=datetime.now(UTC) - timedelta(hours=2))
+    sealed = canary_attestation(stack="organization/gpu-driver-upgrade/canary", driver=NEW, soak_start=datetime.now(UTC) - timedelta(hours=2))
     path = attestation.write(world.stack_file.parent / attestation.ATTESTATION_DIR, sealed)
     _, doc = ask(world, capsys)
     assert doc["ready"] is False and doc["attested"] == str(path) and "nothing to attest" in doc["reason"]

@@ -119,8 +119,14 @@ def test_a_clean_canary_passes_every_check_and_writes_its_attestation(world: Wor
     written = attestation.path_for(project / attestation.ATTESTATION_DIR, "canary", NEW)
     assert doc["attestation"] == str(written)
     sealed = attestation.load(written)
-    assert (sealed.driver, sealed.stack, sealed.cluster, sealed.operatorChart) == (NEW, "canary", "inference-weu-1",
-                                                                                  "v26.7.0")
+    assert (sealed.driver, sealed.stack, sealed.stage, sealed.cluster, sealed.operatorChart) == (
+        NEW, "organization/gpu-driver-upgrade/canary", "canary", "inference-weu-1", "v26.7.0")
+    # The cluster's identity: kube-system's uid as verify read it, the AKS resource the stack declares.
+    (namespace,) = world.fake.store["namespaces"].values()
+    assert sealed.identity.kubeSystemUid == namespace["metadata"]["uid"]
+    assert sealed.identity.cloudId == ("/resourceGroups/rg-inference-weu-1/providers/Microsoft.ContainerService/"
+                                       "managedClusters/aks-inference-weu-1")
+    assert {p.kernelModuleType for p in sealed.pools} == {"open"}  # kernelModuleType auto, R580: open modules
     assert [(p.name, p.gpuProduct, p.architecture) for p in sealed.pools] == [
         ("canarya100", "NVIDIA-A100-80GB-PCIe", "ampere"), ("canaryt4", "Tesla-T4", "turing"),
         ("gpucanary", "NVIDIA-H100-NVL", "hopper")]  # one canary pool per architecture the prod stack runs
@@ -344,7 +350,8 @@ def test_a_newer_attestation_is_never_replaced(world: World, project: Path, tmp_
     """verify refuses to overwrite an attestation of the same driver whose soak ended later: exit 1, file intact."""
     later = datetime.fromtimestamp(world.now + 7200, UTC)
     newer = attestation.seal(
-        stack="canary", cluster="inference-weu-1", driver=NEW, operator_chart="v26.7.0", driver_mode="nvidiadriver",
+        stack="organization/gpu-driver-upgrade/canary", stage="canary", cluster="inference-weu-1",
+        identity=attestation.ClusterIdentity(kubeSystemUid="uid"), driver=NEW, operator_chart="v26.7.0", driver_mode="nvidiadriver",
         pools=[attestation.AttestedPool.of("gpucanary", "NVIDIA-H100-NVL")],
         checks=[attestation.AttestedCheck(id="validation-job", status="pass", subject="n", message="m")],
         soak_start=datetime.fromtimestamp(world.soak_start, UTC), soak_end=later, git_commit="0123456789abcdef",

@@ -324,6 +324,7 @@ def test_every_stack_exports_the_contract_outputs(rendered: dict[str, ProgramRun
         # read back by the next deployment (components/previous.py)
         "cloudPools", "operatorVersion", "perPoolDrivers", "previousDriverVersion",
         "timeline",  # when waves were released and generations first deployed (issue 23)
+        "identity",  # which stack and cluster this is: a prod gate compares its canary's (issue 30)
     }
     assert rendered[stack].outputs["cluster"] == stack_spec(stack).cluster.name
 

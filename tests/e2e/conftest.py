@@ -188,8 +188,24 @@ def pulumi(cluster: Rest, control_plane: ControlPlane, project: Path, workdir: P
     return cli
 
 
+def e2e_prod_config() -> dict:
+    """The prod pack config the e2e stacks are judged by: the examples' own (policy/examples/prod.json, the only one
+    that trusts the example key, which signs the example attestations), its scope widened to every stack of the
+    e2e file backend's project (the tests deploy variant prod stacks of their own names). Never a team's config."""
+    from policy.evaluate import EXAMPLES_CONFIG_DIR
+
+    config = json.loads((EXAMPLES_CONFIG_DIR / "prod.json").read_text())
+    for entry in config["canary-attested"]["trustedKeys"]:
+        entry["scope"] = ["organization/gpu-driver-upgrade/*"]
+    return config
+
+
 def policy_args(pack: Path, stage: str) -> list[str]:
-    return ["--policy-pack", str(pack), "--policy-pack-config", str(Path("policy") / f"{stage}.json")]
+    if stage != "prod":
+        return ["--policy-pack", str(pack), "--policy-pack-config", str(Path("policy") / f"{stage}.json")]
+    written = pack.parent / "e2e-prod-policy.json"
+    written.write_text(json.dumps(e2e_prod_config()))
+    return ["--policy-pack", str(pack), "--policy-pack-config", str(written)]
 
 
 @pytest.fixture(scope="session")

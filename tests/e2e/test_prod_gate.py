@@ -76,6 +76,12 @@ def _tampered(folder: Path) -> None:
     path.write_text(path.read_text().replace('"l40s-canary"', '"l40s-serving"'))
 
 
+def _v2(folder: Path) -> None:
+    """A passing attestation relabelled as the retired v2 format (which bound no identity)."""
+    path = att.write(folder, canary_attestation())
+    path.write_text(path.read_text().replace(att.API_VERSION, "gpu-driver-upgrade.io/attestation/v2"))
+
+
 def _renamed(folder: Path) -> None:
     att.write(folder, canary_attestation(driver="580.159.04")).rename(att.path_for(folder, CANARY, DRIVER))
 
@@ -90,6 +96,25 @@ CASES: dict[str, tuple[Callable[[Path], object], str]] = {
     "another architecture": (
         lambda folder: att.write(folder, canary_attestation(pools=[AttestedPool.of("h100", "NVIDIA-H100-80GB-HBM3")])),
         "it covers hopper GPUs, not ada",
+    ),
+    # Issue 30: trust bound to the canary's identity, the format, the age and every install factor.
+    "another fleet's canary": (
+        lambda folder: att.write(folder, canary_attestation(
+            stack=f"otherorg/otherproject/{CANARY}", cluster="other-fleet-cluster-eus",
+            identity=att.ClusterIdentity(kubeSystemUid="other", cloudId="arn:aws:eks:us-east-2:1:cluster/other"))),
+        f"was made on stack 'otherorg/otherproject/{CANARY}', not on the canary stack "
+        f"'organization/gpu-driver-upgrade/{CANARY}'",
+    ),
+    "made on a prod stack": (lambda folder: att.write(folder, canary_attestation(stage="prod")),
+                             "was made on a prod stack: only a canary stack's verify attests"),
+    "v2 format": (_v2, f"re-attest with `gpu-rollout verify --stack {CANARY}`"),
+    "too old": (lambda folder: att.write(folder, canary_attestation(
+        soak_start=datetime.now(UTC) - timedelta(days=110), soak_end=datetime.now(UTC) - timedelta(days=100))),
+                "more than promotion.maxAttestationAgeDays (90)"),
+    "proprietary modules": (
+        lambda folder: att.write(folder, canary_attestation(pools=[AttestedPool.of(
+            "l40s-canary", "NVIDIA-L40S", served_traffic=True, kernel_module_type="proprietary")])),
+        "differs in kernel-module-type: proprietary kernel modules on the canary, open in prod",
     ),
 }
 
@@ -128,3 +153,26 @@ def test_a_driver_prod_already_runs_is_not_blocked(pulumi: Pulumi, policy_pack: 
     assert result.returncode == 0, result.describe()
     assert f"[{GATE}] driver {DRIVER} (pools l40s-serving; ada): no attestation" in result.stdout, result.describe()
     assert "not a promotion, not blocked" in result.stdout, result.describe()
+
+
+def test_a_stack_that_is_its_own_canary_is_refused_by_the_engine(pulumi: Pulumi, policy_pack: Path,
+                                                                 canary_attested: Path,
+                                                                 control_plane: ControlPlane) -> None:
+    """Issue 30: the CLI refuses a prod stack naming itself as its canary; the pack the engine runs does too."""
+    stack = variant_stack(pulumi, control_plane, PROD, "gate-self",
+                          lambda config: config["promotion"].update(canaryStack="gate-self"))
+    assert_refused(preview(pulumi, policy_pack, stack), "is this stack (organization/gpu-driver-upgrade/gate-self): a "
+                                                        "stack is never its own canary")
+
+
+def test_the_example_key_is_trusted_by_no_config_a_team_deploys_with(pulumi: Pulumi, policy_pack: Path,
+                                                                     attestations: Path, promoted: str) -> None:
+    """Issue 30: an attestation signed with the example key (its private half is in this repository), for a
+    stack on a cluster named like the example fleet: refused by the shipped policy/prod.json (it trusts no key),
+    and by the examples' own config (scoped to the example prod stacks) for any other stack."""
+    att.write(attestations, canary_attestation())
+    for config, reason in (("policy/prod.json", "which the gate does not trust"),
+                           ("policy/examples/prod.json", "is outside the example key's scope")):
+        result = pulumi.run("preview", "--stack", promoted, "--non-interactive", "--policy-pack", str(policy_pack),
+                            "--policy-pack-config", config, program=True, check=False)
+        assert_refused(result, reason)

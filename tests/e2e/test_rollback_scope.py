@@ -130,14 +130,15 @@ def test_the_program_reads_the_project_s_attestations_wherever_gpu_rollout_runs(
         # Holding every pool on A moves h100-serving from 570.195.03 onto A, a promotion of that pool: the shipped
         # attestation of A has no H100 canary pool that served traffic, which this test accepts in the open.
         config["promotion"].setdefault("waivers", {})["h100-serving"] = {
-            "accept": ["served-traffic"], "reason": "e2e: the attestations-path test holds every pool on A"}
+            "accept": ["served-traffic"], "reason": "e2e: the attestations-path test holds every pool on A",
+            "driver": A, "ticket": "CHG-E2E-1", "expires": "2099-12-31"}
 
     _edit(pulumi, PROD, held_on_b)
     _up(pulumi, policy_pack, PROD, "prod")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     result = gpu_rollout(pulumi, "rollback", "--stack", PROD, "--to-version", str(target), "--yes", *REASON,
-                         "--policy-pack", str(policy_pack), "--policy-pack-config", "policy/prod.json", cwd=elsewhere)
+                         *policy_args(policy_pack, "prod"), cwd=elsewhere)
     assert result.returncode == 0, result.describe()
     facts = rf.read_promotion(cluster.get(PROMOTION))
     assert facts.attested == frozenset({A})  # attestations/existing-canary/ of the project, not of the cwd

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.e2e.conftest import policy_args
+from tests.e2e.conftest import e2e_prod_config, policy_args
 from tests.e2e.pulumi_cli import Pulumi
 
 
@@ -33,7 +33,7 @@ def policy(pulumi: Pulumi, pack: Path, stage: str) -> list[str]:
     """The pack and its stage's config; in prod without `validation-job-required` (the module docstring)."""
     if stage != "prod":
         return policy_args(pack, stage)
-    config = json.loads((pulumi.project / "policy" / "prod.json").read_text())
+    config = e2e_prod_config()
     config["validation-job-required"] = "disabled"
     written = pulumi.project / "variant-prod-policy.json"
     written.write_text(json.dumps(config))

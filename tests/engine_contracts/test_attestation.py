@@ -25,8 +25,11 @@ def _check(check_id: str = "driver-version", status: str = "pass", **evidence: A
 
 def _sealed(**overrides: Any) -> att.Attestation:
     fields: dict[str, Any] = {
-        "stack": "canary",
+        "stack": "organization/gpu-driver-upgrade/canary",
+        "stage": "canary",
         "cluster": "inference-weu-1",
+        "identity": att.ClusterIdentity(kubeSystemUid="5d9a2c1e-0f3b-4e6a-8c7d-1b2a3c4d5e6f",
+                                        cloudId=att.aks_resource_id("rg-inference-weu-1", "aks-inference-weu-1")),
         "driver": "580.173.02",
         "operator_chart": "v26.7.0",
         "driver_mode": "nvidiadriver",
@@ -124,7 +127,7 @@ def test_trust_names_an_unsigned_attestation_an_untrusted_key_and_a_bad_signatur
     foreign = _sealed(signing_key=other)
     (problem,) = att.trust_problems(foreign, TRUSTED, "f.json", "canary")
     assert problem == (f"f.json is signed by key {att.key_id(other.public_key())}, which the gate does not trust "
-                       f"(canary-attested.trustedKeys in policy/prod.json lists: {TRUSTED[0].id})")
+                       f"(canary-attested.trustedKeys in the pack config lists: {TRUSTED[0].id})")
     assert att.trust_problems(foreign, (), "f.json", "canary")[0].endswith("lists: none)")
     # Several keys at once: rotation adds the new one, revocation removes the old one.
     both = (*TRUSTED, att.trusted_key_of(other.public_key()))
@@ -154,8 +157,14 @@ def test_the_retired_format_is_refused_with_the_command_that_re_attests(tmp_path
     with pytest.raises(att.RetiredFormatError, match=(
             "f.json: apiVersion gpu-driver-upgrade.io/attestation/v1 is no longer read .*re-attest with "
             "`gpu-rollout verify --stack canary` and a signing key \\(GPU_ROLLOUT_SIGNING_KEY\\), which writes "
-            "gpu-driver-upgrade.io/attestation/v2")):
+            "gpu-driver-upgrade.io/attestation/v3")):
         att.parse(json.dumps(document), "f.json")
+    # v2 (issue 30): trusted by a name; refused with what it lacks and the command that re-attests.
+    v2 = {**_sealed().document(), "apiVersion": "gpu-driver-upgrade.io/attestation/v2"}
+    with pytest.raises(att.RetiredFormatError, match=(
+            r"f.json: apiVersion gpu-driver-upgrade.io/attestation/v2 is no longer read \(it binds no cluster "
+            r"identity .*\): re-attest with `gpu-rollout verify --stack canary`")):
+        att.parse(json.dumps(v2), "f.json")
     # verify replaces an attestation of the retired format with a new one.
     path = att.path_for(tmp_path, "canary", "580.173.02")
     path.parent.mkdir()
@@ -228,7 +237,7 @@ def test_load_refuses_a_missing_file_and_non_text(tmp_path: Path) -> None:
 
 def test_error_messages_are_one_line(tmp_path: Path) -> None:
     path = tmp_path / "580.173.02.json"
-    path.write_text('{"apiVersion": "gpu-driver-upgrade.io/attestation/v2", "driver": 580}')
+    path.write_text('{"apiVersion": "gpu-driver-upgrade.io/attestation/v3", "driver": 580}')
     with pytest.raises(AttestationError) as caught:
         att.load(path)
     assert "\n" not in str(caught.value)
@@ -312,7 +321,7 @@ def test_path_for_names_the_canary_stack_and_the_driver_and_nothing_else(tmp_pat
 
 def test_each_canary_stack_keeps_its_own_attestation_of_a_driver(tmp_path: Path) -> None:
     """Two fleets' canaries attest the same driver: neither file replaces the other."""
-    aks, eks = _sealed(), _sealed(stack="eks-canary", soak_end=END + timedelta(hours=1))
+    aks, eks = _sealed(), _sealed(stack="organization/gpu-driver-upgrade/eks-canary", soak_end=END + timedelta(hours=1))
     assert att.write(tmp_path, aks) != att.write(tmp_path, eks)
     assert att.load(att.path_for(tmp_path, "canary", "580.173.02")) == aks
     assert att.load(att.path_for(tmp_path, "eks-canary", "580.173.02")) == eks

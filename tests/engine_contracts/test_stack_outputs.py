@@ -9,6 +9,7 @@ exports exactly that value, it reads back as itself, and no other product module
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from preview.run import ProgramRun, run_program
 from renderers import manifests
 from engine_contracts import resource_facts as rf
 from fleetspec.load import spec_from_config
-from fleetspec.model import DriverOwner, FleetSpec, Stage
+from fleetspec.model import PROJECT, DriverOwner, FleetSpec, Stage
 from fleetspec.pools import Generation, NodePool
 from tests.product_source import product_files
 from tests.conftest import PROJECT_DIR, aks_image_owned, edited, eks_operator_owned, stack_config
@@ -92,15 +93,18 @@ def program_runs(rendered: dict[str, ProgramRun]) -> dict[str, tuple[dict[str, s
     return runs
 
 
-def offline_outputs(config: dict[str, str]) -> rf.StackOutputs:
-    """What the program exports offline: no last deployment, and no time recorded (a preview deploys nothing)."""
+def offline_outputs(config: dict[str, str], stack: str = "canary") -> rf.StackOutputs:
+    """What the program exports offline: no last deployment, and no time recorded (a preview deploys nothing);
+    the stack's identity as the offline engine names it (the file backend's organization)."""
     spec = spec_from_config(config)
-    return manifests.stack_outputs(spec, manifests.timeline(spec, rf.StackOutputs(), None))
+    built = manifests.stack_outputs(spec, manifests.timeline(spec, rf.StackOutputs(), None))
+    return dataclasses.replace(built, identity=manifests.stack_identity(
+        spec, f"{manifests.DEFAULT_ORGANIZATION}/{PROJECT}/{stack}"))
 
 
 def test_the_program_exports_the_outputs_built_from_the_spec(rendered: dict[str, ProgramRun]) -> None:
     for stack, (config, run) in program_runs(rendered).items():
-        built = offline_outputs(config)
+        built = offline_outputs(config, run.stack)
         # Byte for byte, in export order: `pulumi stack output --json` prints this.
         assert json.dumps(run.outputs) == json.dumps(built.as_outputs()), stack
         # The fleet component registers the same outputs (the SDK sends no key whose value is None).
@@ -110,7 +114,7 @@ def test_the_program_exports_the_outputs_built_from_the_spec(rendered: dict[str,
 
 def test_the_outputs_read_back_as_built(rendered: dict[str, ProgramRun]) -> None:
     for stack, (config, run) in program_runs(rendered).items():
-        built = offline_outputs(config)
+        built = offline_outputs(config, run.stack)
         assert rf.read_stack_outputs(json.loads(json.dumps(run.outputs))) == built, stack
         assert tuple(built.as_outputs()) == rf.OUTPUT_NAMES
 
@@ -161,6 +165,8 @@ ELSEWHERE = {
     (rf.DRIVER_VERSION, "fingerprint"): "the stack config's generations[].driverVersion (rollback)",
     (rf.DRIVER_VERSION, "drivers_run"): "the stack config's generations[].driverVersion (rollback)",
     (rf.CLUSTER, "ClusterIdentity.__init__"): "the identity component's own registered output",
+    (rf.IDENTITY, "checks/fleet.py"): "a key of `gpu-rollout status --json`: how the cluster's identity was judged",
+    (rf.IDENTITY, "engine_contracts/attestation.py"): "the attestation's own field: the canary cluster's identity",
 }
 EXPORTING = frozenset({"export", "get_output", "require_output"})
 LOOKUPS = frozenset({"get", "pop", "setdefault"})

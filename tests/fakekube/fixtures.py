@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from fleetspec.model import Cloud, DriverOwner, FleetSpec, Generation, Model, NodePool, kubernetes_name
+from renderers.manifests import pool_operating_systems
 from tests.fakekube.server import FakeKube
 
 Obj = dict[str, Any]
@@ -116,6 +117,18 @@ def node_name(spec: FleetSpec, pool: NodePool, index: int, generation: Generatio
     return f"aks-{cloud_pool}-12345678-vmss{index:06x}"
 
 
+
+# What a node's status.nodeInfo.osImage says for the OS the pool declares (renderers.manifests.pool_operating_systems).
+OS_IMAGES = {"ubuntu22.04": "Ubuntu 22.04.5 LTS", "ubuntu24.04": "Ubuntu 24.04.3 LTS",
+             "amazonlinux2023": "Amazon Linux 2023.9.20251110", "azurelinux": "Microsoft Azure Linux 3.0",
+             "bottlerocket": "Bottlerocket OS 1.49.0 (aws-k8s-1.33-nvidia)"}
+
+
+def os_image(pool: NodePool) -> str:
+    """The node's osImage: the first OS the pool's declaration allows, Ubuntu 22.04 where it says none."""
+    declared = pool_operating_systems(pool)
+    return OS_IMAGES.get(declared[0], "Ubuntu 22.04.5 LTS") if declared else "Ubuntu 22.04.5 LTS"
+
 def gpu_node(spec: FleetSpec, pool: NodePool, index: int, generation: Generation | None = None) -> Obj:
     """A GPU node of ``pool``; with ``generation`` (image-owned pools) one of that generation's node
     group, running the driver its image ships."""
@@ -123,6 +136,8 @@ def gpu_node(spec: FleetSpec, pool: NodePool, index: int, generation: Generation
     name = node_name(spec, pool, index, generation)
     driver = generation.driverVersion if generation is not None else current_driver(spec)
     kernel = KERNEL.get(spec.cluster.cloud, "6.8.0-1020-generic")
+    if spec.cluster.cloud == Cloud.EKS and os_image(pool).startswith("Ubuntu"):
+        kernel = "6.8.0-1021-aws"  # a custom Ubuntu AMI boots Ubuntu's AWS kernel
     # On an existing cluster this project never labels nodes: they carry the selector the stack declares.
     own_labels = (dict(pool.existing.nodeSelector) if spec.cluster.cloud == Cloud.EXISTING and pool.existing
                   else project_pool_labels(pool, generation))
@@ -188,7 +203,7 @@ def gpu_node(spec: FleetSpec, pool: NodePool, index: int, generation: Generation
             "capacity": {"cpu": "40", "memory": "330000000Ki", "nvidia.com/gpu": gpus, "pods": "110"},
             "allocatable": {"cpu": "39", "memory": "320000000Ki", "nvidia.com/gpu": gpus, "pods": "110"},
             "conditions": [ready_condition(True)],
-            "nodeInfo": {"kernelVersion": kernel, "osImage": "Ubuntu 22.04.5 LTS", "architecture": "amd64",
+            "nodeInfo": {"kernelVersion": kernel, "osImage": os_image(pool), "architecture": "amd64",
                          "containerRuntimeVersion": "containerd://1.7.27", "kubeletVersion": "v1.33.5"},
         },
     }

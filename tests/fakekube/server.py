@@ -29,6 +29,7 @@ import itertools
 import json
 import threading
 import time
+import uuid
 from datetime import datetime, timezone
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ KINDS: dict[str, tuple[str, str, bool, str]] = {
     "clusterpolicies": ("nvidia.com", "v1", False, "ClusterPolicy"),
     "nvidiadrivers": ("nvidia.com", "v1alpha1", False, "NVIDIADriver"),
     "leases": ("coordination.k8s.io", "v1", True, "Lease"),
+    "namespaces": ("", "v1", False, "Namespace"),  # only kube-system, whose uid names the cluster
 }
 WRITE_VERBS = ("create", "update", "patch", "delete")
 BUILTIN = {plural for plural, (group, *_rest) in KINDS.items() if group in ("", "apps", "policy")}
@@ -76,6 +78,7 @@ FIELD_SELECTORS: dict[str, set[str]] = {
     "clusterpolicies": {"metadata.name"},
     "nvidiadrivers": {"metadata.name"},
     "leases": set(_COMMON),
+    "namespaces": {"metadata.name", "status.phase"},
 }
 # Where a selectable field lives in the object, and its value when the object leaves it unset.
 FIELD_PATHS = {"source": "source.component"}
@@ -294,6 +297,10 @@ class FakeKube:
         self.max_snapshots = 64
         self._rv = itertools.count(1000)
         self._server: ThreadingHTTPServer | None = None
+        # Every cluster has kube-system; its uid is the API server's, one per cluster (verify attests it).
+        self.store["namespaces"][("", "kube-system")] = {
+            "apiVersion": "v1", "kind": "Namespace", "status": {"phase": "Active"},
+            "metadata": {"name": "kube-system", "uid": str(uuid.uuid4()), "resourceVersion": "1"}}
 
     # ------------------------------------------------------------ lifecycle
 
@@ -575,7 +582,7 @@ def _route(path: str) -> tuple[str, str, str, str]:
     parts = [unquote(p) for p in path.strip("/").split("/")]
     parts = parts[2:] if parts[0] == "api" else parts[3:]
     namespace = ""
-    if len(parts) >= 2 and parts[0] == "namespaces":
+    if len(parts) >= 3 and parts[0] == "namespaces":  # namespaces/<ns>/<plural>...; namespaces/<ns>: a Namespace
         namespace, parts = parts[1], parts[2:]
     plural = parts[0] if parts else ""
     name = parts[1] if len(parts) > 1 else ""

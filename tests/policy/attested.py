@@ -16,20 +16,27 @@ from tests.conftest import PROJECT_DIR, example_signing_key, stack_config
 
 PROD, CANARY = "existing-prod", "existing-canary"  # prod releases l40s-serving (ada); the canary runs L40S
 DRIVER = "580.173.02"
+# The stacks as the engine names them (the offline preview's organization is the file backend's).
+QUALIFIED_PROD, QUALIFIED_CANARY = (f"organization/gpu-driver-upgrade/{s}" for s in (PROD, CANARY))
+KUBE_SYSTEM_UID = "0b7c3f5e-2d4a-4f1e-9a8b-6c5d4e3f2a1b"  # the test cluster's kube-system namespace
 
 
 def canary_attestation(**overrides: Any) -> att.Attestation:
     """What a passing verify of the existing canary writes: 200 hours of soak, ended an hour ago."""
     now = datetime.now(UTC)
     fields: dict[str, Any] = {
-        "stack": CANARY,
+        "stack": QUALIFIED_CANARY,
+        "stage": "canary",
         "cluster": "lab-gpu-1",
+        "identity": att.ClusterIdentity(kubeSystemUid=KUBE_SYSTEM_UID),  # cloud: existing, no cloud resource ID
         "driver": DRIVER,
         "operator_chart": "v26.7.0",
         "driver_mode": "nvidiadriver",
         # The example canary's L40S pool as the cluster shows it: one GPU per node, the canary model's traffic.
         "pools": [AttestedPool.of("l40s-canary", "NVIDIA-L40S", gpus_per_node=1, served_traffic=True,
-                                  traffic="llm-chat-canary: 5400 requests on 2 pod(s) during the soak")],
+                                  traffic="llm-chat-canary: 5400 requests on 2 pod(s) during the soak",
+                                  kernel="6.8.0-1020-generic", os_image="Ubuntu 22.04.5 LTS",
+                                  kernel_module_type="open")],
         "checks": [
             AttestedCheck(id="driver-version", status="pass", subject="node l40s-0", message="580.173.02 on 1/1",
                           evidence={"target": DRIVER}),

@@ -13,7 +13,9 @@ the canary's `gpu-rollout verify` (tests/policy/attested.py).
 
 from __future__ import annotations
 
+import json
 import shutil
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +28,16 @@ from engine_contracts import attestation as att
 from engine_contracts import resource_facts as rf
 from engine_contracts.attestation import AttestedPool
 from fleetspec.load import SpecError, spec_from_config
-from tests.conftest import PROJECT_DIR, change, stack_config
+from tests.conftest import TEST_WAIVER, PROJECT_DIR, change, stack_config
 from tests.policy.attested import CANARY, DRIVER, PROD, canary_attestation, project_folder
 
 POLICY = "canary-attested"
+NOW = datetime.now(UTC)
 H100_CANARY = AttestedPool.of("h100-canary", "NVIDIA-H100-80GB-HBM3", gpus_per_node=8, nvswitch=True,
-                              fabric_manager="driver-container", served_traffic=True, traffic="llm-chat on 1 pod(s)")
-L40S_CANARY = AttestedPool.of("l40s-canary", "NVIDIA-L40S", gpus_per_node=1, served_traffic=True)
+                              fabric_manager="driver-container", served_traffic=True, traffic="llm-chat on 1 pod(s)",
+                              kernel_module_type="open")
+L40S_CANARY = AttestedPool.of("l40s-canary", "NVIDIA-L40S", gpus_per_node=1, served_traffic=True,
+                              kernel_module_type="open")
 
 
 @pytest.fixture
@@ -104,7 +109,8 @@ def test_one_gpu_under_two_gfd_names_is_the_same_product() -> None:
 def test_an_nvswitch_pool_is_not_covered_by_a_pcie_canary_of_its_architecture(project: Path,
                                                                              canary_outputs: dict[str, Any]) -> None:
     """Issue 20: prod's HGX H100 pool 'covered' by a PCIe H100 NVL canary that never ran Fabric Manager."""
-    nvl = AttestedPool.of("h100-canary", "NVIDIA-H100-NVL", gpus_per_node=1, served_traffic=True)
+    nvl = AttestedPool.of("h100-canary", "NVIDIA-H100-NVL", gpus_per_node=1, served_traffic=True,
+                          kernel_module_type="open")
     att.write(project / att.ATTESTATION_DIR, canary_attestation(pools=[L40S_CANARY, nvl]))
     (message,) = refused(gate(project, canary_outputs, released_h100()))
     assert message == (
@@ -118,13 +124,14 @@ def test_an_nvswitch_pool_is_not_covered_by_a_pcie_canary_of_its_architecture(pr
 
 def test_a_waiver_turns_the_differences_it_names_into_advice_with_its_reason(project: Path,
                                                                            canary_outputs: dict[str, Any]) -> None:
-    nvl = AttestedPool.of("h100-canary", "NVIDIA-H100-NVL", gpus_per_node=1, served_traffic=True)
+    nvl = AttestedPool.of("h100-canary", "NVIDIA-H100-NVL", gpus_per_node=1, served_traffic=True,
+                          kernel_module_type="open")
     att.write(project / att.ATTESTATION_DIR, canary_attestation(pools=[L40S_CANARY, nvl]))
     reason = "no HGX node to spare; Fabric Manager comes with the driver container (CHG-42)"
 
     def waive(accept: list[str]) -> dict[str, str]:
         return change(released_h100(), "promotion", lambda p: p["waivers"].update(
-            {"h100-serving": {"accept": accept, "reason": reason}}))
+            {"h100-serving": {"accept": accept, "reason": reason, **TEST_WAIVER}}))
 
     found = gate(project, canary_outputs, waive(["gpu-product", "gpus-per-node", "nvswitch"]))
     assert refused(found) == []
@@ -178,7 +185,8 @@ def test_previous_driver_version_never_counts_as_ran(project: Path, canary_outpu
     assert "595.91.07" not in rf.read_previous_deployment(claimed).drivers_ran
     moved = change(stack_config(PROD), "driver", lambda d: d.update(version="595.91.07"))
     for previous in (claimed, honest):
-        first, second = refused(gate(project, canary_outputs, moved, previous))
+        first, second, waiver = refused(gate(project, canary_outputs, moved, previous))
+        assert "promotion.waivers.l40s-serving (ticket CHG-20261209-0078) was given for driver 580, not 595.91.07" in waiver
         assert first.startswith("driver 595.91.07 (pools l40s-serving; ada): no attestation")
         assert second.endswith("runs 580.173.02, not 595.91.07: the canary does not run it (deploy it on the canary "
                                "first, let it soak and attest it)")  # never attested: it did not "move on" from it
@@ -279,11 +287,196 @@ def test_a_bad_trusted_key_is_refused_naming_it(tmp_path: Path) -> None:
         ev.load_config("prod", tmp_path)
 
 
-def test_the_shipped_prod_pack_config_trusts_the_example_key_and_says_what_it_is() -> None:
+def test_only_the_examples_pack_config_trusts_the_example_key_scoped_to_the_example_prod_stacks() -> None:
+    """Issue 30: no config a team deploys with trusts the example key; the examples' own config trusts it for the
+    example prod stacks by their qualified names, and says what it is."""
+    from policy.evaluate import EXAMPLES_CONFIG_DIR, POLICY_DIR
     from policy.promotion_rules import read_settings
 
-    entry = load_config("prod")[POLICY]
-    (key,) = read_settings({k: v for k, v in entry.items() if k != "enforcementLevel"}).trusted_keys
+    def keys(folder: Path) -> tuple[att.TrustedKey, ...]:
+        entry = load_config("prod", folder)[POLICY]
+        return read_settings({k: v for k, v in entry.items() if k != "enforcementLevel"}).trusted_keys
+
+    assert keys(POLICY_DIR) == ()
+    (key,) = keys(EXAMPLES_CONFIG_DIR)
     assert key.id == att.EXAMPLE_KEY_ID and "EXAMPLE KEY" in key.comment
-    assert att.EXAMPLE_CLUSTERS == {spec_from_config(stack_config(s)).cluster.name
-                                    for s in ("prod", "eks-prod", "existing-prod")}
+    assert set(key.scope) == {f"organization/gpu-driver-upgrade/{s}" for s in ("prod", "eks-prod", "existing-prod")}
+    assert {stack_config(s)["gpu-driver-upgrade:stage"] for s in ("prod", "eks-prod", "existing-prod")} == {"prod"}
+
+
+# ---------------------------------------------------------------- issue 30: trust bound to an identity, not a name
+
+SOURCE = "attestations/existing-canary/580.173.02.json"
+WHERE = "driver 580.173.02 (pools l40s-serving; ada): "
+
+
+def test_another_fleets_attestation_signed_by_a_trusted_key_is_refused(project: Path,
+                                                                       canary_outputs: dict[str, Any]) -> None:
+    """An org-wide key signs another fleet's canary (its cluster, its org and project, the same last segment):
+    the gate compares the attestation's qualified stack and cluster with the canary's identity output."""
+    other = canary_attestation(stack="otherorg/otherproject/existing-canary", cluster="other-fleet-cluster-eus",
+                               identity=att.ClusterIdentity(kubeSystemUid="ffff", cloudId="arn:aws:eks:eastus"))
+    att.write(project / att.ATTESTATION_DIR, other)
+    assert refused(gate(project, canary_outputs, stack_config(PROD))) == [
+        f"{WHERE}{SOURCE} was made on stack 'otherorg/otherproject/existing-canary', not on the canary stack "
+        "'organization/gpu-driver-upgrade/existing-canary'",
+        f"{WHERE}{SOURCE} was made on cluster other-fleet-cluster-eus (arn:aws:eks:eastus), not on the canary "
+        "stack's cluster lab-gpu-1 (no cloud resource)",
+    ]
+
+
+def test_the_canary_cluster_is_compared_by_its_cloud_resource_not_its_name(project: Path,
+                                                                             canary_outputs: dict[str, Any]) -> None:
+    """Same stack and cluster name, another AKS cluster: refused."""
+    declared = {**canary_outputs, rf.IDENTITY: {**canary_outputs[rf.IDENTITY], "cloudId": att.aks_resource_id(
+        "rg-lab", "aks-lab-gpu-1")}}
+    att.write(project / att.ATTESTATION_DIR, canary_attestation(identity=att.ClusterIdentity(
+        kubeSystemUid="u", cloudId=att.aks_resource_id("rg-other", "aks-lab-gpu-1"))))
+    (message,) = refused(gate(project, declared, stack_config(PROD)))
+    assert message.endswith("was made on cluster lab-gpu-1 (/resourceGroups/rg-other/providers/Microsoft."
+                            "ContainerService/managedClusters/aks-lab-gpu-1), not on the canary stack's cluster "
+                            "lab-gpu-1 (/resourceGroups/rg-lab/providers/Microsoft.ContainerService/managedClusters/"
+                            "aks-lab-gpu-1)")
+
+
+def test_a_canary_stack_whose_stage_is_prod_is_refused(project: Path, canary_outputs: dict[str, Any]) -> None:
+    att.write(project / att.ATTESTATION_DIR, canary_attestation())
+    prod_like = {**canary_outputs, rf.IDENTITY: {**canary_outputs[rf.IDENTITY], "stage": "prod"}}
+    (message,) = refused(gate(project, prod_like, stack_config(PROD)))
+    assert message == (f"{WHERE}promotion.canaryStack 'organization/gpu-driver-upgrade/existing-canary' is a prod "
+                       "stack (its identity output), not a canary: only a canary's attestation admits a driver")
+    # An attestation that says it was made on a prod stack is refused on its own.
+    att.write(project / att.ATTESTATION_DIR, canary_attestation(stage="prod", soak_end=NOW - timedelta(minutes=5)))
+    assert f"{WHERE}{SOURCE} was made on a prod stack: only a canary stack's verify attests" in refused(
+        gate(project, canary_outputs, stack_config(PROD)))
+
+
+def test_a_stack_that_is_its_own_canary_is_refused_by_the_pack(project: Path) -> None:
+    """The CLI refuses it; so does the pack the engine runs (the program run directly, as the engine runs it)."""
+    own = change(stack_config(PROD), "promotion", lambda p: p.update(canaryStack=PROD))
+    prod_outputs = run_program(stack_config(PROD), PROD).outputs
+    found = refused(gate(project, prod_outputs, own, previous=prod_outputs, canary_stack=PROD))
+    assert ("promotion.canaryStack 'existing-prod' is this stack (organization/gpu-driver-upgrade/existing-prod): a "
+            "stack is never its own canary; name the canary stack that runs the driver first") in found
+
+
+def test_a_v2_attestation_is_refused_naming_how_to_re_attest(project: Path, canary_outputs: dict[str, Any]) -> None:
+    document = {**canary_attestation().document(), "apiVersion": "gpu-driver-upgrade.io/attestation/v2"}
+    folder = att.folder_for(project / att.ATTESTATION_DIR, CANARY)
+    folder.mkdir(parents=True)
+    (folder / f"{DRIVER}.json").write_text(json.dumps(document))
+    (message,) = refused(gate(project, canary_outputs, stack_config(PROD)))
+    assert message.startswith(f"{WHERE}{SOURCE}: apiVersion gpu-driver-upgrade.io/attestation/v2 is no longer read "
+                              "(it binds no cluster identity")
+    assert message.endswith("re-attest with `gpu-rollout verify --stack existing-canary` and a signing key "
+                            "(GPU_ROLLOUT_SIGNING_KEY), which writes gpu-driver-upgrade.io/attestation/v3")
+
+
+# ---------------------------------------------------------------- issue 30: keys, age and waivers bound in time
+
+
+def _trusting(window: dict[str, Any]) -> dict[str, Any]:
+    config = load_config("prod")
+    (entry,) = config[POLICY]["trustedKeys"]
+    return {**config, POLICY: {**config[POLICY], "trustedKeys": [{**entry, **window}]}}
+
+
+def _judged(project: Path, canary: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    run = run_program(stack_config(PROD), PROD, project / PROGRAM_FILE, None, {CANARY: canary})
+    return refused([v for v in evaluate(from_registered(run.resources), config) if v.policy == POLICY])
+
+
+def test_a_key_outside_its_validity_window_admits_nothing(project: Path, canary_outputs: dict[str, Any]) -> None:
+    att.write(project / att.ATTESTATION_DIR, canary_attestation())
+    assert _judged(project, canary_outputs, _trusting({"notBefore": "2026-01-01T00:00:00Z"})) == []
+    expired = _judged(project, canary_outputs, _trusting({"notAfter": "2026-01-01T00:00:00Z"}))
+    assert expired == [f"{WHERE}{SOURCE} is signed by key {att.EXAMPLE_KEY_ID}, which expired at "
+                       "2026-01-01T00:00:00Z (notAfter): re-attest with a current key"]
+    future = (NOW + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    (early,) = _judged(project, canary_outputs, _trusting({"notBefore": future}))
+    assert f"before key {att.EXAMPLE_KEY_ID} was valid (notBefore {future})" in early
+
+
+def test_an_attestation_older_than_max_attestation_age_days_is_refused(project: Path,
+                                                                        canary_outputs: dict[str, Any]) -> None:
+    old = canary_attestation(soak_start=NOW - timedelta(days=110), soak_end=NOW - timedelta(days=100))
+    att.write(project / att.ATTESTATION_DIR, old)
+    (message,) = refused(gate(project, canary_outputs, stack_config(PROD)))
+    assert message.endswith("days ago (" + old.document()["soakEnd"] + "), more than promotion.maxAttestationAgeDays "
+                            "(90): re-attest with `gpu-rollout verify --stack existing-canary` after a fresh soak")
+    longer = change(stack_config(PROD), "promotion", lambda p: p.update(maxAttestationAgeDays=120))
+    assert refused(gate(project, canary_outputs, longer)) == []
+
+
+def test_an_expired_or_foreign_waiver_is_refused_naming_it(project: Path, canary_outputs: dict[str, Any]) -> None:
+    att.write(project / att.ATTESTATION_DIR, canary_attestation())
+
+    def waiver(**fields: str) -> dict[str, str]:
+        return change(stack_config(PROD), "promotion", lambda p: p["waivers"]["l40s-serving"].update(fields))
+
+    expired = refused(gate(project, canary_outputs, waiver(expires="2026-01-31")))
+    assert ("driver 580.173.02: promotion.waivers.l40s-serving (ticket CHG-20261209-0078, driver 580) expired on "
+            "2026-01-31: renew it with a new ticket or remove it") in expired
+    assert any("differs in gpus-per-node" in m for m in expired)  # and it accepts nothing
+    foreign = refused(gate(project, canary_outputs, waiver(driver="570")))
+    assert ("driver 580.173.02: promotion.waivers.l40s-serving (ticket CHG-20261209-0078) was given for driver 570, "
+            "not 580.173.02: a foreign waiver accepts nothing; review the difference for this driver and give it "
+            "anew") in foreign
+    # An exact version binds that version only; the branch binds every version of it.
+    assert refused(gate(project, canary_outputs, waiver(driver="580.173.02"))) == []
+    assert any("was given for driver 580.159.04" in m for m in refused(gate(project, canary_outputs,
+                                                                            waiver(driver="580.159.04"))))
+
+
+def test_a_waiver_bound_to_no_driver_ticket_or_expiry_accepts_nothing(project: Path,
+                                                                      canary_outputs: dict[str, Any]) -> None:
+    att.write(project / att.ATTESTATION_DIR, canary_attestation())
+    bare = change(stack_config(PROD), "promotion", lambda p: p["waivers"]["l40s-serving"].pop("ticket"))
+    found = refused(gate(project, canary_outputs, bare))
+    assert ("driver 580.173.02: promotion.waivers.l40s-serving names no driver, change ticket or expiry: a waiver "
+            "accepts a difference only for the driver it was given for, until it expires (set driver, ticket and "
+            "expires)") in found
+
+
+# ---------------------------------------------------------------- issue 30: every install factor compared
+
+
+@pytest.mark.parametrize(("pool", "kind", "text"), [
+    ({"kernel_module_type": "proprietary"}, "kernel-module-type",
+     "proprietary kernel modules on the canary, open in prod"),
+    ({"os_image": "Microsoft Azure Linux 3.0"}, "os-image",
+     "OS Microsoft Azure Linux 3.0 (azurelinux) on the canary, ubuntu22.04 in prod"),
+    ({"kernel": "6.8.0-1020-generic, 5.15.0-1079-azure"}, "kernel",
+     "the canary's nodes ran kernels of several series (5.15.0-1079-azure, 6.8.0-1020-generic)"),
+])
+def test_each_install_factor_difference_is_named_and_only_a_waiver_makes_it_advice(
+        project: Path, canary_outputs: dict[str, Any], pool: dict[str, Any], kind: str, text: str) -> None:
+    fields = {"gpus_per_node": 1, "served_traffic": True, "kernel": "6.8.0-1020-generic",
+              "os_image": "Ubuntu 22.04.5 LTS", "kernel_module_type": "open", **pool}
+    att.write(project / att.ATTESTATION_DIR, canary_attestation(pools=[AttestedPool.of("l40s-canary", "NVIDIA-L40S",
+                                                                                       **fields)]))
+    (message,) = refused(gate(project, canary_outputs, stack_config(PROD)))
+    assert f"differs in {kind}: {text} (accept" in message
+    waived = change(stack_config(PROD), "promotion", lambda p: p["waivers"]["l40s-serving"]["accept"].append(kind))
+    found = gate(project, canary_outputs, waived)
+    assert refused(found) == [] and any(f"{kind}: {text}" in m for m in advised(found))
+
+
+def test_the_driver_mode_is_compared(project: Path, canary_outputs: dict[str, Any]) -> None:
+    """An attestation of image-owned drivers does not admit prod's operator-built pools."""
+    att.write(project / att.ATTESTATION_DIR, canary_attestation(driver_mode="image"))
+    (message,) = refused(gate(project, canary_outputs, stack_config(PROD)))
+    assert "differs in driver-mode: driver installed by image on the canary, nvidiadriver in prod" in message
+
+
+def test_kernel_series_and_module_type_resolution() -> None:
+    assert att.kernel_series("5.15.0-1079-azure") == "5.15.0-*-azure"
+    assert att.kernel_series("6.8.0-1020-generic") == "6.8.0-*-generic"
+    assert att.kernel_series("6.1.148-173.267.amzn2023.x86_64") == "6.1.148-*"
+    assert att.kernel_series("custom") == "custom"
+    assert [att.resolved_module_type(t, d) for t, d in (("auto", "580.173.02"), ("auto", "535.309.01"),
+                                                        ("proprietary", "580.173.02"), (None, None))] == [
+        "open", "proprietary", "proprietary", None]
+    assert att.os_family("Ubuntu 22.04.5 LTS") == "ubuntu22.04"
+    assert att.os_family("Amazon Linux 2023.9.20251110") == "amazonlinux2023"
+    assert att.os_family("Ubuntu 22.04.5 LTS, Ubuntu 24.04.3 LTS") is None

@@ -18,15 +18,17 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from policy.evaluate import Violation, evaluate, from_registered, load_config
+from policy.evaluate import POLICY_DIR, Violation, evaluate, from_registered, load_config
 from preview.run import PROGRAM_FILE, run_program
+from rollout import verify
 from rollout.cli import app
+from renderers import manifests
 from engine_contracts import attestation as att
 from engine_contracts import resource_facts as rf
 from engine_contracts.attestation import AttestedPool
 from fleetspec.load import spec_from_config
 from tests.conftest import PROJECT_DIR, change, stack_config
-from tests.policy.attested import CANARY, DRIVER, PROD, project_folder
+from tests.policy.attested import CANARY, DRIVER, PROD, QUALIFIED_CANARY, QUALIFIED_PROD, project_folder
 from tests.policy.attested import canary_attestation as seal
 
 POLICY = "canary-attested"
@@ -134,12 +136,13 @@ def test_attestation_of_another_gpu_architecture_is_refused(project: Path, canar
 def test_attestation_from_another_stack_is_refused(project: Path, canary_outputs: dict[str, Any]) -> None:
     """Another stack's attestation of the driver, moved into the canary's folder by hand."""
     folder = project / att.ATTESTATION_DIR
-    other = att.write(folder, seal(stack="dev"))
+    other = att.write(folder, seal(stack="organization/gpu-driver-upgrade/dev"))
     att.folder_for(folder, CANARY).mkdir()
     other.rename(att.path_for(folder, CANARY, DRIVER))
     (message,) = messages(gate(project, canary_outputs))
-    assert message.endswith("attestations/existing-canary/580.173.02.json was made on stack 'dev', not on the canary stack "
-                            "'existing-canary'")
+    assert message.endswith("attestations/existing-canary/580.173.02.json was made on stack "
+                            "'organization/gpu-driver-upgrade/dev', not on the canary stack "
+                            "'organization/gpu-driver-upgrade/existing-canary'")
 
 
 def test_canary_running_another_driver_is_refused(project: Path, canary_outputs: dict[str, Any]) -> None:
@@ -153,8 +156,10 @@ def test_canary_running_another_driver_is_refused(project: Path, canary_outputs:
 
 def test_unavailable_canary_stack_is_refused(project: Path) -> None:
     att.write(project / att.ATTESTATION_DIR, seal())
-    (message,) = messages(gate(project, None))
-    assert "the canary stack 'existing-canary' shows no driver (no driverVersion or pools output" in message
+    identity, drivers = messages(gate(project, None))
+    assert "the canary stack 'existing-canary' shows no driver (no driverVersion or pools output" in drivers
+    assert ("the canary stack 'organization/gpu-driver-upgrade/existing-canary' states no identity output"
+            in identity)
 
 
 def test_an_unsigned_attestation_is_refused(project: Path, canary_outputs: dict[str, Any]) -> None:
@@ -171,7 +176,7 @@ def test_an_attestation_signed_by_a_key_the_gate_does_not_trust_is_refused(proje
     att.write(project / att.ATTESTATION_DIR, seal(signing_key=own))
     (message,) = messages(gate(project, canary_outputs))
     assert message.endswith(f"is signed by key {att.key_id(own.public_key())}, which the gate does not trust "
-                            f"(canary-attested.trustedKeys in policy/prod.json lists: {att.EXAMPLE_KEY_ID})")
+                            f"(canary-attested.trustedKeys in the pack config lists: {att.EXAMPLE_KEY_ID})")
 
 
 def test_a_forged_attestation_with_a_recomputed_digest_is_refused(project: Path) -> None:
@@ -190,19 +195,41 @@ def test_a_forged_attestation_with_a_recomputed_digest_is_refused(project: Path)
     code, violations = plan(project)
     assert code == 1
     refused = [v["message"] for v in violations if v["enforcement"] == "mandatory"]
-    assert refused == [
-        f"driver {forged_driver} (pools l40s-serving; ada): attestations/existing-canary/{forged_driver}.json: bad "
-        f"signature by key {att.EXAMPLE_KEY_ID}: changed after it was signed, or not signed by that key"
-    ]
+    assert (f"driver {forged_driver} (pools l40s-serving; ada): attestations/existing-canary/{forged_driver}.json: bad "
+            f"signature by key {att.EXAMPLE_KEY_ID}: changed after it was signed, or not signed by that key") in refused
+    # The shipped waiver was given for branch 580: for 595 it accepts nothing, and says so.
+    assert (f"driver {forged_driver}: promotion.waivers.l40s-serving (ticket CHG-20261209-0078) was given for driver "
+            f"580, not {forged_driver}: a foreign waiver accepts nothing; review the difference for this driver and "
+            "give it anew") in refused
 
 
 def test_trusting_the_example_key_outside_the_example_fleets_is_refused(project: Path,
                                                                           canary_outputs: dict[str, Any]) -> None:
+    """Issue 30: the example key is trusted by no config a team deploys with, and by the examples' own config
+    only for the example prod stacks, whatever the cluster is called."""
     att.write(project / att.ATTESTATION_DIR, seal())
-    renamed = change(stack_config(PROD), "cluster", lambda cluster: cluster.update(name="gpu-fleet-7"))
-    (message,) = messages(gate(project, canary_outputs, renamed))
-    assert message.startswith(f"cluster 'gpu-fleet-7' is no example fleet, but {TRUSTS_THE_EXAMPLE_KEY}")
-    assert "Generate a key of your own (`gpu-rollout keygen --out DIR`)" in message
+    # A team's stack, on a real cluster that names itself like the example fleet, judged by the examples' config.
+    config = change(stack_config(PROD), "cluster", lambda cluster: cluster.update(name="lab-gpu-1"))
+    run = run_program(config, "team-b-prod", project / PROGRAM_FILE, None, {CANARY: canary_outputs})
+    found = [v for v in evaluate(from_registered(run.resources), load_config("prod")) if v.policy == POLICY]
+    refused = messages(found)
+    assert refused[0].startswith("stack 'organization/gpu-driver-upgrade/team-b-prod' is outside the example key's "
+                                 "scope (organization/gpu-driver-upgrade/prod, ")
+    assert TRUSTS_THE_EXAMPLE_KEY in refused[0] and "Generate a key of your own (`gpu-rollout keygen --out DIR`)" in refused[0]
+    assert any("whose scope" in m and "does not take prod stack 'organization/gpu-driver-upgrade/team-b-prod'" in m
+               for m in refused)
+    # The config a team deploys with (policy/prod.json) trusts no key at all, the example key least of all.
+    shipped = [v for v in evaluate(from_registered(run.resources), load_config("prod", POLICY_DIR))
+               if v.policy == POLICY and v.enforcement.value == "mandatory"]
+    assert any("which the gate does not trust (canary-attested.trustedKeys in the pack config lists: none)" in v.message
+               for v in shipped)
+    # Unscoped, the example key is refused on every stack, the example stacks included.
+    unscoped = {**load_config("prod"), POLICY: {"trustedKeys": [
+        {k: v for k, v in entry.items() if k != "scope"}
+        for entry in load_config("prod")[POLICY]["trustedKeys"]]}}
+    example = run_program(stack_config(PROD), PROD, project / PROGRAM_FILE, None, {CANARY: canary_outputs})
+    assert any(m.startswith("the example key is trusted with no scope: ") for m in messages(
+        [v for v in evaluate(from_registered(example.resources), unscoped) if v.policy == POLICY]))
 
 
 def test_a_driver_the_fleet_ran_is_not_blocked(project: Path, canary_outputs: dict[str, Any]) -> None:
@@ -268,10 +295,18 @@ def test_the_record_states_what_the_gate_reads(project: Path, canary_outputs: di
     waivers = json.loads(data.pop("waivers"))
     declared = json.loads(data.pop("runningToday"))
     assert declared["driver"] == "570.195.03" and declared["reason"].startswith("Every GPU node of the fleet runs")
+    canary_identity, install = json.loads(data.pop("canaryIdentity")), json.loads(data.pop("install"))
     assert data == {
         "canaryStack": CANARY, "minSoakHours": "168", "canaryDrivers": DRIVER, "attested": f"570.195.03,{DRIVER}",
+        "stack": QUALIFIED_PROD, "maxAttestationAgeDays": "90",
     }
-    assert list(waivers) == ["l40s-serving"] and waivers["l40s-serving"]["accept"] == ["gpus-per-node"]
+    # The canary's identity output as its StackReference shows it; how this stack installs the driver.
+    assert canary_identity == {"stack": QUALIFIED_CANARY, "stage": "canary", "cluster": "lab-gpu-1", "cloudId": None}
+    assert (install["driverMode"], install["kernelModuleType"], install["pools"]["l40s-serving"]["os"]) == (
+        "nvidiadriver", "auto", "ubuntu22.04")
+    assert list(waivers) == ["l40s-serving"] and waivers["l40s-serving"] == {
+        "accept": ["gpus-per-node"], "reason": waivers["l40s-serving"]["reason"], "driver": "580",
+        "ticket": "CHG-20261209-0078", "expires": "2027-06-30"}
     # Only the attestations of the drivers its pools move to or are pinned to travel (h100-serving is held on
     # 570.195.03: a change of its pin would be judged), as the files hold them; the rule judges them there.
     assert list(texts) == ["570.195.03", DRIVER]
@@ -343,8 +378,8 @@ def test_plan_without_the_canary_stack_file_cannot_confirm_the_canary(project: P
     (project / f"Pulumi.{CANARY}.yaml").unlink()
     code, violations = plan(project)
     assert code == 1
-    (refused,) = [v for v in violations if v["enforcement"] == "mandatory"]
-    assert "shows no driver" in refused["message"]
+    identity, drivers = [v["message"] for v in violations if v["enforcement"] == "mandatory"]
+    assert "shows no driver" in drivers and "states no identity output" in identity
 
 
 def test_examples_state_their_canary() -> None:
@@ -390,9 +425,15 @@ def test_the_examples_canary_pools_cover_every_released_prod_architecture(tmp_pa
         shutil.copy2(PROJECT_DIR / f"Pulumi.{name}.yaml", folder / f"Pulumi.{name}.yaml")
     spec = spec_from_config(stack_config(canary))
     served = {pool for model in spec.models for pool in model.nodePools}
+    modules = verify.kernel_module_type(spec, spec.driver.version)
     pools = [AttestedPool.of(p.name, p.gpuProduct, gpus_per_node=p.gpusPerNode, nvswitch=p.nvswitch,
-                             served_traffic=p.name in served) for p in spec.nodePools if not spec.pool_held(p)]
-    att.write(folder / att.ATTESTATION_DIR, seal(stack=canary, cluster=spec.cluster.name, pools=pools))
+                             served_traffic=p.name in served, kernel_module_type=modules)
+             for p in spec.nodePools if not spec.pool_held(p)]
+    # What verify of that canary records of its stack and cluster (checks/test_verify.py reads them live).
+    bound = {"stack": manifests.qualified_stack(canary), "cluster": spec.cluster.name,
+             "identity": att.ClusterIdentity(kubeSystemUid="uid", cloudId=manifests.cluster_cloud_id(spec)),
+             "driver_mode": verify.driver_mode(spec)}
+    att.write(folder / att.ATTESTATION_DIR, seal(**bound, pools=pools))
     result = runner.invoke(app, ["plan", "--stack-file", str(folder / f"Pulumi.{stack}.yaml"), "--project-dir",
                                  str(folder), "--json"])
     assert [v["message"] for v in json.loads(result.stdout)["violations"]
@@ -402,8 +443,7 @@ def test_the_examples_canary_pools_cover_every_released_prod_architecture(tmp_pa
     released = next(p for p in prod.nodePools if not prod.pool_held(p))
     lacking = [p for p in pools if p.architecture != AttestedPool.of(released.name, released.gpuProduct).architecture]
     # The same canary without its pool of the first released prod pool's architecture: refused.
-    att.write(folder / att.ATTESTATION_DIR, seal(stack=canary, cluster=spec.cluster.name, pools=lacking,
-                                                 soak_end=NOW - timedelta(minutes=30)))
+    att.write(folder / att.ATTESTATION_DIR, seal(**bound, pools=lacking, soak_end=NOW - timedelta(minutes=30)))
     result = runner.invoke(app, ["plan", "--stack-file", str(folder / f"Pulumi.{stack}.yaml"), "--project-dir",
                                  str(folder), "--json"])
     found = [v["message"] for v in json.loads(result.stdout)["violations"]
@@ -412,7 +452,7 @@ def test_the_examples_canary_pools_cover_every_released_prod_architecture(tmp_pa
 
 
 def test_a_fully_qualified_canary_stack_matches_the_attested_one(project: Path, canary_outputs: dict[str, Any]) -> None:
-    att.write(project / att.ATTESTATION_DIR, seal())  # verify records the stack name it was given: existing-canary
+    att.write(project / att.ATTESTATION_DIR, seal())  # verify records the qualified stack name
     config = change(stack_config(PROD), "promotion", lambda p: p.update(canaryStack=f"organization/gpu-driver-upgrade/{CANARY}"))
     assert admitted(gate(project, canary_outputs, config))
 

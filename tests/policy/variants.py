@@ -117,7 +117,8 @@ VARIANTS: dict[str, tuple[str, Callable[[], dict[str, str]], str]] = {
     # One cluster-wide driver on an existing cluster: nothing shows the held pool cannot grow.
     "held-pool-pinned": (
         "existing-prod",
-        lambda: change(stack_config("existing-prod"), "gpuOperator", lambda op: op.update(useNvidiaDriverCrd=False)),
+        lambda: _accepting_driver_mode(change(stack_config("existing-prod"), "gpuOperator",
+                                              lambda op: op.update(useNvidiaDriverCrd=False))),
         "mandatory",
     ),
     "wait-for-batch-jobs": (
@@ -170,7 +171,18 @@ def _helm_without_nvidiadrivers(selectors: list[str]) -> dict[str, str]:
         op.update(clusterPolicy="helm", useNvidiaDriverCrd=False, batchJobSelectors=selectors,
                   unpinnedHoldReason="fixed-size pools, node auto-repair off (CHG-1)")
 
-    return change(stack_config("prod"), "gpuOperator", edit)
+    return _accepting_driver_mode(change(stack_config("prod"), "gpuOperator", edit))
+
+
+def _accepting_driver_mode(config: dict[str, str]) -> dict[str, str]:
+    """The stack's shipped waivers also accept the driver mode: one ClusterPolicy driver here, per-pool
+    NVIDIADrivers on the canary that attested it (a difference the prod gate names, canary-attested)."""
+
+    def edit(promotion: dict[str, Any]) -> None:
+        for waiver in promotion["waivers"].values():
+            waiver["accept"] = [*waiver["accept"], "driver-mode"]
+
+    return change(config, "promotion", edit)
 
 
 # More bad variants, for policies with a second way to fail: name -> (policy id, stack, builder, enforcement).

@@ -16,7 +16,8 @@ from rollout import documents
 from tests.conftest import PROJECT_DIR
 from tests.rollout.gitrepo import GitRepo
 
-PROD = json.loads((PROJECT_DIR / "policy" / "prod.json").read_text())
+# A prod config that trusts a key: the examples' own (the shipped policy/prod.json trusts none).
+PROD = json.loads((PROJECT_DIR / "policy" / "examples" / "prod.json").read_text())
 
 
 def encoded(config: dict) -> bytes:

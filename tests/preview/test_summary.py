@@ -21,7 +21,8 @@ def test_the_promotion_record_shows_each_attestation_in_one_line(rendered: dict[
     text = json.loads(inputs["data"]["attestations"])["580.173.02"]
     assert len(text) > 2000  # the record carries the whole file, evidence and all
     shown = fields["attestations"]
-    assert shown.startswith("580.173.02: stack eks-canary, ada, ampere, soak ") and "\n" not in shown
+    assert shown.startswith("580.173.02: stack organization/gpu-driver-upgrade/eks-canary, ada, ampere, soak ")
+    assert "\n" not in shown
     assert json.loads(text)["digest"][:19] in shown
 
 

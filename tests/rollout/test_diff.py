@@ -507,7 +507,8 @@ def test_a_change_of_the_trusted_keys_is_a_risk_naming_the_policy(repo: GitRepo)
     """The PR that adds an attestation cannot also trust a new key unseen: the diff names each key added or
     removed in the prod pack config, whether or not a stack file changed."""
     (repo.root / "policy").mkdir()
-    shipped = json.loads((PROJECT_DIR / "policy" / "prod.json").read_text())
+    # A config that trusts a key (the examples' own: the shipped policy/prod.json trusts none).
+    shipped = json.loads((PROJECT_DIR / "policy" / "examples" / "prod.json").read_text())
     (repo.root / "policy" / "prod.json").write_text(json.dumps(shipped))
     base = repo.commit("the prod pack config")
     forger = attestation.trusted_key_of(attestation.generate_signing_key().public_key(), "my laptop")
@@ -531,4 +532,5 @@ def test_a_change_of_the_trusted_keys_is_a_risk_naming_the_policy(repo: GitRepo)
 
 
 def shipped_comment() -> str:
-    return json.loads((PROJECT_DIR / "policy" / "prod.json").read_text())["canary-attested"]["trustedKeys"][0]["comment"]
+    return json.loads((PROJECT_DIR / "policy" / "examples" / "prod.json").read_text())["canary-attested"]["trustedKeys"][0][
+        "comment"]

@@ -30,7 +30,7 @@ def test_plan_table_shows_what_a_reviewer_checks() -> None:
     gate_rows = [line for line in out.splitlines() if "│ canary-attested" in line]
     assert len(gate_rows) == 3 and all("│ advisory" in line for line in gate_rows)
     assert "admitted without an attestation by promotion.runningToday" in " ".join(out.split())
-    assert "580.173.02: stack canary" in out  # the attestation the promotion record carries, in one line
+    assert "580.173.02: stack organization/gpu-driver-upgrade/canary" in out  # the attestation the promotion record carries, in one line
     for expected in (
         "gpu-gpua100",
         "nvcr.io/nvidia/driver:570.195.03",
