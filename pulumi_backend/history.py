@@ -321,8 +321,7 @@ def _check_spec(stack: str, title: str, state: Config) -> None:
     try:
         spec_from_config(engine_config(state), source=f"stack {stack}")
     except SpecError as error:
-        # Without the item name, as it always read (tests/rollout/test_rollback.py pins it); the stack list uses one_line().
-        problems = "; ".join(f"{p.path}: {' '.join(p.message.split())}" for p in error.problems)
+        problems = "; ".join(p.one_line() for p in error.problems)
         raise RollbackRefused(f"stack {stack}: the step '{title}' gives a config the program refuses ({problems})")\
             from None
 

@@ -36,7 +36,7 @@ from gpu_knowledge import labels
 from fleetspec.discipline import WEEKDAYS
 from fleetspec.load import load_stack_file
 from tests.e2e import fleet
-from tests.e2e.conftest import running_cluster, wait_for
+from tests.e2e.conftest import e2e_prod_config, running_cluster, wait_for
 from tests.e2e.controlplane import ControlPlane, Rest, kubeconfig_document
 from tests.e2e.pulumi_cli import CHECKOUT, PROJECT_LINKS, VENV_PYTHON, Pulumi, make_policy_launcher
 from workload import result as job_result
@@ -120,7 +120,16 @@ def train(workdir: Path) -> Iterator[Train]:
         project.mkdir()
         shutil.copy2(CHECKOUT / "Pulumi.yaml", project / "Pulumi.yaml")
         for name in PROJECT_LINKS:
-            (project / name).symlink_to(CHECKOUT / name)
+            if name != "policy":
+                (project / name).symlink_to(CHECKOUT / name)
+        # The pack's folder as the checkout has it, but for the prod config the trains' ups read
+        # (policy/<stage>.json): the shipped one trusts no key; the e2e stacks' attestations are signed with the
+        # example key, which the examples' config trusts (e2e_prod_config).
+        (project / "policy").mkdir()
+        for entry in (CHECKOUT / "policy").iterdir():
+            if entry.name not in ("prod.json", "__pycache__"):
+                (project / "policy" / entry.name).symlink_to(entry)
+        (project / "policy" / "prod.json").write_text(json.dumps(e2e_prod_config()))
         for name, source, (plane, _), cluster_name in ((CANARY, CANARY, a, "lab-gpu-1"), (PROD, PROD, a, "lab-gpu-1"),
                                                        (PROD_B, PROD, b, CLUSTER_B)):
             (project / f"Pulumi.{name}.yaml").write_text(

@@ -367,7 +367,7 @@ def test_a_step_whose_config_the_program_refuses_is_refused_before_any_change() 
     with pytest.raises(history.RollbackRefused) as caught:
         history.plan_rollback("eks-prod", past, pulumi_config.parse_config(cli_config(now)))
     assert caught.value.code == Exit.FAILED
-    assert f"{KEY}nodePools[2].generations: pool 'gpu-h100' is held" in str(caught.value)
+    assert f"{KEY}nodePools[2].generations (gpu-h100): pool 'gpu-h100' is held" in str(caught.value)
 
 
 # ---------------------------------------------------------------- how --yes hands the changes to the CLI
