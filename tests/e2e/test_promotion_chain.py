@@ -69,6 +69,13 @@ def _set(pulumi: Pulumi, stack: str, **driver: str) -> None:
         pulumi.run("config", "set", "--path", "--stack", stack, f"{KEY}driver.{key}", value)
 
 
+def _waive_for(pulumi: Pulumi, driver: str) -> None:
+    """Prod's waiver (one GPU per canary node against four in prod) given anew for ``driver``'s branch, as a team
+    renews it per promotion: a waiver given for another driver accepts nothing (issue 30)."""
+    pulumi.run("config", "set", "--path", "--stack", PROD,
+               f"{KEY}promotion.waivers.chain-l40s-serving.driver", driver.split(".")[0])
+
+
 def _up(pulumi: Pulumi, pack: Path, stack: str, stage: str, check: bool = True) -> Result:
     return pulumi.run("up", "--stack", stack, "--yes", "--non-interactive", "--skip-preview",
                       *variants.policy(pulumi, pack, stage), program=True, check=check)
@@ -80,10 +87,13 @@ def _preview(pulumi: Pulumi, pack: Path) -> Result:
 
 
 def _attest(project: Path, driver: str) -> Path:
-    """The canary's attestation of ``driver``: its one pool, an L40S node with one GPU that served traffic."""
+    """The canary's attestation of ``driver``: its one pool, an L40S node with one GPU that served traffic; made on the
+    canary stack as the file backend qualifies it (organization/<project>/<stack>)."""
     pool = AttestedPool.of("chain-l40s", "NVIDIA-L40S", gpus_per_node=1, served_traffic=True,
-                           traffic="llm-chat-canary on 2 pod(s): requests served during the soak")
-    return att.write(project / att.ATTESTATION_DIR, canary_attestation(stack=CANARY, driver=driver, pools=[pool]))
+                           traffic="llm-chat-canary on 2 pod(s): requests served during the soak",
+                           kernel="6.8.0-1020-generic", os_image="Ubuntu 22.04.5 LTS", kernel_module_type="open")
+    return att.write(project / att.ATTESTATION_DIR, canary_attestation(stack=f"organization/gpu-driver-upgrade/{CANARY}", driver=driver,
+                                                                          pools=[pool]))
 
 
 def _driver(cluster: Rest, pool: str) -> str:
@@ -110,11 +120,13 @@ def steps(chain: Pulumi, policy_pack: Path, cluster: Rest) -> dict:
     _up(chain, policy_pack, CANARY, "canary")
     b_attestation = _attest(project, B)
     _set(chain, PROD, version=B)
+    _waive_for(chain, B)
     seen["prod on B"] = _up(chain, policy_pack, PROD, "prod")
     seen["drivers on B"] = (_driver(cluster, "chain-l40s-serving"), _driver(cluster, "chain-h100-serving"))
     # 3. Roll back to A: the released pool ran A before B, so going back is no promotion (the held pool stays on the
     # declared A).
     _set(chain, PROD, version=A)
+    _waive_for(chain, A)
     seen["rolled back"] = _up(chain, policy_pack, PROD, "prod")
     seen["drivers rolled back"] = (_driver(cluster, "chain-l40s-serving"), _driver(cluster, "chain-h100-serving"))
     # 4. previousVersion to C, which no canary attested: it would move the held pool.
@@ -123,6 +135,7 @@ def steps(chain: Pulumi, policy_pack: Path, cluster: Rest) -> dict:
     _set(chain, PROD, previousVersion=A)
     # 5. Re-promote B: the last deployment ran A everywhere, so B is judged by its attestation again.
     _set(chain, PROD, version=B)
+    _waive_for(chain, B)
     text = b_attestation.read_text()
     b_attestation.write_text(text.replace('"chain-l40s"', '"chain-l40s-serving"'))  # changed after it was sealed
     seen["B tampered"] = _preview(chain, policy_pack)
