@@ -65,33 +65,6 @@ REPORT = ("as_json", "debug")  # how to report: every group lists these last, af
 
 
 @dataclass(frozen=True)
-class LiveTarget:
-    """What every live verb is told by the options they share: which stack, which cluster, how to report."""
-
-    NOUN: ClassVar[str] = "live verb"
-
-    stack: StackOption = None
-    stack_file: StackFileOption = None
-    project_dir: ProjectDirOption = None
-    kubeconfig: KubeconfigOption = None
-    context: ContextOption = None
-    as_json: JsonOption = False
-    debug: DebugOption = False
-
-    def open(self) -> Live:
-        """The stack's spec and an adapter to its cluster (:func:`rollout.context.open_live`)."""
-        from rollout import context
-
-        return context.open_live(self.stack, self.stack_file, self.project_dir, self.kubeconfig, self.context)
-
-    def resolve(self) -> StackRef:
-        """The stack alone, for a verb that reaches no cluster this time (simulate without --from-cluster)."""
-        from rollout import context
-
-        return context.resolve_stack(self.stack, self.stack_file, self.project_dir)
-
-
-@dataclass(frozen=True)
 class StackTarget:
     """One stack of the project, offline: which stack, how to report."""
 
@@ -104,9 +77,27 @@ class StackTarget:
     debug: DebugOption = False
 
     def resolve(self) -> StackRef:
+        """The stack alone, for a verb that reaches no cluster (this time: simulate without --from-cluster)."""
         from rollout import context
 
         return context.resolve_stack(self.stack, self.stack_file, self.project_dir)
+
+
+@dataclass(frozen=True)
+class LiveTarget(StackTarget):
+    """What every live verb is told by the options they share: which stack, which cluster, how to report (the
+    report options still come last: :func:`rollout.cli.running.command` orders them)."""
+
+    NOUN: ClassVar[str] = "live verb"
+
+    kubeconfig: KubeconfigOption = None
+    context: ContextOption = None
+
+    def open(self) -> Live:
+        """The stack's spec and an adapter to its cluster (:func:`rollout.context.open_live`)."""
+        from rollout import context
+
+        return context.open_live(self.stack, self.stack_file, self.project_dir, self.kubeconfig, self.context)
 
 
 @dataclass(frozen=True)
