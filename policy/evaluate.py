@@ -139,7 +139,7 @@ def load_config(stage: str | None, policy_dir: Path | None = None) -> dict[str, 
     if stage is None:
         return {}
     path = config_path(stage, policy_dir)
-    if stage is None or not path.is_file():
+    if not path.is_file():
         return {}
     config: dict[str, Any] = json.loads(path.read_text())
     check_config(config)
