@@ -70,7 +70,11 @@ class ClusterIdentityArgs(ComponentArgs):
 
 
 class ClusterIdentity(pulumi.ComponentResource):
-    """A ConfigMap in kube-system naming the cluster this stack manages; live verbs refuse another cluster."""
+    """A ConfigMap in kube-system naming the cluster this stack manages (live verbs refuse another cluster), and
+    the cluster's own identity as the engine reads it: the kube-system Namespace's UID, which the API server
+    assigned and no stack file states (a canary exports it; the prod gate compares it with the attestation's)."""
+
+    kube_system_uid: pulumi.Output[str | None]
 
     def __init__(self, name: str, args: ClusterIdentityArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-driver-upgrade:cluster:ClusterIdentity", name, None, opts)
@@ -80,4 +84,16 @@ class ClusterIdentity(pulumi.ComponentResource):
             data=args.data,
             opts=child_options(self, opts),
         )
-        self.register_outputs({"cluster": args.cluster})
+        # A read, not a resource the stack manages: the engine asks the cluster during preview and update alike.
+        kube_system = k8s.core.v1.Namespace.get(f"{name}-kube-system", KUBE_SYSTEM, opts=child_options(self, opts))
+        self.kube_system_uid = kube_system.metadata.apply(_uid)
+        self.register_outputs({"cluster": args.cluster, "kubeSystemUid": self.kube_system_uid})
+
+
+KUBE_SYSTEM = "kube-system"
+
+
+def _uid(metadata: Any) -> str | None:
+    """``metadata.uid`` of a read object: a typed ObjectMeta from the engine, a plain dict under some mocks."""
+    uid = metadata.get("uid") if isinstance(metadata, dict) else getattr(metadata, "uid", None)
+    return uid if isinstance(uid, str) and uid else None

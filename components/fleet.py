@@ -181,7 +181,7 @@ class GpuFleet(pulumi.ComponentResource):
         k8s_opts = child_options(self, opts, providers=[provider])
         this_stack = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
         last = PreviousDeployment("previous", PreviousDeploymentArgs(stack=this_stack), opts=child_options(self, opts))
-        ClusterIdentity("cluster-identity", identity_args(spec), opts=k8s_opts)
+        cluster_identity = ClusterIdentity("cluster-identity", identity_args(spec), opts=k8s_opts)
 
         # PDBs first: nothing may evict a model server before its budget exists. Each pool and pool driver
         # waits for the budgets of the models that run on it (not every budget: the plan stays linear in
@@ -248,6 +248,6 @@ class GpuFleet(pulumi.ComponentResource):
         self.outputs = {**manifests.stack_outputs(spec).as_outputs(),
                         rf.TIMELINE: recorded.apply(lambda timeline: timeline.as_output())}
         # Which stack and cluster this is, as the engine names the stack: a prod gate compares its canary's.
-        self.outputs[rf.IDENTITY] = manifests.stack_identity(
-            spec, f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}").as_output()
+        self.outputs[rf.IDENTITY] = cluster_identity.kube_system_uid.apply(
+            lambda uid: manifests.stack_identity(spec, this_stack, uid).as_output())
         self.register_outputs(self.outputs)

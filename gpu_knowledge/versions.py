@@ -96,6 +96,13 @@ def parse_driver(driver_version: object) -> tuple[int, ...] | None:
     return tuple(int(part) for part in match.groups() if part is not None)
 
 
+def driver_given_for(given: str, driver: str) -> bool:
+    """Whether something given for ``given`` (a branch ``580`` or a version ``580.173.02``: a waiver) holds for
+    ``driver``: its own version, or any version of its branch."""
+    bound, target = parse_driver(given), parse_driver(driver)
+    return bound is not None and target is not None and target[:len(bound)] == bound
+
+
 def parse_cuda(cuda_version: object) -> tuple[int, int, int] | None:
     """``12.8`` -> (12, 8, 0), ``13.0.2`` -> (13, 0, 2); None for anything else."""
     match = _CUDA.match(cuda_version.strip()) if isinstance(cuda_version, str) else None

@@ -48,7 +48,7 @@ from fleetspec import stacks
 from engine_contracts import resource_facts as rf
 from fleetspec.base import Stage
 from vocabulary.policy_ids import PolicyId
-from gpu_knowledge.versions import parse_driver
+from gpu_knowledge.versions import driver_given_for
 
 
 DEFAULT_MAX_ATTESTATION_AGE_DAYS = 90.0  # promotion.maxAttestationAgeDays of a record that states none
@@ -283,8 +283,7 @@ def waiver_problems(pool: str, waiver: rf.WaiverFacts, driver: str, now: datetim
         return [f"{name} names no driver, change ticket or expiry: a waiver accepts a difference only for the "
                 "driver it was given for, until it expires (set driver, ticket and expires)"]
     problems = []
-    given, target = parse_driver(waiver.driver), parse_driver(driver)
-    if given is None or target is None or target[:len(given)] != given:
+    if not driver_given_for(waiver.driver, driver):
         problems.append(f"{name} (ticket {waiver.ticket}) was given for driver {waiver.driver}, not {driver}: a "
                         "foreign waiver accepts nothing; review the difference for this driver and give it anew")
     try:
@@ -365,7 +364,28 @@ def identity_problems(sealed: attestation.Attestation, gate: rf.PromotionFacts, 
         made = f"{sealed.cluster} ({sealed.identity.cloudId or 'no cloud resource'})"
         ours = f"{declared.cluster} ({declared.cloud_id or 'no cloud resource'})"
         problems.append(f"{source} was made on cluster {made}, not on the canary stack's cluster {ours}")
+    uid = sealed.identity.kubeSystemUid
+    if declared.cluster_read is None:
+        problems.append(f"the canary stack '{declared.stack}' states no kube-system UID in its identity output "
+                        "(deployed by an older release): redeploy the canary, so the gate can compare its cluster "
+                        f"with the one {source} was made on")
+    elif declared.cluster_read and declared.kube_system_uid != uid:
+        problems.append(f"{source} was made on the cluster whose kube-system namespace has UID {uid}; the canary "
+                        f"stack's cluster has {declared.kube_system_uid}: another cluster of the same name, or the "
+                        "canary's cluster was recreated since (let it soak and re-attest on it)")
     return problems
+
+
+def identity_notes(sealed: attestation.Attestation, gate: rf.PromotionFacts, source: str) -> list[str]:
+    """What the gate could not compare about the canary's identity, said as advice: the kube-system UID where the
+    canary's outputs were rendered offline rather than read (no cluster was asked for it)."""
+    declared = gate.canary_identity
+    if declared is None or declared.cluster_read is not False:
+        return []
+    return [f"{source} was made on the cluster whose kube-system namespace has UID "
+            f"{sealed.identity.kubeSystemUid}; the canary stack's outputs here were rendered, not read from its "
+            "cluster, so that UID is not compared (the engine compares it with the UID the deployed canary read; "
+            "offline, --from-backend or --canary-outputs does)"]
 
 
 def _admission(target: _Target, gate: rf.PromotionFacts, settings: GateSettings,
@@ -400,6 +420,7 @@ def _admission(target: _Target, gate: rf.PromotionFacts, settings: GateSettings,
                 )]
             bound, notes = _binding(sealed, target, gate, operator, source, now)
             reasons += bound
+            notes += identity_notes(sealed, gate, source)
     if gate.canary_stack is None:
         reasons.append("the promotion record names no canary stack (promotion.canaryStack)")
     elif gate.canary_drivers is None:

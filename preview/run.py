@@ -97,16 +97,21 @@ class RecordingMocks(pulumi.runtime.Mocks):
     stack itself (the program reads its own last deployment through one) with ``previous_outputs``, none
     before a first deployment; a reference to another stack (a prod stack reads its canary's) with that
     stack's entry in ``stack_outputs``, keyed by its name as the reference's last part, none when absent.
+
+    A read of a cluster object (``Namespace.get``: the kube-system UID of the cluster identity) answers with its
+    entry in ``cluster_objects``, keyed by type token and ID: offline there is none (an object with empty
+    metadata), so nothing the cluster assigns is ever invented. A read is not a resource the program manages, so it is not recorded.
     """
 
     def __init__(
         self, previous_outputs: dict[str, Any] | None = None, stack_outputs: dict[str, dict[str, Any]] | None = None,
-        stack: str | None = None,
+        stack: str | None = None, cluster_objects: dict[tuple[str, str], dict[str, Any]] | None = None,
     ) -> None:
         self.resources: list[RegisteredResource] = []
         self.previous_outputs = dict(previous_outputs or {})
         self.stack_outputs = {name: dict(outputs) for name, outputs in (stack_outputs or {}).items()}
         self.stack = stack
+        self.cluster_objects = dict(cluster_objects or {})
 
     def referenced_outputs(self, reference: object) -> dict[str, Any]:
         name = stack_name(str(reference))
@@ -115,6 +120,11 @@ class RecordingMocks(pulumi.runtime.Mocks):
         return self.stack_outputs.get(name, {})
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        # The mock monitor leaves ``custom`` unset for a read (ReadResource) and sets it for a registration.
+        if args.custom is None and args.typ != STACK_REFERENCE and args.resource_id:
+            # Offline the object is known and empty: a property left out would be unknown in a preview, and an
+            # unknown in the identity output would leave every export unresolved.
+            return args.resource_id, dict(self.cluster_objects.get((args.typ, args.resource_id), {"metadata": {}}))
         if any(r.type == args.typ and r.name == args.name for r in self.resources):
             # The engine refuses two resources with one URN; so must the offline preview.
             raise ValueError(f"duplicate resource {args.typ} named {args.name!r}")
@@ -190,11 +200,13 @@ def run_program(
     program: Path = SOURCE_DIR / PROGRAM_FILE,
     previous_outputs: dict[str, Any] | None = None,
     stack_outputs: dict[str, dict[str, Any]] | None = None,
+    cluster_objects: dict[tuple[str, str], dict[str, Any]] | None = None,
 ) -> ProgramRun:
     """Run ``program`` under mocks with ``config`` (engine-style strings) and return what it registered.
 
     ``previous_outputs`` are the stack's last deployment as its outputs (none: a first deployment);
-    ``stack_outputs`` the outputs of other stacks the program references, by stack name. The program runs
+    ``stack_outputs`` the outputs of other stacks the program references, by stack name; ``cluster_objects``
+    what the stack's cluster answers to the program's reads (none offline: ``RecordingMocks``). The program runs
     in its own folder, as the engine runs it (it reads the project's ``attestations/`` there).
     Exceptions the program raises (a SpecError for bad config) propagate unchanged.
     """
@@ -211,7 +223,7 @@ def run_program(
         asyncio.set_event_loop(worker_loops[-1])
 
     loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="mock-monitor", initializer=_give_worker_a_loop))
-    mocks = RecordingMocks(previous_outputs, stack_outputs, stack)
+    mocks = RecordingMocks(previous_outputs, stack_outputs, stack, cluster_objects)
     outputs: dict[str, Any] = {}
     # Only the given config may reach the program: an ambient PULUMI_CONFIG (say, from a Pulumi hook)
     # would otherwise leak into the preview through the runtime's environment fallback.

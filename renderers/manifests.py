@@ -376,11 +376,13 @@ def cluster_cloud_id(spec: FleetSpec) -> str | None:
     return None
 
 
-def stack_identity(spec: FleetSpec, stack: str) -> rf.StackIdentity:
+def stack_identity(spec: FleetSpec, stack: str, kube_system_uid: str | None) -> rf.StackIdentity:
     """The ``identity`` output: the stack as the engine names it (``org/project/stack``), its stage, its
-    cluster's name and cloud identity. A prod gate compares its canary's with the canary's attestation."""
+    cluster's name and cloud identity, and the kube-system Namespace's UID as the engine read it (None: not read,
+    offline). A prod gate compares its canary's with the canary's attestation."""
     return rf.StackIdentity(stack=stack, stage=spec.stage.value, cluster=spec.cluster.name,
-                            cloud_id=cluster_cloud_id(spec))
+                            cloud_id=cluster_cloud_id(spec), kube_system_uid=kube_system_uid,
+                            cluster_read=kube_system_uid is not None)
 
 
 def pool_operating_systems(pool: NodePool) -> tuple[str, ...]:

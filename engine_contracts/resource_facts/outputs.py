@@ -62,6 +62,10 @@ IDENTITY_STACK = "stack"  # org/project/stack, as the engine names the stack tha
 IDENTITY_STAGE = "stage"
 IDENTITY_CLUSTER = "cluster"  # cluster.name
 IDENTITY_CLOUD_ID = "cloudId"  # the AKS resource ID / EKS cluster ARN as the stack declares them; null: existing
+IDENTITY_KUBE_SYSTEM_UID = "kubeSystemUid"  # metadata.uid of the kube-system Namespace, as the engine read it
+# Whether the program read the cluster for it: false under the offline preview, which reaches no cluster (a null
+# would not survive the engine: the SDK sends no key whose value is None); absent: an older release's output.
+IDENTITY_CLUSTER_READ = "clusterRead"
 
 
 def timestamp(moment: datetime) -> str:
@@ -147,17 +151,28 @@ class PoolSummary:
 @dataclass(frozen=True)
 class StackIdentity:
     """Which stack and cluster a stack is: its qualified name as the engine ran it, its stage, its cluster's
-    name and cloud resource ID (``engine_contracts.attestation.aks_resource_id`` / ``eks_cluster_arn``). A
-    canary's attestation records the same; the prod gate compares the two (policy canary-attested)."""
+    name and cloud resource ID (``engine_contracts.attestation.aks_resource_id`` / ``eks_cluster_arn``), and the
+    UID of its cluster's kube-system Namespace as the engine read it. A canary's attestation records the same;
+    the prod gate compares the two (policy canary-attested).
+
+    ``cluster_read`` says whether the program read its cluster for the UID: False under the offline preview
+    (which reaches no cluster), None where the output does not say (a canary deployed by an older release)."""
 
     stack: str | None = None
     stage: str | None = None
     cluster: str | None = None
     cloud_id: str | None = None
+    kube_system_uid: str | None = None
+    cluster_read: bool | None = None
 
     def as_output(self) -> dict[str, Any]:
-        return {IDENTITY_STACK: self.stack, IDENTITY_STAGE: self.stage, IDENTITY_CLUSTER: self.cluster,
-                IDENTITY_CLOUD_ID: self.cloud_id}
+        output: dict[str, Any] = {IDENTITY_STACK: self.stack, IDENTITY_STAGE: self.stage,
+                                  IDENTITY_CLUSTER: self.cluster, IDENTITY_CLOUD_ID: self.cloud_id}
+        if self.kube_system_uid is not None:
+            output[IDENTITY_KUBE_SYSTEM_UID] = self.kube_system_uid
+        if self.cluster_read is not None:
+            output[IDENTITY_CLUSTER_READ] = self.cluster_read
+        return output
 
 
 def read_stack_identity(value: Any) -> StackIdentity | None:
@@ -165,7 +180,9 @@ def read_stack_identity(value: Any) -> StackIdentity | None:
     if not isinstance(value, Mapping) or not isinstance(value.get(IDENTITY_STACK), str):
         return None
     return StackIdentity(_text(value.get(IDENTITY_STACK)), _text(value.get(IDENTITY_STAGE)),
-                         _text(value.get(IDENTITY_CLUSTER)), _text(value.get(IDENTITY_CLOUD_ID)))
+                         _text(value.get(IDENTITY_CLUSTER)), _text(value.get(IDENTITY_CLOUD_ID)),
+                         _text(value.get(IDENTITY_KUBE_SYSTEM_UID)),
+                         read if isinstance(read := value.get(IDENTITY_CLUSTER_READ), bool) else None)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ CLUSTER_POLICY_CR = kubernetes_type(kinds.CLUSTER_POLICY)  # the whole CR, as a 
 NVIDIA_DRIVER = kubernetes_type(kinds.NVIDIA_DRIVER)
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"  # the provider's own resource type, no Kubernetes kind
 PDB = kubernetes_type(kinds.POD_DISRUPTION_BUDGET)
+NAMESPACE = kubernetes_type(kinds.NAMESPACE)  # read, never managed: the cluster identity's kube-system UID
 CONFIG_MAP = kubernetes_type(kinds.CONFIG_MAP)  # the records: cluster identity, a pool of an existing cluster
 DAEMON_SET = kubernetes_type(kinds.DAEMON_SET)  # the validation job's, one per pool it validates
 KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"

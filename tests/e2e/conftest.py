@@ -216,24 +216,42 @@ def canary_up(pulumi: Pulumi, policy_pack: Path):
 
 
 @pytest.fixture(scope="session")
-def canary_attested(canary_up, project: Path) -> Path:
+def kube_system_uid(rest: Rest) -> Iterator[str]:
+    """The UID this control plane's API server gave kube-system, which the canary stack reads and exports and the
+    prod gate compares with an attestation's. The attestations the tests seal (tests/policy/attested.py) stand in
+    for a verify of this cluster, so they record this UID for the session."""
+    uid = rest.get("/api/v1/namespaces/kube-system")["metadata"]["uid"]
+    from tests.policy import attested
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(attested, "KUBE_SYSTEM_UID", uid)
+        yield uid
+
+
+@pytest.fixture(scope="session")
+def canary_attested(canary_up, project: Path, kube_system_uid: str) -> Path:
     """The canary's attestation in the project's attestations/existing-canary/, which the prod gate reads.
 
     The e2e project is a folder of its own (tests/e2e/pulumi_cli.py links the program, not attestations/):
-    the attestation the example ships is copied in, as a pull request carries it. That one was made by
-    `gpu-rollout verify` of the example canary stack on the test cluster (scripts/attest_examples.py); the
-    e2e cluster has the same name (lab-gpu-1) and the canary stack here runs its driver."""
-    import shutil
-
+    the attestation the example ships is carried in, as a pull request carries it. That one was made by
+    `gpu-rollout verify` of the example canary stack on the test cluster (scripts/attest_examples.py), whose
+    kube-system has another UID than this control plane's: the gate would rightly refuse it here. So it is
+    sealed again as a verify of this cluster would seal it, with this cluster's UID and the example key."""
     from engine_contracts import attestation
     from fleetspec.load import spec_from_config
-    from tests.conftest import PROJECT_DIR, stack_config
+    from tests.conftest import PROJECT_DIR, example_signing_key, stack_config
 
     driver = spec_from_config(stack_config("existing-canary")).driver.version
-    shipped = attestation.path_for(PROJECT_DIR / attestation.ATTESTATION_DIR, "existing-canary", driver)
-    copy = attestation.path_for(project / attestation.ATTESTATION_DIR, "existing-canary", driver)
-    copy.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(shipped, copy)
+    shipped = attestation.load(attestation.path_for(PROJECT_DIR / attestation.ATTESTATION_DIR, "existing-canary",
+                                                    driver))
+    here = attestation.seal(
+        stack=shipped.stack, stage=shipped.stage, cluster=shipped.cluster,
+        identity=shipped.identity.model_copy(update={"kubeSystemUid": kube_system_uid}), driver=shipped.driver,
+        operator_chart=shipped.operatorChart, driver_mode=shipped.driverMode, pools=shipped.pools,
+        checks=shipped.checks, soak_start=shipped.soakStart, soak_end=shipped.soakEnd, git_commit=shipped.gitCommit,
+        signing_key=example_signing_key(), coverage=shipped.coverage,
+    )
+    copy = attestation.write(project / attestation.ATTESTATION_DIR, here)
     attestation.load(copy)  # intact, or the session stops here
     return copy
 

@@ -8,6 +8,7 @@ the project's attestations/<canary>/ as it found it (the session's passing attes
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections.abc import Callable, Iterator
@@ -105,6 +106,12 @@ CASES: dict[str, tuple[Callable[[Path], object], str]] = {
         f"was made on stack 'otherorg/otherproject/{CANARY}', not on the canary stack "
         f"'organization/gpu-driver-upgrade/{CANARY}'",
     ),
+    "a cluster that names itself like the canary's": (
+        lambda folder: att.write(folder, canary_attestation(
+            identity=att.ClusterIdentity(kubeSystemUid="00000000-0000-4000-8000-000000000000"))),
+        "was made on the cluster whose kube-system namespace has UID 00000000-0000-4000-8000-000000000000; the "
+        "canary stack's cluster has ",
+    ),
     "made on a prod stack": (lambda folder: att.write(folder, canary_attestation(stage="prod")),
                              "was made on a prod stack: only a canary stack's verify attests"),
     "v2 format": (_v2, f"re-attest with `gpu-rollout verify --stack {CANARY}`"),
@@ -124,6 +131,14 @@ def test_the_engine_refuses(pulumi: Pulumi, policy_pack: Path, attestations: Pat
     prepare, reason = CASES[case]
     prepare(attestations)
     assert_refused(preview(pulumi, policy_pack, promoted), reason)
+
+
+def test_the_deployed_canary_exports_the_uid_its_api_server_gave(pulumi: Pulumi, canary_up: Result,
+                                                                 kube_system_uid: str) -> None:
+    """The engine read kube-system through the canary's provider: its identity output carries the cluster's UID."""
+    outputs = json.loads(pulumi.run("stack", "output", "--json", "--stack", CANARY).stdout)
+    assert outputs["identity"]["kubeSystemUid"] == kube_system_uid
+    assert outputs["identity"]["clusterRead"] is True
 
 
 def test_a_canary_stack_that_was_never_deployed_is_refused(pulumi: Pulumi, policy_pack: Path, canary_attested: Path,

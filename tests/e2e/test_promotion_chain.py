@@ -107,7 +107,7 @@ def _refused(result: Result, reason: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def steps(chain: Pulumi, policy_pack: Path, cluster: Rest) -> dict:
+def steps(chain: Pulumi, policy_pack: Path, cluster: Rest, kube_system_uid: str) -> dict:
     """Each step of the chain, in order, with what the cluster showed after it."""
     project, seen = chain.project, {}
     # 1. Canary and prod up on A (prod's held pool pinned to A too, which promotion.runningToday declares).

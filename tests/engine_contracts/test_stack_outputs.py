@@ -95,11 +95,11 @@ def program_runs(rendered: dict[str, ProgramRun]) -> dict[str, tuple[dict[str, s
 
 def offline_outputs(config: dict[str, str], stack: str = "canary") -> rf.StackOutputs:
     """What the program exports offline: no last deployment, and no time recorded (a preview deploys nothing);
-    the stack's identity as the offline engine names it (the file backend's organization)."""
+    the stack's identity as the offline engine names it (the file backend's organization), its cluster not read."""
     spec = spec_from_config(config)
     built = manifests.stack_outputs(spec, manifests.timeline(spec, rf.StackOutputs(), None))
     return dataclasses.replace(built, identity=manifests.stack_identity(
-        spec, f"{manifests.DEFAULT_ORGANIZATION}/{PROJECT}/{stack}"))
+        spec, f"{manifests.DEFAULT_ORGANIZATION}/{PROJECT}/{stack}", None))
 
 
 def test_the_program_exports_the_outputs_built_from_the_spec(rendered: dict[str, ProgramRun]) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from preview.run import PROGRAM_FILE, ProgramRun, run_program
 from engine_contracts import attestation as att
+from engine_contracts import resource_facts as rf
 from engine_contracts.attestation import AttestedCheck, AttestedPool
 from tests.conftest import PROJECT_DIR, example_signing_key, stack_config
 
@@ -51,6 +52,13 @@ def canary_attestation(**overrides: Any) -> att.Attestation:
     return att.seal(**fields)
 
 
+def deployed_canary_outputs(stack: str = CANARY, kube_system_uid: str = KUBE_SYSTEM_UID) -> dict[str, Any]:
+    """The canary's outputs as the engine records them on a deployment: the program rendered with its cluster
+    answering the kube-system Namespace read (offline no cluster answers, and the UID is not read)."""
+    namespace = {"metadata": {"name": "kube-system", "uid": kube_system_uid}}
+    return run_program(stack_config(stack), stack, cluster_objects={(rf.NAMESPACE, "kube-system"): namespace}).outputs
+
+
 def project_folder(folder: Path) -> Path:
     """A project folder: the checkout's program linked; attestations/ is the caller's."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -62,5 +70,5 @@ def attested_prod(folder: Path) -> ProgramRun:
     """existing-prod rendered from ``folder`` with a passing attestation and its canary's outputs."""
     project = project_folder(folder)
     att.write(project / att.ATTESTATION_DIR, canary_attestation())
-    canary = run_program(stack_config(CANARY), CANARY).outputs
+    canary = deployed_canary_outputs()
     return run_program(stack_config(PROD), PROD, project / PROGRAM_FILE, None, {CANARY: canary})

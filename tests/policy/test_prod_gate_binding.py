@@ -29,7 +29,8 @@ from engine_contracts import resource_facts as rf
 from engine_contracts.attestation import AttestedPool
 from fleetspec.load import SpecError, spec_from_config
 from tests.conftest import TEST_WAIVER, PROJECT_DIR, change, stack_config
-from tests.policy.attested import CANARY, DRIVER, PROD, canary_attestation, project_folder
+from tests.policy.attested import CANARY, DRIVER, KUBE_SYSTEM_UID, PROD, canary_attestation, deployed_canary_outputs
+from tests.policy.attested import project_folder
 
 POLICY = "canary-attested"
 NOW = datetime.now(UTC)
@@ -50,7 +51,7 @@ def project(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def canary_outputs() -> dict[str, Any]:
-    return run_program(stack_config(CANARY), CANARY).outputs
+    return deployed_canary_outputs()
 
 
 def gate(project: Path, canary: dict[str, Any], config: dict[str, str], previous: dict[str, Any] | None = None,
@@ -322,6 +323,9 @@ def test_another_fleets_attestation_signed_by_a_trusted_key_is_refused(project: 
         "'organization/gpu-driver-upgrade/existing-canary'",
         f"{WHERE}{SOURCE} was made on cluster other-fleet-cluster-eus (arn:aws:eks:eastus), not on the canary "
         "stack's cluster lab-gpu-1 (no cloud resource)",
+        f"{WHERE}{SOURCE} was made on the cluster whose kube-system namespace has UID ffff; the canary stack's "
+        f"cluster has {KUBE_SYSTEM_UID}: another cluster of the same name, or the canary's cluster was recreated "
+        "since (let it soak and re-attest on it)",
     ]
 
 
@@ -331,12 +335,58 @@ def test_the_canary_cluster_is_compared_by_its_cloud_resource_not_its_name(proje
     declared = {**canary_outputs, rf.IDENTITY: {**canary_outputs[rf.IDENTITY], "cloudId": att.aks_resource_id(
         "rg-lab", "aks-lab-gpu-1")}}
     att.write(project / att.ATTESTATION_DIR, canary_attestation(identity=att.ClusterIdentity(
-        kubeSystemUid="u", cloudId=att.aks_resource_id("rg-other", "aks-lab-gpu-1"))))
+        kubeSystemUid=KUBE_SYSTEM_UID, cloudId=att.aks_resource_id("rg-other", "aks-lab-gpu-1"))))
     (message,) = refused(gate(project, declared, stack_config(PROD)))
     assert message.endswith("was made on cluster lab-gpu-1 (/resourceGroups/rg-other/providers/Microsoft."
                             "ContainerService/managedClusters/aks-lab-gpu-1), not on the canary stack's cluster "
                             "lab-gpu-1 (/resourceGroups/rg-lab/providers/Microsoft.ContainerService/managedClusters/"
                             "aks-lab-gpu-1)")
+
+
+def test_the_canary_cluster_is_compared_by_the_uid_its_api_server_gave_kube_system(
+        project: Path, canary_outputs: dict[str, Any]) -> None:
+    """Same stack, cluster name and cloud resource (a cluster recreated under its old name, or one that names
+    itself like the canary's), another kube-system UID: refused, naming both UIDs."""
+    att.write(project / att.ATTESTATION_DIR, canary_attestation(identity=att.ClusterIdentity(kubeSystemUid="0ther")))
+    (message,) = refused(gate(project, canary_outputs, stack_config(PROD)))
+    assert message == (f"{WHERE}{SOURCE} was made on the cluster whose kube-system namespace has UID 0ther; the "
+                       f"canary stack's cluster has {KUBE_SYSTEM_UID}: another cluster of the same name, or the "
+                       "canary's cluster was recreated since (let it soak and re-attest on it)")
+
+
+def test_a_canary_identity_without_a_kube_system_uid_is_refused(project: Path, canary_outputs: dict[str, Any]) -> None:
+    """A canary deployed by a release that did not read its cluster's UID: the gate cannot compare it."""
+    older = {k: v for k, v in canary_outputs[rf.IDENTITY].items()
+             if k not in (rf.IDENTITY_KUBE_SYSTEM_UID, rf.IDENTITY_CLUSTER_READ)}
+    att.write(project / att.ATTESTATION_DIR, canary_attestation())
+    (message,) = refused(gate(project, {**canary_outputs, rf.IDENTITY: older}, stack_config(PROD)))
+    assert message == (f"{WHERE}the canary stack 'organization/gpu-driver-upgrade/existing-canary' states no "
+                       "kube-system UID in its identity output (deployed by an older release): redeploy the canary, "
+                       f"so the gate can compare its cluster with the one {SOURCE} was made on")
+
+
+def test_a_canary_rendered_offline_leaves_the_uid_uncompared_and_says_so(project: Path) -> None:
+    """Offline the canary's outputs are rendered, not read: no cluster gave a UID. The gate admits on the rest and
+    says, as advice, which UID it did not compare and what compares it."""
+    rendered = run_program(stack_config(CANARY), CANARY).outputs
+    assert rendered[rf.IDENTITY][rf.IDENTITY_CLUSTER_READ] is False
+    assert rf.IDENTITY_KUBE_SYSTEM_UID not in rendered[rf.IDENTITY]
+    att.write(project / att.ATTESTATION_DIR, canary_attestation())
+    violations = gate(project, rendered, stack_config(PROD))
+    assert refused(violations) == []
+    (note,) = [v.message for v in violations if "is not compared" in v.message]
+    assert note == (f"driver 580.173.02: {SOURCE} was made on the cluster whose kube-system namespace has UID "
+                    f"{KUBE_SYSTEM_UID}; the canary stack's outputs here were rendered, not read from its cluster, "
+                    "so that UID is not compared (the engine compares it with the UID the deployed canary read; "
+                    "offline, --from-backend or --canary-outputs does)")
+
+
+def test_the_deployed_canary_exports_the_uid_its_cluster_gave(canary_outputs: dict[str, Any]) -> None:
+    """The program reads the kube-system Namespace through the stack's provider and exports its UID."""
+    identity = canary_outputs[rf.IDENTITY]
+    assert identity[rf.IDENTITY_KUBE_SYSTEM_UID] == KUBE_SYSTEM_UID and identity[rf.IDENTITY_CLUSTER_READ] is True
+    other = deployed_canary_outputs(kube_system_uid="9f1e")[rf.IDENTITY]
+    assert other[rf.IDENTITY_KUBE_SYSTEM_UID] == "9f1e"
 
 
 def test_a_canary_stack_whose_stage_is_prod_is_refused(project: Path, canary_outputs: dict[str, Any]) -> None:

@@ -28,7 +28,9 @@ from engine_contracts import resource_facts as rf
 from engine_contracts.attestation import AttestedPool
 from fleetspec.load import spec_from_config
 from tests.conftest import PROJECT_DIR, change, stack_config
-from tests.policy.attested import CANARY, DRIVER, PROD, QUALIFIED_CANARY, QUALIFIED_PROD, project_folder
+from tests.policy.attested import CANARY, DRIVER, KUBE_SYSTEM_UID, PROD, QUALIFIED_CANARY, QUALIFIED_PROD
+from tests.policy.attested import deployed_canary_outputs
+from tests.policy.attested import project_folder
 from tests.policy.attested import canary_attestation as seal
 
 POLICY = "canary-attested"
@@ -47,7 +49,7 @@ def project(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def canary_outputs() -> dict[str, Any]:
-    return run_program(stack_config(CANARY), CANARY).outputs
+    return deployed_canary_outputs()
 
 
 def gate(
@@ -73,16 +75,22 @@ WAIVED = ("driver 580.173.02: pool l40s-serving is covered by canary pool l40s-c
           "gpus-per-node: 1 GPUs per node on the canary, 4 in prod, accepted by promotion.waivers.l40s-serving: ")
 
 
+# What the gate says offline, where the canary's outputs are rendered and no cluster gave its kube-system UID.
+UID_NOT_COMPARED = "so that UID is not compared"
+
 # What the gate says of a held pool pinned to the driver the example prod stacks declare (promotion.runningToday).
 DECLARED = "admitted without an attestation by promotion.runningToday, which declares the fleet runs 570.195.03 today"
 
 
-def admitted(violations: list[Violation] | list[dict[str, str]]) -> bool:
+def admitted(violations: list[Violation] | list[dict[str, str]], rendered_canary: bool = False) -> bool:
     """No mandatory finding; the advice is the example key's and the shipped waiver's, each once, beside the
-    declaration's for the held pool."""
+    declaration's for the held pool (and, for a canary rendered offline, the note of the UID not compared)."""
     found = [(v.enforcement.value, v.message) if isinstance(v, Violation) else (v["enforcement"], v["message"])
              for v in violations]
-    advice = sorted(m for level, m in found if level == "advisory" and DECLARED not in m)
+    uid_notes = [m for level, m in found if level == "advisory" and UID_NOT_COMPARED in m]
+    if len(uid_notes) != (1 if rendered_canary else 0):
+        return False
+    advice = sorted(m for level, m in found if level == "advisory" and DECLARED not in m and UID_NOT_COMPARED not in m)
     return (all(level == "advisory" for level, _ in found) and len(advice) == 2
             and advice[0].startswith(WAIVED) and advice[1].startswith(TRUSTS_THE_EXAMPLE_KEY))
 
@@ -301,7 +309,8 @@ def test_the_record_states_what_the_gate_reads(project: Path, canary_outputs: di
         "stack": QUALIFIED_PROD, "maxAttestationAgeDays": "90",
     }
     # The canary's identity output as its StackReference shows it; how this stack installs the driver.
-    assert canary_identity == {"stack": QUALIFIED_CANARY, "stage": "canary", "cluster": "lab-gpu-1", "cloudId": None}
+    assert canary_identity == {"stack": QUALIFIED_CANARY, "stage": "canary", "cluster": "lab-gpu-1", "cloudId": None,
+                               "kubeSystemUid": KUBE_SYSTEM_UID, "clusterRead": True}
     assert (install["driverMode"], install["kernelModuleType"], install["pools"]["l40s-serving"]["os"]) == (
         "nvidiadriver", "auto", "ubuntu22.04")
     assert list(waivers) == ["l40s-serving"] and waivers["l40s-serving"] == {
@@ -327,7 +336,7 @@ def plan(project: Path, *extra: str) -> tuple[int, list[dict[str, str]]]:
 def test_plan_passes_an_attested_driver(project: Path) -> None:
     att.write(project / att.ATTESTATION_DIR, seal())
     code, violations = plan(project)
-    assert code == 0 and admitted(violations)
+    assert code == 0 and admitted(violations, rendered_canary=True)
 
 
 @pytest.mark.parametrize(
@@ -356,6 +365,21 @@ def test_plan_refuses(project: Path, case: str, reason: str) -> None:
     refused = [v for v in violations if v["enforcement"] == "mandatory"]
     assert len(refused) == 1
     assert reason in refused[0]["message"]
+
+
+def test_plan_compares_the_uid_of_the_canary_outputs_given(project: Path, tmp_path: Path,
+                                                           canary_outputs: dict[str, Any]) -> None:
+    """What `pulumi stack output --json` shows of the deployed canary carries the UID its cluster gave: plan
+    compares it (no note), and refuses an attestation made on a cluster whose kube-system has another."""
+    att.write(project / att.ATTESTATION_DIR, seal())
+    given = tmp_path / "canary.json"
+    given.write_text(json.dumps(canary_outputs))
+    code, violations = plan(project, "--canary-outputs", str(given))
+    assert code == 0 and admitted(violations)
+    att.write(project / att.ATTESTATION_DIR, seal(identity=att.ClusterIdentity(kubeSystemUid="recreated")))
+    code, violations = plan(project, "--canary-outputs", str(given))
+    (refused,) = [v for v in violations if v["enforcement"] == "mandatory"]
+    assert code == 1 and "kube-system namespace has UID recreated" in refused["message"]
 
 
 def test_plan_reads_the_canary_outputs_given(project: Path, tmp_path: Path, canary_outputs: dict[str, Any]) -> None:
@@ -405,8 +429,12 @@ def test_the_examples_plan_clean_on_the_attestations_they_ship(stack: str) -> No
     assert [v for v in violations if v["enforcement"] == "mandatory"] == []
     # The gate's advice: the example key (trusted on the example fleets only) and each applied waiver, by name.
     waivers = spec_from_config(stack_config(stack)).promotion.waivers
-    said = sorted(v["message"] for v in violations if v["policy"] == POLICY and DECLARED not in v["message"])
+    said = sorted(v["message"] for v in violations if v["policy"] == POLICY and DECLARED not in v["message"]
+                  and UID_NOT_COMPARED not in v["message"])
     assert said[-1].startswith(TRUSTS_THE_EXAMPLE_KEY) and len(said) == 1 + len(waivers)
+    # Offline the canary's outputs are rendered: the attestation's kube-system UID is named as not compared.
+    (uid_note,) = [v for v in violations if UID_NOT_COMPARED in v["message"]]
+    assert uid_note["enforcement"] == "advisory" and "--from-backend" in uid_note["message"]
     # The held pools stay on the driver the stack declares the fleet runs today: admitted as advice naming it.
     (declared,) = [v["message"] for v in violations if v["policy"] == POLICY and DECLARED in v["message"]]
     assert declared.startswith("driver 570.195.03 (pools ")

@@ -25,10 +25,11 @@ def plan(*args: str) -> tuple[int, str, str]:
 def test_plan_table_shows_what_a_reviewer_checks() -> None:
     code, out, _ = plan("--stack", "prod")
     assert code == 0, out  # the prod gate passes: the example ships its canary's attestation
-    # The gate's rows are advice only: the example key (trusted on the example fleets), gput4's waiver and the held
-    # pools' pin admitted by promotion.runningToday.
+    # The gate's rows are advice only: the example key (trusted on the example fleets), gput4's waiver, the held
+    # pools' pin admitted by promotion.runningToday, and the canary's kube-system UID not compared offline.
     gate_rows = [line for line in out.splitlines() if "│ canary-attested" in line]
-    assert len(gate_rows) == 3 and all("│ advisory" in line for line in gate_rows)
+    assert len(gate_rows) == 4 and all("│ advisory" in line for line in gate_rows)
+    assert "so that UID is not compared" in " ".join(out.split())
     assert "admitted without an attestation by promotion.runningToday" in " ".join(out.split())
     assert "580.173.02: stack organization/gpu-driver-upgrade/canary" in out  # the attestation the promotion record carries, in one line
     for expected in (
