@@ -1,5 +1,6 @@
 """Compatibility against the live cluster (runbook section 1): gpu-supported-by-driver, serving-images-cuda,
-operator-supports-driver, kernel-precompiled, fabric-manager, mig-timeslicing, dcgm-exporter, change-ticket.
+operator-supports-driver, kernel-precompiled, attested-kernel, fabric-manager, mig-timeslicing, dcgm-exporter,
+change-ticket.
 
 The answers come from :mod:`gpu_knowledge.compat` (driver, CUDA, operator and Fabric Manager tables, each with its
 source); this module finds what the cluster runs: GPU products, serving images, the operator's release,
@@ -9,6 +10,7 @@ kernels, NVSwitch systems, MIG and GPU sharing.
 from __future__ import annotations
 
 import re
+from datetime import UTC, date, datetime
 
 from checks.inventory import Inventory
 from checks.objects import (
@@ -22,7 +24,8 @@ from checks.objects import (
     template_containers,
 )
 from checks.metadata import COMPATIBILITY, check
-from checks.results import Finding, failed, few, passed, warned
+from checks.results import Finding, failed, few, inconclusive, passed, warned
+from engine_contracts import attestation
 from gpu_knowledge import compat, gpu_products, labels
 from renderers import manifests
 from fleetspec import serving
@@ -201,6 +204,81 @@ def check_kernel_precompiled(inv: Inventory) -> list[Finding]:
             results.append(_precompiled_for_target(spec.pool_target(pool).driver, spec.gpuOperator.driverRepository,
                                                    pool.name, by_kernel, running))
     return results
+
+
+@check(CheckId.ATTESTED_KERNEL, COMPATIBILITY)
+def check_attested_kernel(inv: Inventory) -> list[Finding]:
+    """A prod pool's nodes' kernels against the kernels the canary attested the pool's driver on: the same
+    release series (``5.15.0-*-azure``), the same kernel exactly where modules are precompiled (an image is
+    built per kernel). The pack compares every install factor the stack states; the running kernel only the
+    nodes show, so it is judged here, before the train's `up` (a gating check). A difference passes only
+    where the pool's waiver accepts ``kernel`` for this driver, with its ticket, until it expires."""
+    spec = inv.spec
+    attested = inv.attested
+    if spec.stage != Stage.PROD or spec.promotion is None:
+        return [passed("stack", "not a prod stack with a canary: no attestation to compare kernels with")]
+    if spec.driver.owner == DriverOwner.IMAGE:
+        return [passed("stack", "the node image carries the driver and the kernel it was built for; the gate "
+                                "compares node images")]
+    if attested.folder is None:
+        return [inconclusive("stack", "no project folder was given to read the canary's attestations from: the "
+                                      "nodes' kernels are not compared with the attested ones")]
+    precompiled = spec.gpuOperator.usePrecompiled
+    results = []
+    for pool in spec.nodePools:
+        target = spec.pool_target(pool).driver
+        if spec.pool_held(pool) or target is None:
+            results.append(passed(pool.name, "held: it takes no driver in this change"))
+            continue
+        sealed = attested.by_driver.get(target)
+        if sealed is None:
+            why = attested.unreadable.get(target, "not read")
+            results.append(inconclusive(pool.name, f"no readable attestation of driver {target} ({why}); the gate "
+                                                   "refuses the promotion without one"))
+            continue
+        results.append(_kernels_against(inv, pool, target, sealed, precompiled))
+    return results
+
+
+def _kernels_against(inv: Inventory, pool: NodePool, driver: str, sealed: attestation.Attestation,
+                     precompiled: bool) -> Finding:
+    arch = compat.architecture(pool.gpuProduct or "").value
+    canary_pools = [p for p in sealed.pools if p.architecture == arch]
+    attested_kernels = sorted({k.strip() for p in canary_pools for k in (p.kernel or "").split(",") if k.strip()})
+    if not attested_kernels:
+        return inconclusive(pool.name, f"the attestation of {driver} records no kernel for a {arch or 'known'} "
+                                       "canary pool: nothing to compare the nodes' kernels with")
+    running: dict[str, list[str]] = {}
+    for node in inv.nodes_of_pool(pool.name):
+        kernel = (status_of(node).get("nodeInfo") or {}).get("kernelVersion")
+        running.setdefault(kernel or "?", []).append(name_of(node))
+    if not running:
+        return inconclusive(pool.name, "no node of the pool to compare with the attested kernels")
+    if precompiled:
+        how, allowed = "exactly (precompiled modules are built per kernel)", set(attested_kernels)
+        other = {k: nodes for k, nodes in running.items() if k not in allowed}
+    else:
+        how = "by release series (the driver container builds against the running kernel)"
+        series = {attestation.kernel_series(k) for k in attested_kernels}
+        other = {k: nodes for k, nodes in running.items() if attestation.kernel_series(k) not in series}
+    canary = ", ".join(sorted(p.name for p in canary_pools))
+    evidence = {"attested": attested_kernels, "running": sorted(running), "compared": how}
+    if not other:
+        return passed(pool.name, f"kernel {', '.join(sorted(running))} matches the kernel canary pool {canary} ran "
+                                 f"{driver} on ({', '.join(attested_kernels)}), {how}", evidence)
+    seen = "; ".join(f"{k} on {few(nodes, 3)}" for k, nodes in sorted(other.items()))
+    waiver = inv.spec.promotion.waivers.get(pool.name) if inv.spec.promotion is not None else None
+    if waiver is not None and "kernel" in waiver.accept and waiver.holds_for(driver, _today()):
+        return passed(pool.name, f"kernel {seen} differs from the attested {', '.join(attested_kernels)}, accepted "
+                                 f"by promotion.waivers.{pool.name} (ticket {waiver.ticket}): {waiver.reason}", evidence)
+    return failed(pool.name, f"the nodes run kernel {seen}; the canary attested {driver} on "
+                             f"{', '.join(attested_kernels)} (canary pool {canary}), compared {how}: let the canary "
+                             "run this kernel and re-attest, or accept the difference with a reasoned "
+                             f"promotion.waivers.{pool.name} that accepts kernel", evidence)
+
+
+def _today() -> date:
+    return datetime.now(UTC).date()
 
 
 def _built_against(inv: Inventory, pool: str, by_kernel: dict[tuple[str, str | None], list[Obj]]) -> Finding:

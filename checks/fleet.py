@@ -24,6 +24,7 @@ from checks.catalogue import CATALOGUE
 from checks.errors import ClusterError
 from checks.generations import ImageSnapshot
 from checks.identity import ClusterIdentity, Verdict
+from checks.attested import AttestedDrivers
 from checks.preflight import run_preflight
 from checks.prometheus import Prometheus, for_stack
 from checks.progress import Trigger
@@ -135,13 +136,15 @@ def smoke_verify(kube: k.Kube, spec: FleetSpec) -> list[CheckResult]:
 # checks of what the `up` itself makes or protects (its pools, its PDBs, the spare capacity its upgrade policy and
 # PDBs govern) stay a person's to weigh with `gpu-rollout preflight`, where a first deployment would fail them.
 GATING_CHECKS = frozenset({CheckId.POOL_HARDWARE, CheckId.RUNNING_TODAY, CheckId.DRIVER_OWNER,
-                           CheckId.TWO_DRIVER_OWNERS, CheckId.DRIVER_VERSIONS, CheckId.NODE_IMAGE})
+                           CheckId.TWO_DRIVER_OWNERS, CheckId.DRIVER_VERSIONS, CheckId.NODE_IMAGE,
+                           CheckId.ATTESTED_KERNEL})
 
 
-def preflight_failures(kube: k.Kube, spec: FleetSpec) -> list[CheckResult]:
-    """The failed gating checks of `gpu-rollout preflight` on the stack (``GATING_CHECKS``): the train brings no
-    stack up past one. Another cluster than the stack's is refused by the identity check, which raises."""
-    return [r for r in run_preflight(kube, spec) if r.status == Status.FAIL and r.id in GATING_CHECKS]
+def preflight_failures(kube: k.Kube, spec: FleetSpec, attested: AttestedDrivers) -> list[CheckResult]:
+    """The failed gating checks of `gpu-rollout preflight` on the stack (``GATING_CHECKS``), with the canary's
+    attestations of its promoted drivers: the train brings no stack up past one. Another cluster than the stack's
+    is refused by the identity check, which raises."""
+    return [r for r in run_preflight(kube, spec, attested) if r.status == Status.FAIL and r.id in GATING_CHECKS]
 
 
 def soak_of(kube: k.Kube, spec: FleetSpec) -> soak.SoakFacts:

@@ -13,6 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from checks import kube as k
+from checks.attested import AttestedDrivers
 from checks.identity import read_records
 from checks.objects import (
     Obj,
@@ -66,6 +67,7 @@ class Inventory:
     cluster_policies: list[Obj] | None  # None: the CRD is not installed
     nvidia_drivers: list[Obj] | None
     identity_records: list[Obj] = field(default_factory=list)
+    attested: AttestedDrivers = field(default_factory=AttestedDrivers)  # the canary's, of the promoted drivers
     membership: dict[str, Membership] = field(default_factory=dict, init=False)
     _pods_by_node: dict[str, list[Obj]] = field(default_factory=dict, init=False)
 
@@ -147,8 +149,9 @@ class Inventory:
         return [p for p in self.pods if namespace_of(p) == namespace and selector_matches(selector, labels_of(p))]
 
 
-def read_inventory(kube: k.Kube, spec: FleetSpec) -> Inventory:
-    """Everything preflight needs, read once. Any failed LIST raises: no partial inventory."""
+def read_inventory(kube: k.Kube, spec: FleetSpec, attested: AttestedDrivers | None = None) -> Inventory:
+    """Everything preflight needs, read once, beside the canary's attestations read from the project
+    (``attested``; none given: not read). Any failed LIST raises: no partial inventory."""
     nodes = kube.list(k.NODES)
     pool_nodes = [node for node, _ in pool_nodes_of(spec, nodes)]
     seen = {name_of(n) for n in pool_nodes}
@@ -166,4 +169,5 @@ def read_inventory(kube: k.Kube, spec: FleetSpec) -> Inventory:
         cluster_policies=kube.list_optional(k.CLUSTER_POLICIES),
         nvidia_drivers=kube.list_optional(k.NVIDIA_DRIVERS),
         identity_records=read_records(kube),
+        attested=attested if attested is not None else AttestedDrivers(),
     )

@@ -10,6 +10,7 @@ order. Nothing here writes to the cluster.
 from __future__ import annotations
 
 from checks import kube as k
+from checks.attested import AttestedDrivers
 from checks.catalogue import CATALOGUE
 from checks.identity import identify_cluster, refuse_if_refuted
 from checks.inventory import Inventory, read_inventory
@@ -34,9 +35,10 @@ def section_of(result: CheckResult) -> Section:
     return CATALOGUE.section_of(result.id)
 
 
-def run_preflight(kube: k.Kube, spec: FleetSpec) -> list[CheckResult]:
-    """Read the cluster once, refuse another cluster, and run every check; ClusterError propagates (no
-    partial report), WrongClusterError included."""
-    inventory = read_inventory(kube, spec)
+def run_preflight(kube: k.Kube, spec: FleetSpec, attested: AttestedDrivers | None = None) -> list[CheckResult]:
+    """Read the cluster once, refuse another cluster, and run every check (``attested``: the canary's attestations
+    of the promoted drivers, :func:`checks.attested.read_attested`); ClusterError propagates (no partial report),
+    WrongClusterError included."""
+    inventory = read_inventory(kube, spec, attested)
     refuse_if_refuted(kube, identify_cluster(spec, inventory.identity_records, inventory.nodes))
     return evaluate(inventory)

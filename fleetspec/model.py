@@ -45,7 +45,7 @@ from fleetspec.observability import DecimalPercent, Duration, decimal_percent, d
 from fleetspec.simulation import Simulation
 from fleetspec.discipline import MaintenanceWindow, RolloutSettings, WeeklyWindow
 from gpu_knowledge.node_images import is_nvidia_ami
-from gpu_knowledge.versions import CudaVersion, DriverVersion, is_branch_only, parse_driver
+from gpu_knowledge.versions import CudaVersion, DriverVersion, driver_given_for, is_branch_only, parse_driver
 
 __all__ = [
     "PROJECT", "AksCluster", "AksPool", "Cloud", "Cluster", "ClusterPolicyMode", "Drain", "Driver", "DriverOwner",
@@ -571,6 +571,12 @@ class Waiver(SpecModel):
         if not value.strip():
             raise ValueError("a waiver needs its reason: say why the difference is accepted")
         return value
+
+    def holds_for(self, driver: str, today: date) -> bool:
+        """Whether the waiver accepts anything for ``driver`` on ``today`` (UTC): bound to it (its branch or
+        version), with a ticket, not expired. The gate names each way one does not (policy canary-attested)."""
+        return (self.driver is not None and self.ticket is not None and self.expires is not None
+                and today <= self.expires and driver_given_for(self.driver, driver))
 
     @field_validator("accept")
     @classmethod

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from checks import kube as k
 from checks import preflight
+from checks.attested import read_attested
 from checks.results import CheckResult, Status, any_failed
 from rollout import documents, schemas
 from rollout import console as consoles
@@ -31,8 +33,9 @@ def render_table(stack: str, results: list[CheckResult], console: Console) -> No
     console.print(f"{counts[Status.PASS]} pass, {counts[Status.WARN]} warn, {counts[Status.FAIL]} fail")
 
 
-def execute(stack: str, spec: FleetSpec, kube: k.Kube, as_json: bool) -> Exit:
-    results = preflight.run_preflight(kube, spec)
+def execute(stack: str, spec: FleetSpec, kube: k.Kube, as_json: bool, project_dir: Path) -> Exit:
+    # The canary's attestations of the drivers prod moves to, from the project: attested-kernel compares them.
+    results = preflight.run_preflight(kube, spec, read_attested(project_dir, spec))
     if as_json:
         documents.write(schemas.PreflightDocument(stack=stack, checks=[schemas.CheckResult.of(r) for r in results]))
     else:

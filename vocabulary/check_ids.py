@@ -28,6 +28,7 @@ class CheckId(StrEnum):
     SERVING_IMAGES_CUDA = "serving-images-cuda"
     OPERATOR_SUPPORTS_DRIVER = "operator-supports-driver"
     KERNEL_PRECOMPILED = "kernel-precompiled"
+    ATTESTED_KERNEL = "attested-kernel"
     FABRIC_MANAGER = "fabric-manager"
     MIG_TIMESLICING = "mig-timeslicing"
     DCGM_EXPORTER = "dcgm-exporter"

@@ -21,7 +21,7 @@ def preflight(target: LiveTarget) -> Exit:
     from rollout import preflight as verb
 
     live = target.open()
-    return verb.execute(live.stack.name, live.spec, live.kube, target.as_json)
+    return verb.execute(live.stack.name, live.spec, live.kube, target.as_json, live.stack.project_dir)
 
 
 @live_verb

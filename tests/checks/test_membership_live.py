@@ -151,6 +151,8 @@ def _lab_node(pool: str, index: int, product: str, gpus: int) -> dict:
     labels_["gpu.example.com/pool"] = pool  # the selector the stack declares for the pool
     node["metadata"]["name"] = f"lab-{pool}-{index}"
     node["spec"].pop("providerID")
+    # The lab's own machines boot Ubuntu 22.04's kernel, as the canary whose attestation the stack ships did.
+    node["status"]["nodeInfo"].update(kernelVersion="6.8.0-1020-generic", osImage="Ubuntu 22.04.5 LTS")
     return node
 
 

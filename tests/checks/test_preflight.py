@@ -11,6 +11,8 @@ import pytest
 
 from checks import compatibility, disruption, preflight
 from checks import kube as k
+from checks.attested import read_attested
+from engine_contracts import attestation as att
 from checks.inventory import read_inventory
 from checks.preflight import run_preflight
 from checks.results import Status
@@ -19,7 +21,7 @@ from fleetspec.load import spec_from_config
 from fleetspec.model import DriverOwner, FleetSpec
 from rollout.documents import dumps
 from rollout.schemas import CheckResult, PreflightDocument
-from tests.conftest import edited
+from tests.conftest import PROJECT_DIR, edited
 from tests.fakekube.fixtures import gpu_node, pod, pods_of, seed, set_pod_ready
 from tests.fakekube.server import FakeKube
 
@@ -41,6 +43,7 @@ PREFLIGHT = {
     "serving-images-cuda": "1. Compatibility checks",
     "operator-supports-driver": "1. Compatibility checks",
     "kernel-precompiled": "1. Compatibility checks",
+    "attested-kernel": "1. Compatibility checks",
     "fabric-manager": "1. Compatibility checks",
     "mig-timeslicing": "1. Compatibility checks",
     "dcgm-exporter": "1. Compatibility checks",
@@ -59,7 +62,7 @@ def by_id(results: list, check_id: str) -> set[Status]:
 
 
 def test_steady_state_passes_every_id_and_never_writes(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
-    results = run_preflight(kube, prod_spec)
+    results = run_preflight(kube, prod_spec, read_attested(PROJECT_DIR, prod_spec))
     assert {r.id for r in results} == set(PREFLIGHT)
     bad = [r for r in results if r.status != Status.PASS]
     assert bad == []
@@ -67,7 +70,7 @@ def test_steady_state_passes_every_id_and_never_writes(prod: FakeKube, kube: k.K
 
 
 def test_results_come_in_the_runbook_order(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
-    results = run_preflight(kube, prod_spec)
+    results = run_preflight(kube, prod_spec, read_attested(PROJECT_DIR, prod_spec))
     assert list(dict.fromkeys(r.id for r in results)) == list(PREFLIGHT)
     assert {r.id: preflight.section_of(r).title for r in results} == PREFLIGHT
 
@@ -412,3 +415,92 @@ def test_a_gpu_workload_counts_where_this_stacks_upgrade_reaches_it(prod: FakeKu
     _gpu_deployment(prod, "trainer-on-t4", "research", node)
     on_pool = _result(run_preflight(kube, prod_spec), "model-pdb", "research/trainer-on-t4")
     assert on_pool.status == Status.FAIL and "no PodDisruptionBudget" in on_pool.message
+
+
+# ---------------------------------------------------------------- attested-kernel: prod's kernels against the canary's
+
+
+T4 = "aks-gput4-12345678-vmss000000"  # gput4 is the example prod stack's released pool (580.173.02, attested)
+
+
+def _kernel_of(results: list, pool: str):
+    return _result(results, "attested-kernel", pool)
+
+
+def test_attested_kernel_compares_the_released_pool_by_release_series(prod: FakeKube, kube: k.Kube,
+                                                                       prod_spec: FleetSpec) -> None:
+    attested = read_attested(PROJECT_DIR, prod_spec)
+    assert set(attested.by_driver) == {"580.173.02"}
+    passing = _kernel_of(run_preflight(kube, prod_spec, attested), "gput4")
+    assert passing.status == Status.PASS and "by release series" in passing.message
+    # Another build of the same series (5.15.0-*-azure) still passes; another series fails, naming both.
+    prod.update("nodes", T4, {"status": {"nodeInfo": {"kernelVersion": "5.15.0-1080-azure"}}})
+    assert _kernel_of(run_preflight(kube, prod_spec, attested), "gput4").status == Status.PASS
+    prod.update("nodes", T4, {"status": {"nodeInfo": {"kernelVersion": "6.8.0-1020-azure"}}})
+    failing = _kernel_of(run_preflight(kube, prod_spec, attested), "gput4")
+    assert failing.status == Status.FAIL
+    assert failing.message.startswith(f"the nodes run kernel 6.8.0-1020-azure on {T4}; the canary attested "
+                                      "580.173.02 on 5.15.0-1079-azure (canary pool canaryt4)")
+    assert "promotion.waivers.gput4 that accepts kernel" in failing.message
+    # Held pools take no driver in this change: nothing to compare.
+    assert _kernel_of(run_preflight(kube, prod_spec, attested), "gpua100").status == Status.PASS
+
+
+def test_attested_kernel_is_exact_where_modules_are_precompiled(prod: FakeKube, kube: k.Kube, tmp_path: Path) -> None:
+    """Precompiled drivers are pinned by branch (580): the canary's attestation of the branch, re-sealed here from
+    the shipped one, and a node of another build of the same series fails: one image per exact kernel."""
+    spec = spec_from_config(edited("prod", "gpuOperator", lambda o: o.update(usePrecompiled=True))
+                            | {"gpu-driver-upgrade:driver": json.dumps({"owner": "operator", "version": "580",
+                                                                        "previousVersion": "570"})})
+    shipped = att.load(PROJECT_DIR / "attestations" / "canary" / "580.173.02.json")
+    fields = {"stack": shipped.stack, "stage": shipped.stage, "cluster": shipped.cluster,
+              "identity": shipped.identity, "operator_chart": shipped.operatorChart,
+              "driver_mode": shipped.driverMode, "pools": shipped.pools, "checks": shipped.checks,
+              "soak_start": shipped.soakStart, "soak_end": shipped.soakEnd, "git_commit": shipped.gitCommit}
+    att.write(tmp_path / att.ATTESTATION_DIR, att.seal(driver="580", signing_key=None, **fields))
+    attested = read_attested(tmp_path, spec)
+    assert _kernel_of(run_preflight(kube, spec, attested), "gput4").status == Status.PASS
+    prod.update("nodes", T4, {"status": {"nodeInfo": {"kernelVersion": "5.15.0-1080-azure"}}})
+    exact = _kernel_of(run_preflight(kube, spec, attested), "gput4")
+    assert exact.status == Status.FAIL and "exactly (precompiled modules are built per kernel)" in exact.message
+
+
+def test_attested_kernel_takes_a_waiver_only_for_its_driver_and_until_it_expires(prod: FakeKube, kube: k.Kube) -> None:
+    def waived(**waiver: object) -> FleetSpec:
+        return spec_from_config(edited("prod", "promotion", lambda p: p["waivers"]["gput4"].update(
+            accept=[*p["waivers"]["gput4"]["accept"], "kernel"], **waiver)))
+
+    prod.update("nodes", T4, {"status": {"nodeInfo": {"kernelVersion": "6.8.0-1020-azure"}}})
+    bound = waived()
+    accepted = _kernel_of(run_preflight(kube, bound, read_attested(PROJECT_DIR, bound)), "gput4")
+    assert accepted.status == Status.PASS and "accepted by promotion.waivers.gput4 (ticket CHG-" in accepted.message
+    for foreign in (waived(driver="595"), waived(expires="2026-01-31")):
+        assert _kernel_of(run_preflight(kube, foreign, read_attested(PROJECT_DIR, foreign)), "gput4").status \
+            == Status.FAIL
+
+
+def test_attested_kernel_without_an_attestation_is_never_a_pass(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec,
+                                                               tmp_path: Path) -> None:
+    # No project folder given: not compared, and said so.
+    (unread,) = [r for r in run_preflight(kube, prod_spec) if r.id == "attested-kernel"]
+    assert unread.status != Status.PASS and "no project folder" in unread.message
+    # A project without the attestation: inconclusive, naming the file it looked for.
+    missing = _kernel_of(run_preflight(kube, prod_spec, read_attested(tmp_path, prod_spec)), "gput4")
+    assert missing.status != Status.PASS and "attestations/canary/580.173.02.json: no such attestation" in \
+        missing.message
+    # An attestation whose file was edited after it was sealed: unreadable, never compared.
+    folder = tmp_path / "attestations" / "canary"
+    folder.mkdir(parents=True)
+    text = (PROJECT_DIR / "attestations" / "canary" / "580.173.02.json").read_text()
+    (folder / "580.173.02.json").write_text(text.replace("5.15.0-1079-azure", "6.8.0-1020-azure"))
+    edited_file = _kernel_of(run_preflight(kube, prod_spec, read_attested(tmp_path, prod_spec)), "gput4")
+    assert edited_file.status != Status.PASS and "digest mismatch" in edited_file.message
+
+
+def test_attested_kernel_gates_the_train(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
+    from checks.fleet import GATING_CHECKS, preflight_failures
+
+    assert "attested-kernel" in GATING_CHECKS
+    prod.update("nodes", T4, {"status": {"nodeInfo": {"kernelVersion": "6.8.0-1020-azure"}}})
+    failed = preflight_failures(kube, prod_spec, read_attested(PROJECT_DIR, prod_spec))
+    assert [(r.id, r.subject) for r in failed] == [("attested-kernel", "gput4")]
