@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from engine_contracts.attestation import Attestation
 from tests.e2e import fleet
 from tests.e2e.controlplane import ControlPlane, Rest, kubeconfig_document, missing_tools
 from tests.e2e.pulumi_cli import Pulumi, make_policy_launcher, make_project
@@ -228,30 +229,38 @@ def kube_system_uid(rest: Rest) -> Iterator[str]:
         yield uid
 
 
-@pytest.fixture(scope="session")
-def canary_attested(canary_up, project: Path, kube_system_uid: str) -> Path:
-    """The canary's attestation in the project's attestations/existing-canary/, which the prod gate reads.
-
-    The e2e project is a folder of its own (tests/e2e/pulumi_cli.py links the program, not attestations/):
-    the attestation the example ships is carried in, as a pull request carries it. That one was made by
-    `gpu-rollout verify` of the example canary stack on the test cluster (scripts/attest_examples.py), whose
-    kube-system has another UID than this control plane's: the gate would rightly refuse it here. So it is
-    sealed again as a verify of this cluster would seal it, with this cluster's UID and the example key."""
+def attested_here(rest: Rest, stack: str = "existing-canary") -> Attestation:
+    """The attestation the example ships for ``stack``'s driver, sealed again as a `gpu-rollout verify` of the
+    cluster behind ``rest`` would seal it: that cluster's kube-system UID and the kernel its nodes run (the shipped
+    one was made on the test cluster of the fast tier, whose UID and kernels differ: the gate and preflight's
+    attested-kernel would rightly refuse it here), signed with the example key."""
     from engine_contracts import attestation
     from fleetspec.load import spec_from_config
     from tests.conftest import PROJECT_DIR, example_signing_key, stack_config
 
-    driver = spec_from_config(stack_config("existing-canary")).driver.version
-    shipped = attestation.load(attestation.path_for(PROJECT_DIR / attestation.ATTESTATION_DIR, "existing-canary",
-                                                    driver))
-    here = attestation.seal(
+    driver = spec_from_config(stack_config(stack)).driver.version
+    shipped = attestation.load(attestation.path_for(PROJECT_DIR / attestation.ATTESTATION_DIR, stack, driver))
+    uid = rest.get("/api/v1/namespaces/kube-system")["metadata"]["uid"]
+    return attestation.seal(
         stack=shipped.stack, stage=shipped.stage, cluster=shipped.cluster,
-        identity=shipped.identity.model_copy(update={"kubeSystemUid": kube_system_uid}), driver=shipped.driver,
-        operator_chart=shipped.operatorChart, driver_mode=shipped.driverMode, pools=shipped.pools,
-        checks=shipped.checks, soak_start=shipped.soakStart, soak_end=shipped.soakEnd, git_commit=shipped.gitCommit,
+        identity=shipped.identity.model_copy(update={"kubeSystemUid": uid}), driver=shipped.driver,
+        operator_chart=shipped.operatorChart, driver_mode=shipped.driverMode,
+        pools=[p.model_copy(update={"kernel": fleet.KERNEL}) for p in shipped.pools], checks=shipped.checks,
+        soak_start=shipped.soakStart, soak_end=shipped.soakEnd, git_commit=shipped.gitCommit,
         signing_key=example_signing_key(), coverage=shipped.coverage,
     )
-    copy = attestation.write(project / attestation.ATTESTATION_DIR, here)
+
+
+@pytest.fixture(scope="session")
+def canary_attested(canary_up, project: Path, rest: Rest, kube_system_uid: str) -> Path:
+    """The canary's attestation in the project's attestations/existing-canary/, which the prod gate reads.
+
+    The e2e project is a folder of its own (tests/e2e/pulumi_cli.py links the program, not attestations/):
+    the attestation the example ships is carried in, as a pull request carries it, sealed again for this
+    cluster (:func:`attested_here`)."""
+    from engine_contracts import attestation
+
+    copy = attestation.write(project / attestation.ATTESTATION_DIR, attested_here(rest))
     attestation.load(copy)  # intact, or the session stops here
     return copy
 

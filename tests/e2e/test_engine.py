@@ -237,21 +237,25 @@ def test_stack_history_lists_the_updates_with_their_config(canary_up: Result, pr
 ENGINE_ONLY_PROVIDER_INPUTS = {"version", "__internal"}
 
 
-def _plan(project: Path, stack: str, previous_outputs: Path) -> dict:
+def _plan(project: Path, stack: str, previous_outputs: Path, canary_outputs: Path | None = None) -> dict:
+    given = ["--canary-outputs", str(canary_outputs)] if canary_outputs is not None else []
     proc = subprocess.run(  # noqa: S603
         [sys.executable, "-m", "rollout", "plan", "--stack-file", str(project / f"Pulumi.{stack}.yaml"),
-         "--project-dir", str(project), "--previous-outputs", str(previous_outputs), "--json"],
+         "--project-dir", str(project), "--previous-outputs", str(previous_outputs), *given, "--json"],
         cwd=CHECKOUT, capture_output=True, text=True, timeout=300, check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout)
 
 
-def _outputs_the_last_update_read(pulumi: Pulumi, stack: str) -> dict:
-    """The stack outputs the program's StackReference read in the last update (kept in its state)."""
+def _outputs_the_last_update_read(pulumi: Pulumi, stack: str, of: str | None = None) -> dict | None:
+    """The outputs of stack ``of`` (default: ``stack`` itself) that ``stack``'s StackReference to it read in the
+    last update (kept in its state); None where it holds no reference to ``of``."""
     state = pulumi.json("stack", "export", "--stack", stack, "--show-secrets")
-    reference = next(r for r in state["deployment"]["resources"] if r["type"] == "pulumi:pulumi:StackReference")
-    return dict((reference.get("outputs") or {}).get("outputs") or {})
+    wanted = of or stack
+    reference = next((r for r in state["deployment"]["resources"] if r["type"] == "pulumi:pulumi:StackReference"
+                      and str((r.get("inputs") or {}).get("name", "")).rsplit("/", 1)[-1] == wanted), None)
+    return None if reference is None else dict((reference.get("outputs") or {}).get("outputs") or {})
 
 
 def _registered(pulumi: Pulumi, stack: str) -> dict[tuple[str, str], dict]:
@@ -262,8 +266,9 @@ def _registered(pulumi: Pulumi, stack: str) -> dict[tuple[str, str], dict]:
         kind, name = resource["type"], resource["urn"].rsplit("::", 1)[1]
         if not resource.get("custom") or (kind.startswith("pulumi:providers:") and name.startswith("default")):
             continue
-        if kind == "pulumi:pulumi:StackReference":
-            # A read, not a resource `plan` renders: plan answers it with --previous-outputs instead.
+        if kind == "pulumi:pulumi:StackReference" or resource.get("external"):
+            # A read, not a resource `plan` renders: plan answers a StackReference with --previous-outputs and
+            # --canary-outputs, and the kube-system Namespace is read from the cluster, which plan never reaches.
             continue
         inputs = dict(resource.get("inputs") or {})
         if kind.startswith("pulumi:providers:"):
@@ -283,8 +288,14 @@ def test_plan_and_engine_agree(canary_up: Result, prod_up: Result, pulumi: Pulum
     # before the first): plan is given the same. (`stack export --version` would show them too, but the
     # file backend refuses it: "does not provide the ability to export previous deployments".)
     outputs = tmp_path / "outputs.json"
-    outputs.write_text(json.dumps(_outputs_the_last_update_read(pulumi, stack)))
-    plan = {(r["type"], r["name"]): r["inputs"] for r in _plan(project, stack, outputs)["resources"]}
+    outputs.write_text(json.dumps(_outputs_the_last_update_read(pulumi, stack) or {}))
+    # A prod stack's update also read its canary's outputs (with the UID the canary read from its cluster).
+    canary = _outputs_the_last_update_read(pulumi, stack, CANARY) if stack != CANARY else None
+    canary_file = None
+    if canary is not None:
+        canary_file = tmp_path / "canary.json"
+        canary_file.write_text(json.dumps(canary))
+    plan = {(r["type"], r["name"]): r["inputs"] for r in _plan(project, stack, outputs, canary_file)["resources"]}
     engine = _registered(pulumi, stack)
     differences = {key: {"engine": engine.get(key, "(not registered)"), "plan": plan.get(key, "(not recorded)")}
                    for key in sorted(set(engine) | set(plan)) if engine.get(key) != plan.get(key)}

@@ -36,7 +36,7 @@ from gpu_knowledge import labels
 from fleetspec.discipline import WEEKDAYS
 from fleetspec.load import load_stack_file
 from tests.e2e import fleet
-from tests.e2e.conftest import e2e_prod_config, running_cluster, wait_for
+from tests.e2e.conftest import attested_here, e2e_prod_config, running_cluster, wait_for
 from tests.e2e.controlplane import ControlPlane, Rest, kubeconfig_document
 from tests.e2e.pulumi_cli import CHECKOUT, PROJECT_LINKS, VENV_PYTHON, Pulumi, make_policy_launcher
 from workload import result as job_result
@@ -209,10 +209,8 @@ def test_the_canary_goes_up_first_and_the_prod_wave_waits_for_its_merged_attesta
 
 
 def test_killed_mid_wave_the_next_advance_finishes_without_redoing_or_skipping(train: Train) -> None:
-    shipped = attestation.path_for(CHECKOUT / attestation.ATTESTATION_DIR, CANARY, NEW)
-    merged = attestation.path_for(train.project / attestation.ATTESTATION_DIR, CANARY, NEW)
-    merged.parent.mkdir(parents=True)
-    shutil.copy2(shipped, merged)
+    # The canary's verify on cluster A, as soak.yml's pull request brings it (the shipped one sealed for A).
+    attestation.write(train.project / attestation.ATTESTATION_DIR, attested_here(train.clusters["a"][1]))
     train.merge("attestation: existing-canary verified 580.173.02 (soak.yml's pull request)")
 
     locks = train.logs / "state" / ".pulumi" / "locks"
