@@ -15,6 +15,8 @@ import pytest
 import yaml
 
 from promotion_train.stacks import ENVIRONMENTS
+from rollout import github_doctor
+from rollout.github_doctor import READ_ONLY_ENVIRONMENT
 from fleetspec.base import Stage
 from tests.conftest import PROJECT_DIR
 
@@ -220,7 +222,6 @@ def test_a_pull_request_opened_with_the_default_token_says_its_checks_must_be_st
 
 # ---------------------------------------------------------------- who may hold which credential, in every workflow
 
-READ_ONLY_ENVIRONMENT = "preview"  # the one environment a pull request's job may use: read-only identities only
 MAIN_ONLY = "github.ref == 'refs/heads/main'"
 PULL_REQUEST_EVENTS = ("pull_request", "pull_request_target", "pull_request_review", "pull_request_review_comment",
                        "issue_comment", "workflow_run")
@@ -339,3 +340,12 @@ def test_a_stack_a_passphrase_decrypts_gets_no_engine_preview(tmp_path: Path, st
     assert ("passphrase" in (summary.read_text() if summary.exists() else "")) is not previewed
     subprocess.run([str(SCRIPTS / "previewable.sh"), "", "s"], cwd=tmp_path, env=env, check=True)
     assert out.read_text().endswith("configured=false\n")  # no backend: no engine preview
+
+
+def test_the_doctor_checks_every_environment_the_workflows_use_and_the_preview_s_secrets() -> None:
+    """`gpu-rollout doctor github` knows the environments and the preview's secrets by name: the workflows'."""
+    named = {_environment(job) for w in _workflows().values() for job in w["jobs"].values() if _environment(job)}
+    computed = {name for name in named if "${{" in name}  # rollback's: a stage's environment
+    assert computed == {"${{ fromJSON(needs.stack.outputs.stack).environment }}"}
+    assert (named - computed) | set(ENVIRONMENTS.values()) == set(github_doctor.ENVIRONMENTS)
+    assert _secrets(_workflows()["preview.yml"]["jobs"]["preview"]) == github_doctor.PREVIEW_SECRETS
