@@ -85,6 +85,9 @@ UNSAFE: list[tuple[str, Callable[[FakeGitHub], None], str, str, str]] = [
      "environment attest: deployment branches", "branch release/*", "select main alone"),
     ("attest missing", lambda g: g.body("/environments")["environments"].remove(_environment(g, "attest")),
      "environment attest", "does not exist", "create it"),
+    ("another environment from any branch", lambda g: g.body("/environments")["environments"].append(
+        {"name": "staging", "protection_rules": [], "deployment_branch_policy": None}),
+     "environment staging: deployment branches", "any branch may deploy here", "Protected branches only"),
     ("a repository secret", lambda g: g.body("/actions/secrets")["secrets"].append({"name": "PULUMI_ACCESS_TOKEN"}),
      "repository secrets: PULUMI_ACCESS_TOKEN", "every job reads it, a pull request's too",
      "move it to the environment"),
