@@ -312,7 +312,8 @@ def codeowners(api: GitHubApi) -> list[Finding]:
     errors = api.get("/codeowners/errors", ref=BRANCH)
     if not errors.ok:
         findings.append(_unreadable(f"CODEOWNERS ({path}): errors GitHub found", errors, "Contents"))
-    for error in (errors.body or {}).get("errors") or [] if errors.ok else []:
+    found_errors = ((errors.body or {}).get("errors") or []) if errors.ok else []
+    for error in found_errors:
         findings.append(Finding(f"CODEOWNERS ({path}) line {error.get('line')}", "unsafe",
                                 f"{error.get('kind')}: {error.get('message') or error.get('source') or ''}".strip(),
                                 error.get("suggestion") or "fix the line: GitHub ignores it"))
