@@ -151,6 +151,19 @@ class Repository:
             found.append(Commit(ids[0], ids[1] if len(ids) > 1 else None, paths))
         return found
 
+    def added_on_first_parent_line(self, name: str, until: str) -> Commit | None:
+        """The newest commit of ``until``'s first-parent line that added the project file ``name`` against its
+        first parent (a merge that brought it, never the branch commit that wrote it); None where that line never
+        added it (a file only in the work tree, a shallow history). With --first-parent a merge is compared with
+        its first parent alone, so the pathspec hides no merge that brought the file."""
+        listing = self._git("log", "--first-parent", "--diff-merges=first-parent", "--diff-filter=A", "--no-renames",
+                            "--name-only", "--format=%x01%H %P", until, "--", f"{self.prefix}{name}",
+                            flag="--project-dir") or ""
+        for block in listing.split("\x01")[1:]:
+            ids = block.splitlines()[0].split()
+            return Commit(ids[0], ids[1] if len(ids) > 1 else None, (name,))
+        return None
+
     def default_base(self) -> str:
         """The merge base of HEAD with the default branch (see the module's docstring)."""
         for branch in DEFAULT_BRANCHES:

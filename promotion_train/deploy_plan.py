@@ -45,6 +45,8 @@ class Git(Protocol):
 
     def first_parent_history(self, since: str | None, until: str) -> list[Commit]: ...
 
+    def added_on_first_parent_line(self, name: str, until: str) -> Commit | None: ...
+
 
 @dataclass(frozen=True)
 class Deployed:
@@ -107,6 +109,18 @@ def pack_base(stack: StackFile, commits: Sequence[Commit], head: str) -> str:
     return head
 
 
+def first_pack(stack: StackFile, head: str, git: Git) -> tuple[str | None, str]:
+    """The commit whose pack judges a stack never deployed: main at the first parent of the commit of main's
+    first-parent line that added its stack file (the merge that brought it, whatever merged after it), never a
+    commit of the branch that brought it nor main as the merge left it. None, with why, where main's line never
+    added the file: no pack is chosen, so the `up` is refused rather than judged by some other pack."""
+    added = git.added_on_first_parent_line(stack.file, head)
+    if added is None:
+        return None, (f"; no commit of main's history added {stack.file}, so the pack that judges its first `up` "
+                      "cannot be chosen (a shallow checkout? fetch main's whole history)")
+    return added.parent or added.sha, ""
+
+
 def _differing_keys(ran: Config, file_config: Config) -> list[str]:
     return sorted({split_path(c.path)[0] for c in config_changes(ran, file_config)})
 
@@ -115,17 +129,23 @@ def _few(items: Sequence[str], limit: int = 4) -> str:
     return ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
-def _settled(stack: StackFile, deployed: Deployed, before_head: str) -> Decision | None:
+def _first_up(stack: StackFile, reason: str, head: str, git: Git) -> Decision:
+    """Deploy a stack that never ran, judged by the pack before its stack file came to main."""
+    ref, why = first_pack(stack, head, git)
+    return Decision(stack, True, reason + why, ref)
+
+
+def _settled(stack: StackFile, deployed: Deployed, before_head: str, head: str, git: Git) -> Decision | None:
     """The decisions the backend's records alone settle: nothing to compare with, a destroyed stack, a
     rollback not merged yet."""
     if stack.problem is not None:
-        return Decision(stack, True, f"its stack file does not load ({stack.problem}): its `up` fails and says so",
-                        before_head)
+        return _first_up(stack, f"its stack file does not load ({stack.problem}): its `up` fails and says so", head,
+                         git)
     if deployed.history is None:
-        return Decision(stack, True, "the backend has no such stack yet: the deploy creates it", before_head)
+        return _first_up(stack, "the backend has no such stack yet: the deploy creates it", head, git)
     updates = [u for u in deployed.history if u.kind in ("update", "destroy")]
     if not updates:
-        return Decision(stack, True, "never deployed", before_head)
+        return _first_up(stack, "never deployed", head, git)
     last = updates[0]
     if not last.ended:
         return Decision(stack, True, f"update {last.version} is still running: the deploy job waits for the stack's "
@@ -159,7 +179,7 @@ def _changed(stack: StackFile, deployed: Deployed, commits: Sequence[Commit]) ->
 def decide(stack: StackFile, deployed: Deployed, head: str, git: Git) -> Decision:
     """Deploy the stack or leave it alone, and why; for a deploy, the commit whose pack the `up` enforces."""
     before_head = git.first_parent(head) or head  # main before its last merge: "the commit before the merge"
-    settled = _settled(stack, deployed, before_head)
+    settled = _settled(stack, deployed, before_head, head, git)
     if settled is not None:
         return settled
     assert deployed.history is not None  # _settled decides every stack without one
@@ -190,7 +210,9 @@ def decide(stack: StackFile, deployed: Deployed, head: str, git: Git) -> Decisio
     # The pack judges everything since what the stack really runs: its last succeeded update (a failed one,
     # refused by the gate perhaps, deployed nothing the pack may now let through with a newer pack).
     good = next((u for u in updates if u.good), None)
-    if good is None or good.commit is None or not git.is_ancestor(good.commit, head):
+    if good is None:  # no update ever succeeded: it runs nothing yet, like a stack never deployed
+        return _first_up(stack, "; ".join(why), head, git)
+    if good.commit is None or not git.is_ancestor(good.commit, head):
         return Decision(stack, True, "; ".join(why), before_head, commit)
     since_good = commits if good.commit == commit else git.first_parent_history(good.commit, head)
     return Decision(stack, True, "; ".join(why), pack_base(stack, since_good, head), commit)

@@ -498,6 +498,22 @@ class FleetResumeDocument(Document):
     resumed: list[StackPause | StackPauseError]
 
 
+class SettingFinding(_Shape):
+    setting: str = Field(description="The setting read, in the words of GitHub's settings pages.")
+    verdict: Literal["ok", "unsafe", "unreadable"] = Field(
+        description="unreadable: the API refused or failed; never taken as safe.")
+    seen: str
+    fix: str | None = Field(description="How to make it safe (unsafe), or what the token lacks (unreadable).")
+
+
+class DoctorGithubDocument(Document):
+    repository: str
+    apiUrl: str
+    findings: list[SettingFinding]
+    unsafe: int
+    unreadable: int
+
+
 # The document each --json verb prints (besides ErrorDocument, which any of them may print instead).
 DOCUMENTS: dict[str, type[Document]] = {
     "plan": PlanDocument,
@@ -518,6 +534,7 @@ DOCUMENTS: dict[str, type[Document]] = {
     "fleet-advance": FleetAdvanceDocument,
     "fleet-halt": FleetHaltDocument,
     "fleet-resume": FleetResumeDocument,
+    "doctor-github": DoctorGithubDocument,
     "error": ErrorDocument,
 }
 

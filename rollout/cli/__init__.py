@@ -27,7 +27,7 @@ import typer
 from refusals.exits import Exit
 from rollout.cli.running import command, internal_error, live_verb, refusal_of, run, spec_error_text
 
-__all__ = ["app", "command", "fleet_app", "internal_error", "live_verb", "main", "refusal_of", "run",
+__all__ = ["app", "command", "doctor_app", "fleet_app", "internal_error", "live_verb", "main", "refusal_of", "run",
            "spec_error_text", "version_text"]
 
 ABOUT = ("Move the GPU nodes of a Kubernetes inference fleet to a new NVIDIA driver: plan it offline, check the "
@@ -45,6 +45,10 @@ fleet_app = typer.Typer(name="fleet", no_args_is_help=True, add_completion=False
                         short_help="One promotion train across many clusters: plan, status, advance.",
                         help="One driver promotion train across the fleet's stacks, wave by wave (Fleet.yaml; "
                         "docs/fleet.md).")
+
+doctor_app = typer.Typer(name="doctor", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                         short_help="Checks of what surrounds the rollout: the repository's GitHub settings.",
+                         help="Checks of what surrounds the rollout rather than a stack (docs/cicd.md).")
 
 DISTRIBUTION = "gpu-driver-upgrade"  # the name pyproject.toml installs gpu-rollout under
 
@@ -80,7 +84,7 @@ def _root(
 
 # ---------------------------------------------------------------- the verbs, in the order --help lists them
 
-from rollout.cli import fleet, live, offline  # noqa: E402  (the verbs; registered below)
+from rollout.cli import doctor, fleet, live, offline  # noqa: E402  (the verbs; registered below)
 
 VERBS: tuple[tuple[str, Callable[..., None], str], ...] = (
     ("plan", offline.plan, "Offline preview of a stack: what `pulumi up` sends, and the verdicts."),
@@ -109,6 +113,8 @@ for _name, _verb, _short_help in VERBS:
 for _name, _verb in FLEET_VERBS:
     fleet_app.command(_name)(_verb)
 app.add_typer(fleet_app)
+doctor_app.command("github")(doctor.github)
+app.add_typer(doctor_app)
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ one value of the group.
 | :class:`BackendStack` | a stack in the backend, the project | rollback |
 | :class:`rollout.cli.fleet.FleetTarget` | the project, one kubeconfig per stack | fleet status, advance, halt, resume |
 | :class:`ProjectSetup` | the project (no ``--json``) | init |
+| :class:`GitHubRepository` | a GitHub repository and its API | doctor github |
 | :class:`Debugging` | ``--debug`` only | keygen |
 
 Nothing here loads more than typer: ``--help`` stays cheap.
@@ -140,6 +141,25 @@ class ProjectSetup:
 
     def project(self) -> Path:
         return chosen_project_dir(self.project_dir)
+
+
+@dataclass(frozen=True)
+class GitHubRepository:
+    """A GitHub repository read through the REST API (the token from $GH_TOKEN or $GITHUB_TOKEN, never a flag: a
+    command line is seen by every process), and how to report."""
+
+    NOUN: ClassVar[str] = "settings verb"
+
+    repo: Annotated[
+        str | None, typer.Option("--repo", envvar="GITHUB_REPOSITORY",
+                                 help="OWNER/NAME (default: $GITHUB_REPOSITORY, the repository a workflow runs in).")
+    ] = None
+    api_url: Annotated[
+        str, typer.Option("--api-url", envvar="GITHUB_API_URL",
+                          help="The REST API (default: $GITHUB_API_URL, else https://api.github.com).")
+    ] = "https://api.github.com"
+    as_json: JsonOption = False
+    debug: DebugOption = False
 
 
 @dataclass(frozen=True)

@@ -225,11 +225,68 @@ def test_a_failed_update_is_judged_again_by_the_pack_before_its_change(repo: Git
     assert decisions(backend.plan())["prod"].pack_ref == protected
 
 
-def test_a_never_deployed_stack_takes_main_before_its_last_merge(repo: GitRepo) -> None:
-    before = repo.git("rev-parse", "HEAD")
-    repo.commit("the last merge")
-    result = Backend(repo).plan(["prod"])
-    assert decisions(result)["prod"].pack_ref == before
+def _strict_pack(repo: GitRepo) -> str:
+    (repo.root / "policy").mkdir(exist_ok=True)
+    (repo.root / "policy" / "prod.json").write_text('{"canary-attested": "mandatory"}\n')
+    return repo.commit("the pack")
+
+
+def _weaken_and_add_a_stack(repo: GitRepo) -> None:
+    (repo.root / "policy" / "prod.json").write_text('{"canary-attested": "advisory"}\n')
+    (repo.root / "Pulumi.prod-2.yaml").write_text((repo.root / "Pulumi.prod.yaml").read_text())
+
+
+def test_a_never_deployed_stack_is_judged_by_main_before_the_merge_that_brought_it(repo: GitRepo) -> None:
+    """One branch commit adds the stack and weakens the pack; an unrelated merge follows. The stack is judged by
+    main's pack at the first parent of the merge that brought its file: neither the branch's commit nor main as
+    that merge left it (its last merge's first parent)."""
+    strict = _strict_pack(repo)
+    repo.git("switch", "-q", "-c", "feature")
+    _weaken_and_add_a_stack(repo)
+    weakening = repo.commit("prod-2, and the gate advisory")
+    repo.git("switch", "-q", "main")
+    before_merge = repo.commit("meanwhile on main")
+    repo.git("merge", "-q", "--no-ff", "-m", "merge feature", "feature")
+    merge = repo.git("rev-parse", "HEAD")
+    repo.git("switch", "-q", "-c", "other")
+    repo.commit("an unrelated change")
+    repo.git("switch", "-q", "main")
+    repo.git("merge", "-q", "--no-ff", "-m", "merge other", "other")
+    found = decisions(Backend(repo).plan(["prod-2"]))["prod-2"]
+    assert found.deploy and found.pack_ref == before_merge
+    assert found.pack_ref not in (weakening, merge, strict)  # strict is older: main had moved on before the merge
+    # The pack there is main's strict one, not the branch's.
+    assert repo.git("show", f"{found.pack_ref}:policy/prod.json") == '{"canary-attested": "mandatory"}'
+
+
+def test_a_stack_whose_branch_was_fast_forwarded_is_judged_by_main_before_its_commit(repo: GitRepo) -> None:
+    strict = _strict_pack(repo)
+    _weaken_and_add_a_stack(repo)
+    repo.commit("prod-2, and the gate advisory")  # landed on main's line itself (a fast-forward or rebase)
+    repo.commit("an unrelated change")
+    assert decisions(Backend(repo).plan(["prod-2"]))["prod-2"].pack_ref == strict
+
+
+def test_a_stack_whose_every_update_failed_is_judged_as_one_never_deployed(repo: GitRepo) -> None:
+    strict = _strict_pack(repo)
+    _weaken_and_add_a_stack(repo)
+    change = repo.commit("prod-2, and the gate advisory")
+    backend = Backend(repo)
+    backend.deploy("prod-2", change, result="failed")  # refused by the strict pack
+    repo.commit("a docs change, whose run retries prod-2")
+    git = Repository(repo.root)
+    stacks = [s for s in stack_files(repo.root) if s.name == "prod-2"]
+    deployed = {"prod-2": Deployed(backend.updates["prod-2"], file_config(repo, "prod-2"))}
+    found = deploy_plan.plan(stacks, deployed, git.commit("HEAD", "--head"), git, INSIDE_THE_WINDOWS).decisions[0]
+    assert found.deploy and found.pack_ref == strict
+
+
+def test_a_stack_file_main_never_added_gets_no_pack(repo: GitRepo) -> None:
+    """Only in the work tree (or past a shallow history): no pack can be chosen, and the plan says why."""
+    (repo.root / "Pulumi.prod-2.yaml").write_text((repo.root / "Pulumi.prod.yaml").read_text())
+    found = decisions(Backend(repo).plan(["prod-2"]))["prod-2"]
+    assert found.deploy and found.pack_ref is None
+    assert "no commit of main's history added Pulumi.prod-2.yaml" in found.reason
 
 
 # ---------------------------------------------------------------- the verb

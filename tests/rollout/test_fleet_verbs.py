@@ -335,11 +335,12 @@ def test_each_up_enforces_the_pack_of_its_protected_base(world: World, capsys: p
     code, _, err = world.advance(capsys, packs=fleet.Packs(packs))
     assert code == Exit.FAILED and world.backend.ups == []
     assert f"{CANARY}: not brought up: no pack of its protected base" in err
-    base = world.repo.git("rev-parse", "HEAD~1")  # main before its last merge: the stack was never deployed
+    # Never deployed: the commit that added its stack file, the repository's first (nothing came before it).
+    base = world.repo.git("rev-parse", "HEAD~1")
     (packs / base / "pack").mkdir(parents=True)
     (packs / base / "canary.json").write_text("{}\n")
-    code, _, _ = world.advance(capsys, packs=fleet.Packs(packs))
-    assert code == Exit.OK
+    code, _, err = world.advance(capsys, packs=fleet.Packs(packs))
+    assert code == Exit.OK, err
     assert (world.backend.ups[0].pack, world.backend.ups[0].pack_config) == (
         str(packs / base / "pack"), str(packs / base / "canary.json"))
 
