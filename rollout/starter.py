@@ -14,8 +14,13 @@ or removed, never silently kept:
   stack for one, so its plan says so);
 - trust: ``policy/prod.json`` trusts no key as shipped (only the examples' own config trusts the example key,
   whose private half is in the tests). With ``--trust-key`` (the ``*.pub.json`` `gpu-rollout keygen` writes) init lists
-  that key in ``canary-attested.trustedKeys`` and removes the example key; without it, it changes no policy and
-  prints the steps.
+  that key in ``canary-attested.trustedKeys`` scoped to the new prod stack (``org/project/<prod>``; a key already
+  listed keeps its entry and gains the stack), so one team's key never admits a driver into another team's prod,
+  and removes the example key; without it, it changes no policy and prints the steps;
+- the fleet: the deploy workflow moves stacks only through the train (``Fleet.yaml``, docs/fleet.md), and a stack
+  in no wave breaks ``fleet plan``. init appends the canary to the canary wave and gives the prod stack a wave of
+  its own after the last; a fleet file whose waves it cannot edit safely is left as it is, and the next steps
+  show the lines to add.
 
 Pools and models stay the example's: the next steps say to edit them. Files are written only when every
 check passed; exit 2 (nothing written) for a name, file or flag that cannot be used.
@@ -38,8 +43,10 @@ from refusals.exits import Exit
 from rollout.project import SOURCE_DIR
 from engine_contracts import attestation
 from fleetspec import stacks, yaml_files
+from fleetspec.fleet_file import FLEET_FILE, fleet_from_document
 from fleetspec.load import MAX_STACK_FILE_BYTES, SpecError, SpecProblem, spec_from_config, config_strings
 from fleetspec.model import PROJECT
+from renderers.manifests import qualified_stack
 from vocabulary.policy_ids import PolicyId
 
 EXAMPLES = {"aks": ("canary", "prod"), "eks": ("eks-canary", "eks-prod"), "existing": ("existing-canary", "existing-prod")}
@@ -137,9 +144,11 @@ def header(example: Path, is_prod: bool, canary: str) -> str:
     return "".join(f"# {part}\n" for line in lines for part in textwrap.wrap(line, 108))
 
 
-def trust(pack_config: Path, entry_file: Path) -> str:
-    """List the key of ``entry_file`` (keygen's ``*.pub.json``) in the gate's trustedKeys and remove the example
-    key; the new text of the pack config. ValueError names what is wrong."""
+def trust(pack_config: Path, entry_file: Path, prod: str) -> str:
+    """List the key of ``entry_file`` (keygen's ``*.pub.json``) in the gate's trustedKeys, scoped to the prod stack
+    ``prod`` (qualified as the backend names it), and remove the example key; the new text of the pack config. A
+    key listed already keeps its entry (window, comment) and gains the stack; an unscoped one stays unscoped (it
+    takes every stack already). ValueError names what is wrong."""
     try:
         entry = json.loads(entry_file.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -152,8 +161,17 @@ def trust(pack_config: Path, entry_file: Path) -> str:
     if not isinstance(gate, dict):
         gate = {"enforcementLevel": gate} if isinstance(gate, str) else {}
         document[GATE] = gate
-    kept = [k for k in gate.get(TRUSTED_KEYS, []) if k.get("id") not in (attestation.EXAMPLE_KEY_ID, key.id)]
-    gate[TRUSTED_KEYS] = [*kept, key.entry()]
+    listed = gate.get(TRUSTED_KEYS, [])
+    stack = qualified_stack(prod)
+    same = next((k for k in listed if isinstance(k, dict) and k.get("id") == key.id), None)
+    if same is None:
+        entry = {**key.entry(), "scope": [stack]}
+    else:
+        entry = dict(same)
+        if entry.get("scope"):
+            entry["scope"] = [*entry["scope"], stack] if stack not in entry["scope"] else entry["scope"]
+    kept = [k for k in listed if not isinstance(k, dict) or k.get("id") not in (attestation.EXAMPLE_KEY_ID, key.id)]
+    gate[TRUSTED_KEYS] = [*kept, entry]
     attestation.read_trusted_keys(gate[TRUSTED_KEYS], f"{pack_config}: {GATE}.{TRUSTED_KEYS}")
     return json.dumps(document, indent=2) + "\n"
 
@@ -186,16 +204,65 @@ def execute(project_dir: Path, cluster: Cluster, canary: str, prod: str, change_
     pack_text = None
     if trust_key is not None:
         try:
-            pack_text = trust(project_dir / PACK_CONFIG, trust_key)
+            pack_text = trust(project_dir / PACK_CONFIG, trust_key, prod)
         except (ValueError, OSError) as exc:
             raise InvalidInput(f"init: {exc}") from None
+    fleet_file = project_dir / FLEET_FILE
+    fleet_text = joined_fleet(fleet_file.read_text(encoding="utf-8"), canary, prod) if fleet_file.is_file() else None
     for name, text in texts.items():
         (project_dir / f"Pulumi.{name}.yaml").write_text(text, encoding="utf-8")
     if pack_text is not None:
         (project_dir / PACK_CONFIG).write_text(pack_text, encoding="utf-8")
+    if fleet_text is not None:
+        fleet_file.write_text(fleet_text, encoding="utf-8")
     sys.stdout.write(next_steps(canary, prod, canary_example, prod_example, change_ticket, trust_key,
-                                trusts_example_key(project_dir / PACK_CONFIG)))
+                                trusts_example_key(project_dir / PACK_CONFIG), fleet_text is not None))
     return Exit.OK
+
+
+_TOP_LEVEL_KEY = re.compile(r"^[A-Za-z_][\w-]*:")
+_FLOW_STACKS = re.compile(r"^(?P<head>\s+stacks:\s*\[)(?P<items>[^\]]*)(?P<tail>\]\s*(?:#.*)?)$")
+
+
+def prod_wave(prod: str) -> list[str]:
+    """The wave init gives a new prod stack: its own, after every other, one cluster at a time."""
+    return [f"  # {prod}: added by gpu-rollout init, in a wave of its own after the others (docs/fleet.md).",
+            f"  - name: {prod}", f"    stacks: [{prod}]", "    maxConcurrent: 1", "    waitFor:", "      verify: smoke"]
+
+
+def joined_fleet(text: str, canary: str, prod: str) -> str | None:
+    """The fleet file's text with ``canary`` appended to the first wave's stacks and ``prod`` in a wave of its own
+    after the last, its comments and layout kept; None where its shape is not one this edit is sure of (the first
+    wave's stacks not one flow list ``stacks: [a, b]``), or where the result does not read back as exactly that
+    change: then the next steps show the lines to add."""
+    lines = text.splitlines()
+    try:
+        start = lines.index("waves:")
+    except ValueError:
+        return None
+    end = next((i for i in range(start + 1, len(lines)) if _TOP_LEVEL_KEY.match(lines[i])), len(lines))
+    while end > start + 1 and (not lines[end - 1].strip() or lines[end - 1].startswith("#")):
+        end -= 1  # the comments above the next key are that key's
+    first = next((i for i in range(start + 1, end) if lines[i].startswith("  - ")), None)
+    second = next((i for i in range(first + 1, end) if lines[i].startswith("  - ")), end) if first is not None else end
+    flow = next((i for i in range(first, second) if _FLOW_STACKS.match(lines[i])), None) \
+        if first is not None else None
+    if flow is None:
+        return None
+    match = _FLOW_STACKS.match(lines[flow])
+    assert match is not None
+    items = match["items"].strip()
+    lines[flow] = f"{match['head']}{items + ', ' if items else ''}{canary}{match['tail']}"
+    joined = "\n".join([*lines[:end], *prod_wave(prod), *lines[end:]]) + "\n"
+    try:
+        before, after = (fleet_from_document(yaml.safe_load(t)) for t in (text, joined))
+    except (SpecError, yaml.YAMLError):
+        return None
+    expected = [[*before.waves[0].stacks, canary], *[w.stacks for w in before.waves[1:]], [prod]]
+    if [w.stacks for w in after.waves] != expected or after.model_dump(exclude={"waves"}) != \
+            before.model_dump(exclude={"waves"}):
+        return None
+    return joined
 
 
 def trusts_example_key(pack_config: Path) -> bool:
@@ -210,8 +277,15 @@ def trusts_example_key(pack_config: Path) -> bool:
 
 
 def next_steps(canary: str, prod: str, canary_example: Path, prod_example: Path, change_ticket: str | None,
-               trust_key: Path | None, example_trusted: bool) -> str:
+               trust_key: Path | None, example_trusted: bool, fleet_joined: bool) -> str:
     steps = ["edit nodePools and models in both files: they are still the example's (docs/config.md)"]
+    if fleet_joined:
+        steps.append(f"{FLEET_FILE}: {canary} joined the canary wave and {prod} has a wave of its own after the "
+                     "others; move it where your fleet wants it (docs/fleet.md), then gpu-rollout fleet plan")
+    else:
+        wave = "\n".join(f"       {line}" for line in prod_wave(prod)[1:])
+        steps.append(f"add both stacks to {FLEET_FILE} (the deploy workflow moves stacks only through its waves): "
+                     f"{canary} to the first wave's stacks, and {prod} in a later wave, e.g.\n{wave}")
     if not change_ticket:
         steps.append(f"set gpu-driver-upgrade:changeTicket in Pulumi.{prod}.yaml (policy asks a prod stack for one)")
     if trust_key is None and example_trusted:
@@ -222,9 +296,10 @@ def next_steps(canary: str, prod: str, canary_example: Path, prod_example: Path,
         steps.append("policy/prod.json trusts your own key already (not the example's): sign the canary's "
                      "attestations with it (GPU_ROLLOUT_SIGNING_KEY)")
     else:
-        steps.append(f"policy/prod.json trusts the key of {trust_key.name} and no longer the example key, so the "
-                     "example prod stacks' attestations no longer pass: remove the example stack files and "
-                     "attestations/ folders you do not use")
+        steps.append(f"policy/prod.json trusts the key of {trust_key.name} for {qualified_stack(prod)} only (its "
+                     "scope; on Pulumi Cloud set GPU_ROLLOUT_ORGANIZATION before init, or edit the scope to your "
+                     "organization) and no longer the example key, so the example prod stacks' attestations no "
+                     "longer pass: remove the example stack files and attestations/ folders you do not use")
     steps += [f"gpu-rollout plan --stack {canary}; gpu-rollout plan --stack {prod}",
               f"after the canary's rollout and soak: gpu-rollout verify --stack {canary} (docs/runbook.md)"]
     lines = [f"wrote Pulumi.{canary}.yaml (from {canary_example.name}) and Pulumi.{prod}.yaml (from "

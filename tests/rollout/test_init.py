@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from rollout.cli import app
@@ -36,6 +37,7 @@ def project(tmp_path: Path) -> Path:
         shutil.copyfile(PROJECT_DIR / name, folder / name)
     shutil.copyfile(PROJECT_DIR / "policy" / "prod.json", folder / "policy" / "prod.json")
     shutil.copytree(PROJECT_DIR / "attestations", folder / "attestations")
+    shutil.copyfile(PROJECT_DIR / "Fleet.yaml", folder / "Fleet.yaml")
     return folder
 
 
@@ -89,7 +91,10 @@ def test_trust_key_replaces_the_example_key(project: Path, tmp_path: Path) -> No
     assert result.exit_code == 0, result.output
     pack = json.loads((project / "policy" / "prod.json").read_text())
     trusted = pack["canary-attested"]["trustedKeys"]
-    assert trusted == [entry] and pack["canary-attested"]["enforcementLevel"] == "mandatory"
+    # Scoped to the team's own prod stack: one team's key never admits a driver into another team's prod.
+    assert trusted == [{**entry, "scope": ["organization/gpu-driver-upgrade/team-prod"]}]
+    assert pack["canary-attested"]["enforcementLevel"] == "mandatory"
+    assert "for organization/gpu-driver-upgrade/team-prod only" in result.stdout
     assert load_stack_file(project / "Pulumi.team-prod.yaml").changeTicket == "CHG-1"
     # plan judges by this project's policy/prod.json, which no longer trusts the example key.
     planned = runner.invoke(app, ["plan", "--project-dir", str(project), "--stack", "team-prod", "--json"])
@@ -97,6 +102,59 @@ def test_trust_key_replaces_the_example_key(project: Path, tmp_path: Path) -> No
     # A second pair made later is not told to replace a key the project no longer trusts.
     again = init(project, "--cloud", "existing", "--name", "team-b", "--cluster", "team-lab-b", *CLOUDS["existing"])
     assert again.exit_code == 0 and "trusts your own key already" in again.stdout and "example key" not in again.stdout
+
+
+def test_a_second_team_s_key_is_scoped_to_its_own_prod_and_the_first_team_s_is_kept(project: Path,
+                                                                                     tmp_path: Path) -> None:
+    entries = {}
+    for team in ("team-a", "team-b"):
+        keys = tmp_path / team
+        assert runner.invoke(app, ["keygen", "--out", str(keys), "--comment", f"{team} CI"]).exit_code == 0
+        entries[team] = json.loads((keys / "attestation-signing-key.pub.json").read_text())
+        result = init(project, "--cloud", "existing", "--name", team, "--cluster", f"{team}-lab", *CLOUDS["existing"],
+                      "--trust-key", str(keys / "attestation-signing-key.pub.json"))
+        assert result.exit_code == 0, result.output
+    trusted = json.loads((project / "policy" / "prod.json").read_text())["canary-attested"]["trustedKeys"]
+    assert trusted == [{**entries[t], "scope": [f"organization/gpu-driver-upgrade/{t}-prod"]} for t in entries]
+    # The same key trusted again for another prod stack keeps its entry and gains that stack.
+    again = init(project, "--cloud", "existing", "--name", "team-a2", "--cluster", "a2-lab", *CLOUDS["existing"],
+                 "--trust-key", str(tmp_path / "team-a" / "attestation-signing-key.pub.json"))
+    assert again.exit_code == 0, again.output
+    trusted = json.loads((project / "policy" / "prod.json").read_text())["canary-attested"]["trustedKeys"]
+    assert [k["scope"] for k in trusted] == [["organization/gpu-driver-upgrade/team-b-prod"],
+                                             ["organization/gpu-driver-upgrade/team-a-prod",
+                                              "organization/gpu-driver-upgrade/team-a2-prod"]]
+
+
+def test_init_adds_its_stacks_to_the_fleet_and_fleet_plan_reads_them(project: Path) -> None:
+    before = (project / "Fleet.yaml").read_text()
+    result = init(project, "--cloud", "existing", "--name", "team", "--cluster", "team-lab", *CLOUDS["existing"])
+    assert result.exit_code == 0, result.output
+    after = (project / "Fleet.yaml").read_text()
+    # The comments and every other line are kept; the canary joins the canary wave, prod gets a wave of its own.
+    assert [line for line in after.splitlines() if "team-" not in line and "gpu-rollout init" not in line
+            and line not in ("    maxConcurrent: 1", "    waitFor:", "      verify: smoke")] == \
+        [line for line in before.splitlines() if "stacks: [canary, eks-canary, existing-canary]" not in line
+         and line not in ("    maxConcurrent: 1", "    waitFor:", "      verify: smoke")]
+    assert "    stacks: [canary, eks-canary, existing-canary, team-canary]" in after.splitlines()
+    waves = yaml.safe_load(after)["waves"]
+    assert waves[0]["stacks"][-1] == "team-canary" and waves[-1] == {
+        "name": "team-prod", "stacks": ["team-prod"], "maxConcurrent": 1, "waitFor": {"verify": "smoke"}}
+    assert "Fleet.yaml: team-canary joined the canary wave" in result.stdout
+    planned = runner.invoke(app, ["fleet", "plan", "--project-dir", str(project), "--json"])
+    assert planned.exit_code in (0, 1), planned.output  # a verdict, not the fleet file's refusal (exit 2)
+    assert "team-prod" in planned.stdout and "is in no wave" not in planned.output
+
+
+def test_a_fleet_file_init_cannot_edit_safely_is_left_alone_and_the_lines_are_shown(project: Path) -> None:
+    block = (project / "Fleet.yaml").read_text().replace(
+        "    stacks: [canary, eks-canary, existing-canary]\n",
+        "    stacks:\n      - canary\n      - eks-canary\n      - existing-canary\n")
+    (project / "Fleet.yaml").write_text(block)
+    result = init(project, "--cloud", "existing", "--name", "team", "--cluster", "team-lab", *CLOUDS["existing"])
+    assert result.exit_code == 0, result.output
+    assert (project / "Fleet.yaml").read_text() == block
+    assert "add both stacks to Fleet.yaml" in result.stdout and "- name: team-prod" in result.stdout
 
 
 @pytest.mark.parametrize(("args", "named"), [
