@@ -62,6 +62,13 @@ $(PROMETHEUS):
 attest-examples: venv prometheus
 	$(BIN)/python -m scripts.attest_examples
 
+# A local cluster to try preflight, watch, pause and verify on (scripts/sandbox.py): the fast tier's fake API
+# server seeded from the canary stack file STACK (default canary) after its upgrade, with the Prometheus above;
+# its kubeconfig in .sandbox/. Serves until Ctrl-C.
+.PHONY: sandbox
+sandbox: venv prometheus
+	$(BIN)/python -m scripts.sandbox --stack $(STACK)
+
 # The e2e tier (docs/e2e.md): builds whatever is missing of the Pulumi CLI, the Kubernetes provider, etcd,
 # kube-apiserver, kube-controller-manager, kube-scheduler and kwok from the pinned Go modules in e2e/tools
 # into e2e/bin (needs Go and the Go module proxy), then runs tests/e2e against a control plane on loopback.
