@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import shlex
 from functools import cache
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
