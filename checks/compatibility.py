@@ -468,7 +468,6 @@ def check_change_ticket(inv: Inventory) -> list[Finding]:
     spec = inv.spec
     if spec.changeTicket:
         return [passed("stack", f"change ticket {spec.changeTicket}")]
-    if spec.stage == Stage.PROD:
-        return [failed("stack", "prod needs changeTicket set (and model owners told)")]
-    return [warned("stack", "no changeTicket; raise one and tell the model owners")]
+    # A canary's change reaches a production cluster too: every stage needs its approved change.
+    return [failed("stack", f"the {spec.stage.value} stack needs changeTicket set (and model owners told)")]
 

@@ -1,4 +1,5 @@
-"""Rules for the change process around an upgrade: a prod change names its approved change ticket, and the
+"""Rules for the change process around an upgrade: every change names its approved change ticket (a canary's
+too: the canary is a change to a production cluster), and the
 pack judging it reads the facts the program wrote (the pack may be older than the program: the protected
 base's, or a published version)."""
 
@@ -16,17 +17,21 @@ from vocabulary.policy_ids import PolicyId
 
 @stack_policy(
     PolicyId.CHANGE_TICKET,
-    "Checks that the prod stage names a change ticket.",
+    "Checks that the stack names a change ticket, in every stage: the canary is a change to a production cluster "
+    "too (the runbook's change ticket).",
     severity=Severity.MEDIUM, topics=("process",),
-    remediation="Set changeTicket in the prod stack to the approved change.",
+    remediation="Set changeTicket in the stack to the approved change.",
     config_keys=("changeTicket",),
 )
 def change_ticket(stack: StackFacts) -> Iterator[Finding]:
-    """The prod stage names a change ticket."""
+    """Every stage names a change ticket."""
     if not stack.stage_stated:
         yield advice("the stack's stage is not visible on its resources; cannot check the change ticket")
-    elif stack.stage is Stage.PROD and not stack.change_ticket:
-        yield Finding("the prod stage must name a change ticket (changeTicket)")
+    elif not stack.change_ticket:
+        who = f"the {stack.stage.value} stage" if stack.stage is not None else "this stack"
+        yield Finding(f"{who} must name a change ticket (changeTicket): "
+                      + ("the canary is a change to a production cluster too" if stack.stage is Stage.CANARY
+                         else "the approved change this deployment is"))
 
 
 @stack_policy(

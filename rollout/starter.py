@@ -10,8 +10,8 @@ or removed, never silently kept:
   ``attestations/<canary>/``, which holds no example attestation (a canary name whose folder already holds
   attestations, or a stack file that exists, is refused); the example's ``promotion.waivers`` are the example
   team's judgement and are dropped;
-- the change tickets are the example's: replaced by ``--change-ticket``, else removed (policy asks a prod
-  stack for one, so its plan says so);
+- the change tickets are the example's: replaced by ``--change-ticket``, else removed (policy asks every
+  stack for one, so their plans say so);
 - trust: ``policy/prod.json`` trusts no key as shipped (only the examples' own config trusts the example key,
   whose private half is in the tests). With ``--trust-key`` (the ``*.pub.json`` `gpu-rollout keygen` writes) init lists
   that key in ``canary-attested.trustedKeys`` scoped to the new prod stack (``org/project/<prod>``; a key already
@@ -287,7 +287,8 @@ def next_steps(canary: str, prod: str, canary_example: Path, prod_example: Path,
         steps.append(f"add both stacks to {FLEET_FILE} (the deploy workflow moves stacks only through its waves): "
                      f"{canary} to the first wave's stacks, and {prod} in a later wave, e.g.\n{wave}")
     if not change_ticket:
-        steps.append(f"set gpu-driver-upgrade:changeTicket in Pulumi.{prod}.yaml (policy asks a prod stack for one)")
+        steps.append(f"set gpu-driver-upgrade:changeTicket in Pulumi.{canary}.yaml and Pulumi.{prod}.yaml (policy "
+                     "asks every stack for one: the canary is a change to a production cluster too)")
     if trust_key is None and example_trusted:
         steps.append("make your signing key: gpu-rollout keygen --out <a folder outside the repository>; then list "
                      "the entry it prints in canary-attested.trustedKeys of policy/prod.json (and remove the example "

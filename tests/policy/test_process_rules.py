@@ -1,4 +1,4 @@
-"""policy.process_rules called directly: the prod stage names its change ticket."""
+"""policy.process_rules called directly: every stage names its change ticket, the canary's included."""
 
 from __future__ import annotations
 
@@ -25,12 +25,18 @@ def test_prod_with_its_ticket_passes_and_without_it_fails(rendered):
     no_ticket = _without(resources(rendered["prod"]), labels.ANNOTATION_CHANGE_TICKET, labels.TAG_CHANGE_TICKET)
     (finding,) = process_rules.change_ticket(stack(no_ticket))
     assert not finding.advisory and finding.resource is None
-    assert finding.message == "the prod stage must name a change ticket (changeTicket)"
+    assert finding.message == ("the prod stage must name a change ticket (changeTicket): the approved change this "
+                               "deployment is")
 
 
-def test_a_canary_needs_no_ticket(rendered):
+def test_a_canary_needs_its_ticket_too(rendered):
+    """The runbook's change ticket: the canary is a change to a production cluster (issue 36)."""
     no_ticket = _without(resources(rendered["canary"]), labels.ANNOTATION_CHANGE_TICKET, labels.TAG_CHANGE_TICKET)
-    assert list(process_rules.change_ticket(stack(no_ticket))) == []
+    (finding,) = process_rules.change_ticket(stack(no_ticket))
+    assert not finding.advisory
+    assert finding.message == ("the canary stage must name a change ticket (changeTicket): the canary is a change to "
+                               "a production cluster too")
+    assert list(process_rules.change_ticket(stack(resources(rendered["canary"])))) == []
 
 
 def test_a_stage_not_visible_or_not_one_of_the_stages_is_advice_or_nothing(rendered):
@@ -41,7 +47,7 @@ def test_a_stage_not_visible_or_not_one_of_the_stages_is_advice_or_nothing(rende
     (pdb, *_) = [r for r in resources(rendered["canary"]) if r.type.endswith("PodDisruptionBudget")]
     (finding,) = process_rules.change_ticket(stack([*resources(rendered["prod"]), pdb]))
     assert finding.advisory
-    # A stage the resources state but that is neither canary nor prod asks for no ticket.
+    # A stage the resources state but that is neither canary nor prod asks for its ticket too: every change does.
     odd = []
     for res in _without(resources(rendered["prod"]), labels.ANNOTATION_CHANGE_TICKET, labels.TAG_CHANGE_TICKET):
         props = copy.deepcopy(dict(res.props))
@@ -51,7 +57,8 @@ def test_a_stage_not_visible_or_not_one_of_the_stages_is_advice_or_nothing(rende
             props["tags"][labels.TAG_STAGE] = "staging"
         odd.append(Resource(res.type, res.name, props, res.urn))
     assert stack(odd).stage_stated and stack(odd).stage is None
-    assert list(process_rules.change_ticket(stack(odd))) == []
+    (finding,) = process_rules.change_ticket(stack(odd))
+    assert not finding.advisory and finding.message.startswith("this stack must name a change ticket (changeTicket)")
 
 
 def _stated_version(items: list[Resource], version: str | None) -> list[Resource]:

@@ -78,8 +78,12 @@ def test_the_new_prod_stack_is_refused_until_the_team_s_key_and_attestation_exis
     # The shipped policy/prod.json trusts no key (issue 30: the example key is trusted by the examples' config only).
     assert not any("example key" in m for m in refused)
     assert any("no attestation attestations/team-canary/" in m for m in refused)
+    # The canary is a change to a production cluster too: refused for its change ticket alone, which init did not
+    # carry over from the example (no --change-ticket here).
     canary = runner.invoke(app, ["plan", "--project-dir", str(project), "--stack", "team-canary", "--json"])
-    assert canary.exit_code == 0, canary.stdout[-1000:]
+    refused = [v["message"] for v in json.loads(canary.stdout)["violations"] if v["enforcement"] == "mandatory"]
+    assert canary.exit_code == 1 and refused == ["the canary stage must name a change ticket (changeTicket): the "
+                                                 "canary is a change to a production cluster too"]
 
 
 def test_trust_key_replaces_the_example_key(project: Path, tmp_path: Path) -> None:
