@@ -32,7 +32,8 @@ from checks.objects import Obj, gpu_request, labels_of, meta, name_of, spec_of, 
 from checks.progress import pod_ready
 from checks.prometheus import Prometheus, PrometheusError, Series, escape_label, escape_regex, finite, split_query
 from checks.serving import ENGINE_PARTS, METRICS, PART_METRIC, EngineParts, Figures, Parts, engine_of, figures, fill
-from checks.verify_facts import (DCGM_DRIVER_LABEL, DCGM_SERIES, DCGM_XID, DCGM_XID_COUNT, NO_PROMETHEUS, Baseline,
+from checks.verify_facts import (DCGM_DRIVER_LABEL, DCGM_SERIES, DCGM_XID, DCGM_XID_COUNT, KSM_INFO, KSM_RESTARTS,
+                                 KSM_TERMINATED, NO_PROMETHEUS, Baseline,
                                  BucketFigures, Comparison, DcgmNode, NodeXids, Restart, Restarts, UpgradedNode,
                                  VerifyFacts, Window, XidEvent)
 from gpu_knowledge import gpu_products, labels
@@ -43,14 +44,33 @@ from fleetspec.model import FleetSpec, Model, ServingEngine
 DCGM_NODE_LABELS = ("Hostname", "hostname", "kubernetes_node", "node")
 XID_STEP = 3600.0  # the Xid series are looked at an hour at a time...
 XID_OVERLAP = 600.0  # ...over ranges 10 minutes longer: each raw sample's predecessor is in the same range
-BEFORE_GUARD = 3600.0  # the window before an upgrade ends this long before the first node finished it
+# The window before an upgrade ends before the first node's pods could have been drained: the upgrade policy's own
+# bounds on waiting for jobs, deleting GPU pods and draining, and a margin for the driver's restart and validation.
+BEFORE_MARGIN = 3600.0
+UNBOUNDED_STEP = 86400.0  # a step whose timeout is 0 (waits forever) is taken as lasting at most a day, said so
 BEFORE_SPAN = 86400.0  # and lasts a day: a whole daily cycle of traffic
-KSM_INFO = "kube_pod_info"
-KSM_RESTARTS = "kube_pod_container_status_restarts_total"
-KSM_TERMINATED = "kube_pod_container_status_last_terminated_reason"
 
 
 # ---------------------------------------------------------------- the model's pods
+
+
+def before_guard(spec: FleetSpec) -> tuple[float, str]:
+    """How long before the first node finished its upgrade the window before it must end, and why: the stack's
+    ``waitForCompletion`` (when it waits for pods), ``podDeletion`` and ``drain`` (when enabled) timeouts, and
+    a margin; a step with no timeout (0) counts as a day, and the reason says so."""
+    policy = spec.gpuOperator.upgradePolicy
+    steps = [("podDeletion", policy.podDeletion.timeoutSeconds)]
+    if policy.waitForCompletion.podSelector:
+        steps.insert(0, ("waitForCompletion", policy.waitForCompletion.timeoutSeconds))
+    if policy.drain.enable:
+        steps.append(("drain", policy.drain.timeoutSeconds))
+    seconds = BEFORE_MARGIN + sum(float(t) if t else UNBOUNDED_STEP for _, t in steps)
+    parts = [f"{name}.timeoutSeconds {t}" if t else f"{name}.timeoutSeconds 0 (no bound: taken as a day)"
+             for name, t in steps]
+    hours, minutes = divmod(round(seconds) // 60, 60)
+    return seconds, (f"ends {hours} h {minutes:02d} min before the first node finished its upgrade: "
+                     f"{' + '.join(parts)} + a {BEFORE_MARGIN / 3600:g} h margin, so no pod drained for the upgrade "
+                     "is in it")
 
 
 def baseline_selector(model: Model) -> str:
@@ -317,11 +337,12 @@ def comparisons(reader: Reader | None, spec: FleetSpec, model: Model, new: list[
                                            f"the Ready pods matching {baseline_selector(model)} on old-driver nodes "
                                            f"of {what}, over the same buckets")
         elif pattern is not None and _before_is_like(spec, model, upgraded, product, placement):
-            end = first_finished - BEFORE_GUARD
+            guard, why = before_guard(spec)
+            end = first_finished - guard
             comparison.baseline = Baseline(
                 "before the upgrade", [pattern],
-                f"the model's own pods ({pattern}) over the day before the canary's first node started its upgrade "
-                f"(the same {what}: no old-driver pod of it runs now)", end - BEFORE_SPAN, end)
+                f"the model's own pods ({pattern}) over a day before the canary's first node was drained for its "
+                f"upgrade (the same {what}: no old-driver pod of it runs now)", end - BEFORE_SPAN, end, why)
         else:
             unlike = f"; left out as not like for like: {', '.join(comparison.excluded)}" if comparison.excluded else ""
             comparison.reason = (f"no like-for-like baseline: no Ready pod matching {baseline_selector(model)} "
@@ -411,6 +432,8 @@ def restarts(reader: Reader | None, model: Model, live: list[Obj], pattern: str 
             return found
         if not counts:
             found.missing.append(f"{KSM_RESTARTS} has no series for the model's pods ({pattern})")
+        found.buckets = window.buckets()
+        found.judged = {index for (pod, _), by_end in counts.items() if pod in pods for index in by_end if index > 0}
         buckets = {b.index: b for b in window.buckets()}
         oom_at = {(index, labels_.get("pod"), labels_.get("container")) for index, samples in ooms.items()
                   for labels_, value in samples if value >= 1}
@@ -424,7 +447,7 @@ def restarts(reader: Reader | None, model: Model, live: list[Obj], pattern: str 
                     found.restarts.append(Restart(pod, container, pods[pod], buckets.get(index), count,
                                                   (index, pod, container) in oom_at))
         return found
-    found = Restarts(model, "the pods' status", on_upgraded)
+    found = Restarts(model, "the pods' status", on_upgraded, buckets=window.buckets() if window else [])
     if reader is None:
         found.missing.append(NO_PROMETHEUS + ": read from the live pods' status instead")
     elif window is not None:

@@ -20,7 +20,7 @@ from checks.objects import Obj, labels_of, name_of, namespaced_name, spec_of, st
 from checks.progress import pod_ready
 from checks.results import Finding, failed, few, inconclusive, passed
 from checks.serving import METRICS, Figures
-from checks.verify_facts import (DCGM_DRIVER_LABEL, DCGM_SERIES, DCGM_XID, DCGM_XID_COUNT, NO_PROMETHEUS,
+from checks.verify_facts import (KSM_RESTARTS, DCGM_DRIVER_LABEL, DCGM_SERIES, DCGM_XID, DCGM_XID_COUNT, NO_PROMETHEUS,
                                  VALIDATOR_LABEL, BucketFigures, Comparison, UpgradedNode, VerifyFacts, stamp,
                                  validation_result)
 from gpu_knowledge import labels
@@ -190,6 +190,28 @@ def _out_of_tolerance(new: Figures, old: Figures, tolerance: dict[str, float], w
     return problems
 
 
+def judged_buckets(comparison: Comparison, minimum: int) -> tuple[int, list[str]]:
+    """(buckets of the comparison with ``minimum`` requests on each side, the others named with why): what
+    ``latency-throughput`` judges, and what the attestation records as the share of the soak judged."""
+    before = comparison.baseline is not None and comparison.baseline.kind == "before the upgrade"
+    judged, too_few = 0, []
+    for bucket in comparison.buckets:
+        why = _too_few(bucket, minimum, before)
+        if why is None:
+            judged += 1
+        else:
+            too_few.append(f"{bucket.bucket.name()}: {why}")
+    return judged, too_few
+
+
+def _serving_floors(facts: VerifyFacts) -> tuple[int, float, int]:
+    """(validation.minBucketRequests, minServingJudgedFraction, minRequests), defaults without a validation block."""
+    declared = facts.spec.validation
+    if declared is None:
+        return 100, 0.9, 1000
+    return declared.minBucketRequests, declared.minServingJudgedFraction, declared.minRequests
+
+
 def _too_few(bucket: BucketFigures, minimum: int, before: bool) -> str | None:
     """Why the bucket has too few requests to judge, or None."""
     new, old = bucket.new.requests or 0.0, bucket.baseline.requests or 0.0
@@ -225,7 +247,7 @@ def check_latency_throughput(facts: VerifyFacts) -> list[Finding]:
     baseline (old-driver pods of the same GPU product and GPUs per pod, else its own pods before the upgrade),
     bucket by bucket across the whole soak, within validation.tolerance; any bucket out of tolerance fails."""
     tolerance = _tolerances(facts)
-    minimum = facts.spec.validation.minBucketRequests if facts.spec.validation else 100
+    minimum, floor, min_requests = _serving_floors(facts)
     if not facts.comparisons:
         return [inconclusive("models", "no declared model runs on a released pool: nothing to compare")]
     findings = []
@@ -248,24 +270,31 @@ def check_latency_throughput(facts: VerifyFacts) -> list[Finding]:
             findings.append(inconclusive(subject, "no data: " + "; ".join(missing), evidence))
             continue
         where = "before the upgrade" if before else "on old-driver pods"
-        judged, too_few, failing = 0, [], []
+        judged, too_few = judged_buckets(comparison, minimum)
+        failing = []
         for bucket in comparison.buckets:
-            why = _too_few(bucket, minimum, before)
-            if why is not None:
-                too_few.append(f"{bucket.bucket.name()}: {why}")
-                continue
-            judged += 1
-            problems = _out_of_tolerance(bucket.new, bucket.baseline, tolerance, where)
-            if problems:
-                failing.append(f"{bucket.bucket.name()}: {'; '.join(problems)}")
-        evidence["buckets"] = {"count": len(comparison.buckets), "judged": judged,
-                               "tooFewRequests": too_few, "outOfTolerance": failing}
+            if _too_few(bucket, minimum, before) is None:
+                problems = _out_of_tolerance(bucket.new, bucket.baseline, tolerance, where)
+                if problems:
+                    failing.append(f"{bucket.bucket.name()}: {'; '.join(problems)}")
+        share = judged / len(comparison.buckets) if comparison.buckets else 0.0
+        served = (comparison.whole[0].requests if comparison.whole else None) or 0.0
+        evidence["buckets"] = {"count": len(comparison.buckets), "judged": judged, "judgedFraction": round(share, 4),
+                               "minJudgedFraction": floor, "tooFewRequests": too_few, "outOfTolerance": failing}
+        evidence["requests"] = {"newDriver": round(served), "minRequests": min_requests}
+        short = []
+        if share < floor:
+            short.append(f"{judged} of {len(comparison.buckets)} bucket(s) judged ({share:.0%}), less than "
+                         f"validation.minServingJudgedFraction ({floor:.0%}); with fewer than {minimum} requests on "
+                         f"a side: {_listed(too_few)}")
+        if served < min_requests:
+            short.append(f"{served:.0f} request(s) on new-driver pods over the soak, fewer than validation.minRequests "
+                         f"({min_requests})")
         if failing:
             findings.append(failed(subject, f"{len(failing)} of {judged} judged bucket(s) out of tolerance: "
-                                   + _listed(failing), evidence))
-        elif not judged:
-            findings.append(inconclusive(subject, f"no bucket of the soak had {minimum} requests on each side to "
-                                         "judge: " + _listed(too_few), evidence))
+                                   + _listed(failing) + "".join(f"; {s_}" for s_ in short), evidence))
+        elif short:
+            findings.append(failed(subject, "not enough of the soak judged: " + "; ".join(short), evidence))
         else:
             new, old = comparison.whole or (Figures(), Figures())
             summary = (f"{judged} bucket(s) within tolerance over {facts.window.as_json()['hours'] if facts.window else 0}"
@@ -291,6 +320,7 @@ def check_model_restarts(facts: VerifyFacts) -> list[Finding]:
     """Container restarts and OOM kills of each model's pods on upgraded nodes during the soak (kube-state-metrics,
     else the pods' own status): an OOM kill, or more restarts than validation.maxModelRestarts, fails."""
     allowed = facts.spec.validation.maxModelRestarts if facts.spec.validation else 0
+    _, floor, _ = _serving_floors(facts)
     if not facts.restarts:
         return [inconclusive("models", "no declared model runs on a released pool: no model pod to look at")]
     findings = []
@@ -308,6 +338,11 @@ def check_model_restarts(facts: VerifyFacts) -> list[Finding]:
         if not reading.pods:
             findings.append(inconclusive(subject, "no pod of the model ran on an upgraded node", evidence))
             continue
+        unjudged = [b.name() for b in reading.buckets if b.index not in reading.judged]
+        share = 1 - len(unjudged) / len(reading.buckets) if reading.buckets else 0.0
+        evidence["buckets"] = {"count": len(reading.buckets), "judged": len(reading.buckets) - len(unjudged),
+                               "judgedFraction": round(share, 4), "minJudgedFraction": floor,
+                               "notJudged": unjudged[:50]}
         total = sum(r.restarts for r in reading.restarts)
         oom_killed = any(r.oom_killed for r in reading.restarts)
         note = f" ({'; '.join(reading.missing)})" if reading.missing else ""
@@ -318,6 +353,15 @@ def check_model_restarts(facts: VerifyFacts) -> list[Finding]:
             why += (", OOM kills among them" if oom_killed
                     else f", more than the {allowed} validation.maxModelRestarts allows")
             findings.append(failed(subject, f"{why} ({reading.source}): {_listed(named)}{note}", evidence))
+        elif not reading.buckets:
+            findings.append(inconclusive(subject, f"the soak has no bucket to judge yet ({reading.source}){note}",
+                                         evidence))
+        elif share < floor:
+            findings.append(failed(subject, f"restarts known in {len(reading.buckets) - len(unjudged)} of "
+                                   f"{len(reading.buckets)} bucket(s) of the soak ({share:.0%}), less than "
+                                   f"validation.minServingJudgedFraction ({floor:.0%}): kube-state-metrics "
+                                   f"({KSM_RESTARTS}) shows the model's pods in none of {_listed(unjudged)}{note}",
+                                   evidence))
         else:
             what = "no container restart" if not total else f"{total} container restart(s), within {allowed}"
             findings.append(passed(subject, f"{what} of its {len(reading.pods)} pod(s) on upgraded nodes during the "

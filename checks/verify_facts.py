@@ -29,6 +29,9 @@ DCGM_SERIES = "DCGM_FI_DEV_GPU_UTIL"  # in dcgm-exporter's default counters; car
 DCGM_DRIVER_LABEL = "DCGM_FI_DRIVER_VERSION"
 DCGM_XID = "DCGM_FI_DEV_XID_ERRORS"  # a gauge: the last Xid (dcgm-exporter default-counters.csv)
 DCGM_XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"  # Xids per `xid` label over the exporter's window, where exported
+KSM_INFO = "kube_pod_info"  # kube-state-metrics: where each pod ran (node, pod_ip, created_by_*)
+KSM_RESTARTS = "kube_pod_container_status_restarts_total"
+KSM_TERMINATED = "kube_pod_container_status_last_terminated_reason"
 NO_PROMETHEUS = "no Prometheus: pass --prometheus URL, or set validation.prometheus in the stack"
 MIN_BUCKET_SECONDS = 300  # a last bucket shorter than this is left out (too short to judge)
 
@@ -161,11 +164,12 @@ class Baseline:
     description: str
     start: float | None = None  # before the upgrade: the window compared with
     end: float | None = None
+    ends: str | None = None  # before the upgrade: why the window ends where it does
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "pods": self.pods, "description": self.description}
         if self.start is not None and self.end is not None:
-            out["window"] = {"start": stamp(self.start), "end": stamp(self.end)}
+            out["window"] = {"start": stamp(self.start), "end": stamp(self.end), "ends": self.ends}
         return out
 
 
@@ -221,6 +225,8 @@ class Restarts:
     restarts: list[Restart] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # what could not be read, named
     error: str | None = None
+    buckets: list[Bucket] = field(default_factory=list)  # the soak's buckets
+    judged: set[int] = field(default_factory=set)  # those kube-state-metrics showed the pods' restart counts in
 
 
 # ---------------------------------------------------------------- DCGM

@@ -349,7 +349,7 @@ class Soak:
     driver_label: bool = True  # DCGM series carry DCGM_FI_DRIVER_VERSION (dcp-metrics-included.csv)
     xid_count: bool = False  # the exporter exports DCGM_EXP_XID_ERRORS_COUNT too
     err_code: bool = True  # the Xid gauge carries its value as an err_code label too (dcgm-exporter 4)
-    kube_state_metrics: bool = False
+    kube_state_metrics: bool = True  # kube-state-metrics is scraped (where the model's pods ran, restarts)
     gpus: int = 1  # GPUs per node DCGM reports (each its own series)
 
 
