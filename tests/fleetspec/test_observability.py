@@ -45,10 +45,31 @@ def test_a_bad_prometheus_is_refused_at_its_key(value: str, reason: str) -> None
     ("bucketMinutes", 2, "greater than or equal to 5"),
     ("minBucketRequests", 0, "greater than or equal to 1"),
     ("maxModelRestarts", -1, "greater than or equal to 0"),
+    ("minJudgedFraction", 1.5, "less than or equal to 1"),
+    ("minJudgedFraction", 0, "greater than 0"),
+    ("minServingJudgedFraction", 2, "less than or equal to 1"),
+    ("minRequests", 0, "greater than or equal to 1"),
 ])
-def test_bad_soak_judging_settings_are_refused_at_their_key(key: str, value: int, reason: str) -> None:
+def test_bad_soak_judging_settings_are_refused_at_their_key(key: str, value: float, reason: str) -> None:
     problem = _problem(edited("canary", "validation", lambda v: v.update({key: value})))
     assert problem.startswith(f"gpu-driver-upgrade:validation.{key}: ") and reason in problem, problem
+
+
+def test_the_soak_floors_default_to_what_an_attestation_needs() -> None:
+    spec = spec_from_config(edited("canary", "validation", lambda v: [v.pop(k, None) for k in (
+        "minJudgedFraction", "minServingJudgedFraction", "minRequests")]))
+    assert spec.validation is not None
+    assert (spec.validation.minJudgedFraction, spec.validation.minServingJudgedFraction,
+            spec.validation.minRequests) == (0.95, 0.9, 1000)
+
+
+@pytest.mark.parametrize(("key", "value", "reason"), [
+    ("minJudgedFraction", 1.01, "less than or equal to 1"),
+    ("minRequests", -5, "greater than or equal to 1"),
+])
+def test_bad_promotion_floors_are_refused_at_their_key(key: str, value: float, reason: str) -> None:
+    problem = _problem(edited("prod", "promotion", lambda v: v.update({key: value})))
+    assert problem.startswith(f"gpu-driver-upgrade:promotion.{key}: ") and reason in problem, problem
 
 
 def test_an_error_rate_tolerance_is_a_percentage_with_decimals() -> None:
