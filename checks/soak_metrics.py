@@ -34,7 +34,7 @@ from checks.prometheus import Prometheus, PrometheusError, Series, escape_label,
 from checks.serving import ENGINE_PARTS, METRICS, PART_METRIC, EngineParts, Figures, Parts, engine_of, figures, fill
 from checks.verify_facts import (DCGM_DRIVER_LABEL, DCGM_SERIES, DCGM_XID, DCGM_XID_COUNT, KSM_INFO, KSM_RESTARTS,
                                  KSM_TERMINATED, NO_PROMETHEUS, Baseline,
-                                 BucketFigures, Comparison, DcgmNode, NodeXids, Restart, Restarts, UpgradedNode,
+                                 BucketFigures, Comparison, DcgmCoverage, DcgmNode, NodeXids, Restart, Restarts, UpgradedNode,
                                  VerifyFacts, Window, XidEvent)
 from gpu_knowledge import gpu_products, labels
 from fleetspec.model import FleetSpec, Model, ServingEngine
@@ -549,6 +549,77 @@ def read_dcgm(reader: Reader, facts: VerifyFacts, exporters: Exporters) -> None:
                 reading.drivers[version] = reading.drivers.get(version, 0) + int(value)
 
 
+def trace_exporters(reader: Reader, facts: VerifyFacts, exporters: Exporters, namespace: str,
+                    daemonsets: set[str]) -> None:
+    """Add the DCGM Exporter pods of the past (replaced during the soak) to ``exporters``, from kube-state-metrics'
+    ``kube_pod_info`` (pod, node, pod IP) over the soak, so their series still name a node; where it shows none,
+    ``facts.exporter_history`` names the gap. The pods running now keep their own mapping."""
+    since = min((t for t in facts.finished_at.values() if t is not None), default=None)
+    if since is None:
+        return
+    owners = regex_of(sorted(daemonsets)) if daemonsets else "nvidia-dcgm-exporter.*"
+    expr = (f'max by (pod, node, pod_ip) (max_over_time({KSM_INFO}{{namespace="{escape_label(namespace)}",'
+            f'created_by_kind="DaemonSet",created_by_name=~"{owners}"}}[{max(300, int(facts.now - since))}s]))')
+    found = reader.instant(expr, facts.now)
+    if found is None:
+        facts.exporter_history = f"exporter pods of the past not traced: {reader.errors[-1]}"
+        return
+    traced = 0
+    for labels_, _ in found:
+        pod, node, ip = labels_.get("pod", ""), labels_.get("node", ""), labels_.get("pod_ip", "")
+        if not pod or not node or pod in exporters.by_pod:
+            continue
+        traced += 1
+        exporters.by_pod[pod] = node
+        if ip and ip not in exporters.by_ip:
+            exporters.by_ip[ip] = node
+    facts.exporter_history = (
+        f"{traced} DCGM Exporter pod(s) of the past traced to their nodes through {KSM_INFO}" if found else
+        f"{KSM_INFO} (kube-state-metrics) shows no pod of the exporter's DaemonSet ({owners}) in namespace "
+        f"{namespace}: series scraped from exporter pods replaced during the soak name no node unless a node label "
+        "(Hostname, kubernetes_node, node) does")
+
+
+def regex_of(values: list[str]) -> str:
+    return "|".join(escape_regex(v) for v in values)
+
+
+def read_coverage(reader: Reader, facts: VerifyFacts, exporters: Exporters) -> None:
+    """Per GPU of each upgraded node, the soak's buckets DCGM samples arrived in: ``count_over_time`` of
+    DCGM_SERIES per bucket (every raw sample counts once), by node and ``gpu``."""
+    window = facts.window
+    if window is None:
+        return
+    buckets = window.buckets()
+    facts.coverage = {n.name: DcgmCoverage(n.name, [str(i) for i in range(n.pool.gpusPerNode)], buckets)
+                      for n in facts.nodes}
+    if not buckets:
+        return
+    names = sorted(facts.coverage)
+    wanted = set(names)
+    by = ", ".join((*DCGM_NODE_LABELS, "instance", "pod", "gpu"))
+
+    def exprs(span: str) -> list[str]:
+        return _dcgm_exprs(reader, names, exporters,
+                           lambda sel: f"sum by ({by}) (count_over_time({DCGM_SERIES}{{{sel}}}[{span}]))",
+                           _by_exporter(facts))
+
+    facts.coverage_query = exprs(f"{int(window.bucket)}s")[0]
+    found = _per_bucket(reader, exprs, window)
+    if found is None:
+        facts.coverage_error = reader.errors[-1]
+        return
+    for index, samples in found.items():
+        for labels_, value in samples:
+            node, _ = exporters.node_of(labels_, wanted)
+            if node is None or value <= 0:
+                continue
+            reading, gpu = facts.coverage[node], labels_.get("gpu", "")
+            if gpu not in reading.gpus:
+                reading.gpus.append(gpu)
+            reading.seen.setdefault(gpu, set()).add(index)
+
+
 # ---------------------------------------------------------------- Xids, every one
 
 
@@ -622,12 +693,14 @@ STALE = 300.0  # Prometheus's staleness: a series silent longer than this has go
 
 
 def _flagged(source: str, points: dict[float, tuple[float, float]], since: float) -> set[float]:
-    """The hourly looks (by end) of one series worth reading sample by sample: it changed, appeared with a
-    non-zero value, or (the exporter's count) counted an Xid; and the look after each, which overlaps it."""
+    """The hourly looks (by end) of one series worth reading sample by sample: it changed, appeared (even at 0:
+    with a series per ``err_code``, the 0 series coming back means another Xid's series may come back after it,
+    within the hour, unchanged in value), or (the exporter's count) counted an Xid; and the look after each, which
+    overlaps it."""
     flagged = set()
     for at, (maximum, changed) in points.items():
         appeared = round(at - XID_STEP, 3) not in points
-        if at >= since and (changed > 0 or (appeared and maximum != 0) or (source == DCGM_XID_COUNT and maximum > 0)):
+        if at >= since and (changed > 0 or appeared or (source == DCGM_XID_COUNT and maximum > 0)):
             flagged |= {at, round(at + XID_STEP, 3)}
     return flagged
 

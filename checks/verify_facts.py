@@ -262,6 +262,26 @@ class DcgmNode:
 
 
 @dataclass
+class DcgmCoverage:
+    """Which buckets of the soak DCGM samples arrived in for each GPU of one upgraded node
+    (``count_over_time`` of DCGM_SERIES per bucket): a GPU's bucket without any is not judged."""
+
+    node: str
+    gpus: list[str]  # the GPUs judged: the pool's gpusPerNode ("0".."n-1") and any other DCGM showed
+    buckets: list[Bucket]
+    seen: dict[str, set[int]] = field(default_factory=dict)  # gpu -> bucket indexes with samples
+
+    def missing(self) -> dict[int, list[str]]:
+        """Bucket index -> the GPUs with no sample in it."""
+        out: dict[int, list[str]] = {}
+        for bucket in self.buckets:
+            lacking = [g for g in self.gpus if bucket.index not in self.seen.get(g, set())]
+            if lacking:
+                out[bucket.index] = lacking
+        return out
+
+
+@dataclass
 class VerifyFacts:
     spec: FleetSpec
     now: float
@@ -280,6 +300,10 @@ class VerifyFacts:
     xid_error: str | None = None
     xid_queries: list[str] = field(default_factory=list)
     restarts: list[Restarts] = field(default_factory=list)
+    coverage: dict[str, DcgmCoverage] = field(default_factory=dict)  # node -> DCGM samples per GPU per bucket
+    coverage_error: str | None = None
+    coverage_query: str | None = None
+    exporter_history: str | None = None  # how exporter pods of the past were traced to nodes, or the gap
     # pool -> (model, its pods on the pool's upgraded nodes, requests they served during the soak, or why not known)
     traffic: dict[str, list[tuple[Model, list[str], float | None, str | None]]] = field(default_factory=dict)
     kube_system_uid: str | None = None  # metadata.uid of the kube-system Namespace: the cluster's own identity
