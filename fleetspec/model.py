@@ -41,7 +41,8 @@ from fleetspec.base import (
 from fleetspec.operator import Drain, GpuOperator, PodDeletion, UpgradePolicy, WaitForCompletion
 from fleetspec.pools import AksPool, EksPool, ExistingPool, Generation, LaunchTemplate, NodePool, PoolRollout, PoolTarget
 from gpu_knowledge.platform import EKS_AMI_OS, aks_os, eks_os
-from fleetspec.observability import DecimalPercent, Duration, decimal_percent, duration_seconds, parse_prometheus
+from fleetspec.observability import (DecimalPercent, Duration, PrometheusDeclared, PrometheusSettings, decimal_percent,
+                                    duration_seconds, parse_prometheus)
 from fleetspec.simulation import Simulation
 from fleetspec.discipline import MaintenanceWindow, RolloutSettings, WeeklyWindow
 from gpu_knowledge.node_images import is_nvidia_ami
@@ -461,11 +462,13 @@ class Validation(SpecModel):
         None, description="Absolute host directory of node-exporter's textfile collector; the job writes its metrics "
         "there; none: no metrics file.", examples=["/var/lib/node-exporter/textfile"]
     )
-    prometheus: str | None = Field(
+    prometheus: PrometheusDeclared | None = Field(
         None, description="Where `verify` (and `watch`, for `models[].slo`) read Prometheus: an http(s) URL reached "
         "directly, or an in-cluster Service `namespace/name:port` reached through the API server's service proxy with "
-        "the stack's own cluster credentials (RBAC `create` on `services/proxy`), as CI reaches the cluster. "
-        "`--prometheus URL` overrides it. Without either, verify's Prometheus checks are inconclusive.",
+        "the stack's own cluster credentials (RBAC `create` on `services/proxy`), as CI reaches the cluster; or an "
+        "object with `url` or `service` and what it needs: `auth` (bearer token, kubeconfig identity, Azure, AWS "
+        "SigV4), `tenant`, `caFile`, `scheme` (docs/validation.md, one recipe per kind). `--prometheus URL` "
+        "overrides it. Without either, verify's Prometheus checks are inconclusive.",
         examples=["monitoring/prometheus-k8s:9090", "http://prometheus.monitoring:9090"])
     bucketMinutes: Annotated[StrictInt, Field(ge=5, le=1440)] = Field(
         60, description="verify compares latency, tokens/s and error rate across the soak in buckets this long, "
@@ -513,8 +516,8 @@ class Validation(SpecModel):
 
     @field_validator("prometheus")
     @classmethod
-    def _prometheus(cls, value: str | None) -> str | None:
-        if value is not None:
+    def _prometheus(cls, value: str | PrometheusSettings | None) -> str | PrometheusSettings | None:
+        if isinstance(value, str):
             parse_prometheus(value)
         return value
 
