@@ -13,6 +13,9 @@ the facts of :mod:`checks.verify_facts`, at scrape resolution, never sampled at 
   instant query.
 - *Restarts and OOM kills* of the model's pods on upgraded nodes, per bucket, from kube-state-metrics where it
   is scraped, else from the pods' own status (what that misses is named).
+- *Coverage*: per GPU of each upgraded node, the buckets DCGM samples arrived in (``count_over_time`` per bucket),
+  which `dcgm-metrics` and `no-new-xid` judge against ``validation.minJudgedFraction``; DCGM Exporter pods replaced
+  during the soak are traced to their nodes through kube-state-metrics' ``kube_pod_info``, else the gap is named.
 - *DCGM series* of each node now, with their driver label, matched to nodes in both exporter deployments: the
   ``Hostname`` label is the node where the exporter embeds the host engine; with the operator's standalone
   ``nvidia-dcgm`` it names that host engine instead, and the node comes from a ``kubernetes_node``/``node`` label

@@ -6,7 +6,9 @@ Pure functions over what :func:`checks.verify_read.gather` read (:class:`checks.
 giving ``pass``, ``fail`` or ``inconclusive`` per subject with the evidence it read. The soak is judged as a
 window, from its start to now: every Xid it logged, every bucket of its traffic, every restart. Missing evidence
 (an empty query, a counter the exporter does not export, no result from the validation job yet, no Prometheus)
-is ``inconclusive``, never a pass; a bucket with too few requests is reported as such, never judged.
+is ``inconclusive``, never a pass; a bucket with too few requests is reported as such, never judged. Too little
+of the soak judged fails: DCGM samples per GPU under ``validation.minJudgedFraction``, buckets with requests enough
+or restart counts under ``validation.minServingJudgedFraction``, requests under ``validation.minRequests``.
 """
 
 from __future__ import annotations
