@@ -1,4 +1,4 @@
-"""What `gpu-rollout verify` costs over a week of soak: a 50-node canary (8 GPUs a node, a model pod of 8 GPUs on
+"""What `gpu-rollout verify` costs over a week of soak, coverage judged (DCGM samples per GPU per hour): a 50-node canary (8 GPUs a node, a model pod of 8 GPUs on
 each) soaked 168 hours, against a real Prometheus backfilled with that week (tests/prometheus: DCGM for every GPU,
 vLLM for every model pod, kube-state-metrics; every 5 minutes, every 30 s in the last hour).
 
@@ -79,8 +79,11 @@ def read(kubeconfig: str, stack_file: str, url: str, now: float) -> dict[str, An
     statuses: dict[str, int] = {}
     for result in results:
         statuses[result.status.value] = statuses.get(result.status.value, 0) + 1
+    cells = sum(len(c.gpus) * len(c.buckets) for c in facts.coverage.values())
+    missing = sum(len(g) for c in facts.coverage.values() for g in c.missing().values())
     return {"seconds": seconds, "peak_mb": _peak_mb(),
-            "queries": prometheus.requests, "nodes": len(facts.nodes), "statuses": statuses}
+            "queries": prometheus.requests, "nodes": len(facts.nodes), "statuses": statuses,
+            "coverage": {"gpuBuckets": cells, "judged": cells - missing}}
 
 
 def measure(nodes: int = NODES, gpus: int = GPUS, soak_minutes: int = WEEK_MINUTES) -> dict[str, Any]:
@@ -117,9 +120,12 @@ def main() -> None:
     row = measure()
     print(f"verify over a week: {row['nodes']} upgraded nodes, {GPUS} GPUs on each of the {NODES} of its model's "
           f"pool, {row['samples']:,} samples backfilled ({row['ready']:.0f} s to build and backfill)")
+    coverage = row["coverage"]
     print(f"{'seconds':>8} {'peak MB':>8} {'queries':>8}  checks (the one fail: an Xid 79 half way through)")
     print(f"{row['seconds']:>8.2f} {row['peak_mb']:>8.0f} {row['queries']:>8}  "
           + ", ".join(f"{count} {status}" for status, count in sorted(row["statuses"].items())))
+    print(f"coverage judged: DCGM samples in {coverage['judged']:,} of {coverage['gpuBuckets']:,} GPU-buckets "
+          "(every GPU of every upgraded node, every hour of the soak); target: under 30 s and 300 MB")
 
 
 if __name__ == "__main__":

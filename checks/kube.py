@@ -322,26 +322,40 @@ class Kube:
                              content_type="application/json" if body is not None else None)
 
     def service_proxy(self, namespace: str, service: str, port: str, path: str,
-                      form: builtins.list[tuple[str, str]]) -> Obj:
+                      form: builtins.list[tuple[str, str]], *, scheme: str = "http",
+                      headers: dict[str, str] | None = None) -> Obj:
         """A POST of ``form`` (form-encoded) to ``path`` of a Service's ``port`` through the API server's service
-        proxy (``services/<name>:<port>/proxy``), with the adapter's bounds, retries and error mapping (RBAC:
-        ``create`` on ``services/proxy``). A form in the body, not the URL, so no proxy refuses a long query."""
-        url = Resource(kinds.SERVICE).path(namespace, f"{service}:{port}", f"proxy/{path.lstrip('/')}")
+        proxy (``services/[https:]<name>:<port>/proxy``: ``scheme`` is how the API server reaches the port), with
+        ``headers`` passed on, and the adapter's bounds, retries and error mapping (RBAC: ``create`` on
+        ``services/proxy``). A form in the body, not the URL, so no proxy refuses a long query."""
+        prefix = "https:" if scheme == "https" else ""
+        url = Resource(kinds.SERVICE).path(namespace, f"{prefix}{service}:{port}", f"proxy/{path.lstrip('/')}")
         return self._request("POST", url, [], verb="create", resource=SERVICE_PROXY, namespace=namespace,
-                             content_type=FORM, form=form)
+                             content_type=FORM, form=form, headers=headers)
+
+    def bearer_token(self) -> str | None:
+        """The kubeconfig identity's bearer token (a token, or what its credentials plugin gave), fresh; None
+        for an identity without one (a client certificate)."""
+        configuration = self.api.configuration
+        hook = getattr(configuration, "refresh_api_key_hook", None)
+        if hook is not None:
+            hook(configuration)
+        value = (getattr(configuration, "api_key", None) or {}).get("authorization") or ""
+        return str(value).removeprefix("Bearer ").strip() or None
 
     # ------------------------------------------------------------ the one place requests are made
 
     def _request(self, method: str, path: str, query: builtins.list[tuple[str, object]], *, verb: str, resource: Resource,
                  namespace: str | None, body: Any = None, content_type: str | None = None,
                  decoder: msgspec.json.Decoder[Any] = _WHOLE, retry_throttled: bool = True,
-                 form: builtins.list[tuple[str, str]] | None = None) -> Obj:
+                 form: builtins.list[tuple[str, str]] | None = None, headers: dict[str, str] | None = None) -> Obj:
         settings = self.settings
         start = self._monotonic()
         last: RetryableError | None = None
         for attempt in range(settings.attempts):
             try:
-                return self._once(method, path, query, verb, resource, namespace, body, content_type, decoder, form)
+                return self._once(method, path, query, verb, resource, namespace, body, content_type, decoder, form,
+                                  headers)
             except RetryableError as exc:
                 if not retry_throttled and isinstance(exc, TooManyRequestsError):
                     raise
@@ -359,8 +373,8 @@ class Kube:
 
     def _once(self, method: str, path: str, query: builtins.list[tuple[str, object]], verb: str, resource: Resource,
               namespace: str | None, body: Any, content_type: str | None, decoder: msgspec.json.Decoder[Any],
-              form: builtins.list[tuple[str, str]] | None = None) -> Obj:
-        headers = {"Accept": "application/json"}
+              form: builtins.list[tuple[str, str]] | None = None, extra: dict[str, str] | None = None) -> Obj:
+        headers = {**(extra or {}), "Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
         request = self.api.param_serialize(

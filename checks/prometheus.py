@@ -1,5 +1,6 @@
 """A small client of Prometheus's HTTP query API (``/api/v1/query``, ``/api/v1/query_range``) for `verify` and
-`watch`, reached directly at a URL or through the API server's service proxy.
+`watch`, reached directly at a URL (with the credential, tenant and CA bundle ``validation.prometheus`` names:
+:mod:`cloud_credentials` makes the headers) or through the API server's service proxy (over http or https).
 
 Queries go by POST, form-encoded (the API accepts both), so a long label regex never meets a proxy's URL limit;
 a query over many nodes or pods is split by the caller into queries within :attr:`Prometheus.max_query_bytes`
@@ -21,12 +22,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import urlencode
 
 import urllib3
 
 from checks import kube as k
 from checks.errors import ClusterError
-from fleetspec.observability import PrometheusAccess, PrometheusService, PrometheusUrl, parse_prometheus
+from cloud_credentials.credentials import (AwsSigV4, AzureToken, BearerEnv, BearerFile, BearerToken, Credential,
+                                           CredentialError)
+from fleetspec.observability import (PrometheusAccess, PrometheusAuth, PrometheusService, PrometheusSettings,
+                                     PrometheusUrl, parse_prometheus, prometheus_access)
 
 # The longest query sent in one request (its PromQL, in bytes): a regex of thousands of node or pod names is
 # split into several queries below it (POST bodies have no URL limit, but Prometheus parses what it is sent).
@@ -75,27 +80,65 @@ def _data(document: Any, where: str, expr: str, status: int | str) -> dict[str, 
     return dict(document.get("data") or {})
 
 
+NO_CREDENTIAL_FIX = ("it asks for a credential and none was sent: give validation.prometheus as an object with "
+                     "'auth' (docs/validation.md, \"Reaching Prometheus\")")
+
+
 class DirectTransport:
-    """POSTs to a URL this machine reaches, with its own bounded retries."""
+    """POSTs to a URL this machine reaches, with its own bounded retries, the ``credential``'s headers on each
+    request (made anew for each: a token may rotate, a signature covers the body and the time), the ``tenant``
+    as ``X-Scope-OrgID``, and the server's certificate checked against ``ca_file`` where given."""
 
     def __init__(self, url: str, *, timeout: float = 20.0, attempts: int = 3, backoff: float = 0.5,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, credential: Credential | None = None,
+                 tenant: str | None = None, ca_file: str | None = None) -> None:
         self.where = url.rstrip("/")
         self._attempts = attempts
         self._backoff = backoff
         self._sleep = sleep
-        self._http = urllib3.PoolManager(retries=False, timeout=urllib3.Timeout(total=timeout))
+        self._credential = credential
+        self._tenant = tenant
+        self._ca_file = ca_file
+        tls: dict[str, Any] = {"ca_certs": ca_file, "cert_reqs": "CERT_REQUIRED"} if ca_file else {}
+        self._http = urllib3.PoolManager(retries=False, timeout=urllib3.Timeout(total=timeout), **tls)
+
+    def _headers(self, url: str, body: bytes, expr: str) -> dict[str, str]:
+        headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
+        if self._tenant:
+            headers["X-Scope-OrgID"] = self._tenant
+        if self._credential is not None:
+            try:
+                headers.update(self._credential.headers("POST", url, body))
+            except CredentialError as exc:
+                raise PrometheusError(f"{self.where}: query {expr!r}: {exc}") from None
+        return headers
+
+    def _refused(self, status: int, expr: str) -> PrometheusError:
+        if self._credential is None:
+            return PrometheusError(f"{self.where}: query {expr!r}: HTTP {status}: {NO_CREDENTIAL_FIX}")
+        tenant = f" (tenant {self._tenant})" if self._tenant else ""
+        return PrometheusError(f"{self.where}: query {expr!r}: HTTP {status}: {self._credential.what} was refused"
+                               f"{tenant}: {self._credential.fix}")
 
     def post(self, path: str, form: list[tuple[str, str]], expr: str) -> dict[str, Any]:
         last = ""
+        url = self.where + path
+        body = urlencode(form).encode()
         for attempt in range(self._attempts):
             if attempt:
                 self._sleep(self._backoff * 2 ** (attempt - 1))
             try:
-                response = self._http.request("POST", self.where + path, fields=form, encode_multipart=False)
+                response = self._http.request("POST", url, body=body, headers=self._headers(url, body, expr))
+            except urllib3.exceptions.SSLError as exc:  # not a passing fault: retrying cannot help
+                fix = (f"the CA bundle {self._ca_file} does not sign it" if self._ca_file else
+                       "set validation.prometheus.caFile to the CA bundle that signs it")
+                raise PrometheusError(f"{self.where}: query {expr!r}: the server's TLS certificate is not trusted "
+                                      f"({fix}): {' '.join(str(exc).split())[:200]}") from None
             except urllib3.exceptions.HTTPError as exc:  # refused, reset, timed out
                 last = f"{type(exc).__name__}: {exc}"
                 continue
+            if response.status in (401, 403):
+                raise self._refused(response.status, expr)
             if response.status == 429 or response.status >= 500:
                 last = f"HTTP {response.status}"
                 continue
@@ -118,9 +161,10 @@ class ServiceTransport:
         self.where = service.describe()
 
     def post(self, path: str, form: list[tuple[str, str]], expr: str) -> dict[str, Any]:
+        tenant = {"X-Scope-OrgID": self.service.tenant} if self.service.tenant else None
         try:
             document = self.kube.service_proxy(self.service.namespace, self.service.name, self.service.port,
-                                               path, form)
+                                               path, form, scheme=self.service.scheme, headers=tenant)
         except ClusterError as exc:  # 403 (services/proxy), 503 (no endpoint), a query Prometheus refused (400)
             raise PrometheusError(f"{self.where}: query {expr!r}: {exc}") from None
         return _data(document, self.where, expr, "200")
@@ -184,19 +228,42 @@ def parse_or_none(text: str) -> PrometheusAccess | None:
         return None
 
 
+def credential_for(auth: PrometheusAuth, kube: k.Kube) -> Credential:
+    """The credential ``validation.prometheus.auth`` names (cloud_credentials makes its headers)."""
+    if auth.type == "bearer-file":
+        assert auth.file is not None
+        return BearerFile(auth.file)
+    if auth.type == "bearer-env":
+        assert auth.env is not None
+        return BearerEnv(auth.env)
+    if auth.type == "azure":
+        return AzureToken()
+    if auth.type == "aws-sigv4":
+        assert auth.region is not None
+        return AwsSigV4(auth.region)
+    return BearerToken(kube.bearer_token, f"the kubeconfig identity ({kube.where})",
+                       "use a kubeconfig whose user has a token or a credentials plugin (not a client certificate), "
+                       "with RBAC to the metrics kube-rbac-proxy guards; or auth type bearer-file/bearer-env")
+
+
 def connect(access: PrometheusAccess, kube: k.Kube) -> Prometheus:
-    """The client for ``access``: a URL directly, a Service through ``kube``'s service proxy."""
+    """The client for ``access``: a URL directly (with its credential, tenant and CA bundle), a Service through
+    ``kube``'s service proxy."""
     if isinstance(access, PrometheusService):
         return Prometheus(transport=ServiceTransport(kube, access))
-    return Prometheus(access.url)
+    credential = credential_for(access.auth, kube) if access.auth is not None else None
+    return Prometheus(transport=DirectTransport(access.url, credential=credential, tenant=access.tenant,
+                                                ca_file=access.ca_file))
 
 
-def for_stack(declared: str | None, kube: k.Kube, override: str | None = None) -> Prometheus | None:
-    """The Prometheus a live verb reads: ``override`` (``--prometheus URL``) where given, else the stack's
-    ``validation.prometheus`` (a URL, or a Service reached through ``kube``'s service proxy); None without either."""
+def for_stack(declared: str | PrometheusSettings | None, kube: k.Kube, override: str | None = None
+              ) -> Prometheus | None:
+    """The Prometheus a live verb reads: ``override`` (``--prometheus URL``, no credential) where given, else the
+    stack's ``validation.prometheus`` (a URL, or a Service reached through ``kube``'s service proxy, in its short
+    or its object form); None without either."""
     if override:
         return Prometheus(override)
-    return connect(parse_prometheus(declared), kube) if declared else None
+    return connect(prometheus_access(declared), kube) if declared else None
 
 
 def _matrix(data: dict[str, Any], expr: str) -> list[Series]:

@@ -13,6 +13,9 @@ the facts of :mod:`checks.verify_facts`, at scrape resolution, never sampled at 
   instant query.
 - *Restarts and OOM kills* of the model's pods on upgraded nodes, per bucket, from kube-state-metrics where it
   is scraped, else from the pods' own status (what that misses is named).
+- *Coverage*: per GPU of each upgraded node, the buckets DCGM samples arrived in (``count_over_time`` per bucket),
+  which `dcgm-metrics` and `no-new-xid` judge against ``validation.minJudgedFraction``; DCGM Exporter pods replaced
+  during the soak are traced to their nodes through kube-state-metrics' ``kube_pod_info``, else the gap is named.
 - *DCGM series* of each node now, with their driver label, matched to nodes in both exporter deployments: the
   ``Hostname`` label is the node where the exporter embeds the host engine; with the operator's standalone
   ``nvidia-dcgm`` it names that host engine instead, and the node comes from a ``kubernetes_node``/``node`` label
@@ -32,8 +35,9 @@ from checks.objects import Obj, gpu_request, labels_of, meta, name_of, spec_of, 
 from checks.progress import pod_ready
 from checks.prometheus import Prometheus, PrometheusError, Series, escape_label, escape_regex, finite, split_query
 from checks.serving import ENGINE_PARTS, METRICS, PART_METRIC, EngineParts, Figures, Parts, engine_of, figures, fill
-from checks.verify_facts import (DCGM_DRIVER_LABEL, DCGM_SERIES, DCGM_XID, DCGM_XID_COUNT, NO_PROMETHEUS, Baseline,
-                                 BucketFigures, Comparison, DcgmNode, NodeXids, Restart, Restarts, UpgradedNode,
+from checks.verify_facts import (DCGM_DRIVER_LABEL, DCGM_SERIES, DCGM_XID, DCGM_XID_COUNT, KSM_INFO, KSM_RESTARTS,
+                                 KSM_TERMINATED, NO_PROMETHEUS, Baseline,
+                                 BucketFigures, Comparison, DcgmCoverage, DcgmNode, NodeXids, Restart, Restarts, UpgradedNode,
                                  VerifyFacts, Window, XidEvent)
 from gpu_knowledge import gpu_products, labels
 from fleetspec.model import FleetSpec, Model, ServingEngine
@@ -43,14 +47,33 @@ from fleetspec.model import FleetSpec, Model, ServingEngine
 DCGM_NODE_LABELS = ("Hostname", "hostname", "kubernetes_node", "node")
 XID_STEP = 3600.0  # the Xid series are looked at an hour at a time...
 XID_OVERLAP = 600.0  # ...over ranges 10 minutes longer: each raw sample's predecessor is in the same range
-BEFORE_GUARD = 3600.0  # the window before an upgrade ends this long before the first node finished it
+# The window before an upgrade ends before the first node's pods could have been drained: the upgrade policy's own
+# bounds on waiting for jobs, deleting GPU pods and draining, and a margin for the driver's restart and validation.
+BEFORE_MARGIN = 3600.0
+UNBOUNDED_STEP = 86400.0  # a step whose timeout is 0 (waits forever) is taken as lasting at most a day, said so
 BEFORE_SPAN = 86400.0  # and lasts a day: a whole daily cycle of traffic
-KSM_INFO = "kube_pod_info"
-KSM_RESTARTS = "kube_pod_container_status_restarts_total"
-KSM_TERMINATED = "kube_pod_container_status_last_terminated_reason"
 
 
 # ---------------------------------------------------------------- the model's pods
+
+
+def before_guard(spec: FleetSpec) -> tuple[float, str]:
+    """How long before the first node finished its upgrade the window before it must end, and why: the stack's
+    ``waitForCompletion`` (when it waits for pods), ``podDeletion`` and ``drain`` (when enabled) timeouts, and
+    a margin; a step with no timeout (0) counts as a day, and the reason says so."""
+    policy = spec.gpuOperator.upgradePolicy
+    steps = [("podDeletion", policy.podDeletion.timeoutSeconds)]
+    if policy.waitForCompletion.podSelector:
+        steps.insert(0, ("waitForCompletion", policy.waitForCompletion.timeoutSeconds))
+    if policy.drain.enable:
+        steps.append(("drain", policy.drain.timeoutSeconds))
+    seconds = BEFORE_MARGIN + sum(float(t) if t else UNBOUNDED_STEP for _, t in steps)
+    parts = [f"{name}.timeoutSeconds {t}" if t else f"{name}.timeoutSeconds 0 (no bound: taken as a day)"
+             for name, t in steps]
+    hours, minutes = divmod(round(seconds) // 60, 60)
+    return seconds, (f"ends {hours} h {minutes:02d} min before the first node finished its upgrade: "
+                     f"{' + '.join(parts)} + a {BEFORE_MARGIN / 3600:g} h margin, so no pod drained for the upgrade "
+                     "is in it")
 
 
 def baseline_selector(model: Model) -> str:
@@ -317,11 +340,12 @@ def comparisons(reader: Reader | None, spec: FleetSpec, model: Model, new: list[
                                            f"the Ready pods matching {baseline_selector(model)} on old-driver nodes "
                                            f"of {what}, over the same buckets")
         elif pattern is not None and _before_is_like(spec, model, upgraded, product, placement):
-            end = first_finished - BEFORE_GUARD
+            guard, why = before_guard(spec)
+            end = first_finished - guard
             comparison.baseline = Baseline(
                 "before the upgrade", [pattern],
-                f"the model's own pods ({pattern}) over the day before the canary's first node started its upgrade "
-                f"(the same {what}: no old-driver pod of it runs now)", end - BEFORE_SPAN, end)
+                f"the model's own pods ({pattern}) over a day before the canary's first node was drained for its "
+                f"upgrade (the same {what}: no old-driver pod of it runs now)", end - BEFORE_SPAN, end, why)
         else:
             unlike = f"; left out as not like for like: {', '.join(comparison.excluded)}" if comparison.excluded else ""
             comparison.reason = (f"no like-for-like baseline: no Ready pod matching {baseline_selector(model)} "
@@ -411,6 +435,8 @@ def restarts(reader: Reader | None, model: Model, live: list[Obj], pattern: str 
             return found
         if not counts:
             found.missing.append(f"{KSM_RESTARTS} has no series for the model's pods ({pattern})")
+        found.buckets = window.buckets()
+        found.judged = {index for (pod, _), by_end in counts.items() if pod in pods for index in by_end if index > 0}
         buckets = {b.index: b for b in window.buckets()}
         oom_at = {(index, labels_.get("pod"), labels_.get("container")) for index, samples in ooms.items()
                   for labels_, value in samples if value >= 1}
@@ -424,7 +450,7 @@ def restarts(reader: Reader | None, model: Model, live: list[Obj], pattern: str 
                     found.restarts.append(Restart(pod, container, pods[pod], buckets.get(index), count,
                                                   (index, pod, container) in oom_at))
         return found
-    found = Restarts(model, "the pods' status", on_upgraded)
+    found = Restarts(model, "the pods' status", on_upgraded, buckets=window.buckets() if window else [])
     if reader is None:
         found.missing.append(NO_PROMETHEUS + ": read from the live pods' status instead")
     elif window is not None:
@@ -526,6 +552,77 @@ def read_dcgm(reader: Reader, facts: VerifyFacts, exporters: Exporters) -> None:
                 reading.drivers[version] = reading.drivers.get(version, 0) + int(value)
 
 
+def trace_exporters(reader: Reader, facts: VerifyFacts, exporters: Exporters, namespace: str,
+                    daemonsets: set[str]) -> None:
+    """Add the DCGM Exporter pods of the past (replaced during the soak) to ``exporters``, from kube-state-metrics'
+    ``kube_pod_info`` (pod, node, pod IP) over the soak, so their series still name a node; where it shows none,
+    ``facts.exporter_history`` names the gap. The pods running now keep their own mapping."""
+    since = min((t for t in facts.finished_at.values() if t is not None), default=None)
+    if since is None:
+        return
+    owners = regex_of(sorted(daemonsets)) if daemonsets else "nvidia-dcgm-exporter.*"
+    expr = (f'max by (pod, node, pod_ip) (max_over_time({KSM_INFO}{{namespace="{escape_label(namespace)}",'
+            f'created_by_kind="DaemonSet",created_by_name=~"{owners}"}}[{max(300, int(facts.now - since))}s]))')
+    found = reader.instant(expr, facts.now)
+    if found is None:
+        facts.exporter_history = f"exporter pods of the past not traced: {reader.errors[-1]}"
+        return
+    traced = 0
+    for labels_, _ in found:
+        pod, node, ip = labels_.get("pod", ""), labels_.get("node", ""), labels_.get("pod_ip", "")
+        if not pod or not node or pod in exporters.by_pod:
+            continue
+        traced += 1
+        exporters.by_pod[pod] = node
+        if ip and ip not in exporters.by_ip:
+            exporters.by_ip[ip] = node
+    facts.exporter_history = (
+        f"{traced} DCGM Exporter pod(s) of the past traced to their nodes through {KSM_INFO}" if found else
+        f"{KSM_INFO} (kube-state-metrics) shows no pod of the exporter's DaemonSet ({owners}) in namespace "
+        f"{namespace}: series scraped from exporter pods replaced during the soak name no node unless a node label "
+        "(Hostname, kubernetes_node, node) does")
+
+
+def regex_of(values: list[str]) -> str:
+    return "|".join(escape_regex(v) for v in values)
+
+
+def read_coverage(reader: Reader, facts: VerifyFacts, exporters: Exporters) -> None:
+    """Per GPU of each upgraded node, the soak's buckets DCGM samples arrived in: ``count_over_time`` of
+    DCGM_SERIES per bucket (every raw sample counts once), by node and ``gpu``."""
+    window = facts.window
+    if window is None:
+        return
+    buckets = window.buckets()
+    facts.coverage = {n.name: DcgmCoverage(n.name, [str(i) for i in range(n.pool.gpusPerNode)], buckets)
+                      for n in facts.nodes}
+    if not buckets:
+        return
+    names = sorted(facts.coverage)
+    wanted = set(names)
+    by = ", ".join((*DCGM_NODE_LABELS, "instance", "pod", "gpu"))
+
+    def exprs(span: str) -> list[str]:
+        return _dcgm_exprs(reader, names, exporters,
+                           lambda sel: f"sum by ({by}) (count_over_time({DCGM_SERIES}{{{sel}}}[{span}]))",
+                           _by_exporter(facts))
+
+    facts.coverage_query = exprs(f"{int(window.bucket)}s")[0]
+    found = _per_bucket(reader, exprs, window)
+    if found is None:
+        facts.coverage_error = reader.errors[-1]
+        return
+    for index, samples in found.items():
+        for labels_, value in samples:
+            node, _ = exporters.node_of(labels_, wanted)
+            if node is None or value <= 0:
+                continue
+            reading, gpu = facts.coverage[node], labels_.get("gpu", "")
+            if gpu not in reading.gpus:
+                reading.gpus.append(gpu)
+            reading.seen.setdefault(gpu, set()).add(index)
+
+
 # ---------------------------------------------------------------- Xids, every one
 
 
@@ -599,12 +696,14 @@ STALE = 300.0  # Prometheus's staleness: a series silent longer than this has go
 
 
 def _flagged(source: str, points: dict[float, tuple[float, float]], since: float) -> set[float]:
-    """The hourly looks (by end) of one series worth reading sample by sample: it changed, appeared with a
-    non-zero value, or (the exporter's count) counted an Xid; and the look after each, which overlaps it."""
+    """The hourly looks (by end) of one series worth reading sample by sample: it changed, appeared (even at 0:
+    with a series per ``err_code``, the 0 series coming back means another Xid's series may come back after it,
+    within the hour, unchanged in value), or (the exporter's count) counted an Xid; and the look after each, which
+    overlaps it."""
     flagged = set()
     for at, (maximum, changed) in points.items():
         appeared = round(at - XID_STEP, 3) not in points
-        if at >= since and (changed > 0 or (appeared and maximum != 0) or (source == DCGM_XID_COUNT and maximum > 0)):
+        if at >= since and (changed > 0 or appeared or (source == DCGM_XID_COUNT and maximum > 0)):
             flagged |= {at, round(at + XID_STEP, 3)}
     return flagged
 

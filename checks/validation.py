@@ -6,7 +6,9 @@ Pure functions over what :func:`checks.verify_read.gather` read (:class:`checks.
 giving ``pass``, ``fail`` or ``inconclusive`` per subject with the evidence it read. The soak is judged as a
 window, from its start to now: every Xid it logged, every bucket of its traffic, every restart. Missing evidence
 (an empty query, a counter the exporter does not export, no result from the validation job yet, no Prometheus)
-is ``inconclusive``, never a pass; a bucket with too few requests is reported as such, never judged.
+is ``inconclusive``, never a pass; a bucket with too few requests is reported as such, never judged. Too little
+of the soak judged fails: DCGM samples per GPU under ``validation.minJudgedFraction``, buckets with requests enough
+or restart counts under ``validation.minServingJudgedFraction``, requests under ``validation.minRequests``.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from checks.objects import Obj, labels_of, name_of, namespaced_name, spec_of, st
 from checks.progress import pod_ready
 from checks.results import Finding, failed, few, inconclusive, passed
 from checks.serving import METRICS, Figures
-from checks.verify_facts import (DCGM_DRIVER_LABEL, DCGM_SERIES, DCGM_XID, DCGM_XID_COUNT, NO_PROMETHEUS,
-                                 VALIDATOR_LABEL, BucketFigures, Comparison, UpgradedNode, VerifyFacts, stamp,
+from checks.verify_facts import (KSM_RESTARTS, DCGM_DRIVER_LABEL, DCGM_SERIES, DCGM_XID, DCGM_XID_COUNT, NO_PROMETHEUS,
+                                 VALIDATOR_LABEL, Bucket, BucketFigures, Comparison, UpgradedNode, VerifyFacts, XidEvent,
+                                 stamp,
                                  validation_result)
 from gpu_knowledge import labels
 from gpu_knowledge.capacity import percent_of
@@ -36,6 +39,10 @@ VERB = "verify"
 # PREEMPTIVE_REMOVAL ("logged on app abort (Ctrl-C, reset, kill)"), 43 RESETCHANNEL_VERIF_ERROR (an app
 # fault; "the GPU stays healthy").
 EXPECTED_XIDS = {43: "RESETCHANNEL_VERIF_ERROR: a killed process's channel", 45: "PREEMPTIVE_REMOVAL: a killed process"}
+# They are expected only in the node's own upgrade window: until this long after its upgrade finished (the
+# validation job's server and the model pods coming back still kill processes). Outside it the gauge's 43/45 could
+# hide a later Xid, so that GPU's bucket is not judged (the exporter's count shows every Xid: nothing hides there).
+UPGRADE_SETTLE = 3600.0
 SHOWN = 5  # buckets, events or restarts a message names before "and N more"
 
 
@@ -190,6 +197,28 @@ def _out_of_tolerance(new: Figures, old: Figures, tolerance: dict[str, float], w
     return problems
 
 
+def judged_buckets(comparison: Comparison, minimum: int) -> tuple[int, list[str]]:
+    """(buckets of the comparison with ``minimum`` requests on each side, the others named with why): what
+    ``latency-throughput`` judges, and what the attestation records as the share of the soak judged."""
+    before = comparison.baseline is not None and comparison.baseline.kind == "before the upgrade"
+    judged, too_few = 0, []
+    for bucket in comparison.buckets:
+        why = _too_few(bucket, minimum, before)
+        if why is None:
+            judged += 1
+        else:
+            too_few.append(f"{bucket.bucket.name()}: {why}")
+    return judged, too_few
+
+
+def _serving_floors(facts: VerifyFacts) -> tuple[int, float, int]:
+    """(validation.minBucketRequests, minServingJudgedFraction, minRequests), defaults without a validation block."""
+    declared = facts.spec.validation
+    if declared is None:
+        return 100, 0.9, 1000
+    return declared.minBucketRequests, declared.minServingJudgedFraction, declared.minRequests
+
+
 def _too_few(bucket: BucketFigures, minimum: int, before: bool) -> str | None:
     """Why the bucket has too few requests to judge, or None."""
     new, old = bucket.new.requests or 0.0, bucket.baseline.requests or 0.0
@@ -225,7 +254,7 @@ def check_latency_throughput(facts: VerifyFacts) -> list[Finding]:
     baseline (old-driver pods of the same GPU product and GPUs per pod, else its own pods before the upgrade),
     bucket by bucket across the whole soak, within validation.tolerance; any bucket out of tolerance fails."""
     tolerance = _tolerances(facts)
-    minimum = facts.spec.validation.minBucketRequests if facts.spec.validation else 100
+    minimum, floor, min_requests = _serving_floors(facts)
     if not facts.comparisons:
         return [inconclusive("models", "no declared model runs on a released pool: nothing to compare")]
     findings = []
@@ -248,24 +277,31 @@ def check_latency_throughput(facts: VerifyFacts) -> list[Finding]:
             findings.append(inconclusive(subject, "no data: " + "; ".join(missing), evidence))
             continue
         where = "before the upgrade" if before else "on old-driver pods"
-        judged, too_few, failing = 0, [], []
+        judged, too_few = judged_buckets(comparison, minimum)
+        failing = []
         for bucket in comparison.buckets:
-            why = _too_few(bucket, minimum, before)
-            if why is not None:
-                too_few.append(f"{bucket.bucket.name()}: {why}")
-                continue
-            judged += 1
-            problems = _out_of_tolerance(bucket.new, bucket.baseline, tolerance, where)
-            if problems:
-                failing.append(f"{bucket.bucket.name()}: {'; '.join(problems)}")
-        evidence["buckets"] = {"count": len(comparison.buckets), "judged": judged,
-                               "tooFewRequests": too_few, "outOfTolerance": failing}
+            if _too_few(bucket, minimum, before) is None:
+                problems = _out_of_tolerance(bucket.new, bucket.baseline, tolerance, where)
+                if problems:
+                    failing.append(f"{bucket.bucket.name()}: {'; '.join(problems)}")
+        share = judged / len(comparison.buckets) if comparison.buckets else 0.0
+        served = (comparison.whole[0].requests if comparison.whole else None) or 0.0
+        evidence["buckets"] = {"count": len(comparison.buckets), "judged": judged, "judgedFraction": round(share, 4),
+                               "minJudgedFraction": floor, "tooFewRequests": too_few, "outOfTolerance": failing}
+        evidence["requests"] = {"newDriver": round(served), "minRequests": min_requests}
+        short = []
+        if share < floor:
+            short.append(f"{judged} of {len(comparison.buckets)} bucket(s) judged ({share:.0%}), less than "
+                         f"validation.minServingJudgedFraction ({floor:.0%}); with fewer than {minimum} requests on "
+                         f"a side: {_listed(too_few)}")
+        if served < min_requests:
+            short.append(f"{served:.0f} request(s) on new-driver pods over the soak, fewer than validation.minRequests "
+                         f"({min_requests})")
         if failing:
             findings.append(failed(subject, f"{len(failing)} of {judged} judged bucket(s) out of tolerance: "
-                                   + _listed(failing), evidence))
-        elif not judged:
-            findings.append(inconclusive(subject, f"no bucket of the soak had {minimum} requests on each side to "
-                                         "judge: " + _listed(too_few), evidence))
+                                   + _listed(failing) + "".join(f"; {s_}" for s_ in short), evidence))
+        elif short:
+            findings.append(failed(subject, "not enough of the soak judged: " + "; ".join(short), evidence))
         else:
             new, old = comparison.whole or (Figures(), Figures())
             summary = (f"{judged} bucket(s) within tolerance over {facts.window.as_json()['hours'] if facts.window else 0}"
@@ -291,6 +327,7 @@ def check_model_restarts(facts: VerifyFacts) -> list[Finding]:
     """Container restarts and OOM kills of each model's pods on upgraded nodes during the soak (kube-state-metrics,
     else the pods' own status): an OOM kill, or more restarts than validation.maxModelRestarts, fails."""
     allowed = facts.spec.validation.maxModelRestarts if facts.spec.validation else 0
+    _, floor, _ = _serving_floors(facts)
     if not facts.restarts:
         return [inconclusive("models", "no declared model runs on a released pool: no model pod to look at")]
     findings = []
@@ -308,6 +345,11 @@ def check_model_restarts(facts: VerifyFacts) -> list[Finding]:
         if not reading.pods:
             findings.append(inconclusive(subject, "no pod of the model ran on an upgraded node", evidence))
             continue
+        unjudged = [b.name() for b in reading.buckets if b.index not in reading.judged]
+        share = 1 - len(unjudged) / len(reading.buckets) if reading.buckets else 0.0
+        evidence["buckets"] = {"count": len(reading.buckets), "judged": len(reading.buckets) - len(unjudged),
+                               "judgedFraction": round(share, 4), "minJudgedFraction": floor,
+                               "notJudged": unjudged[:50]}
         total = sum(r.restarts for r in reading.restarts)
         oom_killed = any(r.oom_killed for r in reading.restarts)
         note = f" ({'; '.join(reading.missing)})" if reading.missing else ""
@@ -318,11 +360,74 @@ def check_model_restarts(facts: VerifyFacts) -> list[Finding]:
             why += (", OOM kills among them" if oom_killed
                     else f", more than the {allowed} validation.maxModelRestarts allows")
             findings.append(failed(subject, f"{why} ({reading.source}): {_listed(named)}{note}", evidence))
+        elif not reading.buckets or facts.prometheus is None:
+            why = "the soak has no bucket to judge yet" if reading.buckets == [] else NO_PROMETHEUS
+            findings.append(inconclusive(subject, f"{what_of(total, allowed)}, but {why} ({reading.source}){note}",
+                                         evidence))
+        elif share < floor:
+            findings.append(failed(subject, f"restarts known in {len(reading.buckets) - len(unjudged)} of "
+                                   f"{len(reading.buckets)} bucket(s) of the soak ({share:.0%}), less than "
+                                   f"validation.minServingJudgedFraction ({floor:.0%}): kube-state-metrics "
+                                   f"({KSM_RESTARTS}) shows the model's pods in none of {_listed(unjudged)}{note}",
+                                   evidence))
         else:
-            what = "no container restart" if not total else f"{total} container restart(s), within {allowed}"
+            what = what_of(total, allowed)
             findings.append(passed(subject, f"{what} of its {len(reading.pods)} pod(s) on upgraded nodes during the "
                                    f"soak ({reading.source}){note}", evidence))
     return findings
+
+
+def _spans(buckets: list[Bucket], missing: dict[int, list[str]]) -> list[str]:
+    """The buckets of ``missing`` (index -> GPUs), runs of consecutive ones with the same GPUs written once:
+    ``hour 2 to hour 166 (<start> to <end>): GPU 0, 1``."""
+    by_index = {b.index: b for b in buckets}
+    runs: list[tuple[Bucket, Bucket, list[str]]] = []
+    for index in sorted(missing):
+        gpus = sorted(missing[index], key=lambda g: (len(g), g))
+        if runs and runs[-1][1].index == index - 1 and runs[-1][2] == gpus:
+            runs[-1] = (runs[-1][0], by_index[index], gpus)
+        else:
+            runs.append((by_index[index], by_index[index], gpus))
+    out = []
+    for first, last, gpus in runs:
+        unit = first.name().split(" ", 1)[0]
+        where = first.name() if first is last else (f"{unit} {first.index} to {unit} {last.index} "
+                                                     f"({stamp(first.start)} to {stamp(last.end)})")
+        out.append(f"{where}: GPU {', '.join(gpus)}")
+    return out
+
+
+def _coverage(facts: VerifyFacts, node: str, what: str, unjudged: dict[int, list[str]] | None = None
+              ) -> tuple[str | None, dict[str, Any]]:
+    """(why too little of the node's soak is judged, or None; the evidence): its GPUs' buckets without DCGM samples,
+    and ``unjudged`` ones (index -> GPUs), against validation.minJudgedFraction."""
+    floor = facts.spec.validation.minJudgedFraction if facts.spec.validation else 0.95
+    reading = facts.coverage.get(node)
+    evidence: dict[str, Any] = {"query": facts.coverage_query, "minJudgedFraction": floor,
+                                "exporterHistory": facts.exporter_history}
+    if facts.coverage_error:
+        return f"which buckets DCGM samples arrived in is not known: {facts.coverage_error}", evidence
+    if reading is None or not reading.buckets:
+        evidence["buckets"] = 0
+        return None, evidence
+    missing = reading.missing()
+    for index, gpus in (unjudged or {}).items():
+        missing[index] = sorted(set(missing.get(index, [])) | set(gpus))
+    total = len(reading.gpus) * len(reading.buckets)
+    lost = sum(len(g) for g in missing.values())
+    share = 1 - lost / total
+    spans = _spans(reading.buckets, missing)
+    evidence.update(gpus=reading.gpus, buckets=len(reading.buckets), judged=total - lost,
+                    judgedFraction=round(share, 4), notJudged=spans[:50])
+    if share >= floor:
+        return None, evidence
+    gap = f" ({facts.exporter_history})" if facts.exporter_history and "no pod" in facts.exporter_history else ""
+    return (f"{what} judged in {total - lost} of {total} GPU-bucket(s) of the soak ({share:.0%}), less than "
+            f"validation.minJudgedFraction ({floor:.0%}); not judged: {_listed(spans)}{gap}"), evidence
+
+
+def what_of(total: int, allowed: int) -> str:
+    return "no container restart" if not total else f"{total} container restart(s), within {allowed}"
 
 
 @check(CheckId.NO_NEW_XID, VALIDATION)
@@ -351,21 +456,52 @@ def check_no_new_xid(facts: VerifyFacts) -> list[Finding]:
                                          "node (Hostname, kubernetes_node, node) nor a DCGM Exporter pod", evidence))
             continue
         events = reading.events
+        settled = since + UPGRADE_SETTLE
+        expected = [e for e in events if e.xid in EXPECTED_XIDS and e.at <= settled]
+        outside = [e for e in events if e.xid in EXPECTED_XIDS and e.at > settled]
         evidence["xids"] = [{"xid": x, "first": stamp(min(e.at for e in events if e.xid == x)),
                              "expected": x in EXPECTED_XIDS} for x in sorted({e.xid for e in events})]
         evidence["events"] = [{"xid": e.xid, "gpu": e.gpu, "at": stamp(e.at)} for e in events[:50]]
+        evidence["upgradeWindowEnds"] = stamp(settled)
+        hidden = _hiding(facts, outside) if reading.source == DCGM_XID else {}
+        short, evidence["coverage"] = _coverage(facts, node.name, "DCGM samples with no Xid 43/45 that could hide "
+                                                "another", hidden)
         fatal = [e for e in events if e.xid not in EXPECTED_XIDS]
         if fatal:
             xids = ", ".join(str(x) for x in sorted({e.xid for e in fatal}))
             findings.append(failed(node.name, f"Xid {xids} since the upgrade finished ({started}): " + _listed(
                 [f"Xid {e.xid} on GPU {e.gpu} of {e.node} at {stamp(e.at)}" for e in fatal])
                 + f" ({reading.source})", evidence))
-        else:
-            seen = sorted({e.xid for e in events})
-            note = f" (ignored, expected during pod deletion: {', '.join(str(x) for x in seen)})" if seen else ""
-            findings.append(passed(node.name, f"no new Xid since {started}{note} ({reading.source}, every sample)",
-                                   evidence))
+            continue
+        if short:
+            findings.append(failed(node.name, f"no new Xid seen since {started}, but too little of the soak was "
+                                   f"seen: {short}", evidence))
+            continue
+        notes = []
+        if expected:
+            notes.append("ignored, expected in its upgrade window (until " + stamp(settled) + "): "
+                         + ", ".join(str(x) for x in sorted({e.xid for e in expected})))
+        if outside:
+            how = ("its GPU's bucket not judged, a later Xid could hide behind it in the gauge"
+                   if reading.source == DCGM_XID else f"{DCGM_XID_COUNT} shows every other Xid")
+            notes.append("outside its upgrade window, " + how + ": " + _listed(
+                [f"Xid {e.xid} on GPU {e.gpu} at {stamp(e.at)}" for e in outside]))
+        note = f" ({'; '.join(notes)})" if notes else ""
+        judged = evidence["coverage"].get("judgedFraction")
+        seen_share = f", {judged:.0%} of the soak's GPU-buckets judged" if isinstance(judged, float) else ""
+        findings.append(passed(node.name, f"no new Xid since {started}{note} ({reading.source}, every sample"
+                               f"{seen_share})", evidence))
     return findings
+
+
+def _hiding(facts: VerifyFacts, events: list[XidEvent]) -> dict[int, list[str]]:
+    """Bucket index -> GPUs whose bucket an Xid 43/45 of the gauge leaves unjudged."""
+    out: dict[int, list[str]] = {}
+    for bucket in facts.window.buckets() if facts.window else []:
+        gpus = sorted({e.gpu for e in events if bucket.start <= e.at < bucket.end})
+        if gpus:
+            out[bucket.index] = gpus
+    return out
 
 
 @check(CheckId.DCGM_METRICS, VALIDATION)
@@ -384,9 +520,14 @@ def check_dcgm_metrics(facts: VerifyFacts) -> list[Finding]:
         evidence.update(seriesByDriver=drivers, matchedBy=reading.matched_by)
         unlabelled = drivers.pop("", 0)
         matching = {v: n for v, n in drivers.items() if job_result.driver_matches(node.target, v)}
-        if matching:
+        short, evidence["coverage"] = _coverage(facts, node.name, f"{DCGM_SERIES} samples")
+        if matching and short:
+            findings.append(failed(node.name, f"DCGM reports {node.target} now, but {short}", evidence))
+        elif matching:
+            judged = evidence["coverage"].get("judgedFraction")
+            share = (f"; samples in {judged:.0%} of the soak's GPU-buckets" if isinstance(judged, float) else "")
             findings.append(passed(node.name, f"{sum(matching.values())} {DCGM_SERIES} series with "
-                                   f"{DCGM_DRIVER_LABEL}={node.target}", evidence))
+                                   f"{DCGM_DRIVER_LABEL}={node.target}{share}", evidence))
         elif drivers:
             findings.append(failed(node.name, f"DCGM reports driver {', '.join(sorted(drivers))}, not {node.target}",
                                    evidence))

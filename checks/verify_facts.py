@@ -29,6 +29,9 @@ DCGM_SERIES = "DCGM_FI_DEV_GPU_UTIL"  # in dcgm-exporter's default counters; car
 DCGM_DRIVER_LABEL = "DCGM_FI_DRIVER_VERSION"
 DCGM_XID = "DCGM_FI_DEV_XID_ERRORS"  # a gauge: the last Xid (dcgm-exporter default-counters.csv)
 DCGM_XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"  # Xids per `xid` label over the exporter's window, where exported
+KSM_INFO = "kube_pod_info"  # kube-state-metrics: where each pod ran (node, pod_ip, created_by_*)
+KSM_RESTARTS = "kube_pod_container_status_restarts_total"
+KSM_TERMINATED = "kube_pod_container_status_last_terminated_reason"
 NO_PROMETHEUS = "no Prometheus: pass --prometheus URL, or set validation.prometheus in the stack"
 MIN_BUCKET_SECONDS = 300  # a last bucket shorter than this is left out (too short to judge)
 
@@ -161,11 +164,12 @@ class Baseline:
     description: str
     start: float | None = None  # before the upgrade: the window compared with
     end: float | None = None
+    ends: str | None = None  # before the upgrade: why the window ends where it does
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "pods": self.pods, "description": self.description}
         if self.start is not None and self.end is not None:
-            out["window"] = {"start": stamp(self.start), "end": stamp(self.end)}
+            out["window"] = {"start": stamp(self.start), "end": stamp(self.end), "ends": self.ends}
         return out
 
 
@@ -221,6 +225,8 @@ class Restarts:
     restarts: list[Restart] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # what could not be read, named
     error: str | None = None
+    buckets: list[Bucket] = field(default_factory=list)  # the soak's buckets
+    judged: set[int] = field(default_factory=set)  # those kube-state-metrics showed the pods' restart counts in
 
 
 # ---------------------------------------------------------------- DCGM
@@ -256,6 +262,26 @@ class DcgmNode:
 
 
 @dataclass
+class DcgmCoverage:
+    """Which buckets of the soak DCGM samples arrived in for each GPU of one upgraded node
+    (``count_over_time`` of DCGM_SERIES per bucket): a GPU's bucket without any is not judged."""
+
+    node: str
+    gpus: list[str]  # the GPUs judged: the pool's gpusPerNode ("0".."n-1") and any other DCGM showed
+    buckets: list[Bucket]
+    seen: dict[str, set[int]] = field(default_factory=dict)  # gpu -> bucket indexes with samples
+
+    def missing(self) -> dict[int, list[str]]:
+        """Bucket index -> the GPUs with no sample in it."""
+        out: dict[int, list[str]] = {}
+        for bucket in self.buckets:
+            lacking = [g for g in self.gpus if bucket.index not in self.seen.get(g, set())]
+            if lacking:
+                out[bucket.index] = lacking
+        return out
+
+
+@dataclass
 class VerifyFacts:
     spec: FleetSpec
     now: float
@@ -274,6 +300,10 @@ class VerifyFacts:
     xid_error: str | None = None
     xid_queries: list[str] = field(default_factory=list)
     restarts: list[Restarts] = field(default_factory=list)
+    coverage: dict[str, DcgmCoverage] = field(default_factory=dict)  # node -> DCGM samples per GPU per bucket
+    coverage_error: str | None = None
+    coverage_query: str | None = None
+    exporter_history: str | None = None  # how exporter pods of the past were traced to nodes, or the gap
     # pool -> (model, its pods on the pool's upgraded nodes, requests they served during the soak, or why not known)
     traffic: dict[str, list[tuple[Model, list[str], float | None, str | None]]] = field(default_factory=dict)
     kube_system_uid: str | None = None  # metadata.uid of the kube-system Namespace: the cluster's own identity

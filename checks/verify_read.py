@@ -137,10 +137,14 @@ def gather(kube: k.Kube, spec: FleetSpec, prometheus: Prometheus | None, now: fl
     names = {n.name for n in nodes}
     operator_pods: dict[str, list[Obj]] = {}
     exporters = metrics.Exporters()
+    daemonsets: set[str] = set()  # the exporter's DaemonSets, whose pods of the past kube_pod_info names
     for pod in kube.list(k.PODS, namespace=spec.gpuOperator.namespace):
         node = spec_of(pod).get("nodeName")
         if node in names:
             operator_pods.setdefault(node, []).append(pod)
+        if labels_of(pod).get(EXPORTER_LABEL[0]) == EXPORTER_LABEL[1]:
+            daemonsets |= {str(o.get("name")) for o in meta(pod).get("ownerReferences") or []
+                           if o.get("kind") == "DaemonSet" and o.get("name")}
         if labels_of(pod).get(EXPORTER_LABEL[0]) == EXPORTER_LABEL[1] and node:
             exporters.by_pod[name_of(pod)] = str(node)
             if status_of(pod).get("podIP"):
@@ -183,7 +187,9 @@ def gather(kube: k.Kube, spec: FleetSpec, prometheus: Prometheus | None, now: fl
                 facts.traffic.setdefault(pool, []).append((model, on_pool, *metrics.served_requests(reader, model, on_pool, soak, now)))
 
     if reader is not None:
+        metrics.trace_exporters(reader, facts, exporters, spec.gpuOperator.namespace, daemonsets)
         metrics.read_dcgm(reader, facts, exporters)
+        metrics.read_coverage(reader, facts, exporters)
         metrics.read_xids(reader, facts, exporters)
     return facts
 

@@ -125,6 +125,8 @@ class CanaryGate(pulumi.ComponentResource):
                 stack=own_stack_name(),
                 canary_identity=identity,
                 max_attestation_age_days=promotion.maxAttestationAgeDays,
+                min_judged_fraction=promotion.minJudgedFraction,
+                min_requests=promotion.minRequests,
                 install=rf.read_install(args.install),
             ),
             opts=child_options(self, opts),

@@ -177,6 +177,37 @@ class AttestedPool(_Record):
         return self
 
 
+class PoolCoverage(_Record):
+    """How much of the soak verify judged on one attested canary pool's models: of the soak's ``buckets``
+    (``validation.bucketMinutes``), the share ``judgedFraction`` in which every comparison of a model on the pool
+    had requests enough to judge (the lowest of its models), and the ``requests`` their pods on the pool's
+    upgraded nodes served over the soak. The gate compares them with the prod stack's ``promotion.minJudgedFraction``
+    and ``promotion.minRequests`` (:func:`coverage_problem`)."""
+
+    judgedFraction: Annotated[float, Field(ge=0, le=1)]
+    requests: Annotated[StrictInt, Field(ge=0)]
+    buckets: Annotated[StrictInt, Field(ge=0)]
+
+
+def coverage_problem(attestation: Attestation, pool: str, min_judged: float | None, min_requests: int | None
+                     ) -> str | None:
+    """Why the attested canary ``pool`` did not serve traffic enough for the prod floors; None when it did. An
+    attestation that records no coverage for the pool, or a floor not stated, is never enough."""
+    found = (attestation.coverage or {}).get(pool)
+    if found is None:
+        return f"the attestation records no coverage for canary pool {pool} (re-attest with this version's verify)"
+    if min_judged is None or min_requests is None:
+        return "the promotion record states no minJudgedFraction or minRequests"
+    short = []
+    if found.judgedFraction < min_judged:
+        short.append(f"{found.judgedFraction:.0%} of its {found.buckets} soak bucket(s) judged, less than "
+                     f"promotion.minJudgedFraction ({min_judged:.0%})")
+    if found.requests < min_requests:
+        short.append(f"{found.requests} request(s) served over the soak, fewer than promotion.minRequests "
+                     f"({min_requests})")
+    return f"canary pool {pool}: " + "; ".join(short) if short else None
+
+
 QualifiedStack = Annotated[str, StringConstraints(pattern=r"^[^/\s]+/[^/\s]+/[A-Za-z0-9_.-]{1,100}$")]
 
 
@@ -214,7 +245,8 @@ UNKNOWN_COMMIT = "unknown"
 class Attestation(_Record):
     """A canary's passing verify. ``stack`` is the qualified canary stack (``org/project/stack``, as the backend
     names it), ``stage`` its stage (only ``canary`` admits), ``identity`` its cluster's identity, ``cluster``
-    its ``cluster.name``. ``coverage`` is room for what the soak covered (judged by the soak rules, not here)."""
+    its ``cluster.name``. ``coverage``, per attested pool, how much of the soak was judged and the requests served
+    (None: an attestation that records none, which the gate never takes as served traffic)."""
 
     apiVersion: Literal["gpu-driver-upgrade.io/attestation/v3"] = API_VERSION
     stack: QualifiedStack
@@ -229,7 +261,7 @@ class Attestation(_Record):
     soakStart: datetime
     soakEnd: datetime
     gitCommit: Annotated[str, StringConstraints(pattern=rf"^([0-9a-f]{{7,64}}|{UNKNOWN_COMMIT})$")]
-    coverage: dict[str, Any] | None = None
+    coverage: dict[str, PoolCoverage] | None = None
     digest: Digest
     signature: Signature | None = None
 
@@ -238,16 +270,6 @@ class Attestation(_Record):
     def _driver(cls, value: str) -> str:
         if parse_driver(value) is None or value != value.strip():
             raise ValueError(f"'{value}' is not a driver version such as 580.173.02")
-        return value
-
-    @field_validator("coverage")
-    @classmethod
-    def _json_coverage(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None:
-            try:
-                canonical_json(value)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"coverage must be plain JSON: {exc}") from None
         return value
 
     @field_validator("soakStart", "soakEnd")
@@ -523,7 +545,7 @@ def seal(
     soak_end: datetime,
     git_commit: str,
     signing_key: Ed25519PrivateKey | None,
-    coverage: Mapping[str, Any] | None = None,
+    coverage: Mapping[str, PoolCoverage | Mapping[str, Any]] | None = None,
 ) -> Attestation:
     """A sealed attestation: the digest over its canonical content, and its signature by ``signing_key``
     (None leaves it unsigned, which the gate refuses)."""
@@ -541,7 +563,8 @@ def seal(
         "soakStart": soak_start,
         "soakEnd": soak_end,
         "gitCommit": git_commit,
-        "coverage": dict(coverage) if coverage is not None else None,
+        "coverage": {pool: c.model_dump() if isinstance(c, PoolCoverage) else dict(c) for pool, c in coverage.items()}
+        if coverage is not None else None,
     }
     try:
         # A placeholder digest lets the model check every other field; the real one is over its content.
@@ -786,7 +809,7 @@ def resolved_module_type(declared: str | None, driver: str | None) -> KernelModu
 
 
 __all__ = [
-    "API_VERSION", "ATTESTATION_DIR", "CANARY_STAGE", "ClusterIdentity", "RETIRED_FORMATS", "RetiredFormatError", "EXAMPLE_KEY_ID", "MIG_DISABLED", "RETIRED_API_VERSIONS",
+    "API_VERSION", "ATTESTATION_DIR", "PoolCoverage", "coverage_problem", "CANARY_STAGE", "ClusterIdentity", "RETIRED_FORMATS", "RetiredFormatError", "EXAMPLE_KEY_ID", "MIG_DISABLED", "RETIRED_API_VERSIONS",
     "SIGNING_KEY_ENV", "TRUSTED_KEYS_SCHEMA", "Attestation", "AttestationError", "AttestedCheck", "AttestedPool",
     "Signature", "TrustedKey", "admission_problems", "aks_resource_id", "canonical_json", "eks_cluster_arn",
     "kernel_series", "os_family", "qualified_stack", "resolved_module_type", "covers", "digest_of", "folder_for",

@@ -104,7 +104,7 @@ class MaintenanceWindow(SpecModel):
     def _zone(cls, value: str) -> str:
         try:
             ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
+        except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name longer than a file name may be
             raise ValueError(f"'{value}' is not an IANA time zone (such as Europe/Amsterdam or UTC)") from None
         return value
 

@@ -147,7 +147,7 @@ def located(line: Any, root: type[BaseModel], values: Any, docs: str) -> Located
     message: str = line["msg"]
     cause = (line.get("ctx") or {}).get("error")
     # pydantic adds the member name of a union or a tagged choice to loc; keep only real keys.
-    loc = tuple(p for p in line["loc"] if not (isinstance(p, str) and ("[" in p or p in ("int", "str"))))
+    loc = tuple(p for p in line["loc"] if not (isinstance(p, str) and ("[" in p or p in ("int", "str", "object"))))
     own = False
     if isinstance(cause, LocatedError):
         loc, message, own = loc + cause.path, cause.message, True

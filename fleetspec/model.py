@@ -41,7 +41,8 @@ from fleetspec.base import (
 from fleetspec.operator import Drain, GpuOperator, PodDeletion, UpgradePolicy, WaitForCompletion
 from fleetspec.pools import AksPool, EksPool, ExistingPool, Generation, LaunchTemplate, NodePool, PoolRollout, PoolTarget
 from gpu_knowledge.platform import EKS_AMI_OS, aks_os, eks_os
-from fleetspec.observability import DecimalPercent, Duration, decimal_percent, duration_seconds, parse_prometheus
+from fleetspec.observability import (DecimalPercent, Duration, PrometheusDeclared, PrometheusSettings, decimal_percent,
+                                    duration_seconds, parse_prometheus)
 from fleetspec.simulation import Simulation
 from fleetspec.discipline import MaintenanceWindow, RolloutSettings, WeeklyWindow
 from gpu_knowledge.node_images import is_nvidia_ami
@@ -461,11 +462,13 @@ class Validation(SpecModel):
         None, description="Absolute host directory of node-exporter's textfile collector; the job writes its metrics "
         "there; none: no metrics file.", examples=["/var/lib/node-exporter/textfile"]
     )
-    prometheus: str | None = Field(
+    prometheus: PrometheusDeclared | None = Field(
         None, description="Where `verify` (and `watch`, for `models[].slo`) read Prometheus: an http(s) URL reached "
         "directly, or an in-cluster Service `namespace/name:port` reached through the API server's service proxy with "
-        "the stack's own cluster credentials (RBAC `create` on `services/proxy`), as CI reaches the cluster. "
-        "`--prometheus URL` overrides it. Without either, verify's Prometheus checks are inconclusive.",
+        "the stack's own cluster credentials (RBAC `create` on `services/proxy`), as CI reaches the cluster; or an "
+        "object with `url` or `service` and what it needs: `auth` (bearer token, kubeconfig identity, Azure, AWS "
+        "SigV4), `tenant`, `caFile`, `scheme` (docs/validation.md, one recipe per kind). `--prometheus URL` "
+        "overrides it. Without either, verify's Prometheus checks are inconclusive.",
         examples=["monitoring/prometheus-k8s:9090", "http://prometheus.monitoring:9090"])
     bucketMinutes: Annotated[StrictInt, Field(ge=5, le=1440)] = Field(
         60, description="verify compares latency, tokens/s and error rate across the soak in buckets this long, "
@@ -473,6 +476,19 @@ class Validation(SpecModel):
     minBucketRequests: Annotated[StrictInt, Field(ge=1)] = Field(
         100, description="Requests a bucket needs on each side before verify judges it; one with fewer is reported "
         "as such, never judged.", examples=[500])
+    minJudgedFraction: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.95, description="Share of the soak's buckets, per GPU of every upgraded node, that verify must be able to "
+        "judge: DCGM samples arrived in the bucket (`count_over_time`), and no Xid 43/45 outside the node's own "
+        "upgrade window could hide another in the gauge. Below it `dcgm-metrics` and `no-new-xid` fail, naming the "
+        "buckets; missing telemetry is never a pass.", examples=[0.99])
+    minServingJudgedFraction: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.9, description="Share of the soak's buckets verify must judge for a model's latency, tokens/s and error "
+        "rate (`minBucketRequests` on each side) and its restarts (kube-state-metrics in the bucket); below it "
+        "`latency-throughput` and `model-restarts` fail, naming the buckets not judged.", examples=[0.95])
+    minRequests: Annotated[StrictInt, Field(ge=1)] = Field(
+        1000, description="Requests a model's new-driver pods must serve over the soak; fewer fails "
+        "`latency-throughput`. The attestation records per pool the requests served and the share judged, which "
+        "the prod gate compares with `promotion.minRequests` and `promotion.minJudgedFraction`.", examples=[100000])
     maxModelRestarts: NonNegativeInt = Field(
         0, description="Container restarts of the model pods on upgraded nodes verify accepts over the soak; an OOM "
         "kill always fails.", examples=[2])
@@ -500,8 +516,8 @@ class Validation(SpecModel):
 
     @field_validator("prometheus")
     @classmethod
-    def _prometheus(cls, value: str | None) -> str | None:
-        if value is not None:
+    def _prometheus(cls, value: str | PrometheusSettings | None) -> str | PrometheusSettings | None:
+        if isinstance(value, str):
             parse_prometheus(value)
         return value
 
@@ -639,6 +655,14 @@ class Promotion(SpecModel):
         24, description="Hours the canary must have run clean: the attestation's soak, from `soakStart` to the passing "
         "`gpu-rollout verify` at `soakEnd`, must last at least this long. In prod, policy `soak-floor` refuses less "
         "than 24 and advises 168 (the runbook keeps the canary a week ahead).", examples=[168])
+    minJudgedFraction: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.9, description="The least share of the soak's buckets the attestation must show judged for each attested "
+        "canary pool's models (their latency, tokens/s and error rate with requests enough to judge); less is the "
+        "`served-traffic` difference.", examples=[0.95])
+    minRequests: Annotated[StrictInt, Field(ge=1)] = Field(
+        1000, description="The least requests the attestation must show the canary pool's models served over the "
+        "soak; fewer is the `served-traffic` difference (served traffic means this floor, not one request).",
+        examples=[100000])
     maxAttestationAgeDays: Annotated[float, Field(gt=0)] = Field(
         90, description="The oldest attestation the gate admits, in days from the end of its soak (`soakEnd`): an "
         "older one is refused; re-attest after a fresh soak.", examples=[90])

@@ -66,11 +66,12 @@ class Key:
 
 
 def _members(annotation: object) -> list[object]:
-    """The alternatives of a union (``X | None`` -> [X]), or the annotation itself."""
+    """The alternatives of a union (``X | None`` -> [X]; a tagged union's members unwrapped), or the annotation
+    itself."""
     if get_origin(annotation) is Annotated:
         annotation = get_args(annotation)[0]
     if get_origin(annotation) in (Union, types.UnionType):
-        return [a for a in get_args(annotation) if a is not type(None)]
+        return [m for a in get_args(annotation) if a is not type(None) for m in _members(a)]
     return [annotation]
 
 

@@ -259,15 +259,27 @@ class _Cover:
         return set(self.differences) <= self.waived
 
 
+def traffic_difference(sealed: attestation.Attestation, canary: attestation.AttestedPool, gate: rf.PromotionFacts,
+                       found: dict[str, str]) -> dict[str, str]:
+    """``found`` with ``served-traffic`` where the attested canary pool's coverage is under the prod stack's floors
+    (``promotion.minJudgedFraction``, ``promotion.minRequests``): served traffic means that floor, not one request."""
+    short = attestation.coverage_problem(sealed, canary.name, gate.min_judged_fraction, gate.min_requests)
+    if short is None:
+        return found
+    earlier = found.get("served-traffic")
+    return {**found, "served-traffic": f"{earlier}; {short}" if earlier else short}
+
+
 def _nearest(sealed: attestation.Attestation, pool: facts.Pool, operator: str | None,
-             waiver: rf.WaiverFacts | None, install: rf.InstallFacts | None = None) -> _Cover | None:
+             waiver: rf.WaiverFacts | None, gate: rf.PromotionFacts) -> _Cover | None:
     """The canary pool of the pool's GPU architecture that covers it (every difference waived), else the one
     with the fewest differences not waived; None when the attestation has no pool of that architecture (the
     architecture check names that)."""
     architecture = compat.architecture(pool.facts.gpu_product or "").value
     waived = waiver.accept if waiver is not None else frozenset()
-    covers = [_Cover(c, {**differences(c, pool.facts, operator, sealed.operatorChart),
-                         **install_differences(sealed, c, pool.name, install, sealed.driver)}, waived)
+    covers = [_Cover(c, traffic_difference(sealed, c, gate, {
+                  **differences(c, pool.facts, operator, sealed.operatorChart),
+                  **install_differences(sealed, c, pool.name, gate.install, sealed.driver)}), waived)
               for c in sealed.pools if c.architecture == architecture]
     if not covers:
         return None
@@ -306,7 +318,7 @@ def _binding(sealed: attestation.Attestation, target: _Target, gate: rf.Promotio
         waiver = gate.waivers.get(pool.name)
         if waiver is not None and waiver_problems(pool.name, waiver, target.driver, now):
             waiver = None  # refused on its own (canary_attested): it accepts nothing
-        cover = _nearest(sealed, pool, operator, waiver, gate.install)
+        cover = _nearest(sealed, pool, operator, waiver, gate)
         if cover is None:
             continue
         open_ = {k: v for k, v in cover.differences.items() if k not in cover.waived}

@@ -155,24 +155,40 @@ def _mig_config(node: Obj) -> str:
 
 def pool_traffic(facts: VerifyFacts, pool: NodePool) -> tuple[bool, str]:
     """Whether the pool served model traffic during the soak, and what showed it: a declared model whose pods
-    on the pool's upgraded nodes answered verify's request and served requests Prometheus counted since the
-    soak started."""
+    on the pool's upgraded nodes answered verify's request and served at least ``validation.minRequests``
+    requests Prometheus counted since the soak started (the floor, not one request)."""
     seen = facts.traffic.get(pool.name, [])
     if not seen:
         return False, "no model of the stack runs on the pool's upgraded nodes"
+    floor = facts.spec.validation.minRequests if facts.spec.validation else 1000
     notes: list[str] = []
     served = False
     for model, pods, total, problem in seen:
         answered = any(p.outcome == "answered" and p.pod.split("/", 1)[-1] in pods for p in facts.probes)
-        # Whether, not how many: the count moves with the moment verify asks, what the pool was does not.
+        # Whether the floor was met, not how many: the count moves with the moment verify asks (the coverage
+        # records the number).
         if total is None:
             seen_requests = f"requests not known ({problem})"
         else:
-            seen_requests = "requests served" if total > 0 else "no request served"
+            seen_requests = (f"at least {floor} requests served" if total >= floor
+                             else f"fewer than {floor} requests served")
         notes.append(f"{model.name} on {len(pods)} pod(s): {seen_requests} during the soak, "
                      + ("answered verify's request" if answered else "no answer to verify's request"))
-        served = served or (answered and total is not None and total > 0)
+        served = served or (answered and total is not None and total >= floor)
     return served, "; ".join(notes)
+
+
+def pool_coverage(facts: VerifyFacts, pool: NodePool) -> attestation.PoolCoverage:
+    """How much of the soak verify judged for the models on the pool's upgraded nodes (the lowest share among
+    their comparisons: validation.judged_buckets), and the requests their pods there served over the soak."""
+    seen = facts.traffic.get(pool.name, [])
+    names = {(model.namespace, model.name) for model, *_ in seen}
+    minimum = facts.spec.validation.minBucketRequests if facts.spec.validation else 100
+    comparisons = [c for c in facts.comparisons if (c.model.namespace, c.model.name) in names]
+    buckets = len(facts.window.buckets()) if facts.window else 0
+    shares = [validation.judged_buckets(c, minimum)[0] / len(c.buckets) if c.buckets else 0.0 for c in comparisons]
+    return attestation.PoolCoverage(judgedFraction=round(min(shares, default=0.0), 4),
+                                    requests=round(sum(total or 0.0 for _, _, total, _ in seen)), buckets=buckets)
 
 
 def attested_pool(facts: VerifyFacts, pool: NodePool) -> attestation.AttestedPool:
@@ -243,6 +259,7 @@ def attest(facts: VerifyFacts, results: list[Any], *, stack: str, git_commit: st
         operator_chart=facts.spec.gpuOperator.chartVersion,
         driver_mode=driver_mode(facts.spec),
         pools=[attested_pool(facts, p).model_copy(update={"kernelModuleType": modules}) for p in pools],
+        coverage={p.name: pool_coverage(facts, p) for p in pools},
         checks=[attestation.AttestedCheck(id=r.id, status=r.status.value, subject=r.subject, message=r.message,
                                           evidence=r.evidence or {}) for r in results],
         soak_start=datetime.fromtimestamp(soak, UTC),

@@ -183,6 +183,8 @@ def test_the_soak_schedule_verifies_each_canary_once_soaked_and_proposes_a_pull_
     assert access["with"]["azure-client-id"] == "${{ vars.AZURE_ATTEST_CLIENT_ID }}"
     assert access["with"]["aws-role-arn"] == "${{ vars.AWS_ATTEST_ROLE_ARN }}"
     assert access["with"]["existing-kubeconfig"] == "${{ secrets.ATTEST_KUBECONFIG }}"
+    # validation.prometheus's bearer-env credential comes from the environment secret the docs name.
+    assert verify["env"]["PROMETHEUS_TOKEN"] == "${{ secrets.PROMETHEUS_TOKEN }}"
     (proposal,) = [s for s in _steps(attest) if s.get("uses", "").startswith("peter-evans/create-pull-request@")]
     assert proposal["with"]["token"] == "${{ steps.app.outputs.token || secrets.ATTESTATION_PR_TOKEN || github.token }}"
     assert proposal["with"]["add-paths"] == "attestations/${{ matrix.stack }}/*.json"

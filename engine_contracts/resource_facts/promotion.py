@@ -38,6 +38,10 @@ RUNNING_TODAY = "runningToday"
 STACK = "stack"  # this prod stack, org/project/stack as the engine names it (a stack is never its own canary)
 CANARY_IDENTITY = "canaryIdentity"  # the canary stack's identity output, JSON (outputs.StackIdentity); "" if none
 MAX_ATTESTATION_AGE_DAYS = "maxAttestationAgeDays"
+# The served-traffic floors (issue 31): the least share of the soak judged and the least requests served that the
+# attestation must show for a canary pool.
+MIN_JUDGED_FRACTION = "minJudgedFraction"
+MIN_REQUESTS = "minRequests"
 INSTALL = "install"  # JSON: this stack's install factors, {driverMode, kernelModuleType, pools: {pool: {...}}}
 
 
@@ -93,6 +97,8 @@ class PromotionFacts:
     canary_identity: StackIdentity | None = None  # the canary's identity output; None: it states none
     max_attestation_age_days: float | None = None
     install: InstallFacts | None = None
+    min_judged_fraction: float | None = None  # None: the record states none (the gate then admits no traffic)
+    min_requests: int | None = None
 
 
 def promotion_labels() -> dict[str, str]:
@@ -118,6 +124,7 @@ def promotion_data(
     waivers: Mapping[str, WaiverFacts] | None = None, running_today: RunningTodayFacts | None = None, *,
     stack: str = "", canary_identity: Any = "",
     max_attestation_age_days: float = 90, install: InstallFacts | None = None,
+    min_judged_fraction: float = 0.9, min_requests: int = 1000,
 ) -> dict[str, Any]:
     """The record's data; ``canary_drivers`` and ``canary_identity`` may be the program's Outputs of
     ``drivers_text`` and ``identity_text``."""
@@ -127,6 +134,8 @@ def promotion_data(
         STACK: stack,
         CANARY_IDENTITY: canary_identity,
         MAX_ATTESTATION_AGE_DAYS: f"{max_attestation_age_days:g}",
+        MIN_JUDGED_FRACTION: f"{min_judged_fraction:g}",
+        MIN_REQUESTS: str(min_requests),
         INSTALL: (install or InstallFacts()).as_data(),
         CANARY_STACK: canary_stack,
         MIN_SOAK_HOURS: f"{min_soak_hours:g}",
@@ -215,6 +224,14 @@ def read_promotion(props: Mapping[str, Any]) -> PromotionFacts:
     except (TypeError, ValueError):
         max_age = None
     own = data.get(STACK)
+    try:
+        min_judged: float | None = float(data[MIN_JUDGED_FRACTION])
+    except (KeyError, TypeError, ValueError):
+        min_judged = None
+    try:
+        min_requests: int | None = int(data[MIN_REQUESTS])
+    except (KeyError, TypeError, ValueError):
+        min_requests = None
     return PromotionFacts(
         canary_stack=stack if isinstance(stack, str) and stack else None,
         min_soak_hours=hours,
@@ -227,4 +244,6 @@ def read_promotion(props: Mapping[str, Any]) -> PromotionFacts:
         canary_identity=identity,
         max_attestation_age_days=max_age,
         install=read_install(data.get(INSTALL)),
+        min_judged_fraction=min_judged,
+        min_requests=min_requests,
     )

@@ -113,7 +113,10 @@ def test_a_clean_canary_passes_every_check_and_writes_its_attestation(world: Wor
     assert new["tokensPerSecond"] == pytest.approx(100.0, rel=0.02)  # 100 tokens per 1 s request
     assert latency["baseline"]["kind"] == "old-driver pods" and latency["gpusPerPod"] == 1
     xids = by_check(doc, "no-new-xid")
-    assert all("ignored, expected during pod deletion: 43" in c["message"] for c in xids)
+    # The 43 five minutes after each node's upgrade is in its upgrade window; every GPU-bucket had DCGM samples.
+    assert all("ignored, expected in its upgrade window (until " in c["message"] and "): 43" in c["message"]
+               and "100% of the soak's GPU-buckets judged" in c["message"] for c in xids)
+    assert all(c["evidence"]["coverage"]["judgedFraction"] == 1.0 for c in by_check(doc, "dcgm-metrics"))
     assert all(c["evidence"]["seriesByDriver"] == {NEW: 1} for c in by_check(doc, "dcgm-metrics"))
 
     written = attestation.path_for(project / attestation.ATTESTATION_DIR, "canary", NEW)
@@ -133,8 +136,13 @@ def test_a_clean_canary_passes_every_check_and_writes_its_attestation(world: Wor
     # What each pool was, as the nodes and Prometheus showed it: only gpucanary runs a model, which served traffic.
     assert [(p.gpusPerNode, p.nvswitch, p.migConfig, p.servedTraffic) for p in sealed.pools] == [
         (1, False, "all-disabled", False), (1, False, "all-disabled", False), (1, False, "all-disabled", True)]
-    assert sealed.pools[2].traffic == ("llm-chat-canary on 2 pod(s): requests served during the soak, answered "
-                                       "verify's request")
+    assert sealed.pools[2].traffic == ("llm-chat-canary on 2 pod(s): at least 1000 requests served during the soak, "
+                                       "answered verify's request")
+    # 2 pods at 2 requests a second over the 40-minute soak, in its one bucket, judged.
+    coverage = sealed.coverage or {}
+    assert coverage["gpucanary"].requests == pytest.approx(2 * 2 * 40 * 60, rel=0.05)
+    assert (coverage["gpucanary"].judgedFraction, coverage["gpucanary"].buckets) == (1.0, 1)
+    assert coverage["canarya100"].requests == 0 and coverage["canarya100"].judgedFraction == 0.0
     assert sealed.pools[0].kernel and sealed.pools[0].osImage == "Ubuntu 22.04.5 LTS" and sealed.driverMode == "nvidiadriver"
     assert sealed.signature is not None and sealed.signature.keyId == attestation.EXAMPLE_KEY_ID
     assert [c.id for c in sealed.checks] == [c["id"] for c in doc["checks"]]
@@ -227,7 +235,11 @@ def test_empty_metrics_are_inconclusive_never_a_pass(world: World, project: Path
         code, doc, err = run(world, project, url, capsys)
     assert_refused(code, doc, project)
     assert {c["id"] for c in doc["checks"] if c["status"] == "inconclusive"} == PROMETHEUS_CHECKS
-    assert {c["id"] for c in doc["checks"] if c["status"] == "pass"} == set(IDS) - PROMETHEUS_CHECKS
+    # Restarts known in no bucket (no kube-state-metrics): the soak is not judged, which fails.
+    assert {c["id"] for c in doc["checks"] if c["status"] == "fail"} == {"model-restarts"}
+    assert "kube-state-metrics (kube_pod_container_status_restarts_total) shows the model's pods in none of hour 1 (" \
+        in by_check(doc, "model-restarts")[0]["message"]
+    assert {c["id"] for c in doc["checks"] if c["status"] == "pass"} == set(IDS) - PROMETHEUS_CHECKS - {"model-restarts"}
     assert ("no data: p95LatencySeconds new: empty result for sum by (le) (increase("
             "vllm:e2e_request_latency_seconds_bucket") in by_check(doc, "latency-throughput")[0]["message"]
     assert "inconclusive: dcgm-metrics" in err and "no DCGM_FI_DEV_GPU_UTIL series for this node" in err
@@ -324,7 +336,8 @@ def test_without_prometheus_the_metric_checks_are_inconclusive(world: World, pro
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     code, doc, err = run(world, project, None, capsys)
     assert_refused(code, doc, project)
-    assert {c["id"] for c in doc["checks"] if c["status"] == "inconclusive"} == PROMETHEUS_CHECKS
+    # Restarts too: the pods' status shows no restart, but not in which bucket of the soak (none is judged).
+    assert {c["id"] for c in doc["checks"] if c["status"] == "inconclusive"} == PROMETHEUS_CHECKS | {"model-restarts"}
     assert "no Prometheus: pass --prometheus URL" in err
 
 

@@ -16,8 +16,13 @@ from checks.catalogue import CATALOGUE
 from checks.prometheus import Prometheus, PrometheusError, connect, split_query
 from checks.results import CheckResult
 from checks.serving import histogram_quantile
+from checks.soak_metrics import before_guard
+from checks.verify_facts import stamp
 from checks.verify_read import gather
+from fleetspec.load import load_stack_file
+from fleetspec.model import Drain, PodDeletion, WaitForCompletion
 from fleetspec.observability import parse_prometheus
+from tests.conftest import PROJECT_DIR
 from tests.checks.verify_world import NEW, PROMETHEUS_SERVICE, ProxyKube, Soak, World, build, history
 from tests.fakekube.plugin import FAST
 from tests.prometheus.server import MISSING, binary, start
@@ -185,7 +190,8 @@ def test_old_driver_pods_of_another_product_are_never_the_baseline(fake: ProxyKu
     """The old-driver pods are prod's 8-GPU H100 SXM pods; the canary model's pods take one H100 NVL each, and its
     pools' nodes ran other products before (its pods were on a pool of another GPU product): inconclusive."""
     world = build(fake, tmp_path, like_for_like=False)
-    with start(history(world), tmp_path / "prometheus") as url:
+    # Without kube-state-metrics nothing shows where the model's pods ran before the upgrade.
+    with start(history(world, soak=Soak(kube_state_metrics=False)), tmp_path / "prometheus") as url:
         spec = world.spec.model_copy(update={"models": [world.spec.models[0].model_copy(update={
             "nodePools": ["gpucanary", "canarya100"]})]})
         world.spec = spec
@@ -211,6 +217,27 @@ def test_without_like_old_driver_pods_the_model_is_compared_with_itself_before_t
     baseline = found.evidence["baseline"]
     assert baseline["kind"] == "before the upgrade" and baseline["pods"] == ["llm-chat-canary-[a-z0-9]+-[a-z0-9]+"]
     assert found.evidence["oldPods"] == [] and len(found.evidence["notLikeForLike"]) == 2
+    # The day compared with ends before the first node's pods could have been drained: podDeletion's 600 s
+    # (waitForCompletion selects no pod, drain is off) and an hour's margin before it finished.
+    first = min(t for t in world.finished.values())
+    assert baseline["window"]["end"] == stamp(first - 600 - 3600)
+    assert baseline["window"]["ends"] == ("ends 1 h 10 min before the first node finished its upgrade: "
+                                          "podDeletion.timeoutSeconds 600 + a 1 h margin, so no pod drained for the "
+                                          "upgrade is in it")
+
+
+def test_the_baseline_ends_before_every_bounded_step_of_the_upgrade_policy() -> None:
+    """waitForCompletion (when it selects pods), podDeletion and drain (when enabled) each bound how long before
+    its finish a node's pods were drained; one without a bound (0) is taken as a day, and the evidence says so."""
+    spec = load_stack_file(PROJECT_DIR / "Pulumi.canary.yaml")
+    policy = spec.gpuOperator.upgradePolicy.model_copy(update={
+        "waitForCompletion": WaitForCompletion(podSelector="workload-class=batch", timeoutSeconds=3600),
+        "podDeletion": PodDeletion(timeoutSeconds=900), "drain": Drain(enable=True, timeoutSeconds=0)})
+    operator = spec.gpuOperator.model_copy(update={"upgradePolicy": policy})
+    seconds, why = before_guard(spec.model_copy(update={"gpuOperator": operator}))
+    assert seconds == 3600 + 900 + 86400 + 3600
+    assert why.startswith("ends 26 h 15 min before the first node finished its upgrade: waitForCompletion.timeoutSeconds "
+                          "3600 + podDeletion.timeoutSeconds 900 + drain.timeoutSeconds 0 (no bound: taken as a day)")
 
 
 @needs_prometheus
@@ -219,9 +246,26 @@ def test_a_bucket_with_too_few_requests_is_reported_not_judged(fake: ProxyKube, 
     with start(history(world, slower=True), tmp_path / "prometheus") as url:
         results = _results(world, tmp_path, Prometheus(url))
     (found,) = results["latency-throughput"]
-    assert found.status.value == "inconclusive"  # slower, but nothing was judged
-    assert found.message.startswith("no bucket of the soak had 100000 requests on each side to judge: hour 1 (")
-    assert found.evidence["buckets"]["judged"] == 0
+    assert found.status.value == "fail"  # slower, but nothing was judged: too little of the soak to attest
+    assert found.message.startswith("not enough of the soak judged: 0 of 1 bucket(s) judged (0%), less than "
+                                    "validation.minServingJudgedFraction (90%); with fewer than 100000 requests on a "
+                                    "side: hour 1 (")
+    assert "p95 latency" not in found.message
+    assert found.evidence["buckets"]["judged"] == 0 and found.evidence["buckets"]["judgedFraction"] == 0
+
+
+@needs_prometheus
+def test_a_soak_with_fewer_requests_than_the_floor_fails(fake: ProxyKube, tmp_path: Path) -> None:
+    """Every bucket judged, but the soak served fewer requests than validation.minRequests: served traffic means
+    that floor, never one request."""
+    world = build(fake, tmp_path, validation={"minBucketRequests": 1, "minRequests": 1_000_000})
+    with start(history(world), tmp_path / "prometheus") as url:
+        results = _results(world, tmp_path, Prometheus(url))
+    (found,) = results["latency-throughput"]
+    assert found.status.value == "fail"
+    assert "request(s) on new-driver pods over the soak, fewer than validation.minRequests (1000000)" in found.message
+    assert found.evidence["requests"]["minRequests"] == 1_000_000
+    assert 0 < found.evidence["requests"]["newDriver"] < 1_000_000
 
 
 @needs_prometheus

@@ -58,6 +58,7 @@ NORMAL = (0.2, 0.5, 0.2, 0.1, 0.0, 0.0, 0.0)
 SLOWER = (0.0, 0.2, 0.5, 0.2, 0.1, 0.0, 0.0)  # one bucket up: p95 2.25 s (+29 %), mean latency +50 %
 MEAN_LATENCY = {NORMAL: 1.0, SLOWER: 1.5}
 PROMETHEUS_SERVICE = ("monitoring", "prometheus-k8s:9090")  # the Service the stacks' validation.prometheus names
+OLD_EXPORTER_IP = "10.244.99.9"  # the DCGM Exporter pod a replaced_exporter node had before
 BEFORE_HASH = "5c4b3a"  # the canary model's ReplicaSet before the upgrade recreated its pods
 
 
@@ -349,8 +350,12 @@ class Soak:
     driver_label: bool = True  # DCGM series carry DCGM_FI_DRIVER_VERSION (dcp-metrics-included.csv)
     xid_count: bool = False  # the exporter exports DCGM_EXP_XID_ERRORS_COUNT too
     err_code: bool = True  # the Xid gauge carries its value as an err_code label too (dcgm-exporter 4)
-    kube_state_metrics: bool = False
-    gpus: int = 1  # GPUs per node DCGM reports (each its own series)
+    kube_state_metrics: bool = True  # kube-state-metrics is scraped (where the model's pods ran, restarts)
+    gpus: int | None = None  # GPUs per node DCGM reports (each its own series); None: as its pool declares
+    dcgm_gap: tuple[float, float] | None = None  # no DCGM sample of a canary GPU from, until (the exporter broken)
+    # (node, when): the node's DCGM Exporter pod was replaced then; before it, another pod (another IP) was scraped
+    replaced_exporter: tuple[str, float] | None = None
+    exporter_info: bool = True  # kube-state-metrics' kube_pod_info covers the operator's exporter pods
 
 
 def ticks(start: float, end: float, coarse: float, fine: float = STEP) -> list[float]:
@@ -393,13 +398,24 @@ def _xid_timeline(world: World, node: str, soak: Soak) -> list[tuple[float, int]
 def _dcgm(out: History, world: World, times: list[float], soak: Soak) -> None:
     gpu_nodes = [(n, world.pool_of[n].gpuProduct) for n in world.canary_nodes] + [
         (n, "NVIDIA-H100-NVL") for n in world.old_nodes]
-    for node, product, gpu in [(n, p, g) for n, p in gpu_nodes for g in range(soak.gpus)]:
+    def gpus(node: str) -> int:
+        pool = world.pool_of.get(node)
+        return soak.gpus or (pool.gpusPerNode if pool is not None else 1)
+
+    for node, product, gpu in [(n, p, g) for n, p in gpu_nodes for g in range(gpus(n))]:
         base = _dcgm_labels(world, node, product, soak, gpu)
         done = world.finished.get(node)
         timeline = _xid_timeline(world, node, soak)
+        replaced = soak.replaced_exporter
         for at in times:
             if done is not None and done - 900 <= at < done:
                 continue  # the driver pod and the exporter were down while the driver was replaced
+            if done is not None and soak.dcgm_gap is not None and soak.dcgm_gap[0] <= at < soak.dcgm_gap[1]:
+                continue
+            if replaced is not None and replaced[0] == node and at < replaced[1]:
+                base = {**base, "instance": f"{OLD_EXPORTER_IP}:9400"}
+            elif node in world.exporter_ip:
+                base = {**base, "instance": f"{world.exporter_ip[node]}:9400"}
             driver = NEW if done is not None and at >= done and node != soak.lost_driver_on else OLD
             labels = {**base, "DCGM_FI_DRIVER_VERSION": driver} if soak.driver_label else base
             xid = next(x for since, x in reversed(timeline) if since <= at)
@@ -496,4 +512,25 @@ def history(world: World, *, slower: bool = False, xid_on: str | None = None, xi
     if soak.kube_state_metrics:
         for pod_name in world.old_pods:
             _kube_state(out, pod_name, world.pod_node[pod_name], times, [])
+        if soak.exporter_info:
+            _exporter_info(out, world, times, soak)
     return out
+
+
+def _exporter_info(out: History, world: World, times: list[float], soak: Soak) -> None:
+    """kube_pod_info of the operator's DCGM Exporter pods: those running now, and the one a replaced_exporter node
+    had before (gone from the cluster, kept in Prometheus)."""
+    namespace = world.spec.gpuOperator.namespace
+    pods = [(p["metadata"]["name"], p["spec"]["nodeName"], p["status"].get("podIP", ""), 0.0)
+            for p in world.fake.objects("pods") if p["metadata"].get("namespace") == namespace
+            and p["metadata"]["labels"].get("app") == "nvidia-dcgm-exporter"]
+    if soak.replaced_exporter is not None:
+        node, when = soak.replaced_exporter
+        pods.append(("nvidia-dcgm-exporter-old00", node, OLD_EXPORTER_IP, -when))  # until ``when``
+    for name, node, ip, bound in pods:
+        labels = {"namespace": namespace, "pod": name, "node": node, "pod_ip": ip, "created_by_kind": "DaemonSet",
+                  "created_by_name": "nvidia-dcgm-exporter"}
+        for at in times:
+            if bound >= 0 and (soak.replaced_exporter is None or soak.replaced_exporter[0] != node
+                               or at >= soak.replaced_exporter[1]) or bound < 0 and at < -bound:
+                out.add("kube_pod_info", labels, at, 1.0)

@@ -30,6 +30,8 @@ def _window(**changes: object) -> Callable[[dict], object]:
 @pytest.mark.parametrize(("edit", "key", "reason"), [
     (lambda r: r["maintenanceWindow"].update(timeZone="Europe/Atlantis"), "maintenanceWindow.timeZone",
      "not an IANA time zone"),
+    (lambda r: r["maintenanceWindow"].update(timeZone="x" * 300), "maintenanceWindow.timeZone",  # past a file name
+     "not an IANA time zone"),
     (_window(start=900), "maintenanceWindow.weekly[0].start", "quoted string such as \"09:00\""),
     (_window(start="9:00"), "maintenanceWindow.weekly[0].start", "not a time of day HH:MM"),
     (_window(start="24:00"), "maintenanceWindow.weekly[0].start", "00:00 to 23:59)"),

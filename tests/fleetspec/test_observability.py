@@ -10,7 +10,8 @@ import pytest
 
 from fleetspec.load import SpecError, spec_from_config
 from fleetspec.model import ModelSlo
-from fleetspec.observability import PrometheusService, PrometheusUrl, decimal_percent, duration_seconds, parse_prometheus
+from fleetspec.observability import (PrometheusService, PrometheusSettings, PrometheusUrl, decimal_percent,
+                                     duration_seconds, parse_prometheus)
 from tests.conftest import edited
 
 
@@ -41,14 +42,64 @@ def test_a_bad_prometheus_is_refused_at_its_key(value: str, reason: str) -> None
     assert problem.startswith("gpu-driver-upgrade:validation.prometheus: ") and reason in problem, problem
 
 
+def test_the_object_form_names_where_prometheus_is_and_its_credential() -> None:
+    value = {"url": "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-1",
+             "auth": {"type": "aws-sigv4", "region": "us-east-1"}}
+    spec = spec_from_config(edited("canary", "validation", lambda v: v.update(prometheus=value)))
+    assert spec.validation is not None and isinstance(spec.validation.prometheus, PrometheusSettings)
+    assert spec.validation.prometheus.auth is not None and spec.validation.prometheus.auth.region == "us-east-1"
+
+
+@pytest.mark.parametrize(("value", "path", "reason"), [
+    ({"url": "https://p", "service": "monitoring/p:9090"}, "prometheus", "set exactly one of 'url'"),
+    ({"service": "monitoring/p:9090", "auth": {"type": "azure"}}, "prometheus.auth", "'auth' applies to a url"),
+    ({"url": "https://p", "scheme": "https"}, "prometheus.scheme", "'scheme' applies to a service"),
+    ({"url": "https://p", "auth": {"type": "bearer-file"}}, "prometheus.auth.file", "auth type bearer-file needs 'file'"),
+    ({"url": "https://p", "auth": {"type": "bearer-file", "file": "token"}}, "prometheus.auth.file",
+     "must be an absolute path"),
+    ({"url": "https://p", "auth": {"type": "azure", "region": "us-east-1"}}, "prometheus.auth.region",
+     "'region' is not a setting of auth type azure"),
+    ({"url": "https://p", "auth": {"type": "aws-sigv4", "region": "Virginia"}}, "prometheus.auth.region",
+     "is not an AWS region"),
+    ({"url": "https://p", "auth": {"type": "bearer-env", "env": "PROM-TOKEN"}}, "prometheus.auth.env",
+     "is not an environment variable name"),
+    ({"url": "https://p", "auth": {"type": "oauth"}}, "prometheus.auth.type", "bearer-file"),
+    ({"url": "ftp://p"}, "prometheus.url", "is not an http(s) URL"),
+])
+def test_a_bad_prometheus_object_is_refused_at_its_key(value: dict[str, Any], path: str, reason: str) -> None:
+    problem = _problem(edited("canary", "validation", lambda v: v.update(prometheus=value)))
+    assert problem.startswith(f"gpu-driver-upgrade:validation.{path}: ") and reason in problem, problem
+
+
 @pytest.mark.parametrize(("key", "value", "reason"), [
     ("bucketMinutes", 2, "greater than or equal to 5"),
     ("minBucketRequests", 0, "greater than or equal to 1"),
     ("maxModelRestarts", -1, "greater than or equal to 0"),
+    ("minJudgedFraction", 1.5, "less than or equal to 1"),
+    ("minJudgedFraction", 0, "greater than 0"),
+    ("minServingJudgedFraction", 2, "less than or equal to 1"),
+    ("minRequests", 0, "greater than or equal to 1"),
 ])
-def test_bad_soak_judging_settings_are_refused_at_their_key(key: str, value: int, reason: str) -> None:
+def test_bad_soak_judging_settings_are_refused_at_their_key(key: str, value: float, reason: str) -> None:
     problem = _problem(edited("canary", "validation", lambda v: v.update({key: value})))
     assert problem.startswith(f"gpu-driver-upgrade:validation.{key}: ") and reason in problem, problem
+
+
+def test_the_soak_floors_default_to_what_an_attestation_needs() -> None:
+    spec = spec_from_config(edited("canary", "validation", lambda v: [v.pop(k, None) for k in (
+        "minJudgedFraction", "minServingJudgedFraction", "minRequests")]))
+    assert spec.validation is not None
+    assert (spec.validation.minJudgedFraction, spec.validation.minServingJudgedFraction,
+            spec.validation.minRequests) == (0.95, 0.9, 1000)
+
+
+@pytest.mark.parametrize(("key", "value", "reason"), [
+    ("minJudgedFraction", 1.01, "less than or equal to 1"),
+    ("minRequests", -5, "greater than or equal to 1"),
+])
+def test_bad_promotion_floors_are_refused_at_their_key(key: str, value: float, reason: str) -> None:
+    problem = _problem(edited("prod", "promotion", lambda v: v.update({key: value})))
+    assert problem.startswith(f"gpu-driver-upgrade:promotion.{key}: ") and reason in problem, problem
 
 
 def test_an_error_rate_tolerance_is_a_percentage_with_decimals() -> None:

@@ -49,6 +49,8 @@ def canary_attestation(**overrides: Any) -> att.Attestation:
         "signing_key": example_signing_key(),
     }
     fields.update(overrides)
+    if "coverage" not in overrides:  # what verify judged of the 200-hour soak on each pool, as its traffic says
+        fields["coverage"] = {p.name: served_coverage(p.servedTraffic) for p in fields["pools"]}
     return att.seal(**fields)
 
 
@@ -57,6 +59,12 @@ def deployed_canary_outputs(stack: str = CANARY, kube_system_uid: str = KUBE_SYS
     answering the kube-system Namespace read (offline no cluster answers, and the UID is not read)."""
     namespace = {"metadata": {"name": "kube-system", "uid": kube_system_uid}}
     return run_program(stack_config(stack), stack, cluster_objects={(rf.NAMESPACE, "kube-system"): namespace}).outputs
+
+
+def served_coverage(served: bool) -> att.PoolCoverage:
+    """A pool's coverage over the 200-hour soak: 97 % judged and 5400 requests where it served traffic (above the
+    example prod stacks' floors, 0.9 and 1000), nothing where it served none."""
+    return att.PoolCoverage(judgedFraction=0.97 if served else 0.0, requests=5400 if served else 0, buckets=200)
 
 
 def project_folder(folder: Path) -> Path:

@@ -156,6 +156,24 @@ def test_a_canary_pool_that_served_no_traffic_covers_no_prod_pool(project: Path,
     assert refused(gate(project, canary_outputs, released_h100())) == []
 
 
+def test_served_traffic_means_the_prod_stacks_floors_of_soak_judged_and_requests_served(
+        project: Path, canary_outputs: dict[str, Any]) -> None:
+    """A canary pool that answered requests, but of whose soak verify judged too little, or that served fewer
+    requests than the prod stack's promotion.minJudgedFraction and promotion.minRequests, covers no prod pool;
+    an attestation that records no coverage covers none either. Lower floors admit the same attestation."""
+    thin = {"l40s-canary": att.PoolCoverage(judgedFraction=0.5, requests=999, buckets=200)}
+    att.write(project / att.ATTESTATION_DIR, canary_attestation(coverage=thin, soak_end=NOW - timedelta(hours=2)))
+    (message,) = refused(gate(project, canary_outputs, stack_config(PROD)))
+    assert ("served-traffic: canary pool l40s-canary: 50% of its 200 soak bucket(s) judged, less than "
+            "promotion.minJudgedFraction (90%); 999 request(s) served over the soak, fewer than "
+            "promotion.minRequests (1000)") in message
+    lower = change(stack_config(PROD), "promotion", lambda p: p.update(minJudgedFraction=0.5, minRequests=999))
+    assert refused(gate(project, canary_outputs, lower)) == []
+    att.write(project / att.ATTESTATION_DIR, canary_attestation(coverage=None, soak_end=NOW - timedelta(hours=1)))
+    (message,) = refused(gate(project, canary_outputs, lower))
+    assert "served-traffic: the attestation records no coverage for canary pool l40s-canary" in message
+
+
 def test_the_mig_layout_and_the_operator_release_are_compared(project: Path, canary_outputs: dict[str, Any]) -> None:
     att.write(project / att.ATTESTATION_DIR, canary_attestation(operator_chart="v26.3.1"))
     mig = change(stack_config(PROD), "nodePools",
