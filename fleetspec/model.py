@@ -701,7 +701,7 @@ class FleetSpec(SpecModel):
     changeTicket: str | None = Field(
         None, description="Change ticket; recorded as the tag `gpu-driver-upgrade:change-ticket` on every cloud pool "
         "and the annotation `gpu-driver-upgrade.io/change-ticket` on the PDBs; required by policy `change-ticket` "
-        "in prod.", examples=["CHG-20261209-0077"])
+        "in every stage (the canary is a change to a production cluster too).", examples=["CHG-20261209-0077"])
     cluster: Cluster = Field(description="The cluster the stack works on.")
     driver: Driver = Field(description="Who owns the driver and which version.")
     gpuOperator: GpuOperator = Field(description="GPU Operator release, ClusterPolicy ownership and upgrade policy.")
