@@ -95,6 +95,12 @@ def advance(
         str | None, typer.Option("--policy-pack", help="Without --packs: the pack every `up` enforces (default: the "
                                  "project's policy/, with policy/<stage>.json).")
     ] = None,
+    expect: Annotated[
+        Path | None, typer.Option("--expect", help="The approved plan (the `approval` of a `fleet advance --json` "
+                                  "that withheld these `up`s): bring up exactly those, with the same config digest and "
+                                  "pack commit, or nothing. Waves it saw done count as done where this run cannot "
+                                  "read their clusters (another environment's).")
+    ] = None,
 ) -> Exit:
     """Take the train's next safe step and return: `up` the stacks of the current wave that differ from what they
     run (wave concurrency, fleet limits, maintenance windows), verify the ones done, or, on a bad sign in any
@@ -107,23 +113,33 @@ def advance(
         raise typer.BadParameter("give --packs or --policy-pack, not both", param_hint="--packs")
     if packs is not None and not packs.is_dir():
         raise typer.BadParameter(f"{packs} is not a folder", param_hint="--packs")
+    expected = verb.read_expected(expect) if expect is not None else None
     project = target.project()
     return verb.advance(project, verb.AutomationBackend(project.project_dir), target.clusters(), yes=yes,
                         packs=verb.Packs(packs, Path(policy_pack) if policy_pack else None),
-                        only_stage=Stage(chosen) if chosen else None, as_json=target.as_json)
+                        only_stage=Stage(chosen) if chosen else None, as_json=target.as_json, expect=expected)
 
 
 @fleet_verb
 def halt(
     target: FleetTarget,
     reason: Annotated[str, typer.Option("--reason", help="Why, recorded on the train's lease and on each node.")],
+    wave_of: Annotated[
+        str | None, typer.Option("--wave-of", help="A rollback's halt: halt only this stack's wave (it and the waves "
+                                 "after it stay where they are) and pause the wave's other stacks, not this one.")
+    ] = None,
 ) -> Exit:
     """Halt the train and pause every stack of the fleet at once (`pause` semantics; an image-owned stack cannot be
-    paused: no `up` of it follows, and what is in flight is reported)."""
+    paused: no `up` of it follows, and what is in flight is reported). The halt is recorded in every cluster it
+    reaches, waiting for no lease: one cluster down stops nothing else."""
+    from refusals.errors import FlagError
     from rollout import fleet as verb
 
     in_words(reason, "--reason")
-    return verb.halt(target.project(), target.clusters(), reason, target.as_json)
+    project = target.project()
+    if wave_of is not None and wave_of not in project.fleet.stacks:
+        raise FlagError("--wave-of", f"{wave_of} is in no wave of the fleet file")
+    return verb.halt(project, target.clusters(), reason, target.as_json, wave_of=wave_of)
 
 
 @fleet_verb
