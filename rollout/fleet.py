@@ -635,6 +635,44 @@ class Renewer:
             self.halted = new[0].cause
 
 
+def hold(project: FleetProject, clusters: Clusters, command: list[str], wait: float,
+         clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+         run: Callable[[list[str]], int] | None = None) -> Exit:
+    """Run ``command`` holding the train's Lease, so it never runs beside a `fleet advance` (a rollback's `up`:
+    rollback and deploy share one serialisation). Waits up to ``wait`` seconds for the Lease; a Lease whose cluster
+    does not answer does not stop an emergency: the command runs, and that is said (the halt its wave records keeps
+    the train off it)."""
+    import subprocess
+
+    def execute(argv: list[str]) -> int:
+        return subprocess.run(argv, check=False).returncode  # noqa: S603 - the caller's own command line
+
+    runner = run or execute
+    deadline = clock() + wait
+    try:
+        lease = _lease_of(project, clusters)
+        while True:
+            try:
+                lease.acquire()
+                break
+            except LeaseHeld as error:
+                if clock() >= deadline:
+                    raise Declined(f"fleet hold: the train's lease stayed held for {wait:g} s: {error}") from None
+                say(f"waiting for the train's lease: {error}")
+                sleep(min(10.0, max(0.0, deadline - clock())))
+    except ClusterError as error:
+        say(f"the train's lease could not be taken ({error}): running without it")
+        return Exit.failed_if(runner(command) != 0)
+    try:
+        with Renewer(lease):
+            return Exit.failed_if(runner(command) != 0)
+    finally:
+        try:
+            lease.release()
+        except ClusterError as error:
+            say(f"note: the train's lease could not be released ({error}); it expires by itself")
+
+
 # ---------------------------------------------------------------- the approval: bound to what was shown
 
 

@@ -149,3 +149,17 @@ def resume(target: FleetTarget) -> Exit:
     from rollout import fleet as verb
 
     return verb.resume_all(target.project(), target.clusters(), target.as_json)
+
+
+@fleet_verb
+def hold(
+    target: FleetTarget,
+    command: Annotated[list[str], typer.Argument(help="The command to run holding the lease (after --).")],
+    wait: Annotated[float, typer.Option("--wait", min=0, help="Seconds to wait for the lease.")] = 900,
+) -> Exit:
+    """Run a command holding the train's Lease, so it never runs beside a `fleet advance` (rollback.yml runs
+    `gpu-rollout rollback` so). Waits for the Lease; where its cluster does not answer, runs without it and says so.
+    Exit 1 when the command fails or the Lease stayed held."""
+    from rollout import fleet as verb
+
+    return verb.hold(target.project(), target.clusters(), command, wait)

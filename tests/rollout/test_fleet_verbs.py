@@ -608,3 +608,28 @@ def test_a_rollback_halts_its_wave_and_the_wave_stays_until_a_person_resumes(
     capsys.readouterr()
     code, doc, _ = world.advance(capsys)
     assert code == Exit.OK and doc["complete"]
+
+
+def test_a_rollback_runs_holding_the_train_s_lease_after_the_advance_that_held_it(
+        world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    """`fleet hold` (rollback.yml's `up`): waits while an advance holds the Lease, then runs holding it itself."""
+    project = world.project()
+    other = TrainLease(world.reach.connect(CANARY, project.specs[CANARY]), LEASE_NAMESPACE, LEASE_NAME, "advance-7", 60)
+    other.acquire()
+    seen: list[str | None] = []
+    moments = iter(range(0, 10_000, 10))
+
+    def run(argv: list[str]) -> int:
+        seen.append(world.lease()["spec"].get("holderIdentity"))
+        return 0
+
+    code = fleet.hold(project, world.reach, ["gpu-rollout", "rollback"], 60, clock=lambda: float(next(moments)),
+                      sleep=lambda _: other.release(), run=run)
+    assert code == Exit.OK and seen and seen[0] not in (None, "advance-7")
+    assert "waiting for the train's lease: another `fleet advance` holds" in capsys.readouterr().err
+    assert "holderIdentity" not in world.lease()["spec"]  # released after the command
+    other.acquire()
+    with pytest.raises(Declined, match="the train's lease stayed held for 20 s"):
+        fleet.hold(project, world.reach, ["true"], 20, clock=lambda: float(next(moments)), sleep=lambda _: None,
+                   run=run)
+    assert len(seen) == 1
