@@ -268,3 +268,32 @@ def test_one_cluster_without_a_kubeconfig_stops_only_what_depends_on_it(tmp_path
     assert sorted(p.name for p in (tmp_path / "kubeconfigs").iterdir()) == ["eks-canary"]
     assert "::warning::no kubeconfig for stack canary (exit 1)" in done.stdout
     assert "no kubeconfig for: canary" in summary.read_text()
+
+
+def test_the_approved_step_waits_for_the_lease_and_passes_the_plan_it_was_approved_for(tmp_path: Path) -> None:
+    """fleet-step.sh prod: the approved plan goes to --expect; refused because the step job holds the Lease, it
+    tries again instead of failing the approved job."""
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    calls = tmp_path / "calls"
+    refused = {"schemaVersion": 1, "error": {"code": 1, "kind": "refused", "problems": [], "message":
+               "fleet advance refused: another `fleet advance` holds the train's lease kube-system/x"}}
+    done = {"schemaVersion": 1, "applies": True, "next": "wait", "ups": [{"stack": "prod", "ok": True, "detail": "ok"}],
+            "withheld": [], "approval": None, "blocked": [], "unread": []}
+    (tmp_path / "refused.json").write_text(json.dumps(refused))
+    (tmp_path / "done.json").write_text(json.dumps(done))
+    script = (f"#!/bin/sh\necho \"$*\" >> {calls}\n"
+              f"if [ $(wc -l < {calls}) -lt 2 ]; then cat {tmp_path}/refused.json; exit 1; fi\n"
+              f"cat {tmp_path}/done.json\n")
+    (tmp_path / ".venv" / "bin" / "gpu-rollout").write_text(script)
+    (tmp_path / ".venv" / "bin" / "gpu-rollout").chmod(0o755)
+    output, summary = tmp_path / "output", tmp_path / "summary"
+    env = {"PATH": "/usr/bin:/bin", "RUNNER_TEMP": str(tmp_path), "GITHUB_OUTPUT": str(output), "GITHUB_SHA": "c0ffee",
+           "GITHUB_STEP_SUMMARY": str(summary), "APPROVAL": '{"commit": "c0ffee", "doneWaves": [], "ups": []}',
+           "LEASE_RETRY": "0"}
+    ran = subprocess.run([str(SCRIPTS / "fleet-step.sh"), "prod"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, check=False)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    lines = calls.read_text().splitlines()
+    assert len(lines) == 2 and all(f"--expect {tmp_path}/approval.json" in line for line in lines)
+    assert json.loads((tmp_path / "approval.json").read_text())["commit"] == "c0ffee"
+    assert "withheld=[]" in output.read_text() and "- up `prod`: done: ok" in summary.read_text()

@@ -22,8 +22,8 @@ while :; do
   .venv/bin/gpu-rollout "${args[@]}" > "$RUNNER_TEMP/step.json" || status=$?
   if [ "$status" -ne 0 ] && [ "$SECONDS" -lt "$deadline" ] &&
       jq -e '.error.message // "" | contains("holds the train'"'"'s lease")' "$RUNNER_TEMP/step.json" >/dev/null 2>&1; then
-    echo "another fleet advance holds the train's lease; trying again in 30 s"
-    sleep 30
+    echo "another fleet advance holds the train's lease; trying again in ${LEASE_RETRY:-30} s"
+    sleep "${LEASE_RETRY:-30}"
     continue
   fi
   break

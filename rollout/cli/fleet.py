@@ -28,16 +28,13 @@ KubeconfigDirOption = Annotated[
 
 
 @dataclass(frozen=True)
-class FleetTarget:
-    """The fleet's stacks (Fleet.yaml) and their clusters: which project, where each stack's kubeconfig is, how to
-    report."""
+class FleetReach:
+    """The fleet's stacks (Fleet.yaml) and their clusters: which project, where each stack's kubeconfig is."""
 
     NOUN: ClassVar[str] = "fleet verb"
 
     project_dir: ProjectDirOption = None
     kubeconfig_dir: KubeconfigDirOption = None
-    as_json: JsonOption = False
-    debug: DebugOption = False
 
     def project(self) -> FleetProject:
         """The fleet file and every stack it names, loaded (a bad one: exit 2)."""
@@ -51,8 +48,23 @@ class FleetTarget:
         return Clusters(self.kubeconfig_dir)
 
 
+@dataclass(frozen=True)
+class FleetTarget(FleetReach):
+    """... and how to report."""
+
+    as_json: JsonOption = False
+    debug: DebugOption = False
+
+
+@dataclass(frozen=True)
+class HoldTarget(FleetReach):
+    """`fleet hold` prints what its command prints: no document of its own, so no --json."""
+
+    debug: DebugOption = False
+
 
 fleet_verb = command(FleetTarget, speaker="fleet")
+hold_verb = command(HoldTarget, speaker="fleet")
 
 
 @command(ProjectTarget)
@@ -151,9 +163,9 @@ def resume(target: FleetTarget) -> Exit:
     return verb.resume_all(target.project(), target.clusters(), target.as_json)
 
 
-@fleet_verb
+@hold_verb
 def hold(
-    target: FleetTarget,
+    target: HoldTarget,
     command: Annotated[list[str], typer.Argument(help="The command to run holding the lease (after --).")],
     wait: Annotated[float, typer.Option("--wait", min=0, help="Seconds to wait for the lease.")] = 900,
 ) -> Exit:
