@@ -550,8 +550,10 @@ def resume_all(project: FleetProject, clusters: Clusters, as_json: bool) -> Exit
     every = fleet_clusters(project)
     held_back = [c for c, stacks in every.items() if failed & set(stacks)]
     records = halt_records(project, clusters, cleared, only=[c for c in every if c not in held_back])
-    records += [ClusterRecord(c, every[c], error="not cleared: a stack on it could not be resumed")
-                for c in held_back]
+    for record in halt_records(project, clusters, only=held_back):  # kept: why, in the cluster's own words if down
+        why = failed & set(record.stacks)
+        records.append(ClusterRecord(record.cluster, record.stacks, record.state, record.error or (
+            f"not cleared: {', '.join(sorted(why))} could not be resumed")))
     first = min(removed, key=lambda r: (r.wave is not None, r.at)) if removed else None
     if as_json:
         documents.write(schemas.FleetResumeDocument(cleared=first.as_json() if first else None,

@@ -505,8 +505,9 @@ def test_resume_clears_every_record_it_reaches_and_names_the_one_it_could_not(
     assert fleet.resume_all(world.project(), world.reach, as_json=True) == Exit.FAILED
     out = capsys.readouterr()
     doc = document_of("fleet-resume", out.out)
-    assert {r["cluster"]: (r["changed"], r["error"]) for r in doc["records"]} == {
-        "lab-gpu-1": (True, None), "lab-gpu-2": (False, "not cleared: a stack on it could not be resumed")}
+    found = {r["cluster"]: (r["changed"], r["error"]) for r in doc["records"]}
+    assert found["lab-gpu-1"] == (True, None)
+    assert found["lab-gpu-2"][0] is False and "503" in (found["lab-gpu-2"][1] or "")
     assert "the train stays halted: the halt records of lab-gpu-2 remain" in out.err
     assert labels.ANNOTATION_FLEET_HALTED not in world.lease()["metadata"].get("annotations", {})
     world.fakes[PROD_B].faults.remove(outage)
