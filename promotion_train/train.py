@@ -425,6 +425,8 @@ def assess(fleet: FleetFile, worlds: Mapping[str, StackWorld], probe: Probe, now
     unreadable = [s for s in everyone if s.status == StackStatus.UNREADABLE]
     may_move = not halted and not any(fleet.halts(s.kind) for s in train.signs)
     _walk(train, may_move, verified, probe, now, halted_waves or {}, vouched_waves)
+    clusters, train.gpus_committed = _committed(everyone)
+    train.clusters_in_flight = sorted(clusters)
     halting = [s for s in train.signs if fleet.halts(s.kind)]
     if halting:
         train.halt = halting[0]
@@ -434,10 +436,8 @@ def assess(fleet: FleetFile, worlds: Mapping[str, StackWorld], probe: Probe, now
         return train
     # A cluster that could not be read stops what depends on it only: its own stacks (and its wave, which cannot
     # be done); every other cluster goes on.
-    train.blocked += [f"{s.world.name}: {s.reason}; it does not move, and counts as in flight" if s.world.update
-                      is not None else f"{s.world.name}: {s.reason}; it does not move" for s in unreadable]
-    train.clusters_in_flight = sorted(_committed(everyone)[0])
-    train.gpus_committed = _committed(everyone)[1]
+    train.blocked += [f"{s.world.name}: {s.reason}; it does not move"
+                      + (", and counts as in flight" if s.in_flight else "") for s in unreadable if not s.vouched]
     if train.current is None or waves[train.current].status == WaveStatus.HALTED:
         return train
     wave = waves[train.current]

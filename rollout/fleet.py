@@ -525,8 +525,9 @@ def halt(project: FleetProject, clusters: Clusters, reason: str, as_json: bool, 
     _say_records(records, "written")
     recorded = [r.cluster for r in records if r.error is None]
     scope = f"wave {wave} halted" if wave is not None else "fleet halted"
+    stays = "it and the waves after it stay where they are" if wave is not None else "nothing moves"
     if recorded:
-        say(f"{scope}: {first.cause if first else cause}; recorded in {', '.join(recorded)}; nothing moves until "
+        say(f"{scope}: {first.cause if first else cause}; recorded in {', '.join(recorded)}; {stays} until "
             "`gpu-rollout fleet resume`")
     else:
         say(f"{scope} NOWHERE: no cluster's record could be written; the stacks above were paused where reachable")
