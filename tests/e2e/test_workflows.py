@@ -11,7 +11,8 @@ from tests.conftest import PROJECT_DIR
 
 def test_actionlint_passes_the_workflows() -> None:
     workflows = sorted((PROJECT_DIR / ".github" / "workflows").glob("*.yml"))
-    assert [w.name for w in workflows] == ["deploy.yml", "preview.yml", "rollback.yml", "soak.yml"]
+    assert [w.name for w in workflows] == ["deploy.yml", "fleet-halt.yml", "fleet-resume.yml", "preview.yml",
+                                           "release-node.yml", "rollback.yml", "soak.yml"]
     done = subprocess.run(
         [str(BIN_DIR / "actionlint"), "-no-color", *map(str, workflows)], capture_output=True, text=True, check=False
     )
