@@ -634,3 +634,18 @@ def test_a_rollback_runs_holding_the_train_s_lease_after_the_advance_that_held_i
         fleet.hold(project, world.reach, ["true"], 20, clock=lambda: float(next(moments)), sleep=lambda _: None,
                    run=run)
     assert len(seen) == 1
+
+
+def test_advance_without_its_lease_still_halts_on_a_bad_sign(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    """The Lease's cluster down: no lock, so nothing goes up, but a failed validation in another cluster halts the
+    train there, recorded and paused (an emergency needs no lock)."""
+    started_prod_wave(world, capsys)
+    held, *waiting = world.nodes(PROD_B)
+    fail_validation(world, PROD_B, held)
+    down(world.fakes[CANARY])
+    code, doc, err = world.advance(capsys)
+    assert code == Exit.FAILED and doc["halt"]["stack"] == PROD_B and doc["ups"] == []
+    assert "the train's lease could not be taken" in err
+    assert [(p["stack"], p["error"] is None) for p in doc["paused"]] == [(CANARY, False), (PROD, True), (PROD_B, True)]
+    assert world.skipped(PROD_B) == sorted(waiting)
+    assert records(doc)["lab-gpu-2"] == (True, None) and records(doc)["lab-gpu-1"][0] is False
