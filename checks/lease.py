@@ -10,7 +10,10 @@ on a fresh read, so a renewal never drops a halt recorded meanwhile (`fleet halt
 lease: an emergency does not wait).
 
 The halt record is the annotation ``gpu-driver-upgrade.io/fleet-halted`` (JSON: cause, at, by) on the Lease: the
-world says the train is halted, not a local file. `fleet resume` removes it.
+world says the train is halted, not a local file. Every cluster of the fleet holds one such record, on a Lease of the
+same name (:class:`TrainLease` in each; only the lease stack's is ever taken as the lock), so a halt is recorded
+wherever it can reach and survives any one cluster down. A rollback halts its wave only: the annotation
+``gpu-driver-upgrade.io/fleet-waves-halted`` (JSON: wave -> cause, at, by). `fleet resume` removes both.
 """
 
 from __future__ import annotations
@@ -41,9 +44,11 @@ class HaltRecord:
     cause: str
     at: float
     by: str
+    wave: str | None = None  # a rollback's halt of one wave (and the waves after it); None: the whole train
 
     def as_json(self) -> dict[str, Any]:
-        return {"cause": self.cause, "at": micro_time(self.at), "by": self.by}
+        return {"cause": self.cause, "at": micro_time(self.at), "by": self.by,
+                **({"wave": self.wave} if self.wave is not None else {})}
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,12 @@ class LeaseState:
     halt: HaltRecord | None
     raw: Obj
     verified: dict[str, int] = field(default_factory=dict)  # stack -> the update whose verify --smoke passed
+    wave_halts: dict[str, HaltRecord] = field(default_factory=dict)  # wave -> the rollback's halt of it
+
+    @property
+    def halts(self) -> list[HaltRecord]:
+        """Every halt recorded here: the train's, then each wave's."""
+        return ([self.halt] if self.halt is not None else []) + list(self.wave_halts.values())
 
     def free(self, now: float) -> bool:
         """No holder, or one that stopped renewing long enough ago."""
@@ -76,16 +87,36 @@ class LeaseHeld(ClusterError):
     """Another `fleet advance` holds the lease: this one does nothing."""
 
 
+def _record(raw: str, doc: Any, wave: str | None = None) -> HaltRecord:
+    try:
+        return HaltRecord(str(doc["cause"]), epoch(doc.get("at")) or 0.0, str(doc.get("by", "")), wave)
+    except (KeyError, TypeError, AttributeError):
+        # Unreadable, but there: still a halt (someone wrote it); its text is the cause.
+        return HaltRecord(raw[:500], 0.0, "", wave)
+
+
 def _halt_of(obj: Obj) -> HaltRecord | None:
     raw = annotations_of(obj).get(labels.ANNOTATION_FLEET_HALTED)
     if not raw:
         return None
     try:
-        doc = json.loads(raw)
-        return HaltRecord(str(doc["cause"]), epoch(doc.get("at")) or 0.0, str(doc.get("by", "")))
-    except (ValueError, KeyError, TypeError):
-        # Unreadable, but there: still a halt (someone wrote it); its text is the cause.
+        return _record(raw, json.loads(raw))
+    except ValueError:
         return HaltRecord(raw[:500], 0.0, "")
+
+
+def _wave_halts_of(obj: Obj) -> dict[str, HaltRecord]:
+    raw = annotations_of(obj).get(labels.ANNOTATION_FLEET_WAVES_HALTED)
+    if not raw:
+        return {}
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict) or not doc:
+        # Unreadable, but there: a halt of some wave nobody can name is a halt of the whole train.
+        return {"?": HaltRecord(raw[:500], 0.0, "", "?")}
+    return {str(wave): _record(raw, record, str(wave)) for wave, record in doc.items()}
 
 
 def _verified_of(obj: Obj) -> dict[str, int]:
@@ -102,7 +133,8 @@ def _verified_of(obj: Obj) -> dict[str, int]:
 def _state(obj: Obj) -> LeaseState:
     spec = spec_of(obj)
     return LeaseState(spec.get("holderIdentity") or None, epoch(spec.get("renewTime") or spec.get("acquireTime")),
-                      int(spec.get("leaseDurationSeconds") or 0), _halt_of(obj), obj, _verified_of(obj))
+                      int(spec.get("leaseDurationSeconds") or 0), _halt_of(obj), obj, _verified_of(obj),
+                      _wave_halts_of(obj))
 
 
 class TrainLease:
@@ -205,18 +237,26 @@ class TrainLease:
 
         self._write(cleared)
 
-    def record_halt(self, cause: str) -> LeaseState:
-        """Record the train as halted (kept when one is recorded already: the first cause is the one that
-        stopped it), whoever holds the lease."""
-        record = HaltRecord(" ".join(cause.split())[:1000], self.clock(), self.holder)
-        text = json.dumps(record.as_json(), sort_keys=True)
+    def record_halt(self, cause: str, wave: str | None = None) -> LeaseState:
+        """Record the train as halted, or with ``wave`` that wave (a rollback's halt), whoever holds the lease. A
+        record already there is kept: the first cause is the one that stopped it (a second halt changes nothing)."""
+        record = HaltRecord(" ".join(cause.split())[:1000], self.clock(), self.holder, wave)
 
         def halted(current: LeaseState | None) -> Obj | None:
+            if wave is None:
+                key, text = labels.ANNOTATION_FLEET_HALTED, json.dumps(record.as_json(), sort_keys=True)
+                if current is not None and current.halt is not None:
+                    return None
+            else:
+                if current is not None and wave in current.wave_halts:
+                    return None
+                waves = {name: {k: v for k, v in r.as_json().items() if k != "wave"}
+                         for name, r in (current.wave_halts if current else {}).items()}
+                waves[wave] = {k: v for k, v in record.as_json().items() if k != "wave"}
+                key, text = labels.ANNOTATION_FLEET_WAVES_HALTED, json.dumps(waves, sort_keys=True)
             if current is None:
-                return self._new({"leaseDurationSeconds": self.duration}, {labels.ANNOTATION_FLEET_HALTED: text})
-            if current.halt is not None:
-                return None
-            return self._replacing(current, {}, {labels.ANNOTATION_FLEET_HALTED: text})
+                return self._new({"leaseDurationSeconds": self.duration}, {key: text})
+            return self._replacing(current, {}, {key: text})
 
         state = self._write(halted)
         assert state is not None
@@ -238,14 +278,15 @@ class TrainLease:
 
         self._write(recorded)
 
-    def clear_halt(self) -> HaltRecord | None:
-        """Remove the halt record; the record removed, or None when there was none."""
+    def clear_halt(self) -> list[HaltRecord]:
+        """Remove every halt record (the train's and each wave's); the records removed, none when there were none."""
         before = self.read()
 
         def cleared(current: LeaseState | None) -> Obj | None:
-            if current is None or current.halt is None:
+            if current is None or not current.halts:
                 return None
-            return self._replacing(current, {}, {labels.ANNOTATION_FLEET_HALTED: None})
+            return self._replacing(current, {}, {labels.ANNOTATION_FLEET_HALTED: None,
+                                                 labels.ANNOTATION_FLEET_WAVES_HALTED: None})
 
         self._write(cleared)
-        return before.halt if before is not None else None
+        return before.halts if before is not None else []

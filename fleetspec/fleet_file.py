@@ -7,20 +7,22 @@ limits across every cluster, what halts the train everywhere, and where the trai
 fleet plan|status|advance|halt|resume`` read it (docs/fleet.md).
 
 Validated as stack config is: a pydantic model, every problem with its key path (``waves[1].maxConcurrent``) and
-the reason, raised together as one :class:`fleetspec.load.SpecError`. What only the stack files can tell (that a stack
-named exists, is in one wave only, that canary stacks come first and a prod stack's canary before it) is checked
-by :func:`check_stacks` against what the stack files declare.
+the reason, raised together as one :class:`fleetspec.load.SpecError`. What spans keys (a wave's name given twice, a
+stack in two waves, the lease's stack in none: :func:`structure_problems`) and what only the stack files can tell
+(that a stack named exists, that canary stacks come first and a prod stack's canary before it:
+:func:`stack_problems`) are checked after, and every problem of both is reported together, each at its own key, a
+stack name that is no stack's with the nearest one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal
 
-from pydantic import (BeforeValidator, Field, StrictBool, StrictInt, ValidationError, field_validator,
-                      model_validator)
+from pydantic import BeforeValidator, Field, StrictBool, StrictInt, ValidationError, field_validator
 
 from fleetspec import yaml_files
 from fleetspec.base import DNS_LABEL, PositiveInt, SpecModel, Stage
@@ -138,24 +140,6 @@ class FleetFile(SpecModel):
             raise ValueError(f"{', '.join(twice)} given twice")
         return value
 
-    @model_validator(mode="after")
-    def _names(self) -> Self:
-        seen: dict[str, int] = {}
-        for index, wave in enumerate(self.waves):
-            if wave.name in seen:
-                raise ValueError(f"waves[{index}].name: {wave.name!r} is also the name of waves[{seen[wave.name]}]")
-            seen[wave.name] = index
-        where: dict[str, int] = {}
-        for index, wave in enumerate(self.waves):
-            for position, stack in enumerate(wave.stacks):
-                if stack in where:
-                    raise ValueError(f"waves[{index}].stacks[{position}]: {stack} is already in wave "
-                                     f"{self.waves[where[stack]].name}: a stack moves in one wave")
-                where[stack] = index
-        if self.lease.stack is not None and self.lease.stack not in where:
-            raise ValueError(f"lease.stack: {self.lease.stack} is in no wave")
-        return self
-
     # ------------------------------------------------------------ reading it
 
     @property
@@ -198,23 +182,62 @@ def _problems(error: ValidationError, document: Mapping[str, Any]) -> list[SpecP
     return problems
 
 
-def fleet_from_document(document: Any, source: str = FLEET_FILE) -> FleetFile:
+def nearest(name: str, names: Collection[str]) -> str:
+    """``; did you mean X?`` for the name in ``names`` nearest ``name`` (a typo), else nothing."""
+    found = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.8)
+    return f"; did you mean {found[0]}?" if found else ""
+
+
+def structure_problems(fleet: FleetFile, declared: Collection[str] | None = None) -> list[SpecProblem]:
+    """What spans keys: a wave name given twice, a stack in two waves, the lease's stack in no wave (the nearest
+    stack of a wave for a typo, among those with a stack file where ``declared`` says which); each at its key."""
+    problems: list[SpecProblem] = []
+    seen: dict[str, int] = {}
+    for index, wave in enumerate(fleet.waves):
+        if wave.name in seen:
+            problems.append(SpecProblem(f"waves[{index}].name", f"{wave.name!r} is also the name of "
+                                        f"waves[{seen[wave.name]}]"))
+        seen.setdefault(wave.name, index)
+    where: dict[str, int] = {}
+    for index, wave in enumerate(fleet.waves):
+        for position, stack in enumerate(wave.stacks):
+            if stack in where:
+                problems.append(SpecProblem(f"waves[{index}].stacks[{position}]", f"{stack} is already in wave "
+                                            f"{fleet.waves[where[stack]].name}: a stack moves in one wave"))
+                continue
+            where[stack] = index
+    if fleet.lease.stack is not None and fleet.lease.stack not in where:
+        candidates = [name for name in where if declared is None or name in declared]
+        problems.append(SpecProblem("lease.stack", f"{fleet.lease.stack} is in no wave"
+                                    + nearest(fleet.lease.stack, candidates)))
+    return problems
+
+
+def fleet_from_document(document: Any, source: str = FLEET_FILE,
+                        declared: Mapping[str, DeclaredStack] | None = None) -> FleetFile:
+    """The fleet file from its YAML document; SpecError naming every problem: its keys', what spans keys, and with
+    ``declared`` (the project's stack files) what must agree with them."""
     if not isinstance(document, Mapping):
         raise SpecError([SpecProblem(source, "must be a YAML mapping with a waves: list")], source)
     try:
-        return FleetFile.model_validate(dict(document))
+        fleet = FleetFile.model_validate(dict(document))
     except ValidationError as error:
         raise SpecError(_problems(error, document), source) from None
+    problems = structure_problems(fleet, declared) + (stack_problems(fleet, declared) if declared is not None else [])
+    if problems:
+        raise SpecError(problems, source)
+    return fleet
 
 
-def read_fleet_file(path: Path) -> FleetFile:
-    """The fleet file at ``path``; SpecError (exit 2) naming every problem."""
+def read_fleet_file(path: Path, declared: Mapping[str, DeclaredStack] | None = None) -> FleetFile:
+    """The fleet file at ``path``; SpecError (exit 2) naming every problem (with ``declared``: its disagreements
+    with the stack files too)."""
     try:
         document = yaml_files.read(path, MAX_FLEET_FILE_BYTES, yaml_files.StrictLoader)
     except yaml_files.YamlFileError as error:
         raise SpecError([SpecProblem(str(path), f"is {error}" if not str(error).startswith("key ") else str(error))],
                         str(path)) from None
-    return fleet_from_document(document, str(path))
+    return fleet_from_document(document, str(path), declared)
 
 
 def fleet_path(project_dir: Path) -> Path:
@@ -231,10 +254,17 @@ class DeclaredStack:
 
 
 def check_stacks(fleet: FleetFile, declared: Mapping[str, DeclaredStack], source: str = FLEET_FILE) -> None:
-    """What the stack files must agree with: every stack named has a stack file that loads, every stack file of
-    the project is in a wave (the deploy workflow deploys through the train only), the first wave holds the canary
-    stacks and only them, a prod stack's canary is in an earlier wave, and only a canary wave waits for an
-    attestation. SpecError naming every problem."""
+    """SpecError naming every problem of :func:`structure_problems` and :func:`stack_problems`."""
+    problems = structure_problems(fleet, declared) + stack_problems(fleet, declared)
+    if problems:
+        raise SpecError(problems, source)
+
+
+def stack_problems(fleet: FleetFile, declared: Mapping[str, DeclaredStack]) -> list[SpecProblem]:
+    """What the stack files must agree with: every stack named has a stack file that loads (a typo: the nearest
+    stack file's name), every stack file of the project is in a wave (the deploy workflow deploys through the train
+    only), the first wave holds the canary stacks and only them, a prod stack's canary is in an earlier wave, and
+    only a canary wave waits for an attestation."""
     problems: list[SpecProblem] = []
     position = {stack: index for index, wave in enumerate(fleet.waves) for stack in wave.stacks}
     for index, wave in enumerate(fleet.waves):
@@ -242,7 +272,8 @@ def check_stacks(fleet: FleetFile, declared: Mapping[str, DeclaredStack], source
             key = f"waves[{index}].stacks[{at}]"
             found = declared.get(stack)
             if found is None:
-                problems.append(SpecProblem(key, f"no stack file Pulumi.{stack}.yaml in the project"))
+                problems.append(SpecProblem(key, f"no stack file Pulumi.{stack}.yaml in the project"
+                                            + nearest(stack, declared)))
                 continue
             if found.stage is None:
                 problems.append(SpecProblem(key, f"Pulumi.{stack}.yaml does not load: {found.problem}"))
@@ -267,5 +298,4 @@ def check_stacks(fleet: FleetFile, declared: Mapping[str, DeclaredStack], source
     for stack in sorted(set(declared) - set(position)):
         problems.append(SpecProblem("waves", f"Pulumi.{stack}.yaml is in no wave: add it to one (the deploy "
                                     "workflow deploys the project's stacks through the train only)"))
-    if problems:
-        raise SpecError(problems, source)
+    return problems

@@ -109,8 +109,11 @@ ANNOTATION_BATCH_SELECTORS = f"{DOMAIN}/batch-job-selectors"  # newline-separate
 ANNOTATION_PAUSED_BY = f"{DOMAIN}/paused-by"
 ANNOTATION_PAUSED_REASON = f"{DOMAIN}/paused-reason"
 # The fleet's train (fleetspec/fleet_file.py): on its Lease, why and since when it is halted (JSON: cause, at, by); nothing moves
-# until `gpu-rollout fleet resume` removes it.
+# until `gpu-rollout fleet resume` removes it. Each cluster of the fleet holds its own record, on a Lease of the same name
+# (the lease stack's cluster: the train's lock itself), so a halt is recorded wherever it can reach.
 ANNOTATION_FLEET_HALTED = f"{DOMAIN}/fleet-halted"
+# ... and the waves a rollback halted (JSON: wave -> cause, at, by): that wave and the later ones stay where they are.
+ANNOTATION_FLEET_WAVES_HALTED = f"{DOMAIN}/fleet-waves-halted"
 # ... and, per stack, the update whose `verify --smoke` passed (JSON: stack -> update version), so it is not asked again.
 ANNOTATION_FLEET_VERIFIED = f"{DOMAIN}/fleet-verified"
 # A model's pod template annotated so declares its weights baked into (and pre-pulled with) the image.

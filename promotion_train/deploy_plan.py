@@ -8,7 +8,9 @@ stack file's, its result, and the commit it ran from (``git.head``) against main
 since then, for changes to the program, the pack and, for a prod stack, its canary's attestations. A stack
 that differs is deployed; whatever a cancelled or skipped run left undone, the next one finds. Canary stages
 come before prod stages. A stack whose last update was a `gpu-rollout rollback` is left alone until its stack
-file on main holds what it runs (the rollback's pull request merged), so a deploy never undoes a rollback.
+file on main holds what it runs in the keys the rollback restored (its GPU runtime keys; the rollback's pull request
+merged, or those keys reverted by hand), so a deploy never undoes a rollback; a difference in any other key is
+deployed as usual.
 
 The pack an ``up`` enforces is not the change's own (:func:`pack_base`): it is main as it was before the
 earliest change the pack judges that is not deployed yet, so a pull request cannot weaken the gate its own
@@ -135,6 +137,24 @@ def _first_up(stack: StackFile, reason: str, head: str, git: Git) -> Decision:
     return Decision(stack, True, reason + why, ref)
 
 
+def _overlaps(path: str, paths: set[str]) -> bool:
+    return any(path == p or path.startswith((p + ".", p + "[")) or p.startswith((path + ".", path + "["))
+               for p in paths)
+
+
+def restored_paths(updates: Sequence[Update]) -> set[str] | None:
+    """The config paths the newest rollbacks restored (what each changed from the update before it, over the run of
+    rollbacks at the head of the history); None: every key (a rollback with no update before it to compare)."""
+    restored: set[str] = set()
+    for index, update in enumerate(updates):
+        if rolled_back_to(update) is None:
+            break
+        if index + 1 >= len(updates):
+            return None
+        restored |= {c.path for c in config_changes(updates[index + 1].config, update.config)}
+    return restored
+
+
 def _settled(stack: StackFile, deployed: Deployed, before_head: str, head: str, git: Git) -> Decision | None:
     """The decisions the backend's records alone settle: nothing to compare with, a destroyed stack, a
     rollback not merged yet."""
@@ -155,11 +175,16 @@ def _settled(stack: StackFile, deployed: Deployed, before_head: str, head: str, 
                         "it by hand, or remove its stack file", deployed_commit=last.commit,
                         state=DESTROYED)
     rollback = rolled_back_to(last)
-    differing = _differing_keys(last.config, deployed.file_config) if deployed.file_config is not None else []
-    if rollback is not None and differing:
+    if rollback is None:
+        return None
+    restored = restored_paths(updates)
+    differing = sorted({c.path for c in config_changes(last.config, deployed.file_config)
+                        if restored is None or _overlaps(c.path, restored)}) if deployed.file_config is not None else []
+    if differing:
         return Decision(stack, False, f"update {last.version} rolled it back to update {rollback}; left alone until "
-                        f"its stack file on main holds what it runs ({_few(differing)} differ): merge the "
-                        "rollback's pull request", deployed_commit=last.commit, state=ROLLED_BACK)
+                        f"its stack file on main holds what it runs in the keys the rollback restored "
+                        f"({_few(differing)} differ): merge the rollback's pull request, or set those keys as it "
+                        "runs them", deployed_commit=last.commit, state=ROLLED_BACK)
     return None
 
 

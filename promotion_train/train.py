@@ -16,13 +16,18 @@ Each wave, in order, is:
   maintenance window. Later waves wait.
 
 A bad sign in any cluster (a trigger the fleet file's ``haltOn`` names, or one it cannot name; a failed verify)
-halts the train: every stack it started is paused and nothing moves until `fleet resume`. A sign the fleet file
-leaves out (and ``outside-window``) pauses its own stack only, as `watch` does.
+halts the train: every stack moving or moved by the train (any wave) is paused and nothing moves until `fleet
+resume`. A sign the fleet file leaves out (and ``outside-window``) pauses its own stack only, as `watch` does. A
+rollback halts its wave: that wave and the later ones stay where they are until `fleet resume`.
+
+A cluster that cannot be read stops only what depends on it: its stacks do not move (nor count as done), and they
+count as in flight against the fleet's limits (missing evidence is no pass); every other cluster is read, halted on
+and moved as usual. Every stack with a rollout in flight counts against the limits, whatever its deploy state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -57,6 +62,7 @@ class StackStatus(StrEnum):
 
 class WaveStatus(StrEnum):
     DONE = "done"
+    HALTED = "halted"  # a rollback halted it: it stays where it is until `fleet resume`
     WAITING = "waiting"  # its stacks are done; it waits for an attestation or a soak
     CURRENT = "current"  # its stacks move (or wait for their turn)
     LATER = "later"
@@ -147,6 +153,21 @@ class StackState:
     reason: str
     verified: bool = False  # verify --smoke passed on its last update (or the wave asks none)
     verify_failures: list[str] = field(default_factory=list)
+    vouched: bool = False  # not read by this run; its wave done as an approved plan's run saw it
+
+    @property
+    def in_flight(self) -> bool:
+        """Does its rollout count against the fleet's limits: an update running, its cluster showing a rollout not
+        complete (whatever its deploy state: a stack whose file changed may still be rolling), or a deployed stack
+        whose cluster could not be read (it may be rolling: missing evidence is no pass)."""
+        world = self.world
+        if self.status.moving:
+            return True
+        if self.vouched:
+            return False
+        if world.view is not None:
+            return not world.view.complete
+        return world.view_error is not None and world.update is not None
 
     def as_json(self) -> dict[str, Any]:
         world = self.world
@@ -156,7 +177,7 @@ class StackState:
             "cluster": world.cluster, "status": self.status.value, "reason": self.reason,
             "driver": {"from": spec.driver.previousVersion, "to": spec.driver.version} if spec else None,
             "update": world.update, "deploy": world.decision.deploy, "packRef": world.decision.pack_ref,
-            "verified": self.verified, "verifyFailures": self.verify_failures,
+            "verified": self.verified, "verifyFailures": self.verify_failures, "inFlight": self.in_flight,
             "view": world.view.as_json() if world.view else None,
         }
 
@@ -186,6 +207,7 @@ class Train:
     verified_now: dict[str, int] = field(default_factory=dict)  # stack -> update whose verify passed this run
     gpus_committed: int = 0  # the most GPUs the stacks in flight may take out at once, all clusters
     clusters_in_flight: list[str] = field(default_factory=list)
+    vouched: list[str] = field(default_factory=list)  # waves taken as done from an approved plan, and why
 
     @property
     def complete(self) -> bool:
@@ -195,9 +217,11 @@ class Train:
         return next(s for w in self.waves for s in w.stacks if s.world.name == name)
 
     def started(self) -> list[StackState]:
-        """The stacks the train has started: those of the waves up to the current one that have a deployment."""
-        last = len(self.waves) if self.current is None else self.current + 1
-        return [s for w in self.waves[:last] for s in w.stacks if s.world.update is not None]
+        """The stacks moving or moved by the train, which a halt pauses: every stack of any wave that has a
+        deployment (not destroyed), whichever wave is current now. A later change can make an earlier wave current
+        again while a stack of a later one still rolls: it is paused too."""
+        return [s for w in self.waves for s in w.stacks
+                if s.world.update is not None and s.world.decision.state != deploy_plan.DESTROYED]
 
     def next_step(self) -> str:
         if self.halt is not None:
@@ -296,18 +320,26 @@ def _waits(wave: WaveState, probe: Probe, now: float) -> list[str]:
     return missing
 
 
+def _committed(everyone: Sequence[StackState]) -> tuple[set[str], int]:
+    """The clusters with a rollout in flight and the most GPUs those rollouts may take out at once."""
+    flying = [s for s in everyone if s.in_flight]
+    return ({s.world.cluster for s in flying},
+            sum(worst_gpus_unavailable(s.world.spec) for s in flying if s.world.spec is not None))
+
+
 def _choose_ups(fleet: FleetFile, wave: WaveState, train: Train, everyone: Sequence[StackState]) -> None:
-    moving = [s for s in everyone if s.status.moving]
-    in_wave = sum(s.status.moving for s in wave.stacks)
+    in_wave = sum(s.in_flight for s in wave.stacks)
     slots = wave.wave.maxConcurrent - in_wave
-    clusters = {s.world.cluster for s in moving}
+    clusters, gpus = _committed(everyone)
     limits = fleet.limits
-    gpus = sum(worst_gpus_unavailable(s.world.spec) for s in moving if s.world.spec is not None)
     for state in wave.stacks:
         name = state.world.name
         if state.status != StackStatus.PENDING:
             continue
         assert state.world.spec is not None
+        if state.in_flight:  # still rolling: its slot, its cluster and its GPUs are counted already
+            train.ups.append(name)
+            continue
         if slots <= 0:
             train.blocked.append(f"{name} waits for a slot: wave {wave.wave.name} lets {wave.wave.maxConcurrent} "
                                  f"stack(s) move at once, and {in_wave + len(train.ups)} move")
@@ -336,9 +368,23 @@ def _choose_ups(fleet: FleetFile, wave: WaveState, train: Train, everyone: Seque
     train.clusters_in_flight = sorted(clusters)
 
 
-def _walk(train: Train, may_move: bool, verified: Mapping[str, int], probe: Probe, now: float) -> None:
-    """The waves in order: done ones passed, the first that is not done made the current one."""
+def _walk(train: Train, may_move: bool, verified: Mapping[str, int], probe: Probe, now: float,
+          halted_waves: Mapping[str, str], vouched_waves: Collection[str]) -> None:
+    """The waves in order: done ones passed, the first that is not done (or halted) made the current one."""
     for index, wave in enumerate(train.waves):
+        if wave.wave.name in halted_waves:
+            wave.status, train.current = WaveStatus.HALTED, index
+            train.blocked.append(f"wave {wave.wave.name} is halted ({halted_waves[wave.wave.name]}): it and the "
+                                 "waves after it stay where they are until `gpu-rollout fleet resume`")
+            return
+        unread = [s.world.name for s in wave.stacks if s.status == StackStatus.UNREADABLE]
+        if unread and wave.wave.name in vouched_waves:
+            wave.status = WaveStatus.DONE
+            for state in wave.stacks:
+                state.vouched = state.status == StackStatus.UNREADABLE
+            train.vouched.append(f"wave {wave.wave.name}: done as the approved plan read it; this run could not "
+                                 f"read {', '.join(unread)}")
+            continue
         if may_move:
             _verify_wave(wave, verified, probe, train)
         else:  # nothing moves: no model is asked; what verify passed on before still counts
@@ -359,10 +405,14 @@ def _walk(train: Train, may_move: bool, verified: Mapping[str, int], probe: Prob
 
 
 def assess(fleet: FleetFile, worlds: Mapping[str, StackWorld], probe: Probe, now: float, *,
-           halted: bool = False, verified: Mapping[str, int] | None = None) -> Train:
+           halted: bool = False, verified: Mapping[str, int] | None = None,
+           halted_waves: Mapping[str, str] | None = None, vouched_waves: Collection[str] = ()) -> Train:
     """The train as the world shows it, and its next safe step (``ups``, or ``halt``). ``halted``: a halt is
-    recorded already (nothing moves); ``verified``: stack -> the update whose verify passed (the Lease's record).
-    ``probe`` runs `verify --smoke` only while the train may move (no halt, every cluster read)."""
+    recorded already (nothing moves); ``halted_waves``: wave -> why a rollback halted it (it and the later waves stay
+    where they are); ``verified``: stack -> the update whose verify passed (the Lease's record); ``vouched_waves``:
+    waves an approved plan saw done, taken as done where this run could not read some of their stacks (an identity
+    of one environment reads only its own clusters). ``probe`` runs `verify --smoke` only while the train may move
+    (no halt)."""
     verified = verified or {}
     waves = [WaveState(w, [StackState(worlds[s], *worlds[s].status()) for s in w.stacks]) for w in fleet.waves]
     everyone = [s for w in waves for s in w.stacks]
@@ -373,8 +423,10 @@ def assess(fleet: FleetFile, worlds: Mapping[str, StackWorld], probe: Probe, now
             if not fleet.halts(sign.kind):
                 train.own_pauses.append(sign)
     unreadable = [s for s in everyone if s.status == StackStatus.UNREADABLE]
-    may_move = not halted and not unreadable and not any(fleet.halts(s.kind) for s in train.signs)
-    _walk(train, may_move, verified, probe, now)
+    may_move = not halted and not any(fleet.halts(s.kind) for s in train.signs)
+    _walk(train, may_move, verified, probe, now, halted_waves or {}, vouched_waves)
+    clusters, train.gpus_committed = _committed(everyone)
+    train.clusters_in_flight = sorted(clusters)
     halting = [s for s in train.signs if fleet.halts(s.kind)]
     if halting:
         train.halt = halting[0]
@@ -382,12 +434,11 @@ def assess(fleet: FleetFile, worlds: Mapping[str, StackWorld], probe: Probe, now
     if halted:
         train.blocked.append("the train is halted: nothing moves until `gpu-rollout fleet resume`")
         return train
-    if unreadable:
-        train.blocked += [f"{s.world.name}: {s.reason}" for s in unreadable]
-        train.blocked.append("nothing moves until every cluster of the fleet answers (a bad sign there would go "
-                             "unseen)")
-        return train
-    if train.current is None:
+    # A cluster that could not be read stops what depends on it only: its own stacks (and its wave, which cannot
+    # be done); every other cluster goes on.
+    train.blocked += [f"{s.world.name}: {s.reason}; it does not move"
+                      + (", and counts as in flight" if s.in_flight else "") for s in unreadable if not s.vouched]
+    if train.current is None or waves[train.current].status == WaveStatus.HALTED:
         return train
     wave = waves[train.current]
     for state in wave.stacks:

@@ -7,6 +7,12 @@ Automation API (:mod:`rollout.engine`, one worker process per stack, so a wave's
 `resume` (:mod:`checks.pause`), the train's Lease (:mod:`checks.lease`). Nothing is kept on this machine between
 runs: a killed `advance` is followed by one that reads the same world.
 
+The halt is recorded in every cluster of the fleet it can reach (:func:`halt_records`: a Lease of the train's
+name in each, the lease stack's being the lock too), so the brake works with any one cluster down, the Lease's
+included; `advance` treats a record in any cluster as a halt, and `resume` clears every record it reaches and names
+those it could not. A cluster that cannot be read stops only the stacks on it: everything else is read, halted on
+and moved, and the step fails after doing what it could, naming the cluster and why.
+
 Exit codes: 0 the step was taken, or there was nothing to do yet; 1 the train is halted (now or before), an `up`
 failed, another `advance` holds the lease, or a cluster or the backend could not be read; 2 invalid input (the
 fleet file, a stack file, a flag).
@@ -14,12 +20,14 @@ fleet file, a stack file, a flag).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -30,7 +38,7 @@ from checks import fleet as live
 from checks.attested import read_attested
 from checks import kube as k
 from checks.errors import ClusterError
-from checks.lease import LeaseHeld, LeaseState, TrainLease, micro_time
+from checks.lease import HaltRecord, LeaseHeld, LeaseState, TrainLease, micro_time
 from checks.nodestate import NoNodesError
 from checks.pause import ChangeInterrupted, ImageOwnedDriver, PauseReport, pause, resume
 from checks.soak import readiness
@@ -47,7 +55,7 @@ from engine_contracts import attestation
 from fleetspec.base import Stage
 from fleetspec.fleet_file import LEASE_NAME, LEASE_NAMESPACE
 from fleetspec.model import FleetSpec
-from refusals.errors import Declined
+from refusals.errors import Declined, InvalidInput
 
 UP_MESSAGE = "gpu-rollout fleet advance: wave {wave}"
 
@@ -202,21 +210,128 @@ class LiveProbe:
 # ---------------------------------------------------------------- reporting
 
 
+def _holder() -> str:
+    return f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+
+
 def _lease_of(project: FleetProject, clusters: Clusters, holder: str = "") -> TrainLease:
     stack = project.fleet.lease_stack
     return TrainLease(clusters.connect(stack, project.specs[stack]), LEASE_NAMESPACE, LEASE_NAME,
-                      holder or f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}",
-                      project.fleet.lease.durationSeconds)
+                      holder or _holder(), project.fleet.lease.durationSeconds)
 
 
-def _status(found: train.Train, lease: LeaseState | None, now: float, project: FleetProject) -> dict[str, Any]:
+def fleet_clusters(project: FleetProject) -> dict[str, list[str]]:
+    """Each cluster of the fleet (``cluster.name``) and its stacks, in wave order; the lease stack's cluster first."""
+    found: dict[str, list[str]] = {}
+    lease = project.specs[project.fleet.lease_stack].cluster.name
+    found[lease] = []
+    for stack in project.fleet.stacks:
+        found.setdefault(project.specs[stack].cluster.name, []).append(stack)
+    return found
+
+
+@dataclass
+class ClusterRecord:
+    """One cluster's halt record as read or written: ``state`` (None: no Lease there), or why it could not be."""
+
+    cluster: str
+    stacks: list[str]
+    state: LeaseState | None = None
+    error: str | None = None
+    changed: bool = False  # this run wrote (halt) or removed (resume) the record
+
+    def document(self) -> schemas.HaltRecordDocument:
+        state = self.state
+        return schemas.HaltRecordDocument(
+            cluster=self.cluster, stacks=self.stacks, error=self.error, changed=self.changed,
+            halted=state.halt.as_json() if state is not None and state.halt is not None else None,
+            wavesHalted=[r.as_json() for r in state.wave_halts.values()] if state is not None else [])
+
+
+def _record_lease(project: FleetProject, clusters: Clusters, stacks: list[str], holder: str) -> TrainLease:
+    """The Lease holding the halt record in the cluster of ``stacks``, reached through the first stack that
+    connects (a stack's own kubeconfig may be missing while a sibling's works)."""
+    errors: list[str] = []
+    for stack in stacks:
+        try:
+            kube = clusters.connect(stack, project.specs[stack])
+        except ClusterError as error:
+            errors.append(f"{stack}: {error}")
+            continue
+        return TrainLease(kube, LEASE_NAMESPACE, LEASE_NAME, holder, project.fleet.lease.durationSeconds)
+    raise ClusterError("; ".join(errors) or "no stack reaches it")
+
+
+def halt_records(project: FleetProject, clusters: Clusters,
+                 change: Callable[[TrainLease], tuple[LeaseState | None, bool]] | None = None,
+                 holder: str = "", only: Collection[str] | None = None) -> list[ClusterRecord]:
+    """Every cluster's halt record, concurrently: read, or changed by ``change`` (returning the state after and
+    whether it wrote). A cluster that cannot be reached is reported with why, never raised."""
+    who = holder or _holder()
+
+    def one(item: tuple[str, list[str]]) -> ClusterRecord:
+        cluster, stacks = item
+        try:
+            lease = _record_lease(project, clusters, stacks, who)
+            if change is None:
+                return ClusterRecord(cluster, stacks, lease.read())
+            state, changed = change(lease)
+            return ClusterRecord(cluster, stacks, state, changed=changed)
+        except ClusterError as error:
+            return ClusterRecord(cluster, stacks, error=str(error))
+
+    items = [(c, s) for c, s in fleet_clusters(project).items() if only is None or c in only]
+    if not items:
+        return []
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(items)))) as pool:
+        return list(pool.map(one, items))
+
+
+@dataclass(frozen=True)
+class Halts:
+    """What every reachable cluster records: the train's halt (the first found), each wave's, the clusters whose
+    record could not be read."""
+
+    halt: HaltRecord | None
+    waves: dict[str, HaltRecord]
+    unread: dict[str, str]  # cluster -> why
+
+    @classmethod
+    def of(cls, records: list[ClusterRecord]) -> Halts:
+        halts = [r.state.halt for r in records if r.state is not None and r.state.halt is not None]
+        waves: dict[str, HaltRecord] = {}
+        for record in records:
+            for wave, found in (record.state.wave_halts if record.state is not None else {}).items():
+                waves.setdefault(wave, found)
+        return cls(min(halts, key=lambda h: h.at) if halts else None, waves,
+                   {r.cluster: r.error for r in records if r.error is not None})
+
+    def halted_waves(self, project: FleetProject) -> dict[str, str]:
+        """wave -> why; a record naming no wave of the fleet file halts the first wave (whatever it meant)."""
+        names = [w.name for w in project.fleet.waves]
+        out: dict[str, str] = {}
+        for wave, record in self.waves.items():
+            out.setdefault(wave if wave in names else names[0], record.cause)
+        return out
+
+    def say_unread(self) -> None:
+        for cluster, why in self.unread.items():
+            say(f"cluster {cluster}: its halt record could not be read ({why}); a halt recorded only there is not "
+                "seen by this run")
+
+
+def _status(found: train.Train, lease: LeaseState | None, now: float, project: FleetProject,
+            halts: Halts | None = None) -> dict[str, Any]:
     """The fields of `fleet status`'s document, which `fleet advance`'s begins with."""
     current = found.waves[found.current].wave.name if found.current is not None else None
     limits = project.fleet.limits
+    halt = halts.halt if halts is not None else (lease.halt if lease else None)
     return {
         "current": current, "complete": found.complete, "next": found.next_step(),
         "halt": found.halt.as_json() if found.halt else None,
-        "halted": lease.halt.as_json() if lease and lease.halt else None,
+        "halted": halt.as_json() if halt else None,
+        "wavesHalted": [r.as_json() for r in halts.waves.values()] if halts is not None else [],
+        "unread": [f"cluster {c}: {why}" for c, why in halts.unread.items()] if halts is not None else [],
         "lease": lease.as_json(now) if lease else None,
         "blocked": found.blocked, "signs": [s.as_json() for s in found.signs],
         "limits": {"maxGpusUnavailable": limits.maxGpusUnavailable, "gpusCommitted": found.gpus_committed,
@@ -227,27 +342,33 @@ def _status(found: train.Train, lease: LeaseState | None, now: float, project: F
 
 
 def document(found: train.Train, lease: LeaseState | None, now: float,
-             project: FleetProject) -> schemas.FleetStatusDocument:
-    return schemas.FleetStatusDocument(**_status(found, lease, now, project))
+             project: FleetProject, halts: Halts | None = None) -> schemas.FleetStatusDocument:
+    return schemas.FleetStatusDocument(**_status(found, lease, now, project, halts))
 
 
 def advance_document(found: train.Train, lease: LeaseState | None, now: float, project: FleetProject, *,
-                     applies: bool, ups: list[schemas.Up], withheld: list[str]) -> schemas.FleetAdvanceDocument:
+                     applies: bool, ups: list[schemas.Up], withheld: list[str],
+                     halts: Halts | None = None) -> schemas.FleetAdvanceDocument:
     """`fleet advance`'s: with --yes (``applies``) its pauses too, empty until the step pauses a stack."""
-    status = _status(found, lease, now, project)
+    status = _status(found, lease, now, project, halts)
     if not applies:
         return schemas.FleetAdvanceDocument(**status, applies=False, ups=ups, withheld=withheld)
     return schemas.FleetAdvanceDocument(**status, applies=True, ups=ups, withheld=withheld, paused=[], ownPauses=[])
 
 
-def render(found: train.Train, lease: LeaseState | None, now: float) -> None:
+def render(found: train.Train, lease: LeaseState | None, now: float, halts: Halts | None = None) -> None:
     console = stdout(highlight=False)
 
     def line(text: str) -> None:
         console.print(text, markup=False, soft_wrap=True)
 
-    if lease is not None and lease.halt is not None:
-        line(f"HALTED since {micro_time(lease.halt.at)}: {lease.halt.cause}")
+    halt = halts.halt if halts is not None else (lease.halt if lease else None)
+    if halt is not None:
+        line(f"HALTED since {micro_time(halt.at)}: {halt.cause}")
+    for record in (halts.waves.values() if halts is not None else []):
+        line(f"wave {record.wave} HALTED since {micro_time(record.at)}: {record.cause}")
+    for cluster, why in (halts.unread.items() if halts is not None else []):
+        line(f"cluster {cluster}: not read: {why}")
     for wave in found.waves:
         line(f"wave {wave.wave.name}: {wave.status.value}")
         for state in wave.stacks:
@@ -262,6 +383,8 @@ def render(found: train.Train, lease: LeaseState | None, now: float) -> None:
             line(f"  waits for {waiting}")
     for sign in found.signs:
         line(f"sign: {sign.kind} in {sign.stack}: {sign.message}")
+    for note in found.vouched:
+        line(f"note: {note}")
     line(f"next: {found.next_step()}")
     if lease is not None and not lease.free(now):
         line(f"lease: held by {lease.holder} until {micro_time(lease.expires() or now)}")
@@ -274,16 +397,23 @@ def status(project: FleetProject, backend: Backend, clusters: Clusters, as_json:
            now: Callable[[], float] = time.time) -> Exit:
     """Where the train is, read from the world; changes nothing (verify is not run: what it passed is recorded)."""
     moment = now()
-    lease = _lease_of(project, clusters).read()
+    records = halt_records(project, clusters)
+    halts, lease = Halts.of(records), _lease_state(project, records)
     worlds, _ = read_worlds(project, backend, clusters, datetime.fromtimestamp(moment, UTC))
     found = train.assess(project.fleet, worlds, _RecordedOnly(LiveProbe(project, clusters, moment)), moment,
-                         halted=lease is not None and lease.halt is not None,
+                         halted=halts.halt is not None, halted_waves=halts.halted_waves(project),
                          verified=lease.verified if lease else {})
     if as_json:
-        documents.write(document(found, lease, moment, project))
+        documents.write(document(found, lease, moment, project, halts))
     else:
-        render(found, lease, moment)
+        render(found, lease, moment, halts)
     return Exit.OK
+
+
+def _lease_state(project: FleetProject, records: list[ClusterRecord]) -> LeaseState | None:
+    """The train's Lease (the lease stack's cluster's record), as read with the halt records."""
+    cluster = project.specs[project.fleet.lease_stack].cluster.name
+    return next((r.state for r in records if r.cluster == cluster), None)
 
 
 class _RecordedOnly:
@@ -353,34 +483,93 @@ def _say_paused(done: list[Paused], verb: str) -> None:
                                                               if item.report.unchanged else ""))
 
 
-def halt(project: FleetProject, clusters: Clusters, reason: str, as_json: bool) -> Exit:
-    """Record the train as halted, then pause every stack of the fleet at once (an emergency waits for no lease)."""
-    lease = _lease_of(project, clusters)
-    record = lease.record_halt(f"halted by hand: {reason}").halt
-    done = _each(project, clusters, project.fleet.stacks, "pause", f"fleet halted: {reason}")
+def record_halt_everywhere(project: FleetProject, clusters: Clusters, cause: str, wave: str | None = None,
+                           holder: str = "") -> list[ClusterRecord]:
+    """The halt recorded in every cluster the run reaches, at once, waiting for no Lease (an emergency does not);
+    a record already there is kept (a second halt changes nothing)."""
+
+    def recorded(lease: TrainLease) -> tuple[LeaseState | None, bool]:
+        before = lease.read()
+        had = before is not None and (before.halt is not None if wave is None else wave in before.wave_halts)
+        return lease.record_halt(cause, wave), not had
+
+    return halt_records(project, clusters, recorded, holder)
+
+
+def _say_records(records: list[ClusterRecord], verb: str) -> None:
+    for record in records:
+        if record.error is not None:
+            say(f"cluster {record.cluster}: its halt record could not be {verb} ({record.error}); stacks there: "
+                f"{', '.join(record.stacks) or 'none'}")
+
+
+def halt(project: FleetProject, clusters: Clusters, reason: str, as_json: bool, wave_of: str | None = None) -> Exit:
+    """Record the train as halted in every cluster it reaches and pause every stack of the fleet, at once (an
+    emergency waits for no lease, and no one cluster stops it). ``wave_of``: a rollback's halt of that stack's
+    wave: the halt recorded for the wave, and the wave's other stacks paused (the stack itself is being rolled
+    back: a skip label would hold its own way back)."""
+    wave = project.fleet.wave_of(wave_of).name if wave_of is not None else None
+    cause = (f"rollback of stack {wave_of}: {reason}" if wave_of is not None else f"halted by hand: {reason}")
+    names = ([s for s in project.fleet.wave_of(wave_of).stacks if s != wave_of] if wave_of is not None
+             else project.fleet.stacks)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        recording = pool.submit(record_halt_everywhere, project, clusters, cause, wave)
+        pausing = pool.submit(_each, project, clusters, names, "pause", f"fleet halted: {cause}")
+        records, done = recording.result(), pausing.result()
+    found = Halts.of(records)
+    first = found.waves.get(wave) if wave is not None else found.halt
     if as_json:
-        documents.write(schemas.FleetHaltDocument(halted=record.as_json() if record else None,
+        documents.write(schemas.FleetHaltDocument(halted=first.as_json() if first else None,
+                                                  records=[r.document() for r in records],
                                                   paused=[d.document() for d in done]))
     _say_paused(done, "pause")
-    say(f"fleet halted: {record.cause if record else reason}; nothing moves until `gpu-rollout fleet resume`")
-    return Exit.failed_if(any(d.error for d in done))
+    _say_records(records, "written")
+    recorded = [r.cluster for r in records if r.error is None]
+    scope = f"wave {wave} halted" if wave is not None else "fleet halted"
+    stays = "it and the waves after it stay where they are" if wave is not None else "nothing moves"
+    if recorded:
+        say(f"{scope}: {first.cause if first else cause}; recorded in {', '.join(recorded)}; {stays} until "
+            "`gpu-rollout fleet resume`")
+    else:
+        say(f"{scope} NOWHERE: no cluster's record could be written; the stacks above were paused where reachable")
+    return Exit.failed_if(any(d.error for d in done) or any(r.error for r in records))
 
 
 def resume_all(project: FleetProject, clusters: Clusters, as_json: bool) -> Exit:
-    """Resume every stack of the fleet (only the pauses of `pause`, never someone else's skip label), then remove the
-    halt record; a stack that could not be resumed keeps the train halted."""
+    """Resume every stack of the fleet (only the pauses of `pause`, never someone else's skip label), then remove
+    the halt record of every cluster whose stacks all resumed; names each record it could not clear. A remaining
+    record keeps the train halted (`advance` treats it as a halt)."""
     done = _each(project, clusters, project.fleet.stacks, "resume", "")
-    failed = [d for d in done if d.error]
-    cleared = _lease_of(project, clusters).clear_halt() if not failed else None
+    failed = {d.stack for d in done if d.error}
+
+    removed: list[HaltRecord] = []
+
+    def cleared(lease: TrainLease) -> tuple[LeaseState | None, bool]:
+        gone = lease.clear_halt()
+        removed.extend(gone)
+        return lease.read(), bool(gone)
+
+    every = fleet_clusters(project)
+    held_back = [c for c, stacks in every.items() if failed & set(stacks)]
+    records = halt_records(project, clusters, cleared, only=[c for c in every if c not in held_back])
+    for record in halt_records(project, clusters, only=held_back):  # kept: why, in the cluster's own words if down
+        why = failed & set(record.stacks)
+        records.append(ClusterRecord(record.cluster, record.stacks, record.state, record.error or (
+            f"not cleared: {', '.join(sorted(why))} could not be resumed")))
+    first = min(removed, key=lambda r: (r.wave is not None, r.at)) if removed else None
     if as_json:
-        documents.write(schemas.FleetResumeDocument(cleared=cleared.as_json() if cleared else None,
+        documents.write(schemas.FleetResumeDocument(cleared=first.as_json() if first else None,
+                                                    records=[r.document() for r in records],
                                                     resumed=[d.document() for d in done]))
     _say_paused(done, "resume")
-    if failed:
-        say("the train stays halted: resume the stacks above, then `gpu-rollout fleet resume` again")
+    _say_records(records, "cleared")
+    left = [r.cluster for r in records if r.error is not None]
+    if left:
+        say(f"the train stays halted: the halt records of {', '.join(left)} remain; resume the stacks above (or "
+            "reach those clusters), then `gpu-rollout fleet resume` again")
     else:
-        say("the train may move again" + (f" (it was halted: {cleared.cause})" if cleared else " (it was not halted)"))
-    return Exit.failed_if(bool(failed))
+        say("the train may move again" + (f" (it was halted: {first.cause})" if first else " (it was not halted)"))
+    return Exit.failed_if(bool(failed) or bool(left))
 
 
 # ---------------------------------------------------------------- advance
@@ -411,10 +600,12 @@ class Packs:
 
 
 class Renewer:
-    """Renews the lease every third of its duration while `advance` works; notes when it is lost."""
+    """Renews the lease every third of its duration while `advance` works; notes when it is lost, and a halt
+    recorded on it meanwhile (the train's, or a wave's it did not know of when it started)."""
 
-    def __init__(self, lease: TrainLease) -> None:
+    def __init__(self, lease: TrainLease, known_waves: Collection[str] = ()) -> None:
         self.lease = lease
+        self.known_waves = set(known_waves)
         self.lost: str | None = None
         self.halted: str | None = None
         self._stop = threading.Event()
@@ -443,22 +634,42 @@ class Renewer:
             return
         if state.halt is not None:
             self.halted = state.halt.cause
+        new = [r for wave, r in state.wave_halts.items() if wave not in self.known_waves]
+        if new:
+            self.halted = new[0].cause
 
 
-def advance(project: FleetProject, backend: Backend, clusters: Clusters, *, yes: bool, packs: Packs,
-            only_stage: Stage | None, as_json: bool, now: Callable[[], float] = time.time) -> Exit:
-    """Take the train's next safe step and return: `up` the stacks of the current wave that may go, pause every
-    stack the train started on a bad sign, or do nothing yet. Without ``yes`` it says what it would do."""
-    if not yes:
-        return _dry_run(project, backend, clusters, only_stage, as_json, now)
-    lease = _lease_of(project, clusters)
+def hold(project: FleetProject, clusters: Clusters, command: list[str], wait: float,
+         clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+         run: Callable[[list[str]], int] | None = None) -> Exit:
+    """Run ``command`` holding the train's Lease, so it never runs beside a `fleet advance` (a rollback's `up`:
+    rollback and deploy share one serialisation). Waits up to ``wait`` seconds for the Lease; a Lease whose cluster
+    does not answer does not stop an emergency: the command runs, and that is said (the halt its wave records keeps
+    the train off it)."""
+    import subprocess
+
+    def execute(argv: list[str]) -> int:
+        return subprocess.run(argv, check=False).returncode  # noqa: S603 - the caller's own command line
+
+    runner = run or execute
+    deadline = clock() + wait
     try:
-        held = lease.acquire()
-    except LeaseHeld as error:
-        raise Declined(f"fleet advance refused: {error}") from None
+        lease = _lease_of(project, clusters)
+        while True:
+            try:
+                lease.acquire()
+                break
+            except LeaseHeld as error:
+                if clock() >= deadline:
+                    raise Declined(f"fleet hold: the train's lease stayed held for {wait:g} s: {error}") from None
+                say(f"waiting for the train's lease: {error}")
+                sleep(min(10.0, max(0.0, deadline - clock())))
+    except ClusterError as error:
+        say(f"the train's lease could not be taken ({error}): running without it")
+        return Exit.failed_if(runner(command) != 0)
     try:
-        with Renewer(lease) as renewer:
-            return _step(project, backend, clusters, lease, held, renewer, packs, only_stage, as_json, now)
+        with Renewer(lease):
+            return Exit.failed_if(runner(command) != 0)
     finally:
         try:
             lease.release()
@@ -466,21 +677,118 @@ def advance(project: FleetProject, backend: Backend, clusters: Clusters, *, yes:
             say(f"note: the train's lease could not be released ({error}); it expires by itself")
 
 
+# ---------------------------------------------------------------- the approval: bound to what was shown
+
+
+def config_digest(project: FleetProject, stack: str) -> str:
+    """The digest of the stack file an `up` would run (sha256 of its bytes), as the approval plan names it."""
+    return "sha256:" + hashlib.sha256((project.project_dir / project.stacks[stack].file).read_bytes()).hexdigest()
+
+
+def approval_plan(project: FleetProject, found: train.Train, worlds: Mapping[str, train.StackWorld],
+                  withheld: list[str], commit: str) -> schemas.ApprovalPlan | None:
+    """What a person approves for the withheld `up`s: each stack with its config digest and the pack commit its
+    `up` enforces, the commit, and the waves this run saw done (an identity that cannot read them takes them so)."""
+    if not withheld:
+        return None
+    return schemas.ApprovalPlan(
+        commit=commit, doneWaves=[w.wave.name for w in found.waves if w.status == train.WaveStatus.DONE],
+        ups=[schemas.ApprovedUp(stack=name, configDigest=config_digest(project, name),
+                                packRef=worlds[name].decision.pack_ref) for name in withheld])
+
+
+def read_expected(path: Path) -> schemas.ApprovalPlan:
+    """The approved plan (`advance --expect`); InvalidInput naming the flag when it is not one."""
+    try:
+        return schemas.ApprovalPlan.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as error:
+        raise InvalidInput(f"--expect: {path} is not an approval plan (the `approval` of `fleet advance --json`): "
+                           f"{str(error).splitlines()[0]}") from None
+
+
+def plan_differences(expected: schemas.ApprovalPlan, own: schemas.ApprovalPlan | None, commit: str) -> list[str]:
+    """How this run's `up`s differ from the approved ones, one line each; empty: the same."""
+    out: list[str] = []
+    if expected.commit != commit:
+        out.append(f"the approved plan was made at commit {expected.commit[:12]}, this run is at {commit[:12]}")
+    mine = {u.stack: u for u in own.ups} if own is not None else {}
+    theirs = {u.stack: u for u in expected.ups}
+    for name in sorted(set(theirs) - set(mine)):
+        out.append(f"{name}: approved, but this run would not bring it up now")
+    for name in sorted(set(mine) - set(theirs)):
+        out.append(f"{name}: this run would bring it up, but it was not approved")
+    for name in sorted(set(mine) & set(theirs)):
+        for key in ("configDigest", "packRef"):
+            if getattr(mine[name], key) != getattr(theirs[name], key):
+                out.append(f"{name}: its {key} is {getattr(mine[name], key)}, the approved plan's "
+                           f"{getattr(theirs[name], key)}")
+    return out
+
+
+# ---------------------------------------------------------------- advance
+
+
+def advance(project: FleetProject, backend: Backend, clusters: Clusters, *, yes: bool, packs: Packs,
+            only_stage: Stage | None, as_json: bool, now: Callable[[], float] = time.time,
+            expect: schemas.ApprovalPlan | None = None) -> Exit:
+    """Take the train's next safe step and return: `up` the stacks of the current wave that may go, pause every
+    stack the train moved on a bad sign, or do nothing yet. Without ``yes`` it says what it would do. ``expect``:
+    the approved plan; the step's `up`s must be exactly it, else nothing goes up. With the Lease's cluster out of
+    reach it still halts on a bad sign (an emergency needs no lock), and brings nothing up."""
+    if not yes:
+        return _dry_run(project, backend, clusters, only_stage, as_json, now, expect)
+    try:
+        lease = _lease_of(project, clusters)
+        held = lease.acquire()
+    except LeaseHeld as error:
+        raise Declined(f"fleet advance refused: {error}") from None
+    except ClusterError as error:
+        say(f"the train's lease could not be taken: the cluster of stack {project.fleet.lease_stack} did not answer "
+            f"({error}); this step halts on a bad sign but brings nothing up")
+        return _step(project, backend, clusters, None, None, None, packs, only_stage, as_json, now, expect)
+    try:
+        records = halt_records(project, clusters)
+        with Renewer(lease, Halts.of(records).waves) as renewer:
+            return _step(project, backend, clusters, lease, held, renewer, packs, only_stage, as_json, now, expect,
+                         records)
+    finally:
+        try:
+            lease.release()
+        except ClusterError as error:
+            say(f"note: the train's lease could not be released ({error}); it expires by itself")
+
+
+def _read(project: FleetProject, backend: Backend, clusters: Clusters, moment: float, verified: Mapping[str, int],
+          probe: train.Probe, expect: schemas.ApprovalPlan | None,
+          records: list[ClusterRecord] | None = None
+          ) -> tuple[train.Train, dict[str, train.StackWorld], str, Halts, list[ClusterRecord]]:
+    records = records if records is not None else halt_records(project, clusters)
+    halts = Halts.of(records)
+    worlds, commit = read_worlds(project, backend, clusters, datetime.fromtimestamp(moment, UTC))
+    found = train.assess(project.fleet, worlds, probe, moment, halted=halts.halt is not None,
+                         halted_waves=halts.halted_waves(project), verified=verified,
+                         vouched_waves=expect.doneWaves if expect is not None else ())
+    halts.say_unread()
+    return found, worlds, commit, halts, records
+
+
 def _dry_run(project: FleetProject, backend: Backend, clusters: Clusters, only_stage: Stage | None, as_json: bool,
-             now: Callable[[], float]) -> Exit:
+             now: Callable[[], float], expect: schemas.ApprovalPlan | None) -> Exit:
     moment = now()
-    lease = _lease_of(project, clusters).read()
-    worlds, _ = read_worlds(project, backend, clusters, datetime.fromtimestamp(moment, UTC))
-    found = train.assess(project.fleet, worlds, LiveProbe(project, clusters, moment), moment,
-                         halted=lease is not None and lease.halt is not None, verified=lease.verified if lease else {})
+    records = halt_records(project, clusters)
+    lease = _lease_state(project, records)
+    found, worlds, commit, halts, _ = _read(project, backend, clusters, moment, lease.verified if lease else {},
+                                            LiveProbe(project, clusters, moment), expect, records)
     ups, withheld = _by_stage(project, found.ups, only_stage)
     if as_json:
         # The ups --yes would run, in the shape of the ones it ran (ok: null, not run yet).
         planned = [schemas.Up(stack=stack, ok=None, detail="run again with --yes to bring it up") for stack in ups]
-        documents.write(advance_document(found, lease, moment, project, applies=False, ups=planned,
-                                         withheld=withheld))
+        out = advance_document(found, lease, moment, project, applies=False, ups=planned, withheld=withheld,
+                               halts=halts)
+        out.approval = approval_plan(project, found, worlds, withheld, commit)
+        documents.write(out)
     else:
-        render(found, lease, moment)
+        render(found, lease, moment, halts)
     say("nothing changed: run again with --yes to take this step")
     return Exit.OK
 
@@ -492,44 +800,74 @@ def _by_stage(project: FleetProject, ups: list[str], only_stage: Stage | None) -
             [s for s in ups if project.stacks[s].stage != only_stage])
 
 
-def _step(project: FleetProject, backend: Backend, clusters: Clusters, lease: TrainLease, held: LeaseState,
-          renewer: Renewer, packs: Packs, only_stage: Stage | None, as_json: bool, now: Callable[[], float]) -> Exit:
+def _step(project: FleetProject, backend: Backend, clusters: Clusters, lease: TrainLease | None,
+          held: LeaseState | None, renewer: Renewer | None, packs: Packs, only_stage: Stage | None, as_json: bool,
+          now: Callable[[], float], expect: schemas.ApprovalPlan | None,
+          records: list[ClusterRecord] | None = None) -> Exit:
     moment = now()
-    worlds, _ = read_worlds(project, backend, clusters, datetime.fromtimestamp(moment, UTC))
-    found = train.assess(project.fleet, worlds, LiveProbe(project, clusters, moment), moment,
-                         halted=held.halt is not None, verified=held.verified)
-    lease.record_verified(found.verified_now)
-    out = advance_document(found, held, moment, project, applies=True, ups=[], withheld=[])
+    found, worlds, commit, halts, records = _read(
+        project, backend, clusters, moment, held.verified if held else {},
+        LiveProbe(project, clusters, moment), expect, records)
+    if lease is not None:
+        lease.record_verified(found.verified_now)
+    out = advance_document(found, held, moment, project, applies=True, ups=[], withheld=[], halts=halts)
+    unreadable = [s for w in found.waves for s in w.stacks if s.status == train.StackStatus.UNREADABLE]
     code = Exit.OK
-    if held.halt is not None:
-        say(f"the train is halted since {micro_time(held.halt.at)}: {held.halt.cause}; nothing moves until "
+    if halts.halt is not None:
+        say(f"the train is halted since {micro_time(halts.halt.at)}: {halts.halt.cause}; nothing moves until "
             "`gpu-rollout fleet resume`")
         code = Exit.FAILED
     elif found.halt is not None:
-        code = _halt_train(project, clusters, lease, found, worlds, out)
+        code = _halt_train(project, clusters, found, worlds, out)
     else:
         out.ownPauses = _own_pauses(project, clusters, found)
-        code = _ups(project, backend, clusters, found, worlds, renewer, packs, only_stage, out)
+        if lease is None or renewer is None:
+            say("nothing is brought up without the train's lease")
+            code = Exit.FAILED
+        else:
+            code = _ups(project, backend, clusters, found, worlds, renewer, packs, only_stage, out, expect, commit)
+    # What could not be read was not judged: the step says so and fails, having done the rest; but for the other
+    # environment's clusters, which an approved plan's identity need not reach (the plan's run read them).
+    others = _other_environments(project, only_stage if expect is not None else None)
+    for state in unreadable:
+        say(f"{state.world.name}: {state.reason}" + (" (another environment's: the approved plan's run read it)"
+                                                     if state.world.name in others else ""))
+    if ({s.world.name for s in unreadable} - others
+            or any(not set(r.stacks) <= others for r in records if r.error is not None)):
+        code = Exit.FAILED
     if as_json:
         documents.write(out)
     else:
-        render(found, held, moment)
+        render(found, held, moment, halts)
     return code
 
 
-def _halt_train(project: FleetProject, clusters: Clusters, lease: TrainLease, found: train.Train,
+def _other_environments(project: FleetProject, stage: Stage | None) -> set[str]:
+    """The stacks of another stage than ``stage`` (none without one): their clusters are another identity's."""
+    if stage is None:
+        return set()
+    return {name for name, stack in project.stacks.items() if stack.stage != stage}
+
+
+def _halt_train(project: FleetProject, clusters: Clusters, found: train.Train,
                 worlds: Mapping[str, train.StackWorld], out: schemas.FleetAdvanceDocument) -> Exit:
+    """Record the halt in every cluster reachable and pause every stack moving or moved by the train (any wave)."""
     sign = found.halt
     assert sign is not None
     cause = f"{sign.kind} in stack {sign.stack}: {sign.message}"
-    lease.record_halt(cause)
     started = [s.world.name for s in found.started()]
     views = {name: w.view for name, w in worlds.items()}
-    done = _each(project, clusters, started, "pause", train.pause_reason(sign), views)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        recording = pool.submit(record_halt_everywhere, project, clusters, cause)
+        pausing = pool.submit(_each, project, clusters, started, "pause", train.pause_reason(sign), views)
+        records, done = recording.result(), pausing.result()
     out.paused = [d.document() for d in done]
+    out.records = [r.document() for r in records]
     _say_paused(done, "pause")
-    say(f"train HALTED: {cause}; paused every stack it started ({', '.join(started) or 'none'}); nothing moves "
-        "until `gpu-rollout fleet resume`")
+    _say_records(records, "written")
+    say(f"train HALTED: {cause}; paused every stack it moved ({', '.join(started) or 'none'}); recorded in "
+        f"{', '.join(r.cluster for r in records if r.error is None) or 'no cluster'}; nothing moves until "
+        "`gpu-rollout fleet resume`")
     return Exit.FAILED
 
 
@@ -561,12 +899,21 @@ def _preflight_holds(project: FleetProject, clusters: Clusters, stack: str) -> s
 
 def _ups(project: FleetProject, backend: Backend, clusters: Clusters, found: train.Train,
          worlds: Mapping[str, train.StackWorld], renewer: Renewer, packs: Packs, only_stage: Stage | None,
-         out: schemas.FleetAdvanceDocument) -> Exit:
+         out: schemas.FleetAdvanceDocument, expect: schemas.ApprovalPlan | None, commit: str) -> Exit:
     chosen, withheld = _by_stage(project, found.ups, only_stage)
     out.withheld = withheld
+    out.approval = approval_plan(project, found, worlds, withheld, commit)
     for name in withheld:
         say(f"{name}: its `up` is the next step, for a {project.stacks[name].stage} stack: run `fleet advance --yes "
             f"--stage {project.stacks[name].stage}` from its environment")
+    if expect is not None:
+        differences = plan_differences(expect, approval_plan(project, found, worlds, chosen, commit), commit)
+        if differences:
+            for line in differences:
+                say(f"not as approved: {line}")
+            say("fleet advance refused: this run's `up`s are not the approved ones; nothing was brought up (the next "
+                "step's run asks for an approval of what it shows)")
+            return Exit.FAILED
     requests, missing = [], []
     for name in chosen:
         found_pack = packs.for_stack(project, worlds[name])

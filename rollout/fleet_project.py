@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from promotion_train.stacks import StackFile, stack_files
-from fleetspec.fleet_file import DeclaredStack, FleetFile, check_stacks, fleet_path, read_fleet_file
+from fleetspec.fleet_file import DeclaredStack, FleetFile, fleet_path, read_fleet_file
 from fleetspec.load import SpecError, SpecProblem, load_stack_file
 from fleetspec.model import FleetSpec
 
@@ -27,8 +27,7 @@ def load_project(project_dir: Path) -> FleetProject:
     path = fleet_path(project_dir)
     if not path.is_file():
         raise SpecError([SpecProblem(str(path), "no fleet file: write one (docs/fleet.md) or pass --project-dir")])
-    fleet = read_fleet_file(path)
     files = {s.name: s for s in stack_files(project_dir)}
-    check_stacks(fleet, {name: DeclaredStack(s.stage, s.canary, s.problem) for name, s in files.items()}, str(path))
+    fleet = read_fleet_file(path, {name: DeclaredStack(s.stage, s.canary, s.problem) for name, s in files.items()})
     specs = {name: load_stack_file(project_dir / files[name].file) for name in fleet.stacks}
     return FleetProject(project_dir, fleet, {name: files[name] for name in fleet.stacks}, specs)

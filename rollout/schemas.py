@@ -442,7 +442,12 @@ class FleetStatusDocument(Document):
     complete: bool
     next: str
     halt: dict[str, Any] | None
-    halted: dict[str, Any] | None = Field(description="The halt record (cause, at, by) while the train is halted.")
+    halted: dict[str, Any] | None = Field(description="The halt record (cause, at, by) while the train is halted: "
+                                          "the earliest found in any cluster of the fleet.")
+    wavesHalted: list[dict[str, Any]] = Field(default_factory=list, description="Each wave a rollback halted (cause, "
+                                              "at, by, wave): it and the waves after it stay where they are.")
+    unread: list[str] = Field(default_factory=list, description="The clusters whose halt record could not be read, "
+                              "and why.")
     lease: dict[str, Any] | None
     blocked: list[str]
     signs: list[dict[str, Any]]
@@ -480,21 +485,49 @@ class Up(_Shape):
     detail: str
 
 
+class ApprovedUp(_Shape):
+    stack: str
+    configDigest: str = Field(description="sha256 of the stack file its `up` runs.")
+    packRef: str | None = Field(description="The commit whose policy pack its `up` enforces.")
+
+
+class ApprovalPlan(_Shape):
+    """What a person approves for the withheld `up`s (`fleet advance --expect` refuses anything else)."""
+
+    commit: str = Field(description="The commit the plan was made at.")
+    doneWaves: list[str] = Field(description="The waves the plan's run saw done.")
+    ups: list[ApprovedUp]
+
+
+class HaltRecordDocument(_Shape):
+    cluster: str
+    stacks: list[str]
+    halted: dict[str, Any] | None = Field(description="The train's halt recorded there (cause, at, by).")
+    wavesHalted: list[dict[str, Any]]
+    changed: bool = Field(description="This run wrote (halt) or removed (resume) the record.")
+    error: str | None = Field(description="Why the record could not be read or written.")
+
+
 class FleetAdvanceDocument(FleetStatusDocument):
     applies: bool = Field(description="false: what --yes would do; true: what was done.")
     ups: list[Up]
     withheld: list[str]
+    approval: ApprovalPlan | None = Field(None, description="The withheld `up`s as a person approves them.")
     paused: list[StackPause | StackPauseError] | None = None
+    records: list[HaltRecordDocument] | None = Field(None, description="A halt: its record in each cluster.")
     ownPauses: list[StackPause | StackPauseError] | None = None
 
 
 class FleetHaltDocument(Document):
     halted: dict[str, Any] | None
+    records: list[HaltRecordDocument] = Field(description="The halt record in each cluster of the fleet.")
     paused: list[StackPause | StackPauseError]
 
 
 class FleetResumeDocument(Document):
     cleared: dict[str, Any] | None
+    records: list[HaltRecordDocument] = Field(description="The halt record of each cluster, after: an error names "
+                                              "one not cleared.")
     resumed: list[StackPause | StackPauseError]
 
 

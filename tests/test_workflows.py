@@ -110,14 +110,22 @@ def test_prod_goes_up_only_from_the_protected_environment() -> None:
     assert deploy["step"]["environment"] == ENVIRONMENTS[Stage.CANARY]
     assert deploy["prod"]["environment"] == ENVIRONMENTS[Stage.PROD]
     assert deploy["prod"]["needs"] == "step"
-    assert "needs.step.outputs.withheld != '[]'" in deploy["prod"]["if"]
-    assert "needs.step.result == 'success'" in deploy["prod"]["if"]  # never after a halted or failed step
+    assert "needs.step.outputs.withheld != '[]'" in deploy["prod"]["if"]  # a halted train withholds nothing
+    # A step that failed on a cluster it could not read still offers the prod `up`s that do not depend on it.
+    assert "!cancelled()" in deploy["prod"]["if"] and "github.ref == 'refs/heads/main'" in deploy["prod"]["if"]
     assert deploy["step"]["outputs"]["withheld"] == "${{ steps.advance.outputs.withheld }}"
+    # The approval is bound to what was shown: the step's plan (config digests, pack commits) is the prod job's
+    # --expect, and the prod job neither skips after the approval (no still-main) nor recomputes other `up`s.
+    assert deploy["step"]["outputs"]["approval"] == "${{ steps.advance.outputs.approval }}"
+    (prod_step,) = [s for s in _steps(deploy["prod"]) if "fleet-step.sh prod" in s.get("run", "")]
+    assert prod_step["env"]["APPROVAL"] == "${{ needs.step.outputs.approval }}"
+    assert "still-main.sh" not in _runs(deploy["prod"])
     assert ".github/scripts/fleet-step.sh canary" in _runs(deploy["step"])
     assert ".github/scripts/fleet-step.sh prod" in _runs(deploy["prod"])
     step = (SCRIPTS / "fleet-step.sh").read_text()
-    assert 'gpu-rollout fleet advance --yes --stage "$stage" --json --packs "$RUNNER_TEMP/packs"' in step
-    assert "withheld=$(jq -c '.withheld // []'" in step
+    assert 'fleet advance --yes --stage "$stage" --json --packs "$RUNNER_TEMP/packs"' in step
+    assert "withheld=$(jq -c '.withheld // []'" in step and "approval=$(jq -c '.approval // null'" in step
+    assert 'args+=(--expect "$RUNNER_TEMP/approval.json")' in step
     assert not _ups(deploy["step"]) and not _ups(deploy["prod"])  # every `up` is the train's (the Automation API)
     assert "verify" not in _runs(deploy["step"])  # fleet advance verifies; nothing here attests
 
@@ -130,10 +138,13 @@ def test_deploy_takes_one_step_of_the_train_per_run_with_the_protected_packs() -
     assert "paths" not in workflow["on"]["push"]  # a change to the program or the pack matters as much
     assert "HEAD^" not in json.dumps(workflow)  # never "what the last commit changed"
     assert "concurrency" not in workflow
+    # One step at a time, never cancelled; a prod approval waiting is in a group of its own, so it never holds back
+    # the step that watches, halts and moves the canaries (the train's Lease keeps the two `advance`s apart).
+    assert deploy["step"]["concurrency"] == {"group": "fleet", "cancel-in-progress": "false"}
+    assert deploy["prod"]["concurrency"] == {"group": "fleet-prod", "cancel-in-progress": "false"}
+    assert "still-main.sh" in _runs(deploy["step"])
     for job_id in ("step", "prod"):
         job = deploy[job_id]
-        assert job["concurrency"] == {"group": "fleet", "cancel-in-progress": "false"}  # one step at a time
-        assert "still-main.sh" in _runs(job)
         assert '.github/scripts/protected-packs.sh "$RUNNER_TEMP/packs"' in _runs(job)
         (access,) = [s for s in _steps(job) if s.get("uses", "").startswith("./.github/actions/fleet-access")]
         assert access["with"]["kubeconfig-dir"] == "${{ runner.temp }}/kubeconfigs"
@@ -196,12 +207,21 @@ def test_rollback_runs_from_the_stack_s_protected_environment_and_proposes_its_s
     job = workflow["jobs"]["rollback"]
     assert job["environment"] == "${{ fromJSON(needs.stack.outputs.stack).environment }}"
     # From main's checkout: a dispatch on a branch is refused with the reason before anything is installed.
-    assert job["if"] == "github.ref == 'refs/heads/main'"
+    assert job["if"].startswith("github.ref == 'refs/heads/main' && ")
     first = _steps(workflow["jobs"]["stack"])[0]
     assert first["if"] == "github.ref != 'refs/heads/main'" and "exit 1" in first["run"]
-    assert job["concurrency"]["group"] == "deploy-${{ inputs.stack }}"  # never beside a deploy's `up`
+    # Never beside a `fleet advance`: the rollback's `up` holds the train's Lease (no deploy job uses a per-stack
+    # group since the train).
+    assert "concurrency" not in job
     runs = _runs(job)
-    assert "pulumi config refresh" in runs and "gpu-rollout rollback" in runs and "--reason" in runs
+    assert "pulumi config refresh" in runs and "--reason" in runs
+    assert 'gpu-rollout fleet hold --kubeconfig-dir "$RUNNER_TEMP/kubeconfigs" -- \\\n' \
+           '  .venv/bin/gpu-rollout rollback "${args[@]}"' in runs
+    # A rollback is a halt of its wave: recorded at once, before the approval, with no Lease waited for.
+    halt = workflow["jobs"]["halt"]
+    assert halt["environment"] == "canary" and job["needs"] == ["stack", "halt"] and "concurrency" not in halt
+    assert 'gpu-rollout fleet halt --wave-of "$STACK" --reason "$REASON"' in _runs(halt)
+    assert "!cancelled()" in job["if"]  # the rollback runs whatever the halt could reach
     (proposal,) = [s for s in _steps(job) if s.get("uses", "").startswith("peter-evans/create-pull-request@")]
     assert proposal["with"]["add-paths"] == "Pulumi.${{ inputs.stack }}.yaml"
 
@@ -352,3 +372,84 @@ def test_the_doctor_checks_every_environment_the_workflows_use_and_the_preview_s
     assert (named - computed) | set(ENVIRONMENTS.values()) <= set(github_doctor.ENVIRONMENTS)
     assert {"preview", "attest", "settings"} <= named
     assert _secrets(_workflows()["preview.yml"]["jobs"]["preview"]) == github_doctor.PREVIEW_SECRETS
+
+
+def test_codeowners_guard_the_pack_the_attestations_and_the_workflows() -> None:
+    owned = {line.split()[0] for line in (PROJECT_DIR / ".github" / "CODEOWNERS").read_text().splitlines()
+             if line.strip() and not line.startswith("#")}
+    assert {"/policy/", "/attestations/", "/.github/"} <= owned
+
+
+def test_halt_resume_and_release_node_are_workflows_on_main() -> None:
+    """`fleet halt` without approval (pausing is always safe), `fleet resume` and `release-node` after the production
+    approval; each job that uses an environment runs from main only."""
+    workflows = _workflows()
+    halt = workflows["fleet-halt.yml"]
+    assert set(halt["on"]) == {"workflow_dispatch"}
+    (job,) = halt["jobs"].values()
+    assert job["environment"] == "canary" and "gpu-rollout fleet halt --reason" in _runs(job)
+    for name, verb in (("fleet-resume.yml", "gpu-rollout fleet resume"), ("release-node.yml", "gpu-rollout release-node")):
+        jobs = workflows[name]["jobs"]
+        assert set(workflows[name]["on"]) == {"workflow_dispatch"}
+        assert jobs["approval"]["environment"] == "production" and jobs["approval"]["permissions"] == {}
+        (acting,) = [j for j in jobs.values() if verb in _runs(j)]
+        assert acting["needs"] == "approval"
+    for name, workflow in workflows.items():
+        for job_id, job in workflow["jobs"].items():
+            if job.get("environment") in ("canary", "production") and name in (
+                    "fleet-halt.yml", "fleet-resume.yml", "release-node.yml", "deploy.yml", "rollback.yml"):
+                assert "github.ref == 'refs/heads/main'" in job.get("if", ""), (name, job_id)
+
+
+def test_one_cluster_without_a_kubeconfig_stops_only_what_depends_on_it(tmp_path: Path) -> None:
+    """fleet-kubeconfigs.sh under `set -e`: a cluster whose credentials fail is named, the others are written."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    stacks = {"stacks": [{"stack": "canary", "cloud": "aks", "aksResourceGroup": "rg", "aksClusterName": "weu"},
+                         {"stack": "eks-canary", "cloud": "eks", "eksClusterName": "use1", "eksRegion": "us-east-1"}]}
+    fake = {"gpu-rollout": f"#!/bin/sh\necho '{json.dumps(stacks)}'\n",
+            "az": "#!/bin/sh\necho 'ERROR: cluster weu unreachable' >&2\nexit 1\n",
+            "kubelogin": "#!/bin/sh\nexit 0\n",
+            "aws": "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = --kubeconfig ] && echo ok > \"$2\"; shift; done\n"}
+    for name, text in fake.items():
+        path = (tmp_path / ".venv" / "bin" / name) if name == "gpu-rollout" else (bin_dir / name)
+        path.write_text(text)
+        path.chmod(0o755)
+    summary = tmp_path / "summary.md"
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "RUNNER_TEMP": str(tmp_path), "GITHUB_STEP_SUMMARY": str(summary)}
+    done = subprocess.run([str(SCRIPTS / "fleet-kubeconfigs.sh"), str(tmp_path / "kubeconfigs")], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "kubeconfigs").iterdir()) == ["eks-canary"]
+    assert "::warning::no kubeconfig for stack canary (exit 1)" in done.stdout
+    assert "no kubeconfig for: canary" in summary.read_text()
+
+
+def test_the_approved_step_waits_for_the_lease_and_passes_the_plan_it_was_approved_for(tmp_path: Path) -> None:
+    """fleet-step.sh prod: the approved plan goes to --expect; refused because the step job holds the Lease, it
+    tries again instead of failing the approved job."""
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    calls = tmp_path / "calls"
+    refused = {"schemaVersion": 1, "error": {"code": 1, "kind": "refused", "problems": [], "message":
+               "fleet advance refused: another `fleet advance` holds the train's lease kube-system/x"}}
+    done = {"schemaVersion": 1, "applies": True, "next": "wait", "ups": [{"stack": "prod", "ok": True, "detail": "ok"}],
+            "withheld": [], "approval": None, "blocked": [], "unread": []}
+    (tmp_path / "refused.json").write_text(json.dumps(refused))
+    (tmp_path / "done.json").write_text(json.dumps(done))
+    script = (f"#!/bin/sh\necho \"$*\" >> {calls}\n"
+              f"if [ $(wc -l < {calls}) -lt 2 ]; then cat {tmp_path}/refused.json; exit 1; fi\n"
+              f"cat {tmp_path}/done.json\n")
+    (tmp_path / ".venv" / "bin" / "gpu-rollout").write_text(script)
+    (tmp_path / ".venv" / "bin" / "gpu-rollout").chmod(0o755)
+    output, summary = tmp_path / "output", tmp_path / "summary"
+    env = {"PATH": "/usr/bin:/bin", "RUNNER_TEMP": str(tmp_path), "GITHUB_OUTPUT": str(output), "GITHUB_SHA": "c0ffee",
+           "GITHUB_STEP_SUMMARY": str(summary), "APPROVAL": '{"commit": "c0ffee", "doneWaves": [], "ups": []}',
+           "LEASE_RETRY": "0"}
+    ran = subprocess.run([str(SCRIPTS / "fleet-step.sh"), "prod"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, check=False)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    lines = calls.read_text().splitlines()
+    assert len(lines) == 2 and all(f"--expect {tmp_path}/approval.json" in line for line in lines)
+    assert json.loads((tmp_path / "approval.json").read_text())["commit"] == "c0ffee"
+    assert "withheld=[]" in output.read_text() and "- up `prod`: done: ok" in summary.read_text()

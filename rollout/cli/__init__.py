@@ -105,7 +105,7 @@ VERBS: tuple[tuple[str, Callable[..., None], str], ...] = (
 )
 FLEET_VERBS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("plan", fleet.plan), ("status", fleet.status), ("advance", fleet.advance), ("halt", fleet.halt),
-    ("resume", fleet.resume),
+    ("resume", fleet.resume), ("hold", fleet.hold),
 )
 
 for _name, _verb, _short_help in VERBS:

@@ -28,16 +28,13 @@ KubeconfigDirOption = Annotated[
 
 
 @dataclass(frozen=True)
-class FleetTarget:
-    """The fleet's stacks (Fleet.yaml) and their clusters: which project, where each stack's kubeconfig is, how to
-    report."""
+class FleetReach:
+    """The fleet's stacks (Fleet.yaml) and their clusters: which project, where each stack's kubeconfig is."""
 
     NOUN: ClassVar[str] = "fleet verb"
 
     project_dir: ProjectDirOption = None
     kubeconfig_dir: KubeconfigDirOption = None
-    as_json: JsonOption = False
-    debug: DebugOption = False
 
     def project(self) -> FleetProject:
         """The fleet file and every stack it names, loaded (a bad one: exit 2)."""
@@ -51,8 +48,23 @@ class FleetTarget:
         return Clusters(self.kubeconfig_dir)
 
 
+@dataclass(frozen=True)
+class FleetTarget(FleetReach):
+    """... and how to report."""
+
+    as_json: JsonOption = False
+    debug: DebugOption = False
+
+
+@dataclass(frozen=True)
+class HoldTarget(FleetReach):
+    """`fleet hold` prints what its command prints: no document of its own, so no --json."""
+
+    debug: DebugOption = False
+
 
 fleet_verb = command(FleetTarget, speaker="fleet")
+hold_verb = command(HoldTarget, speaker="fleet")
 
 
 @command(ProjectTarget)
@@ -95,6 +107,12 @@ def advance(
         str | None, typer.Option("--policy-pack", help="Without --packs: the pack every `up` enforces (default: the "
                                  "project's policy/, with policy/<stage>.json).")
     ] = None,
+    expect: Annotated[
+        Path | None, typer.Option("--expect", help="The approved plan (the `approval` of a `fleet advance --json` "
+                                  "that withheld these `up`s): bring up exactly those, with the same config digest and "
+                                  "pack commit, or nothing. Waves it saw done count as done where this run cannot "
+                                  "read their clusters (another environment's).")
+    ] = None,
 ) -> Exit:
     """Take the train's next safe step and return: `up` the stacks of the current wave that differ from what they
     run (wave concurrency, fleet limits, maintenance windows), verify the ones done, or, on a bad sign in any
@@ -107,23 +125,33 @@ def advance(
         raise typer.BadParameter("give --packs or --policy-pack, not both", param_hint="--packs")
     if packs is not None and not packs.is_dir():
         raise typer.BadParameter(f"{packs} is not a folder", param_hint="--packs")
+    expected = verb.read_expected(expect) if expect is not None else None
     project = target.project()
     return verb.advance(project, verb.AutomationBackend(project.project_dir), target.clusters(), yes=yes,
                         packs=verb.Packs(packs, Path(policy_pack) if policy_pack else None),
-                        only_stage=Stage(chosen) if chosen else None, as_json=target.as_json)
+                        only_stage=Stage(chosen) if chosen else None, as_json=target.as_json, expect=expected)
 
 
 @fleet_verb
 def halt(
     target: FleetTarget,
     reason: Annotated[str, typer.Option("--reason", help="Why, recorded on the train's lease and on each node.")],
+    wave_of: Annotated[
+        str | None, typer.Option("--wave-of", help="A rollback's halt: halt only this stack's wave (it and the waves "
+                                 "after it stay where they are) and pause the wave's other stacks, not this one.")
+    ] = None,
 ) -> Exit:
     """Halt the train and pause every stack of the fleet at once (`pause` semantics; an image-owned stack cannot be
-    paused: no `up` of it follows, and what is in flight is reported)."""
+    paused: no `up` of it follows, and what is in flight is reported). The halt is recorded in every cluster it
+    reaches, waiting for no lease: one cluster down stops nothing else."""
+    from refusals.errors import FlagError
     from rollout import fleet as verb
 
     in_words(reason, "--reason")
-    return verb.halt(target.project(), target.clusters(), reason, target.as_json)
+    project = target.project()
+    if wave_of is not None and wave_of not in project.fleet.stacks:
+        raise FlagError("--wave-of", f"{wave_of} is in no wave of the fleet file")
+    return verb.halt(project, target.clusters(), reason, target.as_json, wave_of=wave_of)
 
 
 @fleet_verb
@@ -133,3 +161,17 @@ def resume(target: FleetTarget) -> Exit:
     from rollout import fleet as verb
 
     return verb.resume_all(target.project(), target.clusters(), target.as_json)
+
+
+@hold_verb
+def hold(
+    target: HoldTarget,
+    command: Annotated[list[str], typer.Argument(help="The command to run holding the lease (after --).")],
+    wait: Annotated[float, typer.Option("--wait", min=0, help="Seconds to wait for the lease.")] = 900,
+) -> Exit:
+    """Run a command holding the train's Lease, so it never runs beside a `fleet advance` (rollback.yml runs
+    `gpu-rollout rollback` so). Waits for the Lease; where its cluster does not answer, runs without it and says so.
+    Exit 1 when the command fails or the Lease stayed held."""
+    from rollout import fleet as verb
+
+    return verb.hold(target.project(), target.clusters(), command, wait)

@@ -113,9 +113,39 @@ def test_a_halt_recorded_meanwhile_survives_the_holder_s_renewal_and_release(fak
     emergency.record_halt("a second cause")  # the first cause stays: it is what stopped the train
     assert holder.read().halt.cause == "halted by hand: Xid 79 on gpu-h100-s03"
     cleared = emergency.clear_halt()
-    assert cleared is not None and cleared.cause.startswith("halted by hand")
+    assert [r.cause for r in cleared] == ["halted by hand: Xid 79 on gpu-h100-s03"]
     assert labels.ANNOTATION_FLEET_HALTED not in (stored(fake)["metadata"].get("annotations") or {})
-    assert emergency.clear_halt() is None
+    assert emergency.clear_halt() == []
+
+
+def test_a_rollback_halts_its_wave_beside_the_train_s_halt_and_resume_clears_both(fake: FakeKube,
+                                                                                  kube: k.Kube) -> None:
+    clock = Clock()
+    holder, rollback = lease(kube, "run-1", clock), lease(kube, "rollback", clock)
+    holder.acquire()
+    rollback.record_halt("rollback of stack eks-prod: Xid 79", wave="prod-cloud")
+    rollback.record_halt("rollback of stack prod: a second rollback", wave="prod-cloud")  # the first cause stays
+    state = holder.renew()
+    assert state.halt is None  # the train as a whole is not halted: earlier waves may move
+    assert {w: (r.cause, r.by, r.wave) for w, r in state.wave_halts.items()} == {
+        "prod-cloud": ("rollback of stack eks-prod: Xid 79", "rollback", "prod-cloud")}
+    rollback.record_halt("halted by hand: drill")  # a train halt beside it: both are kept
+    state = holder.read()
+    assert state is not None and state.halt is not None and list(state.wave_halts) == ["prod-cloud"]
+    assert [r.cause for r in rollback.clear_halt()] == ["halted by hand: drill", "rollback of stack eks-prod: Xid 79"]
+    notes = stored(fake)["metadata"].get("annotations") or {}
+    assert labels.ANNOTATION_FLEET_HALTED not in notes and labels.ANNOTATION_FLEET_WAVES_HALTED not in notes
+    assert holder.read().holder == "run-1"  # the lock itself untouched
+
+
+def test_an_unreadable_wave_halt_is_still_a_halt(fake: FakeKube, kube: k.Kube) -> None:
+    train = lease(kube, "run-1", Clock())
+    train.acquire()
+    body = stored(fake)
+    body["metadata"].setdefault("annotations", {})[labels.ANNOTATION_FLEET_WAVES_HALTED] = "not json"
+    kube.replace(k.LEASES, LEASE_NAME, body, LEASE_NAMESPACE)
+    state = train.read()
+    assert state is not None and [(r.cause, r.wave) for r in state.halts] == [("not json", "?")]
 
 
 def test_a_halt_on_a_cluster_without_a_lease_creates_one_and_verify_records_merge(fake: FakeKube, kube: k.Kube) -> None:

@@ -271,3 +271,27 @@ def test_a_failed_validation_in_cluster_b_halts_the_train_in_both_clusters(train
     assert [succeeded_updates(train, s) for s in (CANARY, PROD, PROD_B)] == [1, 1, 1]
     code, status, _ = train.run("status", "--json")
     assert code == 0 and [w["status"] for w in status["waves"]] == ["done", "done"] and status["halted"] is None
+
+
+def test_a_halt_with_the_lease_s_cluster_stopped_pauses_the_other_cluster_s_nodes(train: Train) -> None:
+    """The emergency brake does not depend on one cluster: cluster A (the Lease's, the canary's) stopped, `fleet
+    halt` still records the halt in cluster B and pauses its nodes not done, and says what it could not reach."""
+    b = train.rest(PROD_B)
+    serving = nodes_of("l40s-serving")
+    for node in serving[:2]:  # the next driver on its way in cluster B: two nodes not done
+        b.merge_patch(f"/api/v1/nodes/{node}?fieldManager=gpu-operator",
+                      {"metadata": {"labels": {labels.UPGRADE_STATE: "upgrade-required"}}})
+    train.clusters["a"][0].stop()
+    code, doc, err = train.run("halt", "--reason", "Xid 79 in cluster B", "--json")
+    assert code == 1, err  # what it could not reach is a failure, after doing the rest
+    paused = {p["stack"]: p for p in doc["paused"]}
+    assert paused[PROD_B]["error"] is None and set(paused[PROD_B]["changed"]) == set(serving[:2])
+    assert paused[CANARY]["error"] and paused[PROD]["error"]
+    assert skipped(b, PROD_B) == set(serving[:2])
+    records = {r["cluster"]: r for r in doc["records"]}
+    assert records[CLUSTER_B]["halted"]["cause"] == "halted by hand: Xid 79 in cluster B" and records[CLUSTER_B]["changed"]
+    assert records["lab-gpu-1"]["error"] and records["lab-gpu-1"]["halted"] is None
+    lease = b.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/gpu-driver-upgrade-fleet")
+    halted = json.loads(lease["metadata"]["annotations"][labels.ANNOTATION_FLEET_HALTED])
+    assert halted["cause"] == "halted by hand: Xid 79 in cluster B"
+    assert "cluster lab-gpu-1: its halt record could not be written" in err

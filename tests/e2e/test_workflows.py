@@ -11,7 +11,8 @@ from tests.conftest import PROJECT_DIR
 
 def test_actionlint_passes_the_workflows() -> None:
     workflows = sorted((PROJECT_DIR / ".github" / "workflows").glob("*.y*ml"))  # every one, those added later too
-    assert {"deploy.yml", "preview.yml", "rollback.yml", "soak.yml", "repository-settings.yml"} <= {w.name for w in workflows}
+    assert {"deploy.yml", "preview.yml", "rollback.yml", "soak.yml", "repository-settings.yml",
+            "fleet-halt.yml", "fleet-resume.yml", "release-node.yml"} <= {w.name for w in workflows}
     done = subprocess.run(
         [str(BIN_DIR / "actionlint"), "-no-color", *map(str, workflows)], capture_output=True, text=True, check=False
     )

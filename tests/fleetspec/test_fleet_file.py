@@ -27,7 +27,7 @@ def shipped() -> dict[str, Any]:
 
 def problems(document: Any, declared: dict[str, DeclaredStack] | None = None) -> list[str]:
     def load() -> None:
-        check_stacks(fleet_from_document(document), DECLARED if declared is None else declared)
+        fleet_from_document(document, declared=DECLARED if declared is None else declared)
 
     with pytest.raises(SpecError) as caught:
         load()
@@ -127,6 +127,35 @@ def test_every_problem_of_a_file_is_reported_together() -> None:
     document["limits"].update(maxClustersInFlight="two")
     found = problems(document)
     assert [p.split(":")[0] for p in found] == ["waves[0].maxConcurrent", "limits.maxClustersInFlight"]
+
+
+def test_a_stack_that_does_not_exist_is_named_at_its_own_key_with_the_nearest_name() -> None:
+    """existing-canary replaced in the canary wave by a typo of it: each problem at its own key, all of them."""
+    document = shipped()
+    document["waves"][0]["stacks"][2] = "existing-canry"
+    assert problems(document) == [
+        "lease.stack: existing-canary is in no wave",
+        "waves[0].stacks[2]: no stack file Pulumi.existing-canry.yaml in the project; did you mean existing-canary?",
+        "waves[1].stacks[0]: its promotion.canaryStack existing-canary is in no wave: the fleet moves a prod stack only "
+        "after its canary",
+        "waves: Pulumi.existing-canary.yaml is in no wave: add it to one (the deploy workflow deploys the project's "
+        "stacks through the train only)"]
+
+
+def test_problems_across_keys_are_reported_together_and_with_the_stack_files() -> None:
+    document = shipped()
+    document["waves"][2].update(name="prod-lab")
+    document["waves"][2]["stacks"].append("existing-prod")
+    document["waves"][1]["stacks"].append("prod-eu")
+    document["lease"]["stack"] = "canari"
+    assert problems(document) == [
+        "waves[2].name: 'prod-lab' is also the name of waves[1]",
+        "waves[2].stacks[2]: existing-prod is already in wave prod-lab: a stack moves in one wave",
+        "lease.stack: canari is in no wave; did you mean canary?",
+        "waves[1].stacks[1]: no stack file Pulumi.prod-eu.yaml in the project"]
+    with pytest.raises(SpecError) as alone:  # without the stack files: what the file alone shows
+        check_stacks(fleet_from_document(shipped()), {**DECLARED, "prod-eu": DeclaredStack(Stage.PROD, "canary")})
+    assert [str(p) for p in alone.value.problems][0].startswith("waves: Pulumi.prod-eu.yaml is in no wave")
 
 
 @pytest.mark.parametrize(("change", "expected"), [

@@ -178,6 +178,27 @@ def test_a_rolled_back_stack_is_left_alone_until_its_pull_request_merges(repo: G
     assert not decisions(backend.plan())["canary"].deploy
 
 
+def test_a_rolled_back_stack_is_released_once_main_holds_what_the_rollback_restored(repo: GitRepo,
+                                                                                  backend: Backend) -> None:
+    """The rollback restored the driver only; main's stack file reverted the driver (what should not go forward
+    again) and moved another key forward: the stack is released and deployed, the restored driver kept."""
+    main = repo.git("rev-parse", "HEAD")
+    repo.edit("canary", "driver", lambda d: d.update(version="580.159.04"))
+    backend.deploy("canary", main, message=history.ROLLBACK_MESSAGE.format(version=1) + ": Xid 79", dirty=True)
+    repo.git("checkout", "-q", "--", "Pulumi.canary.yaml")
+    document = (repo.root / "Pulumi.canary.yaml").read_text()
+    (repo.root / "Pulumi.canary.yaml").write_text(document.replace("CHG-20261202-0142", "CHG-20261209-0007"))
+    repo.commit("a new change ticket; the driver still the one rolled back from")
+    found = decisions(backend.plan())["canary"]
+    assert not found.deploy and found.state == deploy_plan.ROLLED_BACK
+    assert "in the keys the rollback restored (gpu-driver-upgrade:driver.version differ)" in found.reason
+    repo.edit("canary", "driver", lambda d: d.update(version="580.159.04"))
+    repo.commit("canary: keep 580.159.04 (the rollback's driver)")
+    found = decisions(backend.plan())["canary"]
+    assert found.deploy and found.state == deploy_plan.DIFFERS
+    assert found.reason.startswith("its config differs from what update 2 ran (gpu-driver-upgrade:changeTicket)")
+
+
 def test_a_destroyed_stack_is_never_brought_back(repo: GitRepo, backend: Backend) -> None:
     backend.updates["canary"].insert(0, update(2, file_config(repo, "canary"), repo.git("rev-parse", "HEAD"),
                                                kind="destroy"))

@@ -79,3 +79,16 @@ def test_advance_refuses_flags_that_contradict(repo: GitRepo, tmp_path: Path) ->
     assert result.exit_code == 2 and "give --packs or --policy-pack, not both" in result.output
     result = runner.invoke(app, ["fleet", "halt", "--reason", " ", "--project-dir", str(repo.root)])
     assert result.exit_code == 2 and "say why, in words" in result.output
+
+
+def test_halt_s_wave_and_advance_s_approved_plan_are_checked_before_anything_runs(repo: GitRepo,
+                                                                                  tmp_path: Path) -> None:
+    result = runner.invoke(app, ["fleet", "halt", "--reason", "Xid 79", "--wave-of", "prod-eu", "--project-dir",
+                                 str(repo.root)])
+    assert result.exit_code == 2 and "--wave-of: prod-eu is in no wave of the fleet file" in result.stderr
+    plan = tmp_path / "approval.json"
+    plan.write_text('{"commit": "c0ffee", "ups": []}')
+    result = runner.invoke(app, ["fleet", "advance", "--yes", "--stage", "prod", "--expect", str(plan),
+                                 "--project-dir", str(repo.root)])
+    assert result.exit_code == 2, result.output
+    assert f"--expect: {plan} is not an approval plan (the `approval` of `fleet advance --json`)" in result.stderr

@@ -8,7 +8,6 @@ import time
 from dataclasses import replace
 from typing import Any
 
-import pytest
 
 from checks.fleet import ClusterView
 from checks.progress import Trigger
@@ -202,18 +201,93 @@ def test_a_stack_outside_its_window_waits_for_it() -> None:
     assert found.ups == ["eks-prod"] and found.blocked == ["prod (outside-window): prod: outside-window"]
 
 
-@pytest.mark.parametrize("why", ["halted", "unreadable"])
-def test_nothing_moves_and_no_model_is_asked_while_halted_or_blind(why: str) -> None:
+def test_nothing_moves_and_no_model_is_asked_while_halted() -> None:
     worlds = fleet_world(existing_prod=world("existing-prod", deploy_plan.DIFFERS))
-    if why == "unreadable":
-        worlds["eks-prod"] = world("eks-prod", view=None, view_error="list nodes: HTTP 503")
     probe = Probe()
-    found = assess(FLEET, worlds, probe, NOW, halted=why == "halted", verified={})
+    found = assess(FLEET, worlds, probe, NOW, halted=True, verified={})
     assert found.ups == [] and probe.verified == []
     assert found.current == 0  # the canaries' verify is not on record, and it is not asked for now
-    expected = ("the train is halted: nothing moves until `gpu-rollout fleet resume`" if why == "halted" else
-                "eks-prod: its cluster inference-use1-1 could not be read: list nodes: HTTP 503")
-    assert found.blocked[0] == expected
+    assert found.blocked[0] == "the train is halted: nothing moves until `gpu-rollout fleet resume`"
+
+
+def test_a_cluster_that_cannot_be_read_stops_only_its_own_stacks() -> None:
+    """eks-prod's cluster does not answer: it does not move and counts as in flight (it may be rolling); the prod-lab
+    wave still moves, and a bad sign elsewhere still halts."""
+    worlds = fleet_world(existing_prod=world("existing-prod", deploy_plan.DIFFERS),
+                         eks_prod=world("eks-prod", view=None, view_error="list nodes: HTTP 503"))
+    probe = Probe()
+    found = assess(FLEET, worlds, probe, NOW, verified={})
+    assert probe.verified == CANARIES and found.current == 1 and found.ups == ["existing-prod"]
+    assert found.stack("eks-prod").status == StackStatus.UNREADABLE and found.stack("eks-prod").in_flight
+    assert found.blocked == ["eks-prod: its cluster inference-use1-1 could not be read: list nodes: HTTP 503; it does "
+                             "not move, and counts as in flight"]
+    assert found.clusters_in_flight == ["inference-use1-1", "lab-gpu-1"]
+    worlds["canary"] = world("canary", view=view("canary", complete=False, triggers=(
+        ("upgrade-failed", "node gpu-a100-c01 (pool a100-canary) is in upgrade-failed"),)))
+    found = assess(FLEET, worlds, Probe(), NOW, verified=ALL_VERIFIED)
+    assert found.halt is not None and found.halt.stack == "canary" and found.ups == []
+
+
+def test_a_halt_names_every_stack_moving_or_moved_by_the_train_whichever_wave_is_current() -> None:
+    """A change to the canaries' stack files makes the canary wave current again while existing-prod, of a later
+    wave, still rolls and fails: the halt covers it, and every other deployed stack."""
+    changed = {name: world(name, deploy_plan.DIFFERS, update=3, view=view(name)) for name in CANARIES}
+    worlds = fleet_world(
+        canary=changed["canary"], eks_canary=changed["eks-canary"], existing_canary=changed["existing-canary"],
+        existing_prod=world("existing-prod", deploy_plan.DIFFERS, update=3, view=view("existing-prod", complete=False,
+                            triggers=(("upgrade-failed", "node gpu-l40s-s02 (pool l40s-serving) is in upgrade-failed"),))),
+        eks_prod=world("eks-prod", deploy_plan.DIFFERS))
+    found = assess(FLEET, worlds, Probe(), NOW, verified=ALL_VERIFIED)
+    assert found.current == 0 and found.halt is not None and found.halt.stack == "existing-prod"
+    # eks-prod was never deployed: nothing of it to pause.
+    assert [s.world.name for s in found.started()] == [*CANARIES, "existing-prod", "prod"]
+    assert found.ups == []
+
+
+def test_every_stack_with_a_rollout_in_flight_counts_against_the_limits_whatever_its_deploy_state() -> None:
+    """existing-prod's file changed while it still rolls (pending, not rolling): its cluster and its 8 GPUs count, so
+    of the canaries only those on clusters already in flight or one more may go."""
+    changed = {name: world(name, deploy_plan.DIFFERS, update=3, view=view(name)) for name in CANARIES}
+    worlds = fleet_world(
+        canary=changed["canary"], eks_canary=changed["eks-canary"], existing_canary=changed["existing-canary"],
+        existing_prod=world("existing-prod", deploy_plan.DIFFERS, update=3,
+                            view=view("existing-prod", complete=False)))
+    found = assess(FLEET, worlds, Probe(), NOW, verified=ALL_VERIFIED)
+    assert found.stack("existing-prod").status == StackStatus.PENDING and found.stack("existing-prod").in_flight
+    assert found.ups == ["canary", "existing-canary"]
+    assert found.clusters_in_flight == ["inference-weu-1", "lab-gpu-1"]
+    assert found.gpus_committed == 8 + 4 + 10
+    assert found.blocked == ["eks-canary waits: 2 cluster(s) have a rollout in flight (inference-weu-1, lab-gpu-1), "
+                             "limits.maxClustersInFlight is 2"]
+
+
+def test_a_wave_a_rollback_halted_stays_where_it_is_and_earlier_waves_still_move() -> None:
+    why = "rollback of stack eks-prod: Xid 79 after the driver change"
+    worlds = fleet_world(prod=world("prod", deploy_plan.DIFFERS), eks_prod=world("eks-prod", deploy_plan.ROLLED_BACK))
+    found = assess(FLEET, worlds, Probe(), NOW, verified=ALL_VERIFIED, halted_waves={"prod-cloud": why})
+    assert found.ups == [] and found.current == 2 and found.waves[2].status == WaveStatus.HALTED
+    assert found.blocked == [f"wave prod-cloud is halted ({why}): it and the waves after it stay where they are "
+                             "until `gpu-rollout fleet resume`"]
+    # The rollback's pull request merged: the stack is in step again, and its wave still waits for a person.
+    worlds["eks-prod"] = world("eks-prod")
+    found = assess(FLEET, worlds, Probe(), NOW, verified=ALL_VERIFIED, halted_waves={"prod-cloud": why})
+    assert found.ups == [] and found.waves[2].status == WaveStatus.HALTED
+    worlds["canary"] = world("canary", deploy_plan.DIFFERS)
+    found = assess(FLEET, worlds, Probe(), NOW, verified=ALL_VERIFIED, halted_waves={"prod-cloud": why})
+    assert found.current == 0 and found.ups == ["canary"]
+
+
+def test_waves_an_approved_plan_saw_done_count_where_this_run_cannot_read_them() -> None:
+    """The production identity reads only the prod clusters: the canaries are unreadable to it, and the canary wave
+    counts as done only because the approved plan's run saw it done."""
+    worlds = fleet_world(**{name.replace("-", "_"): world(name, view=None, view_error="nodes is forbidden")
+                            for name in CANARIES}, existing_prod=world("existing-prod", deploy_plan.DIFFERS))
+    found = assess(FLEET, worlds, Probe(), NOW, verified=ALL_VERIFIED)
+    assert found.current == 0 and found.ups == []
+    found = assess(FLEET, worlds, Probe(), NOW, verified=ALL_VERIFIED, vouched_waves=["canary"])
+    assert found.current == 1 and found.ups == ["existing-prod"] and found.clusters_in_flight == ["lab-gpu-1"]
+    assert found.vouched == ["wave canary: done as the approved plan read it; this run could not read canary, "
+                             "eks-canary, existing-canary"]
 
 
 def test_a_verify_that_could_not_ask_the_cluster_neither_passes_nor_halts() -> None:

@@ -21,7 +21,7 @@ import yaml
 
 from checks.lease import TrainLease
 from pulumi_backend import pulumi_config
-from rollout import fleet
+from rollout import fleet, schemas
 from promotion_train.deploy_plan import Deployed
 from rollout.engine import UpResult
 from refusals.errors import Declined
@@ -36,7 +36,7 @@ from fleetspec.load import read_stack_file
 from tests.conftest import PROJECT_DIR
 from tests.fakekube.fixtures import driver_labels, finish_upgrade, move_node, seed
 from tests.fakekube.plugin import FAST
-from tests.fakekube.server import FakeKube
+from tests.fakekube.server import FakeKube, Fault
 from tests.rollout.gitrepo import GitRepo
 from workload import result as job_result
 from tests.rollout.json_contract import document_of
@@ -137,9 +137,11 @@ class World:
         return load_project(self.repo.root)
 
     def advance(self, capsys: pytest.CaptureFixture[str], *, yes: bool = True, stage: Stage | None = None,
-                packs: fleet.Packs | None = None) -> tuple[Exit, dict[str, Any], str]:
+                packs: fleet.Packs | None = None,
+                expect: dict[str, Any] | None = None) -> tuple[Exit, dict[str, Any], str]:
         code = fleet.advance(self.project(), self.backend, self.reach, yes=yes, packs=packs or fleet.Packs(),
-                             only_stage=stage, as_json=True)
+                             only_stage=stage, as_json=True,
+                             expect=schemas.ApprovalPlan.model_validate(expect) if expect is not None else None)
         out = capsys.readouterr()
         return code, document_of("fleet-advance", out.out), out.err
 
@@ -443,3 +445,208 @@ def test_a_stack_preflight_fails_on_is_not_brought_up(world: World, capsys: pyte
     fake.update("nodes", node["metadata"]["name"], {"metadata": {"labels": {labels.GPU_PRODUCT: declared}}})
     code, _, _ = world.advance(capsys)
     assert code == Exit.OK and world.backend.upped() == [CANARY]
+
+
+# ---------------------------------------------------------------- when the world misbehaves (issue 34)
+
+
+def down(fake: FakeKube) -> Fault:
+    """The cluster's API server answers nothing but 503 until the fault is removed."""
+    fault = Fault(503, times=10**9)
+    fake.faults.append(fault)
+    return fault
+
+
+def records(doc: dict[str, Any]) -> dict[str, tuple[bool, str | None]]:
+    """cluster -> (a halt recorded there, the error)"""
+    return {r["cluster"]: (r["halted"] is not None, r["error"]) for r in doc["records"]}
+
+
+def test_a_halt_with_the_lease_s_cluster_down_pauses_and_records_everywhere_else(
+        world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    started_prod_wave(world, capsys)
+    outage = down(world.fakes[CANARY])  # the lab cluster: the Lease's
+    assert fleet.halt(world.project(), world.reach, "Xid 79 on the cloud cluster", as_json=True) == Exit.FAILED
+    out = capsys.readouterr()
+    doc = document_of("fleet-halt", out.out)
+    assert [(p["stack"], p["error"] is not None) for p in doc["paused"]] == [(CANARY, True), (PROD, False),
+                                                                             (PROD_B, False)]
+    assert world.skipped(PROD_B) == world.nodes(PROD_B) and world.skipped(PROD) == world.nodes(PROD)
+    found = records(doc)
+    assert found["lab-gpu-2"] == (True, None) and found["lab-gpu-1"][0] is False
+    assert "HTTP 503" in (found["lab-gpu-1"][1] or "") or "503" in (found["lab-gpu-1"][1] or "")
+    assert "cluster lab-gpu-1: its halt record could not be written" in out.err
+    halted = world.fakes[PROD_B].obj("leases", LEASE_NAME, LEASE_NAMESPACE)["metadata"]["annotations"]
+    assert json.loads(halted[labels.ANNOTATION_FLEET_HALTED])["cause"] == "halted by hand: Xid 79 on the cloud cluster"
+
+    # A second halt changes nothing: the first cause stays, nothing is patched again.
+    writes = world.fakes[PROD_B].writes
+    assert fleet.halt(world.project(), world.reach, "again", as_json=True) == Exit.FAILED
+    doc = document_of("fleet-halt", capsys.readouterr().out)
+    assert doc["halted"]["cause"] == "halted by hand: Xid 79 on the cloud cluster"
+    assert [r["changed"] for r in doc["records"]] == [False, False]
+    assert world.fakes[PROD_B].writes == writes
+
+    # advance without its Lease: the record in the other cluster is a halt; nothing moves.
+    code, doc, err = world.advance(capsys)
+    assert code == Exit.FAILED and doc["ups"] == [] and doc["halted"]["cause"].startswith("halted by hand")
+    assert "the train's lease could not be taken" in err
+    world.fakes[CANARY].faults.remove(outage)
+    code, doc, err = world.advance(capsys)  # the lab cluster back: its Lease has no record, the other still halts
+    assert code == Exit.FAILED and "the train is halted since" in err and world.backend.upped() == [CANARY, PROD, PROD_B]
+
+
+def test_resume_clears_every_record_it_reaches_and_names_the_one_it_could_not(
+        world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    started_prod_wave(world, capsys)
+    assert fleet.halt(world.project(), world.reach, "drill", as_json=True) == Exit.OK
+    assert records(document_of("fleet-halt", capsys.readouterr().out)) == {"lab-gpu-1": (True, None),
+                                                                          "lab-gpu-2": (True, None)}
+    outage = down(world.fakes[PROD_B])
+    assert fleet.resume_all(world.project(), world.reach, as_json=True) == Exit.FAILED
+    out = capsys.readouterr()
+    doc = document_of("fleet-resume", out.out)
+    found = {r["cluster"]: (r["changed"], r["error"]) for r in doc["records"]}
+    assert found["lab-gpu-1"] == (True, None)
+    assert found["lab-gpu-2"][0] is False and "503" in (found["lab-gpu-2"][1] or "")
+    assert "the train stays halted: the halt records of lab-gpu-2 remain" in out.err
+    assert labels.ANNOTATION_FLEET_HALTED not in world.lease()["metadata"].get("annotations", {})
+    world.fakes[PROD_B].faults.remove(outage)
+    code, _, err = world.advance(capsys)  # the record left in lab-gpu-2 is a halt
+    assert code == Exit.FAILED and "the train is halted since" in err
+    assert fleet.resume_all(world.project(), world.reach, as_json=True) == Exit.OK
+    capsys.readouterr()
+    code, _, _ = world.advance(capsys)
+    assert code == Exit.OK
+
+
+def test_a_sign_in_a_later_wave_pauses_it_while_the_canary_wave_is_current_again(
+        world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    """The paused list itself: a change to the canary's stack file makes the canary wave current again, and a failed
+    validation in PROD_B (the prod wave) pauses every stack the train moved, the prod ones included."""
+    started_prod_wave(world, capsys)
+    path = world.repo.root / f"Pulumi.{CANARY}.yaml"
+    document = yaml.safe_load(path.read_text())
+    document["config"]["gpu-driver-upgrade:changeTicket"] = "CHG-20261210-0001"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    world.repo.commit("canary: a new change ticket")
+    held, *waiting = world.nodes(PROD_B)
+    fail_validation(world, PROD_B, held)
+    code, doc, err = world.advance(capsys)
+    assert code == Exit.FAILED and doc["current"] == "canary" and doc["halt"]["stack"] == PROD_B
+    assert [p["stack"] for p in doc["paused"]] == [CANARY, PROD, PROD_B]
+    assert world.skipped(PROD) == world.nodes(PROD) and world.skipped(PROD_B) == sorted(waiting)
+    assert records(doc) == {"lab-gpu-1": (True, None), "lab-gpu-2": (True, None)}
+    assert world.backend.upped() == [CANARY, PROD, PROD_B]  # the canary's change did not go up
+
+
+def test_a_cluster_that_cannot_be_read_stops_only_its_stacks_and_the_step_fails_after_doing_the_rest(
+        world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    outage = down(world.fakes[PROD_B])
+    code, doc, err = world.advance(capsys)
+    assert code == Exit.FAILED and world.backend.upped() == [CANARY]  # the canary went up all the same
+    assert doc["unread"] and doc["unread"][0].startswith("cluster lab-gpu-2: ")
+    assert "cluster lab-gpu-2: its halt record could not be read" in err
+    world.fakes[PROD_B].faults.remove(outage)
+    world.upgrade(CANARY)
+    world.merge_attestation()
+    world.advance(capsys)
+    assert world.backend.upped() == [CANARY, PROD, PROD_B]
+    outage = down(world.fakes[PROD_B])  # now deployed: unreadable, it counts in flight and does not move
+    code, doc, err = world.advance(capsys)
+    (prod_b,) = [s for s in doc["waves"][1]["stacks"] if s["stack"] == PROD_B]
+    assert code == Exit.FAILED and prod_b["status"] == "unreadable" and prod_b["inFlight"]
+    assert "lab-gpu-2" in doc["limits"]["clustersInFlight"]
+    assert f"{PROD_B}: its cluster lab-gpu-2 could not be read" in err
+
+
+def test_the_prod_ups_are_the_approved_ones_or_none(world: World, capsys: pytest.CaptureFixture[str],
+                                                    tmp_path: Path) -> None:
+    world.advance(capsys, stage=Stage.CANARY)
+    world.upgrade(CANARY)
+    world.merge_attestation()
+    code, doc, _ = world.advance(capsys, stage=Stage.CANARY)
+    assert code == Exit.OK and doc["withheld"] == [PROD, PROD_B]
+    plan = doc["approval"]
+    head = world.repo.git("rev-parse", "HEAD")
+    assert plan["commit"] == head and plan["doneWaves"] == ["canary"]
+    assert [u["stack"] for u in plan["ups"]] == [PROD, PROD_B]
+    assert all(u["configDigest"].startswith("sha256:") and u["packRef"] for u in plan["ups"])
+
+    tampered = json.loads(json.dumps(plan))
+    tampered["ups"][1]["packRef"] = "0" * 40
+    code, doc, err = world.advance(capsys, stage=Stage.PROD, expect=tampered)
+    assert code == Exit.FAILED and doc["ups"] == [] and world.backend.upped() == [CANARY]
+    assert f"not as approved: {PROD_B}: its packRef is {plan['ups'][1]['packRef']}, the approved plan's {'0' * 40}" \
+        in err
+
+    # The production identity cannot read the canary's cluster: the approved plan vouches for the canary wave.
+    outage = down(world.fakes[CANARY])
+    code, doc, err = world.advance(capsys, stage=Stage.PROD, expect=plan)
+    assert "the train's lease could not be taken" in err and world.backend.upped() == [CANARY]
+    world.fakes[CANARY].faults.remove(outage)
+    world.fakes[CANARY].faults.append(Fault(403, verb="list", plural="nodes", times=10**9))
+    code, doc, err = world.advance(capsys, stage=Stage.PROD, expect=plan)
+    assert code == Exit.OK, err
+    assert world.backend.upped() == [CANARY, PROD, PROD_B]
+    assert f"{CANARY}: its cluster lab-gpu-1 could not be read" in err and "another environment's" in err
+
+
+def test_a_rollback_halts_its_wave_and_the_wave_stays_until_a_person_resumes(
+        world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    started_prod_wave(world, capsys)
+    assert fleet.halt(world.project(), world.reach, "Xid 79 after the driver change", as_json=True,
+                      wave_of=PROD_B) == Exit.OK
+    doc = document_of("fleet-halt", capsys.readouterr().out)
+    assert doc["halted"]["wave"] == "prod" and doc["halted"]["cause"].startswith(f"rollback of stack {PROD_B}: ")
+    assert [p["stack"] for p in doc["paused"]] == [PROD]  # not the stack rolled back: its way back must not be held
+    assert world.skipped(PROD) == world.nodes(PROD) and world.skipped(PROD_B) == []
+    world.upgrade(PROD)
+    world.upgrade(PROD_B)
+    code, doc, err = world.advance(capsys)
+    assert code == Exit.OK and doc["waves"][1]["status"] == "halted" and not doc["complete"]
+    assert doc["wavesHalted"][0]["wave"] == "prod"
+    assert fleet.resume_all(world.project(), world.reach, as_json=True) == Exit.OK
+    capsys.readouterr()
+    code, doc, _ = world.advance(capsys)
+    assert code == Exit.OK and doc["complete"]
+
+
+def test_a_rollback_runs_holding_the_train_s_lease_after_the_advance_that_held_it(
+        world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    """`fleet hold` (rollback.yml's `up`): waits while an advance holds the Lease, then runs holding it itself."""
+    project = world.project()
+    other = TrainLease(world.reach.connect(CANARY, project.specs[CANARY]), LEASE_NAMESPACE, LEASE_NAME, "advance-7", 60)
+    other.acquire()
+    seen: list[str | None] = []
+    moments = iter(range(0, 10_000, 10))
+
+    def run(argv: list[str]) -> int:
+        seen.append(world.lease()["spec"].get("holderIdentity"))
+        return 0
+
+    code = fleet.hold(project, world.reach, ["gpu-rollout", "rollback"], 60, clock=lambda: float(next(moments)),
+                      sleep=lambda _: other.release(), run=run)
+    assert code == Exit.OK and seen and seen[0] not in (None, "advance-7")
+    assert "waiting for the train's lease: another `fleet advance` holds" in capsys.readouterr().err
+    assert "holderIdentity" not in world.lease()["spec"]  # released after the command
+    other.acquire()
+    with pytest.raises(Declined, match="the train's lease stayed held for 20 s"):
+        fleet.hold(project, world.reach, ["true"], 20, clock=lambda: float(next(moments)), sleep=lambda _: None,
+                   run=run)
+    assert len(seen) == 1
+
+
+def test_advance_without_its_lease_still_halts_on_a_bad_sign(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    """The Lease's cluster down: no lock, so nothing goes up, but a failed validation in another cluster halts the
+    train there, recorded and paused (an emergency needs no lock)."""
+    started_prod_wave(world, capsys)
+    held, *waiting = world.nodes(PROD_B)
+    fail_validation(world, PROD_B, held)
+    down(world.fakes[CANARY])
+    code, doc, err = world.advance(capsys)
+    assert code == Exit.FAILED and doc["halt"]["stack"] == PROD_B and doc["ups"] == []
+    assert "the train's lease could not be taken" in err
+    assert [(p["stack"], p["error"] is None) for p in doc["paused"]] == [(CANARY, False), (PROD, True), (PROD_B, True)]
+    assert world.skipped(PROD_B) == sorted(waiting)
+    assert records(doc)["lab-gpu-2"] == (True, None) and records(doc)["lab-gpu-1"][0] is False
