@@ -213,6 +213,31 @@ def structure_problems(fleet: FleetFile, declared: Collection[str] | None = None
     return problems
 
 
+def _loose(document: Mapping[str, Any]) -> tuple[FleetFile | None, bool]:
+    """The fleet file's shape where its keys are not all valid: each wave's name and stacks where they are text and a
+    list of text (else none), whether it waits for an attestation, and the lease's stack; None without a waves list;
+    and whether every wave's stacks could be read. Only for judging what spans keys beside the keys' own problems:
+    never a fleet to act on."""
+    waves = document.get("waves")
+    if not isinstance(waves, list):
+        return None, False
+    whole = all(isinstance(w, Mapping) and isinstance(w.get("stacks"), list)
+                and all(isinstance(s, str) for s in w["stacks"]) for w in waves)
+    shaped = []
+    for wave in waves:
+        wave = wave if isinstance(wave, Mapping) else {}
+        name, stacks = wave.get("name"), wave.get("stacks")
+        wait = found if isinstance(found := wave.get("waitFor"), Mapping) else {}
+        shaped.append(Wave.model_construct(
+            name=name if isinstance(name, str) else "",
+            stacks=[s for s in stacks if isinstance(s, str)] if isinstance(stacks, list) else [],
+            maxConcurrent=1, waitFor=WaitFor.model_construct(attestation=wait.get("attestation") is True)))
+    lease = found if isinstance(found := document.get("lease"), Mapping) else {}
+    stack = lease.get("stack")
+    return FleetFile.model_construct(waves=shaped, lease=Lease.model_construct(
+        stack=stack if isinstance(stack, str) else None)), whole
+
+
 def fleet_from_document(document: Any, source: str = FLEET_FILE,
                         declared: Mapping[str, DeclaredStack] | None = None) -> FleetFile:
     """The fleet file from its YAML document; SpecError naming every problem: its keys', what spans keys, and with
@@ -222,7 +247,17 @@ def fleet_from_document(document: Any, source: str = FLEET_FILE,
     try:
         fleet = FleetFile.model_validate(dict(document))
     except ValidationError as error:
-        raise SpecError(_problems(error, document), source) from None
+        # Every problem at once: what spans keys is judged on whatever of the waves and the lease reads as their
+        # shape (a wave's name and stacks), beside the keys' own problems, never repeating a key already named.
+        problems = _problems(error, document)
+        named = {p.path for p in problems}
+        loose, whole = _loose(document)
+        if loose is not None:
+            spanning = structure_problems(loose, declared) + (stack_problems(loose, declared)
+                                                              if declared is not None else [])
+            # A stack "in no wave" is said only where every wave's stacks could be read.
+            problems += [p for p in spanning if p.path not in named and (whole or p.path != "waves")]
+        raise SpecError(problems, source) from None
     problems = structure_problems(fleet, declared) + (stack_problems(fleet, declared) if declared is not None else [])
     if problems:
         raise SpecError(problems, source)

@@ -129,6 +129,25 @@ def test_every_problem_of_a_file_is_reported_together() -> None:
     assert [p.split(":")[0] for p in found] == ["waves[0].maxConcurrent", "limits.maxClustersInFlight"]
 
 
+def test_problems_across_keys_are_reported_beside_a_key_s_own_problem() -> None:
+    """A field error (maxConcurrent: 0) does not hide what spans keys or what the stack files say: all at once."""
+    document = shipped()
+    document["waves"][0].update(maxConcurrent=0)
+    document["waves"][0]["stacks"][2] = "existing-canry"
+    assert problems(document) == [
+        "waves[0].maxConcurrent: Input should be greater than 0 (got 0)",
+        "lease.stack: existing-canary is in no wave",
+        "waves[0].stacks[2]: no stack file Pulumi.existing-canry.yaml in the project; did you mean existing-canary?",
+        "waves[1].stacks[0]: its promotion.canaryStack existing-canary is in no wave: the fleet moves a prod stack only "
+        "after its canary",
+        "waves: Pulumi.existing-canary.yaml is in no wave: add it to one (the deploy workflow deploys the project's "
+        "stacks through the train only)"]
+    # A wave whose stacks cannot be read at all: no stack is said to be in no wave on that account.
+    document = shipped()
+    document["waves"][1]["stacks"] = "existing-prod"
+    assert not [p for p in problems(document) if p.startswith("waves: ")]
+
+
 def test_a_stack_that_does_not_exist_is_named_at_its_own_key_with_the_nearest_name() -> None:
     """existing-canary replaced in the canary wave by a typo of it: each problem at its own key, all of them."""
     document = shipped()
