@@ -148,7 +148,7 @@ def _count(value: Any) -> int | None:
     PolicyId.PARALLELISM_WITHIN_SPARE_CAPACITY,
     "Checks that prod upgrade parallelism (the operator's upgrade policy, and EKS node group updates that cannot surge) never takes more GPUs out than spare capacity covers, keeping every model at minAvailable.",
     severity=Severity.CRITICAL, topics=("capacity", "disruption"),
-    remediation="Lower maxParallelUpgrades or maxUnavailable (EKS: eks.maxUnavailable), or add nodes to the pool until the spare GPUs cover the nodes upgraded at once.",
+    remediation="Lower maxParallelUpgrades or maxUnavailable (the pool's own nodePools[].upgradePolicy where it sets them; EKS: eks.maxUnavailable), or add nodes to the pool until the spare GPUs cover the nodes upgraded at once; `gpu-rollout simulate` recommends per pool what the rule admits.",
     config_keys=(
         "gpuOperator.upgradePolicy.maxParallelUpgrades",
         "gpuOperator.upgradePolicy.maxUnavailable",
