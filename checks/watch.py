@@ -197,9 +197,9 @@ def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: flo
 
 
 # The in-progress states where the upgrade controller itself waits up to a timeout of the upgrade policy.
-_POLICY_TIMEOUTS = {"wait-for-jobs-required": ("waitForCompletion", "timeoutSeconds"),
-                    "pod-deletion-required": ("podDeletion", "timeoutSeconds"),
-                    "drain-required": ("drain", "timeoutSeconds")}
+_POLICY_TIMEOUTS = {labels.WAIT_FOR_JOBS_REQUIRED: ("waitForCompletion", "timeoutSeconds"),
+                    labels.POD_DELETION_REQUIRED: ("podDeletion", "timeoutSeconds"),
+                    labels.DRAIN_REQUIRED: ("drain", "timeoutSeconds")}
 
 
 def stuck_limit(spec: FleetSpec, pool: NodePool, state: str, stuck_after: float) -> tuple[float, str]:

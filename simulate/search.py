@@ -21,6 +21,7 @@ from gpu_knowledge import capacity
 from simulate.engine import simulate
 from simulate.fleet import Fleet, Group, Policy
 from simulate.outcome import PARALLELISM_CAUSES, Outcome
+from vocabulary.policy_ids import PolicyId
 
 ROUNDS = 6  # a probe runs until this many times its parallelism of nodes are done
 MIN_PROBE_NODES = 40
@@ -134,7 +135,7 @@ class Recommended:
         return self.outcome is not None
 
 
-CANARY_RULE, CAPACITY_RULE = "canary-one-node-at-a-time", "parallelism-within-spare-capacity"
+CANARY_RULE, CAPACITY_RULE = PolicyId.CANARY_ONE_NODE_AT_A_TIME, PolicyId.PARALLELISM_WITHIN_SPARE_CAPACITY
 
 
 def admitted(fleet: Fleet, group: int) -> tuple[int | None, str]:
