@@ -1,10 +1,17 @@
-"""How `gpu-rollout simulate` scales: wall time and peak memory for fleets of 100, 1,000 and 10,000 nodes of 8 GPUs
-with 5 replicas per 8 GPUs of capacity (1-GPU replicas, 50 per model keeping 45, weights cached), four pools in
-four waves, one NVIDIADriver each (maxParallelUpgrades 10, pod deletion timing out after 300 s).
+"""How `gpu-rollout simulate` scales, and how near its recommendation comes to the lower bound.
 
-Each size runs in a fresh interpreter, so its peak resident memory is its own. Prints, per size: the simulation of
-the configured policy alone, then the whole verb's work (that run, the lower bound and the search for the safest
-fast parallelism with its confirming runs). Figures only; nothing is asserted about time.
+Scale: wall time and peak memory for fleets of 100, 1,000 and 10,000 nodes of 8 GPUs with 5 replicas per 8 GPUs of
+capacity (1-GPU replicas, 50 per model keeping 45, weights cached), four pools in four waves, one NVIDIADriver each
+(maxParallelUpgrades 10, pod deletion timing out after 300 s). Each size runs in a fresh interpreter, so its peak
+resident memory is its own. Prints, per size: the simulation of the configured policy alone, then the whole verb's
+work (that run, the lower bound and the search for the safest fast parallelism with its confirming runs).
+
+Near the bound (issue 39): the example prod stack, and a generated fleet whose four pools leave different spare
+capacity (7, 6, 5 and 4 replicas per 8 GPUs), each pool its own policy (``nodePools[].upgradePolicy``), configured
+one node at a time. Prints the predicted duration as configured and under the recommendation, each over the lower
+bound (target for the recommendation: within 1.25x), the fewest Ready replicas any model had against its minimum
+(target: never below), and the search's cost (target: under 10 s at 10,000 nodes). Figures only; nothing is
+asserted about time.
 
     .venv/bin/python -m benchmarks.simulate_scale
 """
@@ -16,10 +23,13 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
+from fleetspec.load import load_stack_file
 from simulate.assess import assess
 from simulate.engine import simulate
-from simulate.fleet import NVIDIA_DRIVER, Fleet, Group, Model, Node, Policy, Pool
+from simulate.fleet import NVIDIA_DRIVER, Fleet, Group, Model, Node, Policy, Pool, fleet_from_spec
 from fleetspec.simulation import Simulation
 
 SIZES = (100, 1_000, 10_000)
@@ -62,19 +72,87 @@ def measure(nodes: int) -> dict[str, float]:
             "recommended": assessment.recommended.max_parallel or 0}
 
 
+SPREAD = (7, 6, 5, 4)  # replicas per 8 GPUs of each pool of the generated fleet: spare capacity differs by pool
+
+
+def spread_fleet(nodes: int) -> Fleet:
+    """The generated fleet near the bound: four pools in four waves, each with its own policy, one node at a time."""
+    pools, members, models, groups = [], [], [], []
+    per_pool = max(1, nodes // POOLS)
+    for k, density in enumerate(SPREAD):
+        name = f"pool{k}"
+        pools.append(Pool(name, k, GPUS_PER_NODE))
+        members += [Node(f"{name}-{i:05d}", name, GPUS_PER_NODE) for i in range(per_pool)]
+        replicas = per_pool * density
+        for j in range(max(1, replicas // REPLICAS_PER_MODEL)):
+            size = min(REPLICAS_PER_MODEL, replicas)
+            models.append(Model(f"serving/{name}-m{j}", size, 1, size * 9 // 10, (name,), 180,
+                                (size * 9 // 10, None), f"serving/{name}-m{j}-pdb"))
+        groups.append(Group(NVIDIA_DRIVER, f"gpu-{name}", (name,),
+                            Policy(max_parallel=1, max_unavailable=1, deletion_timeout=300)))
+    return Fleet(tuple(pools), tuple(members), tuple(models), tuple(groups), Simulation(), place_replicas=True,
+                 per_pool_policies=True)
+
+
+def near_the_bound(name: str, fleet: Fleet) -> dict[str, object]:
+    """The assessment of ``fleet``: configured and recommended durations over the lower bound, the search's cost."""
+    start = time.perf_counter()
+    assessment = assess(fleet, seed=0)
+    seconds = time.perf_counter() - start
+    recommended = assessment.recommended
+    outcome = recommended.outcome
+    lowest = min(((m.lowest - m.minimum) for m in outcome.models), default=0) if outcome is not None else None
+    values = sorted({pair[0] for pair in recommended.values if pair is not None}) if recommended.per_pool else \
+        [recommended.max_parallel]
+    return {"fleet": name, "nodes": len(fleet.nodes), "lower_bound_h": assessment.lower_bound.seconds / 3600,
+            "configured_h": (assessment.outcome.seconds or 0) / 3600, "configured_ratio": assessment.ratio,
+            "recommended_h": None if outcome is None or outcome.seconds is None else outcome.seconds / 3600,
+            "recommended_ratio": assessment.recommended_ratio, "margin": lowest,
+            "values": ", ".join(str(v) for v in values), "search_seconds": seconds}
+
+
+def _ratio(value: object) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def main() -> None:
     print(f"{'nodes':>6} {'replicas':>9} {'simulate s':>11} {'with search s':>14} {'peak MB':>8} "
           f"{'predicted h':>12} {'recommended':>12}")
     for nodes in SIZES:
-        done = subprocess.run([sys.executable, "-m", "benchmarks.simulate_scale", "--one", str(nodes)],
-                              capture_output=True, text=True, check=True)
-        row = json.loads(done.stdout)
+        row = _fresh("--one", nodes)
         print(f"{row['nodes']:>6} {row['replicas']:>9} {row['simulate_seconds']:>11.2f} {row['assess_seconds']:>14.2f} "
               f"{row['peak_mb']:>8.0f} {row['predicted_hours']:>12.1f} {row['recommended']:>12}")
+    print()
+    print("near the lower bound (each pool its own policy; target: recommended / bound within 1.25, no model below "
+          "its minimum, search under 10 s at 10,000 nodes)")
+    print(f"{'fleet':>22} {'nodes':>6} {'bound h':>8} {'configured h':>13} {'ratio':>6} {'recommended h':>14} "
+          f"{'ratio':>6} {'min margin':>11} {'per pool':>14} {'search s':>9}")
+    rows = [_fresh("--prod", 0), *(_fresh("--spread", n) for n in (1_000, 10_000))]
+    for row in rows:
+        recommended = "-" if row["recommended_h"] is None else f"{row['recommended_h']:.2f}"
+        print(f"{row['fleet']:>22} {row['nodes']:>6} {row['lower_bound_h']:>8.2f} {row['configured_h']:>13.2f} "
+              f"{_ratio(row['configured_ratio']):>6} {recommended:>14} {_ratio(row['recommended_ratio']):>6} "
+              f"{row['margin'] if row['margin'] is not None else '-':>11} {row['values']:>14} "
+              f"{row['search_seconds']:>9.2f}")
+
+
+def _fresh(what: str, nodes: int) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, "-m", "benchmarks.simulate_scale", what, str(nodes)],
+                          capture_output=True, text=True, check=True)
+    row: dict[str, Any] = json.loads(done.stdout)
+    return row
+
+
+def prod_example() -> Fleet:
+    return fleet_from_spec(load_stack_file(Path(__file__).resolve().parent.parent / "Pulumi.prod.yaml"))
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--one":
         print(json.dumps(measure(int(sys.argv[2]))))
+    elif len(sys.argv) == 3 and sys.argv[1] == "--spread":
+        print(json.dumps(near_the_bound("generated, 4 pools", spread_fleet(int(sys.argv[2])))))
+    elif len(sys.argv) == 3 and sys.argv[1] == "--prod":
+        print(json.dumps(near_the_bound("example prod stack", prod_example())))
     else:
         main()

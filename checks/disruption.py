@@ -27,7 +27,7 @@ from checks.metadata import CAPACITY, check
 from checks.results import Finding, failed, passed, warned
 from gpu_knowledge import capacity, labels
 from fleetspec import serving
-from fleetspec.model import Model
+from fleetspec.model import DriverOwner, FleetSpec, Model, NodePool
 from vocabulary.check_ids import CheckId
 
 
@@ -59,8 +59,10 @@ def workload_min_available(inv: Inventory, deployment: Obj) -> int:
 def check_spare_capacity(inv: Inventory) -> list[Finding]:
     results = []
     gpu_deployments = inv.gpu_deployments()
-    for pool in inv.spec.nodePools:
-        nodes = inv.nodes_of_pool(pool.name)
+    spec = inv.spec
+    found = {pool.name: inv.nodes_of_pool(pool.name) for pool in spec.nodePools}
+    for pool in spec.nodePools:
+        nodes = found[pool.name]
         measured = capacity.spare_capacity(
             capacity.NodeGpus(
                 name_of(n),
@@ -71,12 +73,15 @@ def check_spare_capacity(inv: Inventory) -> list[Finding]:
         )
         # While a node upgrades, the validation job may hold every GPU of the node upgraded before it: the same
         # arithmetic as the capacity policy (capacity.gpus_out_of_service), with what the job requests here.
-        validating = min(inv.spec.validation_gpus(pool), measured.largest_node)
+        validating = min(spec.validation_gpus(pool), measured.largest_node)
         shape = capacity.PoolShape(pool.name, len(nodes), measured.largest_node)
-        needed = capacity.gpus_out_of_service(shape, 1, validating) if nodes else 0
-        held = f" + {validating} held by the validation job" if needed > measured.largest_node else ""
+        out, policy = _nodes_out(spec, pool, found)
+        out = min(out, len(nodes))
+        needed = capacity.gpus_out_of_service(shape, out, validating) if nodes else 0
+        held = f" + {validating} held by the validation job" if validating and needed > out * measured.largest_node else ""
+        at_once = f" x {out} at once ({policy})" if out > 1 else ""
         text = (f"{measured.allocatable} GPUs allocatable, {measured.requested} requested, spare {measured.spare} "
-                f"vs largest node {measured.largest_node}{held}")
+                f"vs largest node {measured.largest_node}{at_once}{held}")
         if not nodes:
             results.append(failed(pool.name, "no nodes found for the pool"))
         elif measured.largest_node > 0 and measured.spare >= needed:
@@ -87,14 +92,31 @@ def check_spare_capacity(inv: Inventory) -> list[Finding]:
             other = measured.requested - capacity.requested_gpus(workloads)
             if other > 0:
                 workloads.append(capacity.Workload("other GPU pods", other, 1, 0))
-            loss = capacity.take_nodes_out(shape, workloads, 1, validating)
+            loss = capacity.take_nodes_out(shape, workloads, max(out, 1), validating)
             if loss.below_min:
-                results.append(failed(pool.name, f"{text}: taking one node out can drop "
+                what = "one node" if out <= 1 else f"{out} nodes"
+                results.append(failed(pool.name, f"{text}: taking {what} out can drop "
                                       f"{', '.join(loss.below_min)} below minAvailable"))
             else:
                 results.append(warned(pool.name, f"{text}: evicted pods stay Pending until the "
                                       "node returns (PDBs still hold); add a node or surge"))
     return results
+
+
+def _nodes_out(spec: FleetSpec, pool: NodePool, found: dict[str, list[Obj]]) -> tuple[int, str]:
+    """Nodes of ``pool`` the operator may upgrade at once by the policy that rolls it (``FleetSpec.upgrade_policy``:
+    its NVIDIADriver's in per-pool mode, else the ClusterPolicy's over every pool's nodes), the same arithmetic as
+    policy parallelism-within-spare-capacity (``capacity.policy_nodes_out``); at least one. Where the node image
+    owns the driver no operator policy rolls it: one node, as a node image upgrade takes it."""
+    if spec.driver.owner != DriverOwner.OPERATOR:
+        return 1, ""
+    policy = spec.upgrade_policy(pool)
+    rolled = (len(found[pool.name]) if spec.per_pool_upgrade_policies
+              else sum(len(nodes) for nodes in found.values()))
+    own = "nodePools[].upgradePolicy" if pool.upgradePolicy is not None else "gpuOperator.upgradePolicy"
+    words = f"{own}: maxParallelUpgrades {policy.maxParallelUpgrades}, maxUnavailable {policy.maxUnavailable}"
+    return max(1, capacity.policy_nodes_out(policy.maxParallelUpgrades, policy.maxUnavailable, rolled,
+                                            len(found[pool.name]))), words
 
 
 def _workloads_on(inv: Inventory, deployments: list[Obj], node_names: set[str]) -> list[capacity.Workload]:

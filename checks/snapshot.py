@@ -82,9 +82,9 @@ def fleet_of(inv: Inventory) -> sim.Fleet:
         ))
     models, pods = _models_and_pods(inv)
     validated = spec.validation is not None
-    pools = tuple(sim.Pool(p.name, p.rollout.wave, p.gpusPerNode, validated) for p in spec.nodePools)
+    pools = tuple(sim.spec_pool(spec, p, validated) for p in spec.nodePools)
     return sim.Fleet(pools, tuple(nodes), models, groups, spec.simulation, pods, place_replicas=False,
-                     source="cluster")
+                     source="cluster", per_pool_policies=spec.per_pool_upgrade_policies)
 
 
 def _count(value: Any, default: int) -> int:
@@ -246,9 +246,10 @@ def _groups(inv: Inventory) -> tuple[sim.Group, ...]:
             by_driver.setdefault(owner, []).append(pool.name)
         else:
             rest.append(pool.name)
+    # A malformed key of an NVIDIADriver falls back to what the stack gives its pool (FleetSpec.upgrade_policy).
     groups = [sim.Group(sim.NVIDIA_DRIVER, name, tuple(pools),
                         _policy(spec_of(drivers[name]).get("upgradePolicy"), operator.NVIDIA_DRIVER_POLICY_DEFAULTS,
-                                stack_policy))
+                                sim.Policy.from_spec(spec.upgrade_policy(spec.pool(pools[0])))))
               for name, pools in sorted(by_driver.items())]
     if rest:
         groups.append(sim.Group(sim.CLUSTER_POLICY, name_of(cluster_policy), tuple(rest), cluster))

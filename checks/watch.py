@@ -72,7 +72,7 @@ from checks.prometheus import Prometheus
 from checks.results import few
 from checks.slo import SloReading, slo_of
 from gpu_knowledge import kinds, labels
-from fleetspec.model import DriverOwner, FleetSpec
+from fleetspec.model import DriverOwner, FleetSpec, NodePool
 from vocabulary.triggers import TriggerKind
 
 EVENT_REASON = "GPUDriverUpgrade"
@@ -174,10 +174,12 @@ def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: flo
         if state == labels.UPGRADE_FAILED:
             triggers.append(Trigger(TriggerKind.UPGRADE_FAILED, name,
                                     f"node {name} (pool {pool_name}) is in {labels.UPGRADE_FAILED}"))
-        elif state in labels.UPGRADE_IN_PROGRESS and seconds is not None and seconds > stuck_after:
-            triggers.append(Trigger(TriggerKind.STUCK, name,
-                                    f"node {name} has been in {state} for {seconds / 60:.0f} min "
-                                    f"(threshold {stuck_after / 60:.0f} min)"))
+        elif state in labels.UPGRADE_IN_PROGRESS and seconds is not None:
+            limit, why = stuck_limit(spec, membership.pool, state, stuck_after)
+            if seconds > limit:
+                triggers.append(Trigger(TriggerKind.STUCK, name,
+                                        f"node {name} has been in {state} for {seconds / 60:.0f} min "
+                                        f"(threshold {limit / 60:.0f} min{why})"))
     triggers += _outside_window(spec, progress, now)
     held = held_nodes(nodes)
     triggers += [h.trigger() for h in held]
@@ -192,6 +194,30 @@ def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: flo
     event_rows = [{"node": (e.get("involvedObject") or {}).get("name", ""), "message": e.get("message", "")}
                   for e in recent[-10:]]
     return Snapshot(now, progress, models, operator, event_rows, triggers, held, slo)
+
+
+# The in-progress states where the upgrade controller itself waits up to a timeout of the upgrade policy.
+_POLICY_TIMEOUTS = {labels.WAIT_FOR_JOBS_REQUIRED: ("waitForCompletion", "timeoutSeconds"),
+                    labels.POD_DELETION_REQUIRED: ("podDeletion", "timeoutSeconds"),
+                    labels.DRAIN_REQUIRED: ("drain", "timeoutSeconds")}
+
+
+def stuck_limit(spec: FleetSpec, pool: NodePool, state: str, stuck_after: float) -> tuple[float, str]:
+    """How long a node of ``pool`` may stay in ``state`` before the watch calls it stuck, and why when it is not
+    ``stuck_after``: the controller waits in some states up to a timeout of the policy that rolls the pool
+    (``FleetSpec.upgrade_policy``: the pool's own keys, else the stack's), so a node is stuck only past the longer
+    of the two. A timeout of 0 waits forever; ``stuck_after`` still holds then."""
+    where = _POLICY_TIMEOUTS.get(state)
+    if where is None or spec.driver.owner != DriverOwner.OPERATOR:
+        return stuck_after, ""
+    block, key = where
+    timeout = getattr(getattr(spec.upgrade_policy(pool), block), key)
+    if timeout <= stuck_after:
+        return stuck_after, ""
+    if pool.upgradePolicy is None:
+        return float(timeout), f": gpuOperator.upgradePolicy.{block}.{key} {timeout}"
+    index = [p.name for p in spec.nodePools].index(pool.name)
+    return float(timeout), f": nodePools[{index}].upgradePolicy.{block}.{key} {timeout}, pool {pool.name}"
 
 
 def _outside_window(spec: FleetSpec, progress: list[NodeProgress], now: float) -> list[Trigger]:

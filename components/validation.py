@@ -176,7 +176,7 @@ def node_affinity(spec: FleetSpec, pool: NodePool, target: str) -> dict[str, Any
     """
     driver_label = labels.GFD_DRIVER_VERSION if "." in target else labels.GFD_DRIVER_VERSION_MAJOR
     common = [{"key": driver_label, "operator": "In", "values": [target]}]
-    if spec.driver.owner == DriverOwner.OPERATOR and spec.gpuOperator.upgradePolicy.autoUpgrade:
+    if spec.driver.owner == DriverOwner.OPERATOR and spec.upgrade_policy(pool).autoUpgrade:
         # The upgrade controller's last state: uncordoned, driver pod in sync, operator validator passed.
         common.append({"key": labels.UPGRADE_STATE, "operator": "In", "values": [labels.UPGRADE_DONE]})
     common.append({"key": result.LABEL_VALIDATED_DRIVER, "operator": "NotIn", "values": [target]})

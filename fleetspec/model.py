@@ -814,6 +814,7 @@ class FleetSpec(SpecModel):
                 if cloud != block and present:
                     raise at((*where, block), foreign_pool_block(block, cloud))
             self._check_generations(pool, where)
+            self._check_pool_upgrade_policy(pool, where)
             self._check_eks_pool(pool, where)
             self._check_operator_os(pool, where)
             if pool.fabricManagerVersion is not None and is_branch_only(pool.fabricManagerVersion):
@@ -842,6 +843,26 @@ class FleetSpec(SpecModel):
                     f"pools '{other}' and '{pool.name}' map to the same Kubernetes name "
                     f"'{kubernetes_name(pool.name)}' (their NVIDIADrivers would collide); rename one",
                 )
+
+    def _check_pool_upgrade_policy(self, pool: NodePool, where: tuple[object, ...]) -> None:
+        """A pool's own upgrade policy needs an object that carries it for that pool alone: its NVIDIADriver, with
+        an upgradePolicy of its own (operator v26.7.0 on). Elsewhere one policy governs every node, and a pool key
+        would be a setting nothing reads."""
+        if pool.upgradePolicy is None:
+            return
+        key = (*where, "upgradePolicy")
+        op = self.gpuOperator
+        if self.driver.owner != DriverOwner.OPERATOR:
+            raise at(key, "the node image owns the driver (driver.owner: image): no operator upgrade policy rolls "
+                     "this pool's nodes (they move by generations); remove it")
+        if not op.useNvidiaDriverCrd:
+            raise at(key, "gpuOperator.useNvidiaDriverCrd is false (ClusterPolicy mode): one ClusterPolicy's "
+                     "upgradePolicy governs every node, so a pool cannot have its own; set "
+                     "gpuOperator.upgradePolicy, or move to per-pool NVIDIADrivers first")
+        if not op.per_driver_upgrade_policy:
+            raise at(key, f"gpuOperator.chartVersion {op.chartVersion} is before v26.7.0: an NVIDIADriver carries "
+                     "no upgradePolicy of its own there, the ClusterPolicy's governs every node; set "
+                     "gpuOperator.upgradePolicy, or upgrade the operator first")
 
     def _check_existing_selectors(self) -> None:
         """Two pools whose selectors nest would claim the same nodes (and their NVIDIADrivers would overlap)."""
@@ -1027,6 +1048,23 @@ class FleetSpec(SpecModel):
             held=held, why=why,
         )
 
+    @property
+    def per_pool_upgrade_policies(self) -> bool:
+        """Each pool is rolled by its own NVIDIADriver's upgradePolicy (operator-owned driver, per-pool mode,
+        operator v26.7.0 on), so ``nodePools[].upgradePolicy`` can set it."""
+        op = self.gpuOperator
+        return self.driver.owner == DriverOwner.OPERATOR and op.useNvidiaDriverCrd and op.per_driver_upgrade_policy
+
+    def upgrade_policy(self, pool: NodePool) -> UpgradePolicy:
+        """The upgrade policy that rolls ``pool``'s nodes: ``gpuOperator.upgradePolicy`` with each key the pool's
+        own ``upgradePolicy`` gives in its place (a block's keys one by one). The one answer the NVIDIADriver, the
+        validation job, the simulator and the live checks read; the pack reads what the NVIDIADriver carries."""
+        stack = self.gpuOperator.upgradePolicy
+        if pool.upgradePolicy is None:
+            return stack
+        merged = _overlaid(stack.as_crd(), pool.upgradePolicy.model_dump(mode="json", exclude_unset=True))
+        return UpgradePolicy.model_validate(merged)
+
     def validation_gpus(self, pool: NodePool) -> int:
         """GPUs the validation job's pod takes on one node of ``pool`` while it validates it: every GPU of the
         node, on a pool the job validates (one that moves, on a stack with a ``validation`` block); else 0.
@@ -1043,3 +1081,13 @@ class FleetSpec(SpecModel):
         return self.validation.evictOnFailure.get(pool.name, pool.role != "batch")
 
 
+def _overlaid(base: dict[str, object], keys: dict[str, object]) -> dict[str, object]:
+    """``base`` with each key of ``keys`` in its place; a block (a mapping) key by key."""
+    merged = dict(base)
+    for key, value in keys.items():
+        below = merged.get(key)
+        if isinstance(value, dict) and isinstance(below, dict):
+            merged[key] = _overlaid(below, value)
+        else:
+            merged[key] = value
+    return merged

@@ -10,6 +10,7 @@ from pydantic import Field, StrictBool, field_validator, model_validator
 
 from gpu_knowledge import labels
 from fleetspec.base import NonNegativeInt, PositiveInt, SpecModel, SurgeCount, at, check_label_map, int_or_percent
+from fleetspec.operator import UpgradePolicy
 from gpu_knowledge.capacity import EksCapacityType, EksUpdateStrategy
 from gpu_knowledge.platform import OsId
 from gpu_knowledge.versions import DriverVersion, ImageRelease
@@ -229,6 +230,16 @@ class NodePool(SpecModel):
         examples=["all-1g.10gb"],
     )
     rollout: PoolRollout = Field(PoolRollout(), description="When a prod pool takes the new driver.")
+    upgradePolicy: UpgradePolicy | None = Field(
+        None,
+        description="This pool's own upgrade policy: the keys of `gpuOperator.upgradePolicy`, each one given here "
+        "taking that key's place for this pool's NVIDIADriver; a key not given is the stack's, not the default shown "
+        "below. Only where each pool "
+        "has its own NVIDIADriver that carries a policy (`useNvidiaDriverCrd: true`, operator v26.7.0 or later, "
+        "`driver.owner: operator`); refused elsewhere, where one policy governs every node. `gpu-rollout simulate` "
+        "recommends it per pool.",
+        examples=[{"maxParallelUpgrades": 3, "maxUnavailable": 3}],
+    )
     aks: AksPool | None = Field(None, description="The AKS agent pool; required on `cloud: aks`, refused on others.")
     eks: EksPool | None = Field(None, description="The EKS managed node group; required on `cloud: eks`, refused on "
                                 "others.")

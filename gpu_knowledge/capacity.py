@@ -320,6 +320,25 @@ def take_nodes_out(
     return Disruption(pool.name, nodes_out, gpus_out, spare, tuple(below))
 
 
+def policy_nodes_out(max_parallel_upgrades: int, max_unavailable: IntOrPercent, policy_nodes: int, pool_nodes: int) -> int:
+    """Nodes of one pool an upgrade policy may take out at once, in the worst case: its slots over every node it
+    rolls (``upgrade_slots``), never more than the pool has. What the pack's parallelism rule judges a pool by."""
+    return min(upgrade_slots(max_parallel_upgrades, max_unavailable, policy_nodes), pool_nodes)
+
+
+def most_nodes_out_safely(pool: PoolShape, workloads: Sequence[Workload], validation_gpus_per_node: int = 0) -> int:
+    """The most nodes of ``pool`` that ``take_nodes_out`` judges safe to take out at once (0: not even one). Safety
+    only shrinks as more nodes go out (more GPUs out, more replicas lost), so a bisection finds it."""
+    good, bad = 0, pool.nodes + 1
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        if take_nodes_out(pool, workloads, middle, validation_gpus_per_node).safe:
+            good = middle
+        else:
+            bad = middle
+    return good
+
+
 def nodes_out_within_budgets(pool: PoolShape, workloads: Iterable[Workload], *, unavailable: int = 0) -> int:
     """The most nodes of ``pool`` that can be out at once (evicted, upgrading) while every replica the PDBs keep
     (``Workload.min_replicas``) still runs on the other nodes, ``unavailable`` of which are out for other reasons
@@ -401,10 +420,12 @@ __all__ = [
     "gpus_out_of_service",
     "max_unavailable_nodes",
     "min_available_replicas",
+    "most_nodes_out_safely",
     "nodes_out_within_budgets",
     "node_group_surges",
     "node_group_unavailable",
     "pdb_disruptions_allowed",
+    "policy_nodes_out",
     "requested_gpus",
     "scaled_value",
     "spare_capacity",

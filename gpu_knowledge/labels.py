@@ -49,7 +49,10 @@ SKIP_UPGRADE = "nvidia.com/gpu-driver-upgrade.skip"
 UPGRADE_REQUIRED = "upgrade-required"  # waiting for an upgrade slot: the next node the operator starts
 UPGRADE_DONE = "upgrade-done"
 UPGRADE_FAILED = "upgrade-failed"
-UPGRADE_IN_PROGRESS = ("cordon-required", "wait-for-jobs-required", "pod-deletion-required", "drain-required",
+# The states where the controller waits up to a timeout of the upgrade policy (waitForCompletion, podDeletion, drain).
+WAIT_FOR_JOBS_REQUIRED, POD_DELETION_REQUIRED, DRAIN_REQUIRED = (
+    "wait-for-jobs-required", "pod-deletion-required", "drain-required")
+UPGRADE_IN_PROGRESS = ("cordon-required", WAIT_FOR_JOBS_REQUIRED, POD_DELETION_REQUIRED, DRAIN_REQUIRED,
                        "pod-restart-required", "validation-required", "uncordon-required")
 
 # ---------------------------------------------------------------- the clouds

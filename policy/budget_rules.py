@@ -35,6 +35,8 @@ def _block(policy: Mapping[str, Any], key: str, res: Resource) -> tuple[Mapping[
         "gpuOperator.upgradePolicy.drain.force",
         "gpuOperator.upgradePolicy.podDeletion.timeoutSeconds",
         "gpuOperator.upgradePolicy.drain.timeoutSeconds",
+        "nodePools[].upgradePolicy.podDeletion.force",
+        "nodePools[].upgradePolicy.drain.force",
     ),
 )
 def eviction_respects_pdb(res: Resource) -> Iterator[Finding]:

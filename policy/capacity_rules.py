@@ -75,8 +75,9 @@ def _canary_node_group(group: facts.NodeGroupUpdate) -> Iterator[Finding]:
     PolicyId.CANARY_ONE_NODE_AT_A_TIME,
     "Checks that the canary upgrades one node at a time (maxParallelUpgrades: 1).",
     severity=Severity.HIGH, topics=("disruption", "canary"),
-    remediation="Set gpuOperator.upgradePolicy.maxParallelUpgrades: 1 in the canary stack (0 means unlimited).",
-    config_keys=("gpuOperator.upgradePolicy.maxParallelUpgrades",),
+    remediation="Set gpuOperator.upgradePolicy.maxParallelUpgrades: 1 in the canary stack (0 means unlimited), and "
+    "no other value in a canary pool's own nodePools[].upgradePolicy.",
+    config_keys=("gpuOperator.upgradePolicy.maxParallelUpgrades", "nodePools[].upgradePolicy.maxParallelUpgrades"),
 )
 def canary_one_node_at_a_time(stack: StackFacts) -> Iterator[Finding]:
     """The canary upgrades one node at a time (maxParallelUpgrades: 1; 0 means unlimited)."""
@@ -147,10 +148,12 @@ def _count(value: Any) -> int | None:
     PolicyId.PARALLELISM_WITHIN_SPARE_CAPACITY,
     "Checks that prod upgrade parallelism (the operator's upgrade policy, and EKS node group updates that cannot surge) never takes more GPUs out than spare capacity covers, keeping every model at minAvailable.",
     severity=Severity.CRITICAL, topics=("capacity", "disruption"),
-    remediation="Lower maxParallelUpgrades or maxUnavailable (EKS: eks.maxUnavailable), or add nodes to the pool until the spare GPUs cover the nodes upgraded at once.",
+    remediation="Lower maxParallelUpgrades or maxUnavailable (the pool's own nodePools[].upgradePolicy where it sets them; EKS: eks.maxUnavailable), or add nodes to the pool until the spare GPUs cover the nodes upgraded at once; `gpu-rollout simulate` recommends per pool what the rule admits.",
     config_keys=(
         "gpuOperator.upgradePolicy.maxParallelUpgrades",
         "gpuOperator.upgradePolicy.maxUnavailable",
+        "nodePools[].upgradePolicy.maxParallelUpgrades",
+        "nodePools[].upgradePolicy.maxUnavailable",
         "nodePools[].eks.maxUnavailable",
         "nodePools[].nodeCount",
     ),
@@ -181,7 +184,7 @@ def parallelism_within_spare_capacity(stack: StackFacts) -> Iterator[Finding]:
             )
             continue
         try:
-            slots = capacity.upgrade_slots(parallel, unavailable, total)
+            capacity.upgrade_slots(parallel, unavailable, total)  # a malformed maxUnavailable fails here
         except ValueError as error:
             yield Finding(f"{driver.resource.name}: upgradePolicy.maxUnavailable {unavailable!r}: {error}", driver.resource)
             continue
@@ -191,8 +194,8 @@ def parallelism_within_spare_capacity(stack: StackFacts) -> Iterator[Finding]:
                 continue  # spare-capacity reports it: no parallelism setting can fix a pool with no spare node
             validating = stack.validation_gpus.get(pool.name, 0)
             try:
-                outcome = capacity.take_nodes_out(shape, workloads.get(pool.name, []), min(slots, shape.nodes),
-                                                  validating)
+                nodes_out = capacity.policy_nodes_out(parallel, unavailable, total, shape.nodes)
+                outcome = capacity.take_nodes_out(shape, workloads.get(pool.name, []), nodes_out, validating)
             except ValueError as error:
                 yield Finding(f"pool {pool.name}: the validation job's request: {error}", pool.resources[0])
                 continue

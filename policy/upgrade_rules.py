@@ -20,9 +20,10 @@ from vocabulary.policy_ids import PolicyId
     "Checks that operator-owned drivers have the upgrade controller on (autoUpgrade: true).",
     resource_types=rf.DRIVER_TYPES,
     severity=Severity.MEDIUM, topics=("rollout",),
-    remediation="Set gpuOperator.upgradePolicy.autoUpgrade: true, or plan to delete driver pods by hand.",
+    remediation="Set gpuOperator.upgradePolicy.autoUpgrade: true (and in a pool's own upgradePolicy, where it sets "
+    "it), or plan to delete driver pods by hand.",
     level=Level.ADVISORY,
-    config_keys=("gpuOperator.upgradePolicy.autoUpgrade",),
+    config_keys=("gpuOperator.upgradePolicy.autoUpgrade", "nodePools[].upgradePolicy.autoUpgrade"),
 )
 def upgrade_controller_enabled(res: Resource) -> Iterator[Finding]:
     """Operator-owned drivers with autoUpgrade: false (sent, or the resource kind's default) never roll."""
@@ -51,7 +52,8 @@ def _requirements(selector: str) -> frozenset[str] | None:
     severity=Severity.MEDIUM, topics=("disruption", "batch"),
     remediation="Set gpuOperator.upgradePolicy.waitForCompletion.podSelector to a selector every batch pod matches.",
     level=Level.ADVISORY,
-    config_keys=("gpuOperator.upgradePolicy.waitForCompletion.podSelector", "gpuOperator.batchJobSelectors"),
+    config_keys=("gpuOperator.upgradePolicy.waitForCompletion.podSelector",
+                 "nodePools[].upgradePolicy.waitForCompletion.podSelector", "gpuOperator.batchJobSelectors"),
 )
 def wait_for_batch_jobs(stack: StackFacts) -> Iterator[Finding]:
     """waitForCompletion.podSelector of every visible upgrade policy covers every declared batch or

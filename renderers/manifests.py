@@ -234,7 +234,8 @@ def driver_node_selector(pool: NodePool) -> dict[str, str]:
 
 
 def nvidia_driver_spec(spec: FleetSpec, pool: NodePool) -> dict[str, Any]:
-    """One NVIDIADriver per operator-owned pool, selecting that pool's nodes only."""
+    """One NVIDIADriver per operator-owned pool, selecting that pool's nodes only; from v26.7.0 with the pool's
+    upgrade policy (``FleetSpec.upgrade_policy``: the stack's, with the pool's own keys in their place)."""
     op = spec.gpuOperator
     body: dict[str, Any] = {
         "driverType": "gpu",
@@ -251,7 +252,7 @@ def nvidia_driver_spec(spec: FleetSpec, pool: NodePool) -> dict[str, Any]:
         # From v26.7.0 each NVIDIADriver rolls its own nodes by its own policy (its CRD default is
         # autoUpgrade: true, so the policy is always sent in full, false values included).
         body["default"] = False
-        body["upgradePolicy"] = op.upgradePolicy.as_crd()
+        body["upgradePolicy"] = spec.upgrade_policy(pool).as_crd()
     return body
 
 

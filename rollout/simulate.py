@@ -25,6 +25,7 @@ from refusals.exits import Exit
 from simulate.assess import Assessment, assess
 from simulate.fleet import Fleet, NotSimulated, fleet_from_spec
 from simulate.outcome import Outcome
+from simulate.search import Recommended
 from fleetspec import load
 from fleetspec.model import PROJECT, FleetSpec
 
@@ -32,13 +33,31 @@ if TYPE_CHECKING:  # the Kubernetes client only where a cluster is read
     from checks import kube as kube_module
 
 POLICY_KEY = "gpuOperator.upgradePolicy"  # the stack key every NVIDIADriver and the ClusterPolicy take their policy from
+POOL_POLICY_KEY = "nodePools[{index}].upgradePolicy"  # a pool's own, for its NVIDIADriver (operator v26.7.0 on)
 STALLS_SHOWN = 20
 
 
-def stack_change(max_parallel: int, max_unavailable: int) -> list[dict[str, Any]]:
-    """The stack-file keys (full config key paths) and values that apply a recommendation."""
-    return [{"key": f"{PROJECT}:{POLICY_KEY}.maxParallelUpgrades", "value": max_parallel},
-            {"key": f"{PROJECT}:{POLICY_KEY}.maxUnavailable", "value": max_unavailable}]
+def stack_change(max_parallel: int, max_unavailable: int, key: str = POLICY_KEY) -> list[dict[str, Any]]:
+    """The stack-file keys (full config key paths, as `pulumi config set --path` spells them) and values that apply
+    a recommendation."""
+    return [{"key": f"{PROJECT}:{key}.maxParallelUpgrades", "value": max_parallel},
+            {"key": f"{PROJECT}:{key}.maxUnavailable", "value": max_unavailable}]
+
+
+def recommended_change(fleet: Fleet, recommended: Recommended) -> list[dict[str, Any]]:
+    """The stack-file change that applies ``recommended``: per pool, the two keys of its own upgradePolicy (each
+    pool its pair, whatever it has now, so the change is the same with or without ``--parallel``); else the
+    stack's one policy. Empty when nothing is recommended."""
+    if not recommended.found:
+        return []
+    if not recommended.per_pool:
+        assert recommended.max_parallel is not None and recommended.max_unavailable is not None
+        return stack_change(recommended.max_parallel, recommended.max_unavailable)
+    index = {pool.name: k for k, pool in enumerate(fleet.pools)}
+    return [{**entry, "pool": pool}
+            for group, pair in zip(fleet.groups, recommended.values, strict=True) if pair is not None
+            for pool in group.pools
+            for entry in stack_change(*pair, key=POOL_POLICY_KEY.format(index=index[pool]))]
 
 
 def stack_fleet(path: Path) -> Fleet:
@@ -57,12 +76,17 @@ def document(stack: str, assessment: Assessment) -> schemas.SimulateDocument:
     """``simulate --json``: what each upgrade policy predicts, the lower bound, and the recommendation."""
     recommended = assessment.recommended
     advice: dict[str, Any] = {
+        "perPool": recommended.per_pool,
         "maxParallelUpgrades": recommended.max_parallel, "maxUnavailable": recommended.max_unavailable,
-        "perPolicy": [r.as_json() for r in recommended.per_policy],
+        "perPolicy": [{**r.as_json(), "confirmed": None if pair is None else
+                       {"maxParallelUpgrades": pair[0], "maxUnavailable": pair[1]}}
+                      for r, pair in zip(recommended.per_policy, recommended.values or
+                                         [None] * len(recommended.per_policy), strict=True)],
         "predicted": None if recommended.outcome is None else recommended.outcome.as_json(),
+        "ratio": None if assessment.recommended_ratio is None else round(assessment.recommended_ratio, 2),
     }
-    if recommended.max_parallel is not None and recommended.max_unavailable is not None:
-        advice["stackChange"] = stack_change(recommended.max_parallel, recommended.max_unavailable)
+    if recommended.found:
+        advice["stackChange"] = recommended_change(assessment.fleet, recommended)
     return schemas.SimulateDocument(
         stack=stack, source=assessment.fleet.source, seed=assessment.seed,
         policies=[{"policy": g.title, "pools": list(g.pools), "autoUpgrade": g.policy.auto_upgrade,
@@ -163,10 +187,18 @@ def render_recommendation(assessment: Assessment, console: Console) -> None:
                       "none" if found.max_parallel is None else str(found.max_parallel),
                       "none" if found.max_unavailable is None else str(found.max_unavailable), found.reason)
     console.print(table)
-    if recommended.max_parallel is None or recommended.max_unavailable is None or recommended.outcome is None:
+    if recommended.outcome is None:
         console.print("recommended: none: no parallelism keeps every model at its minimum (see why above)")
         return
-    console.print(f"recommended (the stack sends one {POLICY_KEY} to every policy, so the smallest): predicted "
-                  f"{_duration(recommended.outcome.seconds)}; apply with the stack-file change")
-    for change in stack_change(recommended.max_parallel, recommended.max_unavailable):
-        console.print(f"  {change['key']}: {change['value']}", markup=False, highlight=False)
+    ratio = assessment.recommended_ratio
+    configured = assessment.ratio
+    how = ("per pool: each pool's NVIDIADriver takes its own nodePools[].upgradePolicy" if recommended.per_pool else
+           f"the stack sends one {POLICY_KEY} to every policy, so the smallest")
+    console.print(f"recommended ({how}, confirmed by a run of the whole fleet): predicted "
+                  f"{_duration(recommended.outcome.seconds)}" + (f", ratio {ratio:.2f}" if ratio is not None else "")
+                  + f"; as configured {_duration(assessment.outcome.seconds)}"
+                  + (f", ratio {configured:.2f}" if configured is not None else ""), markup=False, highlight=False)
+    console.print("apply with the stack-file change:")
+    for entry in recommended_change(assessment.fleet, recommended):
+        pool = f"  # {entry['pool']}" if "pool" in entry else ""
+        console.print(f"  {entry['key']}: {entry['value']}{pool}", markup=False, highlight=False)

@@ -27,6 +27,14 @@ class Assessment:
             return None
         return self.outcome.seconds / self.lower_bound.seconds
 
+    @property
+    def recommended_ratio(self) -> float | None:
+        """The recommendation's predicted duration over the lower bound."""
+        outcome = self.recommended.outcome
+        if outcome is None or outcome.seconds is None or self.lower_bound.seconds <= 0:
+            return None
+        return outcome.seconds / self.lower_bound.seconds
+
 
 def with_parallelism(fleet: Fleet, parallel: int) -> Fleet:
     """Every policy of ``fleet`` with ``maxParallelUpgrades`` set to ``parallel`` (its maxUnavailable kept)."""

@@ -7,7 +7,8 @@ move) take at least ``(ceil(E / a) - 1)`` load times, and the last node then sti
 service (the shortest the spread allows); and no more nodes can be out at once than
 :func:`gpu_knowledge.capacity.nodes_out_within_budgets` allows, since the replicas each PDB keeps (of the models that run on
 that pool alone) must still fit on the others. With identical steps, ``n`` nodes at most ``k`` at a time take at least
-``ceil(n / k)`` steps. Waves run one after the other, with the configured gap between them. Everything ignored
+``ceil(n / k)`` steps. Waves run one after the other, with the configured gap between them, and each lasts at least
+as long as the bound of any model whose evictions all fall within it. Everything ignored
 (waiting for slots, evictions, jobs, loads, models spanning pools) only makes real schedules longer, so the bound
 holds for any schedule that honours the PDBs: the simulator's included.
 """
@@ -95,10 +96,29 @@ def lower_bound(fleet: Fleet, models: tuple[ModelOutcome, ...]) -> LowerBound:
         seconds = math.ceil(moving / at_once) * node_seconds if moving else 0.0
         bounds.append(PoolBound(pool.name, pool.wave, moving, at_once, node_seconds, seconds))
     waves = sorted({p.wave for p in fleet.pools})
-    total = sum(max(b.seconds for b in bounds if b.wave == w) for w in waves)
-    total += durations.waveGapSeconds * max(0, len(waves) - 1)
     limits = _model_bounds(fleet, started, node_seconds)
+    within = _wave_of_models(fleet)
+    total = sum(max([*(b.seconds for b in bounds if b.wave == w),
+                     *(m.seconds for m in limits if within.get(m.model) == w)]) for w in waves)
+    total += durations.waveGapSeconds * max(0, len(waves) - 1)
     return LowerBound(max([total, *(m.seconds for m in limits)]), tuple(bounds), limits)
+
+
+def _wave_of_models(fleet: Fleet) -> dict[str, int]:
+    """The wave of each model whose evictions all fall within one wave: its pools are in that wave, and every node of
+    them waits for the wave's release (none seen mid-upgrade, which moves at any time). Waves run one after the
+    other, so such a model's bound holds for its wave alone."""
+    wave = {p.name: p.wave for p in fleet.pools}
+    waiting = ("", labels.UPGRADE_REQUIRED, labels.UPGRADE_DONE)
+    early = {n.pool for n in fleet.nodes if n.state not in waiting}
+    found = {}
+    for model in fleet.models:
+        if not model.pools or early & set(model.pools) or any(p not in wave for p in model.pools):
+            continue
+        waves = {wave[p] for p in model.pools}
+        if len(waves) == 1:
+            (found[model.name],) = waves
+    return found
 
 
 def _model_bounds(fleet: Fleet, started: dict[str, int], node_seconds: float) -> tuple[ModelBound, ...]:

@@ -7,12 +7,13 @@ Nothing here reads a cluster or imports Pulumi.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpu_knowledge import capacity
 from renderers import manifests
 from gpu_knowledge.capacity import IntOrPercent
-from fleetspec.model import DriverOwner, FleetSpec, UpgradePolicy
+from fleetspec.base import Stage
+from fleetspec.model import DriverOwner, FleetSpec, NodePool, UpgradePolicy
 from fleetspec.simulation import Simulation
 
 CLUSTER_POLICY = "ClusterPolicy"
@@ -71,6 +72,8 @@ class Pool:
     wave: int
     gpus_per_node: int
     validation_job: bool = False  # this project's validation job takes each node's GPUs after its upgrade
+    one_at_a_time: bool = False  # the pack admits one node at a time only (canary-one-node-at-a-time)
+    judged_validation_gpus: int = 0  # what the pack counts the validation job holding per node (0 while held)
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,7 @@ class Fleet:
     pods: tuple[Pod, ...] = ()  # placed pods; with ``place_replicas`` the simulator places the models' replicas
     place_replicas: bool = False  # the stack's case: no placement is known, the scheduler places every replica
     source: str = "stack"
+    per_pool_policies: bool = False  # the stack can give each pool its own policy (nodePools[].upgradePolicy)
 
     def group_of_pool(self) -> dict[str, int]:
         return {pool: index for index, group in enumerate(self.groups) for pool in group.pools}
@@ -143,8 +147,7 @@ class Fleet:
 
     def with_policies(self, policies: tuple[Policy, ...]) -> Fleet:
         groups = tuple(Group(g.kind, g.name, g.pools, p) for g, p in zip(self.groups, policies, strict=True))
-        return Fleet(self.pools, self.nodes, self.models, groups, self.durations, self.pods, self.place_replicas,
-                     self.source)
+        return replace(self, groups=groups)
 
 
 def node_name(pool: str, index: int) -> str:
@@ -162,7 +165,7 @@ def fleet_from_spec(spec: FleetSpec) -> Fleet:
     durations = spec.simulation
     validated = spec.validation is not None
     # Every wave is played, held pools included, so the validation job follows every pool's upgrade.
-    pools = tuple(Pool(p.name, p.rollout.wave, p.gpusPerNode, validated) for p in spec.nodePools)
+    pools = tuple(spec_pool(spec, p, validated) for p in spec.nodePools)
     nodes = tuple(Node(node_name(p.name, i), p.name, p.gpusPerNode) for p in spec.nodePools
                   for i in range(p.nodeCount))
     models = tuple(
@@ -172,18 +175,31 @@ def fleet_from_spec(spec: FleetSpec) -> Fleet:
               f"{m.namespace}/{m.name}-pdb")
         for m in spec.models
     )
-    return Fleet(pools, nodes, models, spec_groups(spec), durations, place_replicas=True)
+    return Fleet(pools, nodes, models, spec_groups(spec), durations, place_replicas=True,
+                 per_pool_policies=spec.per_pool_upgrade_policies)
+
+
+def spec_pool(spec: FleetSpec, pool: NodePool, validated: bool) -> Pool:
+    """A pool of the stack, with what the policy pack judges its parallelism by: ``one_at_a_time`` on a canary pool
+    or any pool of a canary stack (canary-one-node-at-a-time), the validation job's GPUs as the pack counts them
+    (parallelism-within-spare-capacity: ``FleetSpec.validation_gpus``, none on a held pool)."""
+    return Pool(pool.name, pool.rollout.wave, pool.gpusPerNode, validated,
+                one_at_a_time=pool.role == "canary" or spec.stage == Stage.CANARY,
+                judged_validation_gpus=spec.validation_gpus(pool))
 
 
 def spec_groups(spec: FleetSpec) -> tuple[Group, ...]:
-    """Who rolls which pool: from operator v26.7.0 each NVIDIADriver by its own policy (the stack sends the same
-    ``gpuOperator.upgradePolicy`` to each); otherwise the ClusterPolicy's policy over every pool."""
+    """Who rolls which pool: from operator v26.7.0 each NVIDIADriver by its pool's policy
+    (``FleetSpec.upgrade_policy``: the stack's, with the pool's own keys in their place); otherwise the
+    ClusterPolicy's policy (``gpuOperator.upgradePolicy``) over every pool."""
     op = spec.gpuOperator
-    policy = Policy.from_spec(op.upgradePolicy)
-    if op.useNvidiaDriverCrd and op.per_driver_upgrade_policy:
-        return tuple(Group(NVIDIA_DRIVER, manifests.nvidia_driver_name(p), (p.name,), policy) for p in spec.nodePools)
-    return (Group(CLUSTER_POLICY, manifests.CLUSTER_POLICY_NAME, tuple(p.name for p in spec.nodePools), policy),)
+    if spec.per_pool_upgrade_policies:
+        return tuple(Group(NVIDIA_DRIVER, manifests.nvidia_driver_name(p), (p.name,),
+                           Policy.from_spec(spec.upgrade_policy(p))) for p in spec.nodePools)
+    return (Group(CLUSTER_POLICY, manifests.CLUSTER_POLICY_NAME, tuple(p.name for p in spec.nodePools),
+                  Policy.from_spec(op.upgradePolicy)),)
+
 
 
 __all__ = ["CLUSTER_POLICY", "NVIDIA_DRIVER", "Fleet", "Group", "Model", "Node", "NotSimulated", "Pod", "Policy",
-           "Pool", "fleet_from_spec", "node_name", "spec_groups"]
+           "Pool", "fleet_from_spec", "node_name", "spec_groups", "spec_pool"]

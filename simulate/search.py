@@ -17,9 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_knowledge import capacity
 from simulate.engine import simulate
 from simulate.fleet import Fleet, Group, Policy
-from simulate.outcome import Outcome
+from simulate.outcome import PARALLELISM_CAUSES, Outcome
+from vocabulary.policy_ids import PolicyId
 
 ROUNDS = 6  # a probe runs until this many times its parallelism of nodes are done
 MIN_PROBE_NODES = 40
@@ -117,20 +119,84 @@ def recommend_group(fleet: Fleet, group: int, seed: int) -> Recommendation:
 
 @dataclass(frozen=True)
 class Recommended:
-    """The one pair the stack sends every policy (``gpuOperator.upgradePolicy``), with the run that confirms it."""
+    """What the stack should send, with the run of the whole fleet that confirms it: one pair per policy where the
+    stack gives each pool its own (``nodePools[].upgradePolicy``), else the one pair ``gpuOperator.upgradePolicy``
+    sends every policy (``max_parallel``, ``max_unavailable``)."""
 
     per_policy: tuple[Recommendation, ...]
-    max_parallel: int | None
+    max_parallel: int | None  # the one pair; None per pool, or when none is safe
     max_unavailable: int | None
-    outcome: Outcome | None  # the whole fleet under the recommended pair
+    outcome: Outcome | None  # the whole fleet under the recommended set
+    per_pool: bool = False  # each policy its own pair (``values``)
+    values: tuple[tuple[int, int] | None, ...] = ()  # per policy: the confirmed (maxParallelUpgrades, maxUnavailable)
+
+    @property
+    def found(self) -> bool:
+        return self.outcome is not None
+
+
+CANARY_RULE, CAPACITY_RULE = PolicyId.CANARY_ONE_NODE_AT_A_TIME, PolicyId.PARALLELISM_WITHIN_SPARE_CAPACITY
+
+
+def admitted(fleet: Fleet, group: int) -> tuple[int | None, str]:
+    """The largest ``maxParallelUpgrades`` the policy pack admits for a policy (None: any; 0: none): one where a pool
+    it rolls is a canary's (canary-one-node-at-a-time); else no more nodes of each pool at once than
+    parallelism-within-spare-capacity admits, by its arithmetic (``capacity.most_nodes_out_safely`` over the pool's
+    models, the validation job's GPUs as the pack counts them). A pool without one node of spare GPUs is left to
+    spare-capacity, as the rule leaves it: no parallelism fixes it."""
+    target = fleet.groups[group]
+    limit: int | None = None
+    why = ""
+    for pool in fleet.pools:
+        if pool.name not in target.pools:
+            continue
+        if pool.one_at_a_time:
+            if limit is None or limit > 1:
+                limit, why = 1, f"{CANARY_RULE}: {pool.name} is a canary's pool"
+            continue
+        nodes = sum(1 for n in fleet.nodes if n.pool == pool.name)
+        workloads = [capacity.Workload(m.name, m.replicas, m.gpus_per_replica, *m.pdb)
+                     for m in fleet.models if pool.name in m.pools and m.pdb is not None]
+        shape = capacity.PoolShape(pool.name, nodes, pool.gpus_per_node)
+        if nodes == 0 or capacity.spare_nodes(shape, workloads) < 1:
+            continue
+        safe = capacity.most_nodes_out_safely(shape, workloads, pool.judged_validation_gpus)
+        if safe < nodes and (limit is None or safe < limit):
+            limit, why = safe, f"{CAPACITY_RULE}: {safe} node(s) of {pool.name} at once in its worst case"
+    return limit, why
+
+
+def _within(found: Recommendation, admits: tuple[int | None, str]) -> Recommendation:
+    """``found`` held to what the pack admits."""
+    limit, why = admits
+    if found.max_parallel is None or found.max_unavailable is None or limit is None or found.max_parallel <= limit:
+        return found
+    if limit == 0:
+        return Recommendation(found.group, found.pools, found.nodes, None, None,
+                              f"the policy pack admits no parallelism ({why}): add spare capacity", found.runs)
+    down = found.max_unavailable - found.max_parallel
+    return Recommendation(found.group, found.pools, found.nodes, limit, limit + down,
+                          f"the policy pack admits {limit} ({why}); the simulation alone: {found.max_parallel}",
+                          found.runs)
+
+
+def _at_fault(fleet: Fleet, outcome: Outcome) -> set[int]:
+    """The policies whose pools hold what made a run unsafe: a model below its minimum, a node stopped on evictions."""
+    pools = {s.pool for s in outcome.stalls if s.permanent and s.cause in PARALLELISM_CAUSES}
+    below = {m.name for m in outcome.below_minimum}
+    pools |= {p for m in fleet.models if m.name in below for p in m.pools}
+    owner = fleet.group_of_pool()
+    return {owner[p] for p in pools if p in owner}
 
 
 def recommend(fleet: Fleet, seed: int) -> Recommended:
-    per_policy = tuple(recommend_group(fleet, g, seed) for g in range(len(fleet.groups)))
+    per_policy = tuple(_within(recommend_group(fleet, g, seed), admitted(fleet, g)) for g in range(len(fleet.groups)))
     values = [r for r in per_policy if r.nodes and r.max_parallel is not None]
     if not values or any(r.nodes and r.max_parallel is None and fleet.groups[k].policy.auto_upgrade
                          for k, r in enumerate(per_policy)):
-        return Recommended(per_policy, None, None, None)
+        return Recommended(per_policy, None, None, None, per_pool=per_pool(fleet))
+    if per_pool(fleet):
+        return _confirm_per_policy(fleet, seed, per_policy)
     parallel = min(r.max_parallel for r in values if r.max_parallel is not None)
     extra = max(r.max_unavailable - r.max_parallel for r in values
                 if r.max_unavailable is not None and r.max_parallel is not None)
@@ -138,9 +204,41 @@ def recommend(fleet: Fleet, seed: int) -> Recommended:
         policies = tuple(g.policy.with_parallelism(parallel, parallel + extra) for g in fleet.groups)
         outcome = simulate(fleet.with_policies(policies), seed)
         if not outcome.disruptive:
-            return Recommended(per_policy, parallel, parallel + extra, outcome)
+            return Recommended(per_policy, parallel, parallel + extra, outcome,
+                               values=tuple((parallel, parallel + extra) for _ in fleet.groups))
         parallel //= 2
     return Recommended(per_policy, None, None, None)
 
 
-__all__ = ["Recommendation", "Recommended", "recommend", "recommend_group"]
+def per_pool(fleet: Fleet) -> bool:
+    """The stack can take a pair per policy: each pool its own NVIDIADriver's (``nodePools[].upgradePolicy``)."""
+    return fleet.per_pool_policies and all(len(g.pools) == 1 for g in fleet.groups)
+
+
+def _confirm_per_policy(fleet: Fleet, seed: int, per_policy: tuple[Recommendation, ...]) -> Recommended:
+    """Each policy its own pair, confirmed by a run of the whole fleet; while that run is not safe, the pairs of the
+    policies at fault (all, when none is) step down by a quarter, at least one. A policy alone can be safe at a value
+    the whole fleet is not (the durations drawn differ), and the pools not at fault keep theirs."""
+    pairs: list[tuple[int, int] | None] = [
+        None if r.max_parallel is None or r.max_unavailable is None else (r.max_parallel, r.max_unavailable)
+        for r in per_policy]
+    while True:
+        policies = tuple(g.policy if pair is None else g.policy.with_parallelism(*pair)
+                         for g, pair in zip(fleet.groups, pairs, strict=True))
+        outcome = simulate(fleet.with_policies(policies), seed)
+        if not outcome.disruptive:
+            return Recommended(per_policy, None, None, outcome, per_pool=True, values=tuple(pairs))
+        fault = _at_fault(fleet, outcome) or {k for k, pair in enumerate(pairs) if pair is not None}
+        for k in fault:
+            pair = pairs[k]
+            if pair is None:
+                continue
+            parallel = pair[0] - max(1, pair[0] // 4)
+            if parallel == 0:
+                return Recommended(per_policy, None, None, None, per_pool=True)
+            pairs[k] = (parallel, parallel + pair[1] - pair[0])
+        if all(pairs[k] is None for k in fault):
+            return Recommended(per_policy, None, None, None, per_pool=True)
+
+
+__all__ = ["Recommendation", "Recommended", "admitted", "per_pool", "recommend", "recommend_group"]

@@ -83,7 +83,29 @@ def change(config: dict[str, str], key: str, edit: Callable[[Any], object]) -> d
     value = json.loads(config[full_key])
     edit(value)  # its result is ignored: dict.pop and list.pop return what they removed
     config[full_key] = json.dumps(value)
+    if key == "gpuOperator":
+        _without_pool_policies_the_mode_refuses(config)
     return config
+
+
+def _without_pool_policies_the_mode_refuses(config: dict[str, str]) -> None:
+    """A change to ClusterPolicy mode or to an operator before v26.7.0 takes the pools' own upgrade policies out,
+    as the stack's author has to (the model refuses them there: tests/fleetspec/test_pool_upgrade_policy.py), so
+    a variant of an example tests what it changes. The stack's own policy then governs every pool."""
+    from gpu_knowledge.versions import chart_key
+
+    operator = json.loads(config["gpu-driver-upgrade:gpuOperator"])
+    try:
+        carries = operator.get("useNvidiaDriverCrd") is True and chart_key(operator["chartVersion"]) >= (26, 7, 0)
+    except (KeyError, ValueError):
+        carries = False
+    pools_key = "gpu-driver-upgrade:nodePools"
+    if carries or pools_key not in config:
+        return
+    pools = json.loads(config[pools_key])
+    if isinstance(pools, list) and any(isinstance(p, dict) and "upgradePolicy" in p for p in pools):
+        config[pools_key] = json.dumps([{k: v for k, v in p.items() if k != "upgradePolicy"}
+                                        if isinstance(p, dict) else p for p in pools])
 
 
 def edited(stack: str, key: str, edit: Callable[[Any], object]) -> dict[str, str]:

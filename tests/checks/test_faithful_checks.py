@@ -157,3 +157,27 @@ def test_spare_capacity_counts_the_node_the_validation_job_holds(prod: FakeKube,
     without = prod_spec.model_copy(update={"validation": None})
     found = _only(kube, without, "spare-capacity", "gput4")
     assert found.status == Status.PASS and "held by the validation job" not in found.message
+
+
+# ---------------------------------------------------------------- spare-capacity by the pool's own upgrade policy
+
+
+def _with_pool_policy(spec: FleetSpec, pool: str, **keys: object) -> FleetSpec:
+    """``spec`` with ``nodePools[pool].upgradePolicy`` set, through the model (so its checks run)."""
+    config = spec.model_dump(mode="json", exclude_unset=True)
+    next(p for p in config["nodePools"] if p["name"] == pool)["upgradePolicy"] = keys
+    return FleetSpec.model_validate(config)
+
+
+def test_spare_capacity_judges_each_pool_by_its_own_upgrade_policy(prod: FakeKube, kube: k.Kube,
+                                                                    prod_spec: FleetSpec) -> None:
+    # gput4: 4 nodes of 4 GPUs, rerank-sglang 2 replicas keeping 1: 14 spare. Two nodes at once with the job's
+    # two: 16 GPUs out, more than spare; rerank-sglang could lose both replicas.
+    assert _only(kube, prod_spec, "spare-capacity", "gput4").status == Status.PASS
+    spec = _with_pool_policy(prod_spec, "gput4", maxParallelUpgrades=2, maxUnavailable=2)
+    found = _only(kube, spec, "spare-capacity", "gput4")
+    assert found.status == Status.FAIL
+    assert "x 2 at once (nodePools[].upgradePolicy: maxParallelUpgrades 2, maxUnavailable 2)" in found.message
+    assert "taking 2 nodes out can drop inference/rerank-sglang below minAvailable" in found.message
+    # The other pools are judged by the stack's policy, one node at a time, as before.
+    assert _only(kube, spec, "spare-capacity", "gpuh100") == _only(kube, prod_spec, "spare-capacity", "gpuh100")

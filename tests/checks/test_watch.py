@@ -208,3 +208,25 @@ def test_permanent_errors_end_the_watch_at_once(prod: FakeKube, kube: k.Kube, pr
 def test_no_node_of_the_stack_is_an_error(fake: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
     with pytest.raises(NoNodesError):
         watch(kube, prod_spec, "prod", once=True)
+
+
+def test_a_node_is_stuck_only_past_the_wait_its_pools_own_policy_allows(prod: FakeKube, kube: k.Kube,
+                                                                       prod_spec: FleetSpec) -> None:
+    # gput4 (batch) lets the controller wait 3 h for its jobs; gpua100 keeps the stack's 1 h. Both nodes have
+    # waited 90 min: only gpua100's is stuck.
+    config = prod_spec.model_dump(mode="json", exclude_unset=True)
+    config["nodePools"][0]["upgradePolicy"] = {"waitForCompletion": {"timeoutSeconds": 3 * 3600}}
+    spec = FleetSpec.model_validate(config)
+    now = time.time()
+    t4 = t4_nodes(prod)[0]
+    a100 = sorted(n["metadata"]["name"] for n in prod.objects("nodes") if "gpua100" in n["metadata"]["name"])[0]
+    for node in (t4, a100):
+        move_node(prod, node, "wait-for-jobs-required", at=now - 1.5 * HOUR)
+    outcome = watch(kube, spec, "prod", once=True, stuck_after=HOUR, auto_pause=False, clock=lambda: now)
+    assert [(t.kind, t.subject) for t in outcome.snapshot.triggers] == [("stuck", a100)]
+    # Past its own wait, gput4's node is stuck too, and the message names the key that allowed it.
+    later = now + 2 * HOUR
+    outcome = watch(kube, spec, "prod", once=True, stuck_after=HOUR, auto_pause=False, clock=lambda: later)
+    [found] = [t for t in outcome.snapshot.triggers if t.subject == t4]
+    assert "threshold 180 min: nodePools[0].upgradePolicy.waitForCompletion.timeoutSeconds 10800, pool gput4" in \
+        found.message

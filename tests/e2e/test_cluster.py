@@ -89,3 +89,31 @@ def test_crd_schema_refuses_an_invalid_nvidia_driver(cluster: Rest, spec: dict, 
     status, answer = cluster.request("POST", DRY_RUN, _nvidia_driver(**spec))
     assert status == 422, answer
     assert message in answer["message"]
+
+
+def test_a_pools_own_upgrade_policy_is_what_the_api_server_stores(cluster: Rest) -> None:
+    """nodePools[].upgradePolicy (issue 39): the pool's NVIDIADriver, rendered as `pulumi up` sends it, stored by the
+    API server (v26.7.0 CRD, dry run) with the pool's keys and the stack's others; the other pool keeps the stack's."""
+    from fleetspec.load import spec_from_config
+    from renderers import manifests
+    from tests.conftest import edited
+
+    own = {"maxParallelUpgrades": 2, "maxUnavailable": 2, "podDeletion": {"timeoutSeconds": 1200}}
+    spec = spec_from_config(edited("existing-prod", "nodePools",
+                                   lambda pools: pools[1].update(upgradePolicy=own)))
+    stored = {}
+    for pool in spec.nodePools:
+        body = {"apiVersion": "nvidia.com/v1alpha1", "kind": "NVIDIADriver",
+                "metadata": {"name": f"policy-probe-{pool.name}"}, "spec": manifests.nvidia_driver_spec(spec, pool)}
+        status, answer = cluster.request("POST", DRY_RUN, body)
+        assert status == 201, answer
+        stored[pool.name] = answer["spec"]["upgradePolicy"]
+    stack = spec.gpuOperator.upgradePolicy
+    h100 = stored["h100-serving"]
+    assert (h100["maxParallelUpgrades"], h100["maxUnavailable"], h100["podDeletion"]["timeoutSeconds"]) == (2, 2, 1200)
+    assert h100["waitForCompletion"] == {"podSelector": stack.waitForCompletion.podSelector,
+                                         "timeoutSeconds": stack.waitForCompletion.timeoutSeconds}
+    assert h100["drain"]["timeoutSeconds"] == stack.drain.timeoutSeconds and h100["autoUpgrade"] is True
+    l40s = stored["l40s-serving"]
+    assert (l40s["maxParallelUpgrades"], l40s["maxUnavailable"], l40s["podDeletion"]["timeoutSeconds"]) == (
+        stack.maxParallelUpgrades, stack.maxUnavailable, stack.podDeletion.timeoutSeconds)

@@ -80,7 +80,7 @@ def expected_drivers(spec: FleetSpec) -> dict[str, rf.OperatorDriverFacts]:
             out[manifests.nvidia_driver_name(pool)] = rf.OperatorDriverFacts(
                 rf.NVIDIA_DRIVER, True, spec.pool_target(pool).driver, op.usePrecompiled,
                 dict(pool.existing.nodeSelector) if pool.existing is not None else {labels.POOL: pool.name},
-                False, False, op.upgradePolicy.as_crd() if op.per_driver_upgrade_policy else None,
+                False, False, spec.upgrade_policy(pool).as_crd() if op.per_driver_upgrade_policy else None,
                 op.chartVersion, pool.role, rf.DriverNotes(spec.stage, op.chartVersion, spec.driver.version, held, selectors),
             )
     return out

@@ -76,6 +76,8 @@ OPTIONAL: list[tuple[tuple[Any, ...], str, list[Any]]] = [
     (("nodePools", "*"), "fabricManager", [None, "host", "image", "driver-container"]),
     (("nodePools", "*"), "fabricManagerVersion", [None, "580.173.02", "570.195.03"]),
     (("nodePools", "*"), "role", ["canary", "serving", "batch"]),
+    (("nodePools", "*"), "upgradePolicy", [None, {"maxParallelUpgrades": 2}, {"maxUnavailable": 1,
+                                                                              "podDeletion": {"timeoutSeconds": 600}}]),
     (("models", "*"), "cudaForwardCompat", [True, False]),
 ]
 

@@ -255,3 +255,16 @@ def test_generations_count_as_surge_only_where_the_node_groups_can_surge(rendere
     items = edit_named(surging, "gpu-h100-g1", updateConfig={"maxUnavailable": 1, "updateStrategy": "FAST"})
     (odd,) = capacity_rules.spare_capacity(stack(items))
     assert "gpu-h100-g1 (updateStrategy must be one of DEFAULT, MINIMAL, got 'FAST')" in odd.message
+
+
+def test_a_canary_pools_own_upgrade_policy_is_held_to_one_node_at_a_time():
+    """nodePools[].upgradePolicy (issue 39): the pack reads what each NVIDIADriver carries, the pool's own keys."""
+    from policy.evaluate import evaluate, from_registered, load_config
+    from tests.conftest import as_planned, edited
+
+    config = edited("canary", "nodePools", lambda pools: pools[0].update(upgradePolicy={"maxParallelUpgrades": 2}))
+    found = [v for v in evaluate(from_registered(as_planned("canary", config).resources), load_config("canary"))
+             if v.policy == "canary-one-node-at-a-time"]
+    assert [(v.resource, "maxParallelUpgrades must be 1, not 2" in v.message) for v in found] == [
+        ("gpu-gpucanary", True)]
+    assert "nodePools[].upgradePolicy.maxParallelUpgrades" in found[0].config_keys

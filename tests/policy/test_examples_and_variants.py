@@ -120,7 +120,8 @@ def test_previous_outputs_that_are_not_an_object_are_invalid_input(tmp_path, con
     assert "--previous-outputs" in result.output
 
 
-def test_plan_table_lists_violations(tmp_path):
+def test_plan_table_lists_violations(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "240")  # the message on one line, wherever the table would wrap it
     stack, build, _ = VARIANTS["parallelism-within-spare-capacity"]
     path = write_stack(tmp_path, stack, build())
     result = runner.invoke(app, ["plan", "--stack-file", str(path)])

@@ -123,7 +123,8 @@ def test_a_violation_carries_its_keys_and_fix() -> None:
     found = [v for v in evaluate(from_registered(run.resources), load_config("canary"))
              if v.policy == "canary-one-node-at-a-time"]
     assert found, "a canary upgrading three nodes at once violates canary-one-node-at-a-time"
-    assert found[0].config_keys == ("gpuOperator.upgradePolicy.maxParallelUpgrades",)
+    assert found[0].config_keys == ("gpuOperator.upgradePolicy.maxParallelUpgrades",
+                                    "nodePools[].upgradePolicy.maxParallelUpgrades")
     assert "maxParallelUpgrades: 1" in found[0].fix
 
 

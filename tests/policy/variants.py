@@ -94,7 +94,9 @@ VARIANTS: dict[str, tuple[str, Callable[[], dict[str, str]], str]] = {
         "mandatory",
     ),
     "parallelism-within-spare-capacity": (
-        "prod", lambda: change(stack_config("prod"), "gpuOperator", upgrade_policy(maxParallelUpgrades=2)),
+        # gpua100's own policy (nodePools[].upgradePolicy) at two nodes: its one spare A100 cannot cover them.
+        "prod", lambda: change(stack_config("prod"), "nodePools",
+                               pool("gpua100", upgradePolicy={"maxParallelUpgrades": 2, "maxUnavailable": 2})),
         "mandatory",
     ),
     "spare-capacity": (

@@ -179,4 +179,5 @@ def test_a_mandatory_violation_says_which_config_key_to_edit(tmp_path: Path, mon
     assert "edit: gpuOperator.upgradePolicy.maxParallelUpgrades" in out  # whole, at 100 columns
     code, out, _ = plan("--stack-file", str(path), "--project-dir", str(PROJECT_DIR), "--json")
     found = [v for v in document_of("plan", out)["violations"] if v["policy"] == "canary-one-node-at-a-time"]
-    assert found and all(v["configKeys"] == ["gpuOperator.upgradePolicy.maxParallelUpgrades"] for v in found)
+    assert found and all(v["configKeys"] == ["gpuOperator.upgradePolicy.maxParallelUpgrades",
+                                             "nodePools[].upgradePolicy.maxParallelUpgrades"] for v in found)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner
 
 from rollout.cli import app
-from tests.conftest import PROJECT_DIR, edited
+from rollout.plan import policy_report
+from tests.conftest import PROJECT_DIR, as_planned, change, edited
 from tests.fakekube.server import FakeKube
 from tests.rollout.json_contract import document_of
 
@@ -43,7 +45,23 @@ def test_from_the_stack_it_predicts_and_recommends_without_a_cluster(tmp_path: P
     assert doc["predicted"]["seconds"] >= doc["lowerBound"]["seconds"] and doc["ratio"] >= 1
     assert {m["model"] for m in doc["predicted"]["models"]} >= {"inference/llm-chat"}
     recommended = doc["recommended"]
-    assert recommended["maxParallelUpgrades"] >= 1
+    # Per-pool mode (operator v26.7.0, one NVIDIADriver per pool): each pool its own pair, as its own keys.
+    assert recommended["perPool"] is True and recommended["maxParallelUpgrades"] is None
+    pairs = {p["pools"][0]: p["confirmed"] for p in recommended["perPolicy"]}
+    assert set(pairs) == {"gput4", "gpua100", "gpuh100"} and all(v["maxParallelUpgrades"] >= 1 for v in pairs.values())
+    assert recommended["stackChange"] == [
+        {"key": f"gpu-driver-upgrade:nodePools[{index}].upgradePolicy.{key}", "value": pairs[pool][key], "pool": pool}
+        for index, pool in enumerate(("gput4", "gpua100", "gpuh100"))
+        for key in ("maxParallelUpgrades", "maxUnavailable")]
+    assert recommended["predicted"]["seconds"] >= doc["lowerBound"]["seconds"] and recommended["ratio"] >= 1
+
+
+def test_in_cluster_policy_mode_it_recommends_the_one_policy_every_pool_takes(tmp_path: Path) -> None:
+    config = change(cached(), "gpuOperator", lambda o: o.update(useNvidiaDriverCrd=False))
+    doc = document_of("simulate", invoke("simulate", "--stack-file", str(write_stack(tmp_path, config)),
+                                         "--project-dir", str(PROJECT_DIR), "--json").stdout)
+    recommended = doc["recommended"]
+    assert recommended["perPool"] is False and recommended["maxParallelUpgrades"] >= 1
     assert recommended["stackChange"] == [
         {"key": "gpu-driver-upgrade:gpuOperator.upgradePolicy.maxParallelUpgrades",
          "value": recommended["maxParallelUpgrades"]},
@@ -51,12 +69,65 @@ def test_from_the_stack_it_predicts_and_recommends_without_a_cluster(tmp_path: P
     ]
 
 
+def _grown(pools: list[dict[str, Any]]) -> None:
+    """Spare nodes in every prod pool, so the pack admits more than one node at a time, by pool."""
+    for pool in pools:
+        pool["nodeCount"] = {"gput4": 6, "gpua100": 12, "gpuh100": 6}[pool["name"]]
+
+
+def _applied(config: dict[str, str], stack_change: list[dict[str, Any]]) -> dict[str, str]:
+    """``config`` with each `nodePools[i].upgradePolicy.<key>` of a stack change set, as `pulumi config set --path`
+    would set it."""
+    pools = json.loads(config["gpu-driver-upgrade:nodePools"])
+    for entry in stack_change:
+        where, key = entry["key"].removeprefix("gpu-driver-upgrade:nodePools[").split("].upgradePolicy.")
+        pools[int(where)].setdefault("upgradePolicy", {})[key] = entry["value"]
+    return {**config, "gpu-driver-upgrade:nodePools": json.dumps(pools)}
+
+
+def test_the_recommendation_per_pool_is_what_the_pack_admits_and_beats_the_one_policy(tmp_path: Path) -> None:
+    config = change(cached(), "nodePools", _grown)
+    doc = document_of("simulate", invoke("simulate", "--stack-file", str(write_stack(tmp_path, config)),
+                                         "--project-dir", str(PROJECT_DIR), "--json").stdout)
+    recommended = doc["recommended"]
+    values = {p["pools"][0]: p["confirmed"]["maxParallelUpgrades"] for p in recommended["perPolicy"]}
+    assert len(set(values.values())) > 1, values  # the pools differ: one policy would hold them all to the least
+    assert recommended["predicted"]["seconds"] < doc["predicted"]["seconds"]
+    assert recommended["ratio"] < doc["ratio"]
+    # The stack with the change applied: the pack's capacity rules find nothing, the stack's own values are sent.
+    applied = _applied(config, recommended["stackChange"])
+    run = as_planned("prod", applied)
+    capacity = {"parallelism-within-spare-capacity", "canary-one-node-at-a-time", "spare-capacity"}
+    assert [v for v in policy_report(run) if v.policy in capacity] == []
+    sent = {r.inputs["metadata"]["name"]: r.inputs["spec"]["upgradePolicy"]["maxParallelUpgrades"]
+            for r in run.of_type("kubernetes:nvidia.com/v1alpha1:NVIDIADriver")}
+    assert sent == {f"gpu-{pool}": value for pool, value in values.items()}
+    # One more node at once on the pool the pack holds tightest is refused by the pack: the value was its largest.
+    tightest = min(values, key=lambda pool: values[pool])
+    index = ("gput4", "gpua100", "gpuh100").index(tightest)
+    over = _applied(applied, [{"key": f"gpu-driver-upgrade:nodePools[{index}].upgradePolicy.{key}",
+                               "value": values[tightest] + 1} for key in ("maxParallelUpgrades", "maxUnavailable")])
+    assert [v.policy for v in policy_report(as_planned("prod", over)) if v.policy in capacity] == [
+        "parallelism-within-spare-capacity"]
+
+
+def test_a_refused_pool_policy_exits_2_naming_the_key_and_changes_nothing(tmp_path: Path) -> None:
+    config = change(edited("prod", "gpuOperator", lambda o: o.update(useNvidiaDriverCrd=False)), "nodePools",
+                    lambda pools: pools[1].update(upgradePolicy={"maxParallelUpgrades": 2}))
+    path = write_stack(tmp_path, config)
+    before = path.read_bytes()
+    result = invoke("simulate", "--stack-file", str(path), "--project-dir", str(PROJECT_DIR))
+    assert result.exit_code == 2
+    assert "nodePools[1].upgradePolicy" in result.stderr and "ClusterPolicy mode" in result.stderr
+    assert result.stdout == "" and path.read_bytes() == before and sorted(tmp_path.iterdir()) == [path]
+
+
 def test_the_table_prints_the_stack_change(tmp_path: Path) -> None:
     result = invoke("simulate", "--stack-file", str(write_stack(tmp_path, cached())), "--project-dir",
                     str(PROJECT_DIR))
     assert result.exit_code == 0, result.output
-    assert "gpu-driver-upgrade:gpuOperator.upgradePolicy.maxParallelUpgrades:" in result.stdout
-    assert "lower bound" in result.stdout
+    assert "gpu-driver-upgrade:nodePools[1].upgradePolicy.maxParallelUpgrades:" in result.stdout
+    assert "lower bound" in result.stdout and "as configured" in result.stdout
 
 
 def test_a_pdb_keeping_every_replica_exits_1_naming_it(tmp_path: Path) -> None:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from simulate.assess import assess
 from simulate.bounds import lower_bound
 from simulate.engine import simulate
-from simulate.fleet import Fleet, Policy
-from simulate.search import recommend, recommend_group
-from tests.simulate.fleets import fleets, model, one_pool
+from simulate.fleet import NVIDIA_DRIVER, Fleet, Group, Node, Policy, Pool
+from simulate.search import admitted, recommend, recommend_group
+from tests.simulate.fleets import EXACT, fleets, model, one_pool
 
 
 def test_the_lower_bound_by_hand() -> None:
@@ -71,3 +73,62 @@ def test_the_predicted_duration_never_beats_the_lower_bound(fleet: Fleet) -> Non
         bound = lower_bound(fleet, out.models)
         if out.seconds is not None:
             assert out.seconds >= bound.seconds - 1e-6, (out.seconds, bound)
+
+
+# ---------------------------------------------------------------- per pool (nodePools[].upgradePolicy, issue 39)
+
+
+def _per_pool(fleet: Fleet) -> Fleet:
+    """``fleet`` whose stack gives each pool its own policy, the pack counting the validation job where it runs."""
+    pools = tuple(replace(p, judged_validation_gpus=p.gpus_per_node if p.validation_job else 0) for p in fleet.pools)
+    return replace(fleet, pools=pools, per_pool_policies=True)
+
+
+def _two_pools() -> Fleet:
+    # Pool a: 8 one-GPU nodes, 2 replicas keeping 1 (6 GPUs spare): the pack admits 6 at once. Pool b: 6 one-GPU
+    # nodes, 4 replicas keeping 3 (2 spare): 2 at once. Replacements load in 100 s, deletion waits 900 s.
+    policy = Policy(max_parallel=1, max_unavailable=1, deletion_timeout=900)
+    pools = (Pool("a", 0, 1), Pool("b", 1, 1))
+    nodes = tuple(Node(f"{p}-{i}", p, 1) for p, count in (("a", 8), ("b", 6)) for i in range(count))
+    models = (model("ma", 2, 1, pools=("a",)), model("mb", 4, 3, pools=("b",)))
+    groups = tuple(Group(NVIDIA_DRIVER, f"gpu-{p.name}", (p.name,), policy) for p in pools)
+    return Fleet(pools, nodes, models, groups, EXACT, place_replicas=True, per_pool_policies=True)
+
+
+def test_per_pool_each_policy_gets_its_own_value_and_the_one_policy_the_least() -> None:
+    fleet = _two_pools()
+    assert [admitted(fleet, g)[0] for g in (0, 1)] == [6, 2]
+    found = recommend(fleet, seed=0)
+    assert found.per_pool and found.outcome is not None and not found.outcome.disruptive
+    assert found.values == ((6, 6), (2, 2))
+    one = recommend(replace(fleet, per_pool_policies=False), seed=0)
+    assert not one.per_pool and (one.max_parallel, one.max_unavailable) == (2, 2)
+    assert one.outcome is not None and found.outcome.seconds is not None and one.outcome.seconds is not None
+    assert found.outcome.seconds < one.outcome.seconds
+
+
+def test_a_canary_pool_is_admitted_one_node_at_a_time_whatever_its_spare() -> None:
+    fleet = _two_pools()
+    canary = replace(fleet, pools=(replace(fleet.pools[0], one_at_a_time=True), fleet.pools[1]))
+    assert admitted(canary, 0) == (1, "canary-one-node-at-a-time: a is a canary's pool")
+    found = recommend(canary, seed=0)
+    assert found.values[0] == (1, 1)
+    assert "the policy pack admits 1" in found.per_policy[0].reason
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleet=fleets())
+def test_a_per_pool_recommendation_is_confirmed_and_never_beyond_what_the_pack_admits(fleet: Fleet) -> None:
+    fleet = _per_pool(fleet)
+    found = recommend(fleet, seed=3)
+    if not found.found:
+        return
+    assert found.per_pool and len(found.values) == len(fleet.groups)
+    for group, pair in enumerate(found.values):
+        limit, _ = admitted(fleet, group)
+        assert pair is None or limit is None or pair[0] <= limit
+    # Simulated again from scratch, under exactly the pairs the stack change would set.
+    policies = tuple(g.policy if pair is None else g.policy.with_parallelism(*pair)
+                     for g, pair in zip(fleet.groups, found.values, strict=True))
+    out = simulate(fleet.with_policies(policies), seed=3)
+    assert not out.below_minimum and not out.disruptive
