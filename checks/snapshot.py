@@ -84,7 +84,8 @@ def fleet_of(inv: Inventory) -> sim.Fleet:
     validated = spec.validation is not None
     pools = tuple(sim.spec_pool(spec, p, validated) for p in spec.nodePools)
     return sim.Fleet(pools, tuple(nodes), models, groups, spec.simulation, pods, place_replicas=False,
-                     source="cluster", per_pool_policies=spec.per_pool_upgrade_policies)
+                     source="cluster", per_pool_policies=spec.per_pool_upgrade_policies,
+                     wave_dwell_hours=spec.rollout.waveDwellHours)
 
 
 def _count(value: Any, default: int) -> int:

@@ -256,6 +256,9 @@ class SimulateDocument(Document):
     lowerBound: dict[str, Any]
     ratio: Number | None
     recommended: dict[str, Any]
+    schedule: dict[str, Any] = Field(
+        default_factory=dict, description="This change's released waves and the held ones, and how long the change "
+        "and the whole rollout take with rollout.waveDwellHours between waves (simulate/schedule.py).")
 
 
 class RollbackChange(_Shape):

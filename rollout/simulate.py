@@ -26,6 +26,7 @@ from simulate.assess import Assessment, assess
 from simulate.fleet import Fleet, NotSimulated, fleet_from_spec
 from simulate.outcome import Outcome
 from simulate.search import Recommended
+from simulate.schedule import Schedule, schedule
 from fleetspec import load
 from fleetspec.model import PROJECT, FleetSpec
 
@@ -93,7 +94,8 @@ def document(stack: str, assessment: Assessment) -> schemas.SimulateDocument:
                    "maxParallelUpgrades": g.policy.max_parallel, "maxUnavailable": g.policy.max_unavailable}
                   for g in assessment.fleet.groups],
         predicted=assessment.outcome.as_json(), lowerBound=assessment.lower_bound.as_json(),
-        ratio=None if assessment.ratio is None else round(assessment.ratio, 2), recommended=advice)
+        ratio=None if assessment.ratio is None else round(assessment.ratio, 2), recommended=advice,
+        schedule=schedule(assessment.fleet, assessment.outcome).as_json())
 
 
 def execute(stack: str, read_fleet: Callable[[], Fleet], *, parallel: int | None, seed: int, as_json: bool) -> Exit:
@@ -131,32 +133,59 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds / 3600:.1f} h ({seconds / 60:.0f} min)"
 
 
+def _waves(waves: tuple[int, ...]) -> str:
+    return ("wave " if len(waves) == 1 else "waves ") + ", ".join(map(str, waves))
+
+
+def _hours(seconds: float | None) -> str:
+    return "does not finish" if seconds is None else f"{seconds / 3600:.1f} h"
+
+
 def render(stack: str, assessment: Assessment, console: Console) -> None:
+    """The report in lines and narrow tables that read at 100 columns: no column is given a sentence to fold."""
     outcome = assessment.outcome
     source = "the live cluster" if assessment.fleet.source == "cluster" else "the stack"
-    policies = "; ".join(f"{g.title}: maxParallelUpgrades {g.policy.max_parallel}, maxUnavailable "
-                         f"{g.policy.max_unavailable}" + ("" if g.policy.auto_upgrade else ", autoUpgrade false")
-                         for g in assessment.fleet.groups)
-    console.print(f"simulate (stack {stack}, from {source}, seed {assessment.seed}): {policies}")
+    console.print(f"simulate (stack {stack}, from {source}, seed {assessment.seed}):", markup=False, highlight=False)
+    for g in assessment.fleet.groups:
+        console.print(f"  {g.title}: maxParallelUpgrades {g.policy.max_parallel}, maxUnavailable "
+                      f"{g.policy.max_unavailable}" + ("" if g.policy.auto_upgrade else ", autoUpgrade false"),
+                      markup=False, highlight=False)
+    plan = schedule(assessment.fleet, outcome)
+    change = f"this change: {_waves(plan.released_waves)} ({', '.join(plan.released_pools)}) in " \
+        f"{_duration(plan.change_seconds)}"
+    if len(plan.released_waves) > 1:
+        change += f", with {plan.dwell_hours:g} h of rollout.waveDwellHours between waves"
+    console.print(change, markup=False, highlight=False)
+    if plan.held_waves:
+        console.print(f"held: {_waves(plan.held_waves)} ({', '.join(plan.held_pools)}), each released by a later "
+                      f"change {plan.dwell_hours:g} h (rollout.waveDwellHours) after the wave before it",
+                      markup=False, highlight=False)
+    console.print(f"the whole rollout: {_duration(plan.upgrade_seconds)} of upgrades"
+                  + (f" and {len(plan.released_waves) + len(plan.held_waves) - 1} dwell(s) of {plan.dwell_hours:g} h:"
+                     f" {_hours(plan.whole_seconds)}" if len(plan.released_waves) + len(plan.held_waves) > 1 else ""),
+                  markup=False, highlight=False)
     ratio = assessment.ratio
     bound = assessment.lower_bound
-    console.print(f"predicted: {_duration(outcome.seconds)}; lower bound {_duration(bound.seconds)}"
-                  + (f", ratio {ratio:.2f}" if ratio is not None else "") + f" (limited by {bound.limited_by})")
+    console.print(f"every wave's upgrades: {_duration(outcome.seconds)} against a lower bound of "
+                  f"{_duration(bound.seconds)}" + (f", ratio {ratio:.2f}" if ratio is not None else "")
+                  + f" (limited by {bound.limited_by})", markup=False, highlight=False)
     console.print(f"peak unavailable: {outcome.peak_unavailable_nodes} node(s), {outcome.peak_unavailable_gpus} GPU(s)")
-    render_outcome(outcome, console)
+    render_outcome(outcome, console, plan)
     render_recommendation(assessment, console)
 
 
-def render_outcome(outcome: Outcome, console: Console) -> None:
+def render_outcome(outcome: Outcome, console: Console, plan: Schedule | None = None) -> None:
+    held = {f"wave {w}" for w in plan.held_waves} | set(plan.held_pools) if plan is not None else set()
     spans = Table(title="waves and pools", title_justify="left")
     for column in ("wave / pool", "nodes", "start (min)", "end (min)", "minutes"):
         spans.add_column(column)
     for span in (*outcome.waves, *outcome.pools):
         took = None if span.start is None or span.end is None else span.end - span.start
-        spans.add_row(span.name, str(span.nodes), _minutes(span.start), _minutes(span.end), _minutes(took))
+        spans.add_row(span.name + (" (held)" if span.name in held else ""), str(span.nodes), _minutes(span.start),
+                      _minutes(span.end), _minutes(took))
     console.print(spans)
     models = Table(title="models", title_justify="left")
-    for column in ("model", "replicas", "minAvailable", "lowest available", "minutes below minAvailable"):
+    for column in ("model", "replicas", "minAvailable", "lowest", "min below"):
         models.add_column(column)
     for model in outcome.models:
         style = "bold red" if model.below_minimum else ""
@@ -166,39 +195,55 @@ def render_outcome(outcome: Outcome, console: Console) -> None:
     if not outcome.stalls:
         console.print("stalls: none")
         return
-    stalls = Table(title=f"stalls ({len(outcome.stalls)})", title_justify="left")
-    for column in ("node", "pool", "state", "cause", "PDB", "from (min)", "until (min)", "detail"):
-        stalls.add_column(column, overflow="fold")
+    # One line each: a node's stall is a sentence, which a table column would fold mid-word.
+    console.print(f"stalls ({len(outcome.stalls)}):")
     for stall in outcome.stalls[:STALLS_SHOWN]:
-        stalls.add_row(stall.node, stall.pool, stall.state, stall.cause, stall.pdb or "", _minutes(stall.since),
-                       "for good" if stall.until is None else _minutes(stall.until), stall.detail)
-    console.print(stalls)
+        until = "for good" if stall.until is None else f"until {_minutes(stall.until)}"
+        console.print(f"  {stall.node} ({stall.pool}) {stall.state} from {_minutes(stall.since)} {until} min, "
+                      f"{stall.cause}: {stall.detail}", markup=False, highlight=False)
     if len(outcome.stalls) > STALLS_SHOWN:
-        console.print(f"... {len(outcome.stalls) - STALLS_SHOWN} more (--json lists them all)")
+        console.print(f"  ... {len(outcome.stalls) - STALLS_SHOWN} more (--json lists them all)")
+
+
+def how_chosen(recommended: Recommended) -> str:
+    """How the recommendation was found, in words that are true of this one."""
+    values = [r.max_parallel for r in recommended.per_policy if r.nodes and r.max_parallel is not None]
+    if recommended.per_pool:
+        stepped = [r.group for r, pair in zip(recommended.per_policy, recommended.values or (), strict=False)
+                   if pair is not None and r.max_parallel is not None and pair[0] < r.max_parallel]
+        return ("each pool its own: the most nodes at once its simulation alone keeps every model at its minimum "
+                "with, no more than the policy pack admits; confirmed by a run of the whole fleet"
+                + (f", where {', '.join(stepped)} stepped down until that run was safe" if stepped else ""))
+    fewest = min(values) if values else None
+    halved = fewest is not None and recommended.max_parallel is not None and recommended.max_parallel < fewest
+    return (f"one value for every policy ({POLICY_KEY} is the stack's one): the fewest of the policies' own "
+            f"({fewest})" + (f", halved to {recommended.max_parallel} until a run of the whole fleet was safe"
+                             if halved else ", confirmed by a run of the whole fleet"))
 
 
 def render_recommendation(assessment: Assessment, console: Console) -> None:
     recommended = assessment.recommended
     table = Table(title="safest fast parallelism per policy", title_justify="left")
-    for column in ("policy", "pools", "nodes", "maxParallelUpgrades", "maxUnavailable", "why"):
-        table.add_column(column, overflow="fold")
+    for column in ("policy", "pools", "nodes", "maxParallelUpgrades", "maxUnavailable"):
+        table.add_column(column)
     for found in recommended.per_policy:
         table.add_row(found.group, ", ".join(found.pools), str(found.nodes),
                       "none" if found.max_parallel is None else str(found.max_parallel),
-                      "none" if found.max_unavailable is None else str(found.max_unavailable), found.reason)
+                      "none" if found.max_unavailable is None else str(found.max_unavailable))
     console.print(table)
+    for found in recommended.per_policy:
+        console.print(f"  {found.group}: {found.reason}", markup=False, highlight=False)
     if recommended.outcome is None:
         console.print("recommended: none: no parallelism keeps every model at its minimum (see why above)")
         return
     ratio = assessment.recommended_ratio
     configured = assessment.ratio
-    how = ("per pool: each pool's NVIDIADriver takes its own nodePools[].upgradePolicy" if recommended.per_pool else
-           f"the stack sends one {POLICY_KEY} to every policy, so the smallest")
-    console.print(f"recommended ({how}, confirmed by a run of the whole fleet): predicted "
+    console.print(f"recommended: {how_chosen(recommended)}. Every wave's upgrades: predicted "
                   f"{_duration(recommended.outcome.seconds)}" + (f", ratio {ratio:.2f}" if ratio is not None else "")
                   + f"; as configured {_duration(assessment.outcome.seconds)}"
                   + (f", ratio {configured:.2f}" if configured is not None else ""), markup=False, highlight=False)
+    changes = recommended_change(assessment.fleet, recommended)
     console.print("apply with the stack-file change:")
-    for entry in recommended_change(assessment.fleet, recommended):
+    for entry in changes:
         pool = f"  # {entry['pool']}" if "pool" in entry else ""
         console.print(f"  {entry['key']}: {entry['value']}{pool}", markup=False, highlight=False)

@@ -74,6 +74,7 @@ class Pool:
     validation_job: bool = False  # this project's validation job takes each node's GPUs after its upgrade
     one_at_a_time: bool = False  # the pack admits one node at a time only (canary-one-node-at-a-time)
     judged_validation_gpus: int = 0  # what the pack counts the validation job holding per node (0 while held)
+    held: bool = False  # rollout.released false: this change does not release it (a later one will)
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,7 @@ class Fleet:
     place_replicas: bool = False  # the stack's case: no placement is known, the scheduler places every replica
     source: str = "stack"
     per_pool_policies: bool = False  # the stack can give each pool its own policy (nodePools[].upgradePolicy)
+    wave_dwell_hours: float = 0.0  # rollout.waveDwellHours: how long a wave runs before the next is released
 
     def group_of_pool(self) -> dict[str, int]:
         return {pool: index for index, group in enumerate(self.groups) for pool in group.pools}
@@ -176,7 +178,7 @@ def fleet_from_spec(spec: FleetSpec) -> Fleet:
         for m in spec.models
     )
     return Fleet(pools, nodes, models, spec_groups(spec), durations, place_replicas=True,
-                 per_pool_policies=spec.per_pool_upgrade_policies)
+                 per_pool_policies=spec.per_pool_upgrade_policies, wave_dwell_hours=spec.rollout.waveDwellHours)
 
 
 def spec_pool(spec: FleetSpec, pool: NodePool, validated: bool) -> Pool:
@@ -185,7 +187,7 @@ def spec_pool(spec: FleetSpec, pool: NodePool, validated: bool) -> Pool:
     (parallelism-within-spare-capacity: ``FleetSpec.validation_gpus``, none on a held pool)."""
     return Pool(pool.name, pool.rollout.wave, pool.gpusPerNode, validated,
                 one_at_a_time=pool.role == "canary" or spec.stage == Stage.CANARY,
-                judged_validation_gpus=spec.validation_gpus(pool))
+                judged_validation_gpus=spec.validation_gpus(pool), held=spec.pool_held(pool))
 
 
 def spec_groups(spec: FleetSpec) -> tuple[Group, ...]:

@@ -210,3 +210,58 @@ def test_the_same_fleet_downloading_its_weights_stops_on_a_pdb(tmp_path: Path) -
     result = invoke("simulate", "--stack-file", str(write_stack(tmp_path, uncached)), "--project-dir",
                     str(PROJECT_DIR), "--json")
     assert result.exit_code == 1, result.output[-2000:]
+
+
+# ---------------------------------------------------------------- issue 32: the change, the dwell, 100 columns
+
+
+def test_it_predicts_the_change_s_released_waves_and_the_whole_rollout_with_its_dwell(tmp_path: Path) -> None:
+    """The prod example releases wave 1 (gput4) and holds waves 2 and 3: this change takes wave 1's upgrades; the
+    whole rollout takes every wave's and a rollout.waveDwellHours between each two, which a run of every wave leaves
+    out."""
+    doc = document_of("simulate", invoke("simulate", "--stack-file", str(write_stack(tmp_path, cached())),
+                                         "--project-dir", str(PROJECT_DIR), "--json").stdout)
+    plan, waves = doc["schedule"], {w["name"]: w for w in doc["predicted"]["waves"]}
+    assert (plan["releasedWaves"], plan["heldWaves"]) == ([1], [2, 3])
+    assert (plan["releasedPools"], plan["heldPools"]) == (["gput4"], ["gpua100", "gpuh100"])
+    took = {name: w["endSeconds"] - w["startSeconds"] for name, w in waves.items()}
+    assert abs(plan["changeSeconds"] - took["wave 1"]) < 0.2
+    assert abs(plan["upgradeSeconds"] - sum(took.values())) < 0.5
+    dwell = plan["waveDwellHours"] * 3600
+    assert dwell > 0 and abs(plan["wholeRolloutSeconds"] - (sum(took.values()) + 2 * dwell)) < 0.5
+
+
+def test_released_all_at_once_the_change_takes_every_wave_and_the_dwell_between(tmp_path: Path) -> None:
+    config = edited("prod", "nodePools", lambda pools: [p["rollout"].update(released=True) for p in pools])
+    config = {**config, "gpu-driver-upgrade:rollout": json.dumps({"waveDwellHours": 24,
+                                                                  "earlyReleaseReason": "test: every wave at once"})}
+    doc = document_of("simulate", invoke("simulate", "--stack-file", str(write_stack(tmp_path, config)),
+                                         "--project-dir", str(PROJECT_DIR), "--json").stdout)
+    plan = doc["schedule"]
+    assert plan["heldWaves"] == [] and plan["releasedWaves"] == [1, 2, 3]
+    assert abs(plan["changeSeconds"] - plan["wholeRolloutSeconds"]) < 0.5
+    assert abs(plan["wholeRolloutSeconds"] - plan["upgradeSeconds"] - 2 * 24 * 3600) < 0.5
+
+
+def test_the_report_reads_at_100_columns_without_a_word_split(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["simulate", "--stack-file", str(write_stack(tmp_path, cached())), "--project-dir",
+                                 str(PROJECT_DIR)], env={"COLUMNS": "100"})
+    lines = result.stdout.splitlines()
+    assert result.exit_code == 0 and max(map(len, lines)) <= 100
+    text = " ".join(result.stdout.split())
+    # The stalls' states and details and the recommendation's reasons, whole: no word folded across lines.
+    for word in ("pod-deletion-required", "disruptions", "parallelism-within-spare-capacity"):
+        assert word in text
+        assert not any(line.rstrip().endswith(word[: len(word) // 2]) for line in lines)
+    assert "this change: wave 1 (gput4) in " in text and "held: waves 2, 3 (gpua100, gpuh100)" in text
+    assert "recommended: each pool its own: the most nodes at once its simulation alone keeps every model" in text
+    assert "the smallest" not in text
+
+
+def test_one_value_for_every_policy_says_how_it_was_chosen(tmp_path: Path) -> None:
+    config = change(cached(), "gpuOperator", lambda o: o.update(useNvidiaDriverCrd=False))
+    result = runner.invoke(app, ["simulate", "--stack-file", str(write_stack(tmp_path, config)), "--project-dir",
+                                 str(PROJECT_DIR)], env={"COLUMNS": "100"})
+    text = " ".join(result.stdout.split())
+    assert "recommended: one value for every policy (gpuOperator.upgradePolicy is the stack's one): the fewest of " \
+           "the policies' own (" in text
