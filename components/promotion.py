@@ -127,6 +127,7 @@ class CanaryGate(pulumi.ComponentResource):
                 max_attestation_age_days=promotion.maxAttestationAgeDays,
                 min_judged_fraction=promotion.minJudgedFraction,
                 min_requests=promotion.minRequests,
+                min_soak_reason=promotion.minSoakReason,
                 install=rf.read_install(args.install),
             ),
             opts=child_options(self, opts),

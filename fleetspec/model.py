@@ -652,9 +652,13 @@ class Promotion(SpecModel):
         return value
 
     minSoakHours: Annotated[float, Field(ge=0)] = Field(
-        24, description="Hours the canary must have run clean: the attestation's soak, from `soakStart` to the passing "
-        "`gpu-rollout verify` at `soakEnd`, must last at least this long. In prod, policy `soak-floor` refuses less "
-        "than 24 and advises 168 (the runbook keeps the canary a week ahead).", examples=[168])
+        168, description="Hours the canary must have run clean: the attestation's soak, from `soakStart` to the passing "
+        "`gpu-rollout verify` at `soakEnd`, must last at least this long. The runbook's week by default; in prod, "
+        "policy `soak-floor` refuses less than 24, and less than 168 without `minSoakReason`.", examples=[168])
+    minSoakReason: str | None = Field(
+        None, min_length=1, description="Why this prod stack asks its canary for less than the runbook's week "
+        "(`minSoakHours` under 168): `plan` and the PR diff show it; without it policy `soak-floor` refuses the "
+        "shorter soak.", examples=["CVE-2026-1234: the fixed driver goes out within three days (CHG-20261215-0001)"])
     minJudgedFraction: Annotated[float, Field(gt=0, le=1)] = Field(
         0.9, description="The least share of the soak's buckets the attestation must show judged for each attested "
         "canary pool's models (their latency, tokens/s and error rate with requests enough to judge); less is the "

@@ -245,11 +245,12 @@ def validation_job_required(stack: StackFacts) -> Iterator[Finding]:
 
 @stack_policy(
     PolicyId.SOAK_FLOOR,
-    "Checks that prod asks its canary for a soak of at least a day (promotion.minSoakHours), and advises a week.",
+    "Checks that prod asks its canary for the runbook's week of soak (promotion.minSoakHours 168), or says why less "
+    "(promotion.minSoakReason), and never less than a day.",
     severity=Severity.HIGH, topics=("canary", "promotion"),
-    remediation="Set promotion.minSoakHours to 168 (the runbook keeps the canary a week ahead of production); "
-    "never below 24 in prod.",
-    config_keys=("promotion.minSoakHours",),
+    remediation="Set promotion.minSoakHours to 168 (the runbook keeps the canary a week ahead of production), or state "
+    "promotion.minSoakReason for a shorter soak; never below 24 in prod.",
+    config_keys=("promotion.minSoakHours", "promotion.minSoakReason"),
 )
 def soak_floor(stack: StackFacts) -> Iterator[Finding]:
     if stack.stage is not Stage.PROD:
@@ -257,15 +258,20 @@ def soak_floor(stack: StackFacts) -> Iterator[Finding]:
     for res in stack.resources:
         if not rf.is_promotion_record(res.props):
             continue
-        hours = rf.read_promotion(res.props).min_soak_hours
+        promotion = rf.read_promotion(res.props)
+        hours = promotion.min_soak_hours
         if hours is None:
             continue  # canary-attested reports a record without it
         if hours < discipline.MIN_PROD_SOAK_HOURS:
             yield Finding(f"promotion.minSoakHours is {hours:g}: prod must ask its canary for at least "
                           f"{discipline.MIN_PROD_SOAK_HOURS:g} h of soak", res)
+        elif hours < discipline.RUNBOOK_SOAK_HOURS and promotion.min_soak_reason is None:
+            yield Finding(f"promotion.minSoakHours is {hours:g}: the runbook keeps the canary \"a week ahead of "
+                          f"production\" ({discipline.RUNBOOK_SOAK_HOURS:g} h); a shorter soak needs "
+                          "promotion.minSoakReason, which the plan and the PR diff show", res)
         elif hours < discipline.RUNBOOK_SOAK_HOURS:
-            yield advice(f"promotion.minSoakHours is {hours:g}: the runbook keeps the canary \"a week ahead of "
-                         f"production\" ({discipline.RUNBOOK_SOAK_HOURS:g} h)", res)
+            yield advice(f"promotion.minSoakHours is {hours:g}, less than the runbook's week "
+                         f"({discipline.RUNBOOK_SOAK_HOURS:g} h), because: {promotion.min_soak_reason}", res)
 
 
 # ---------------------------------------------------------------- maintenance-window

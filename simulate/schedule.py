@@ -30,10 +30,11 @@ class Schedule:
         def rounded(seconds: float | None) -> float | None:
             return None if seconds is None else round(seconds, 1)
 
-        return {"releasedWaves": list(self.released_waves), "heldWaves": list(self.held_waves),
-                "releasedPools": list(self.released_pools), "heldPools": list(self.held_pools),
-                "waveDwellHours": self.dwell_hours, "changeSeconds": rounded(self.change_seconds),
-                "upgradeSeconds": rounded(self.upgrade_seconds), "wholeRolloutSeconds": rounded(self.whole_seconds)}
+        return {"thisChange": {"waves": list(self.released_waves), "pools": list(self.released_pools),
+                               "seconds": rounded(self.change_seconds)},
+                "held": {"waves": list(self.held_waves), "pools": list(self.held_pools)},
+                "waveDwellHours": self.dwell_hours, "upgradeSeconds": rounded(self.upgrade_seconds),
+                "wholeRolloutSeconds": rounded(self.whole_seconds)}
 
 
 def _took(span: Span | None) -> float | None:

@@ -22,6 +22,9 @@ from engine_contracts.resource_facts.values import prop
 
 CANARY_STACK = "canaryStack"
 MIN_SOAK_HOURS = "minSoakHours"
+# promotion.minSoakReason: why this prod stack asks its canary for less than the runbook's week; always sent, ""
+# when none (a reason removed must not linger in a preview).
+MIN_SOAK_REASON = "minSoakReason"
 CANARY_DRIVERS = "canaryDrivers"  # comma-separated; empty when the canary stack shows none
 ATTESTED = "attested"  # comma-separated drivers with a file in attestations/
 # One key, a JSON object driver -> the text of attestations/<driver>.json. Not a key per driver: in a preview
@@ -99,6 +102,7 @@ class PromotionFacts:
     install: InstallFacts | None = None
     min_judged_fraction: float | None = None  # None: the record states none (the gate then admits no traffic)
     min_requests: int | None = None
+    min_soak_reason: str | None = None  # why less than the runbook's week; None: none stated
 
 
 def promotion_labels() -> dict[str, str]:
@@ -124,7 +128,7 @@ def promotion_data(
     waivers: Mapping[str, WaiverFacts] | None = None, running_today: RunningTodayFacts | None = None, *,
     stack: str = "", canary_identity: Any = "",
     max_attestation_age_days: float = 90, install: InstallFacts | None = None,
-    min_judged_fraction: float = 0.9, min_requests: int = 1000,
+    min_judged_fraction: float = 0.9, min_requests: int = 1000, min_soak_reason: str | None = None,
 ) -> dict[str, Any]:
     """The record's data; ``canary_drivers`` and ``canary_identity`` may be the program's Outputs of
     ``drivers_text`` and ``identity_text``."""
@@ -139,6 +143,7 @@ def promotion_data(
         INSTALL: (install or InstallFacts()).as_data(),
         CANARY_STACK: canary_stack,
         MIN_SOAK_HOURS: f"{min_soak_hours:g}",
+        MIN_SOAK_REASON: min_soak_reason or "",
         CANARY_DRIVERS: canary_drivers,
         ATTESTED: drivers_text(attested),
         ATTESTATIONS: json.dumps(dict(texts), sort_keys=True, ensure_ascii=False),
@@ -232,9 +237,11 @@ def read_promotion(props: Mapping[str, Any]) -> PromotionFacts:
         min_requests: int | None = int(data[MIN_REQUESTS])
     except (KeyError, TypeError, ValueError):
         min_requests = None
+    reason = data.get(MIN_SOAK_REASON)
     return PromotionFacts(
         canary_stack=stack if isinstance(stack, str) and stack else None,
         min_soak_hours=hours,
+        min_soak_reason=reason.strip() if isinstance(reason, str) and reason.strip() else None,
         canary_drivers=read_drivers(data.get(CANARY_DRIVERS)),
         attested=read_drivers(data.get(ATTESTED)) or frozenset(),
         attestations=texts,

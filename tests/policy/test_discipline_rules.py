@@ -8,13 +8,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from policy import discipline_rules
 from policy.facts import StackFacts
 from policy.findings import Finding
 from preview.run import run_program
 from renderers import manifests
 from engine_contracts import resource_facts as rf
-from fleetspec.load import spec_from_config
+from fleetspec.load import SpecError, spec_from_config
 from tests.conftest import change, stack_config
 from tests.policy.rules import resources
 
@@ -157,15 +159,34 @@ def test_the_validation_job_is_required_where_the_operator_rolls_the_driver() ->
         assert found.advisory is advisory and "prod declares no validation job" in found.message, stack
 
 
-def test_the_soak_floor_refuses_less_than_a_day_and_advises_a_week() -> None:
-    def soak(hours: float) -> list[Finding]:
-        config = change(stack_config("prod"), "promotion", lambda p: p.update(minSoakHours=hours))
+def test_the_soak_floor_asks_a_week_a_reason_for_less_and_never_less_than_a_day() -> None:
+    def soak(hours: float, reason: str | None = None) -> list[Finding]:
+        config = change(stack_config("prod"), "promotion", lambda p: p.update(
+            minSoakHours=hours, **({"minSoakReason": reason} if reason else {})))
         return _findings(discipline_rules.soak_floor, config)
 
     assert soak(168) == []
+    # Less than the runbook's week without a reason: refused, naming the key that says why.
     week = _only(soak(48))
-    assert week.advisory and "a week ahead of production" in week.message
-    assert not _only(soak(0)).advisory and "at least 24 h" in _only(soak(23.5)).message
+    assert not week.advisory and "a week ahead of production" in week.message
+    assert "needs promotion.minSoakReason" in week.message
+    # With a reason: advice quoting it, which plan and the PR diff show.
+    reasoned = _only(soak(48, "CVE-2026-1234: the fixed driver within three days"))
+    assert reasoned.advisory and reasoned.message.endswith("because: CVE-2026-1234: the fixed driver within three days")
+    # Under a day: refused whatever the reason.
+    assert not _only(soak(0)).advisory and "at least 24 h" in _only(soak(23.5, "in a hurry")).message
+
+
+def test_the_soak_floor_defaults_to_the_runbook_s_week() -> None:
+    config = change(stack_config("prod"), "promotion", lambda p: p.pop("minSoakHours"))
+    assert spec_from_config(config).promotion.minSoakHours == 168
+    assert _findings(discipline_rules.soak_floor, config) == []
+
+
+def test_an_empty_soak_reason_is_refused_naming_its_key() -> None:
+    config = change(stack_config("prod"), "promotion", lambda p: p.update(minSoakHours=48, minSoakReason=""))
+    with pytest.raises(SpecError, match=r"promotion\.minSoakReason"):
+        spec_from_config(config)
 
 
 def test_a_change_outside_the_window_is_advice_naming_when_it_opens() -> None:

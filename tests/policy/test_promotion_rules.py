@@ -307,6 +307,7 @@ def test_the_record_states_what_the_gate_reads(project: Path, canary_outputs: di
     assert data == {
         "canaryStack": CANARY, "minSoakHours": "168", "canaryDrivers": DRIVER, "attested": f"570.195.03,{DRIVER}",
         "stack": QUALIFIED_PROD, "maxAttestationAgeDays": "90", "minJudgedFraction": "0.9", "minRequests": "1000",
+        "minSoakReason": "",  # the runbook's week: no reason to state
     }
     # The canary's identity output as its StackReference shows it; how this stack installs the driver.
     assert canary_identity == {"stack": QUALIFIED_CANARY, "stage": "canary", "cluster": "lab-gpu-1", "cloudId": None,

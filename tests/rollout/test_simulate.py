@@ -222,10 +222,10 @@ def test_it_predicts_the_change_s_released_waves_and_the_whole_rollout_with_its_
     doc = document_of("simulate", invoke("simulate", "--stack-file", str(write_stack(tmp_path, cached())),
                                          "--project-dir", str(PROJECT_DIR), "--json").stdout)
     plan, waves = doc["schedule"], {w["name"]: w for w in doc["predicted"]["waves"]}
-    assert (plan["releasedWaves"], plan["heldWaves"]) == ([1], [2, 3])
-    assert (plan["releasedPools"], plan["heldPools"]) == (["gput4"], ["gpua100", "gpuh100"])
+    assert (plan["thisChange"]["waves"], plan["held"]["waves"]) == ([1], [2, 3])
+    assert (plan["thisChange"]["pools"], plan["held"]["pools"]) == (["gput4"], ["gpua100", "gpuh100"])
     took = {name: w["endSeconds"] - w["startSeconds"] for name, w in waves.items()}
-    assert abs(plan["changeSeconds"] - took["wave 1"]) < 0.2
+    assert abs(plan["thisChange"]["seconds"] - took["wave 1"]) < 0.2
     assert abs(plan["upgradeSeconds"] - sum(took.values())) < 0.5
     dwell = plan["waveDwellHours"] * 3600
     assert dwell > 0 and abs(plan["wholeRolloutSeconds"] - (sum(took.values()) + 2 * dwell)) < 0.5
@@ -238,8 +238,8 @@ def test_released_all_at_once_the_change_takes_every_wave_and_the_dwell_between(
     doc = document_of("simulate", invoke("simulate", "--stack-file", str(write_stack(tmp_path, config)),
                                          "--project-dir", str(PROJECT_DIR), "--json").stdout)
     plan = doc["schedule"]
-    assert plan["heldWaves"] == [] and plan["releasedWaves"] == [1, 2, 3]
-    assert abs(plan["changeSeconds"] - plan["wholeRolloutSeconds"]) < 0.5
+    assert plan["held"]["waves"] == [] and plan["thisChange"]["waves"] == [1, 2, 3]
+    assert abs(plan["thisChange"]["seconds"] - plan["wholeRolloutSeconds"]) < 0.5
     assert abs(plan["wholeRolloutSeconds"] - plan["upgradeSeconds"] - 2 * 24 * 3600) < 0.5
 
 
