@@ -160,7 +160,8 @@ class RolloutSettings(SpecModel):
 
     waveDwellHours: Hours = Field(
         DEFAULT_WAVE_DWELL_HOURS,
-        description="Hours a released wave runs before the next wave may be released. Policy `waves-in-order` also "
+        description="Hours a released wave runs before the next wave may be released; under the business day only with "
+        "`earlyReleaseReason`. Policy `waves-in-order` also "
         "refuses a wave released while an earlier one is held, more than one new wave in one deployment, and a "
         "serving pool in a wave not after every batch pool's.", examples=[48],
     )
@@ -179,7 +180,7 @@ class RolloutSettings(SpecModel):
         DEFAULT_KEEP_GENERATION_HOURS,
         description="Hours an image-owned pool's newest generation runs (since the deployment that first deployed "
         "it) before the previous one may be retired (policy `old-generation-kept`; the runbook's \"a full business "
-        "day\").",
+        "day\"); under it only with `earlyRetireReason`.",
     )
     earlyRetireReason: str | None = Field(
         None, min_length=1,
@@ -193,6 +194,19 @@ class RolloutSettings(SpecModel):
         "upgrading finishes), and policy `maintenance-window` advises. That policy also reports a prod stack "
         "without a window (at its advisory level).",
     )
+
+    @model_validator(mode="after")
+    def _floors_lowered_with_a_reason(self) -> Self:
+        # The runbook's business day between waves and before the way back is removed: lowered only with the reason
+        # the stack states (the same reasons that excuse an early release or retirement), never silently by a 0.
+        if self.waveDwellHours < DEFAULT_WAVE_DWELL_HOURS and self.earlyReleaseReason is None:
+            raise at(("waveDwellHours",), f"{self.waveDwellHours:g} h is under the runbook's business day "
+                     f"({DEFAULT_WAVE_DWELL_HOURS:g} h) between waves: state why in rollout.earlyReleaseReason")
+        if self.keepGenerationHours < DEFAULT_KEEP_GENERATION_HOURS and self.earlyRetireReason is None:
+            raise at(("keepGenerationHours",), f"{self.keepGenerationHours:g} h is under the runbook's business day "
+                     f"({DEFAULT_KEEP_GENERATION_HOURS:g} h) an old generation stays: state why in "
+                     "rollout.earlyRetireReason")
+        return self
 
 
 def utc_now() -> datetime:

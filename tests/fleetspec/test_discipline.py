@@ -43,11 +43,22 @@ def _window(**changes: object) -> Callable[[dict], object]:
     (lambda r: r.update(waveDwellHours=-1), "waveDwellHours", "greater than or equal to 0"),
     (lambda r: r.update(earlyReleaseReason=""), "earlyReleaseReason", "at least 1 character"),
     (lambda r: r.update(waveDwelHours=24), "waveDwelHours", "unknown key"),
+    # The runbook's floors (issue 36): lowered only with the reason the stack states.
+    (lambda r: r.update(waveDwellHours=0), "waveDwellHours", "under the runbook's business day (24 h) between waves: "
+     "state why in rollout.earlyReleaseReason"),
+    (lambda r: r.update(keepGenerationHours=0), "keepGenerationHours", "state why in rollout.earlyRetireReason"),
 ])
 def test_a_bad_value_is_refused_at_its_key(edit: Callable[[dict], object], key: str, reason: str) -> None:
     problems = _problems(edit)
     assert f"{KEY}.{key}" in problems, problems
     assert reason in problems[f"{KEY}.{key}"], problems
+
+
+def test_a_floor_is_lowered_with_its_reason() -> None:
+    config = change(stack_config("prod"), "rollout", lambda r: r.update(
+        waveDwellHours=4, earlyReleaseReason="CVE-2026-1234", keepGenerationHours=2, earlyRetireReason="kernel CVE"))
+    spec = spec_from_config(config)
+    assert (spec.rollout.waveDwellHours, spec.rollout.keepGenerationHours) == (4, 2)
 
 
 def test_the_block_is_optional_with_a_business_day_of_dwell_and_keep() -> None:

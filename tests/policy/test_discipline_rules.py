@@ -84,7 +84,7 @@ def test_the_next_wave_waits_the_dwell_after_the_one_before() -> None:
                              "rollout.waveDwellHours asks 24 h: release it from 2026-12-09T09:00:00Z")
     assert _findings(discipline_rules.waves_in_order, _prod("gput4", "gpua100"), previous=last,
                      now=T0 + timedelta(hours=24)) == []
-    shorter = _prod("gput4", "gpua100", waveDwellHours=4)
+    shorter = _prod("gput4", "gpua100", waveDwellHours=4, earlyReleaseReason="the lab runs one shift")
     assert _findings(discipline_rules.waves_in_order, shorter, previous=last, now=T0 + timedelta(hours=5)) == []
 
 
