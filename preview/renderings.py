@@ -64,24 +64,23 @@ def _imported(text: str) -> set[str]:
 def program_digest(program: Path, source_dir: Path = mock_runtime.SOURCE_DIR) -> str:
     """sha256 over the program, the mock runtime and every file of each package of ``source_dir`` they import,
     transitively (by package: a package's every module counts, imported or not)."""
-    digest = hashlib.sha256()
     seen: set[str] = set()
-    files = [program, Path(mock_runtime.__file__)]
-    pending: list[Path] = list(files)
+    texts: dict[Path, bytes] = {}
+    pending = [program.resolve(), Path(mock_runtime.__file__).resolve()]
     while pending:
         path = pending.pop()
-        data = path.read_bytes()
-        for name in sorted(_imported(data.decode("utf-8", "replace")) - seen):
+        if path in texts:
+            continue
+        texts[path] = path.read_bytes()
+        for name in sorted(_imported(texts[path].decode("utf-8", "replace")) - seen):
             seen.add(name)
             package = source_dir / name
             if (package / "__init__.py").is_file():
-                found = sorted(package.rglob("*.py"))
-                files.extend(found)
-                pending.extend(found)
-    for path in sorted(set(files)):
-        data = path.read_bytes()
-        digest.update(f"{path}\0{len(data)}\0".encode())
-        digest.update(data)
+                pending.extend(sorted(package.rglob("*.py")))
+    digest = hashlib.sha256()
+    for path in sorted(texts):
+        digest.update(f"{path}\0{len(texts[path])}\0".encode())
+        digest.update(texts[path])
     return digest.hexdigest()
 
 
@@ -98,13 +97,13 @@ def _folder_digest(folder: Path) -> str:
 def installed_distributions() -> list[str]:
     """Every distribution on the import path with its version, as its metadata folder names it
     (``pulumi-3.272.0.dist-info``): one folder listing per path entry, not a read of each distribution."""
-    found: list[str] = []
+    found: set[str] = set()
     for entry in sys.path:
         try:
             names = os.listdir(entry or ".")
         except OSError:
             continue
-        found.extend(f"{entry}:{name}" for name in names if name.endswith((".dist-info", ".egg-info")))
+        found.update(name for name in names if name.endswith((".dist-info", ".egg-info")))
     return sorted(found)
 
 
