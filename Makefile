@@ -88,7 +88,8 @@ policy-pack: venv
 
 # How preflight scales with the fleet (API calls and seconds at 10, 100 and 1,000 nodes; then preflight, verify and
 # simulate --from-cluster reading 1k, 3k and 10k nodes of 8 pods each: seconds and peak memory) and how the offline
-# plan scales (seconds and peak memory at 3, 30 and 150 pools; the prod example against the SDK imports); what a
+# plan scales (seconds and peak memory at 3, 50 and 150 pools, and the prod example against the SDK imports, each with
+# a cold and a warm cache of renderings); what a
 # diff of the four example stacks costs against one plan of the prod stack; the simulator on 100, 1,000 and 10,000
 # nodes (seconds and peak memory); verify over a week of soak of a 50-node canary against a backfilled Prometheus;
 # the cluster side of `fleet status` over 5, 10 and 20 clusters of 500 GPU nodes each (seconds and peak memory).

@@ -54,12 +54,13 @@ class PreviousDeployment(pulumi.ComponentResource):
             resource_facts.PREVIOUS_DEPLOYMENT, stack_name=args.stack, opts=child_options(self, opts)
         )
         self.register_outputs({"outputs": self._reference.outputs})
+        # Read once for every pool: each read of a referenced output lifts the whole of the stack's outputs
+        # (StackReference.get_output), so a read per pool grew with the square of the pools.
+        self._cloud_pools = read_referenced(self._reference, (resource_facts.CLOUD_POOLS,), lambda last: last.cloud_pools)
 
     def cloud_pool_record(self, cloud_name: str, planned: str) -> pulumi.Output[str]:
         """What the cloud pool was last deployed with; the planned record for a pool not deployed yet."""
-        return read_referenced(
-            self._reference, (resource_facts.CLOUD_POOLS,), lambda last: last.cloud_pools.get(cloud_name, planned)
-        )
+        return self._cloud_pools.apply(lambda records: records.get(cloud_name, planned))
 
     def timeline(self, spec: FleetSpec, now: datetime | None) -> pulumi.Output[resource_facts.Timeline]:
         """What this deployment records: the last deployment's times carried forward, ``now`` for what it

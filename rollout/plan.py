@@ -1,7 +1,8 @@
 """`gpu-rollout plan`: the offline preview of one stack, rendered by the real program under mocks.
 
 The stack file is judged against its last deployment and, for a prod stack, its canary's outputs, taken from
-where `diff` takes them (:mod:`rollout.basis`); the report's first lines say the stack, the file, the project
+where `diff` takes them (:mod:`rollout.basis`; the ones rendered offline are kept across runs by what determines
+them, :mod:`preview.renderings`); the report's first lines say the stack, the file, the project
 folder and those two sources, and a mandatory finding that would not stand if the assumed last deployment or
 canary were otherwise says so and names the flags that answer it (:func:`assumption_notes`).
 """
@@ -21,6 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from policy.evaluate import Violation, evaluate, from_registered, load_config, mandatory, pack_config_dir
+from preview.renderings import rendered_outputs
 from preview.run import PROGRAM_FILE, ProgramRun, redeployed, run_program
 from preview.summary import payload_summary, payloads, review_fields
 from rollout import basis, documents, schemas
@@ -79,7 +81,8 @@ def canary_stack_outputs(
     """What the StackReference of a promoted stack to its canary reads offline: the outputs given
     (``--canary-outputs``: `pulumi stack output --json --stack <canary>`, or the backend's), else those of the
     canary's stack file beside this one (else in the project folder), rendered as plan renders it (what the
-    canary declares; the engine's preview reads what it runs), else none."""
+    canary declares; the engine's preview reads what it runs; kept across runs, :mod:`preview.renderings`), else
+    none."""
     spec = spec_from_config(config, source=str(path))
     if spec.promotion is None:
         return {}
@@ -89,7 +92,7 @@ def canary_stack_outputs(
     found = canary_file(path, name, project_dir)
     if found is None:
         return {}
-    return {name: run_program(read_stack_file(found), name, program).outputs}
+    return {name: rendered_outputs(read_stack_file(found), name, program)}
 
 
 def check_ownership(config: dict[str, str], path: Path, project_dir: Path | None = None) -> None:
@@ -196,7 +199,7 @@ def judge(
             last = basis.Source("last deployment", committed.text, True, basis.LAST_DEPLOYMENT_FLAGS)
             same_as_file = committed.config == config
             if not same_as_file:
-                previous_outputs = run_program(committed.config, stack, program).outputs
+                previous_outputs = rendered_outputs(committed.config, stack, program)
     canary: basis.Source | None = None
     if spec.promotion is not None:
         name = stack_name(spec.promotion.canaryStack)

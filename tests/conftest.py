@@ -35,6 +35,13 @@ def _no_inherited_width(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("COLUMNS", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _own_rendering_cache(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Each test keeps the renderings plan reuses (preview/renderings.py) in a folder of its own: a test that
+    patches what the program does cannot read another test's entry, nor leave one in the checkout."""
+    monkeypatch.setenv("GPU_ROLLOUT_CACHE_DIR", str(tmp_path_factory.mktemp("renderings")))
+
+
 def example_signing_key() -> Any:
     """The example key (an Ed25519 private key), as verify reads it from a PEM file."""
     from engine_contracts.attestation import read_signing_key

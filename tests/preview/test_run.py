@@ -10,6 +10,7 @@ import os
 import pulumi
 import pytest
 
+from preview import run as preview_run
 from preview.run import RecordingMocks, redeployed, run_program
 from engine_contracts import resource_facts as rf
 from tests.conftest import EXAMPLE_STACKS, edited, stack_config
@@ -58,6 +59,25 @@ def test_the_preview_pauses_cyclic_gc_while_the_program_runs_and_restores_it(mon
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_the_preview_sends_no_call_stacks_and_restores_the_sdk_capture_afterwards(monkeypatch: pytest.MonkeyPatch) -> None:
+    capture = pulumi.runtime.resource._get_stack_trace
+    sent: list[tuple[int, bool]] = []
+    register = preview_run._DependencyRecordingMonitor.RegisterResource
+
+    def spy(self: preview_run._DependencyRecordingMonitor, request: object) -> object:
+        sent.append((len(request.stackTrace.frames), request.HasField("sourcePosition")))  # type: ignore[attr-defined]
+        return register(self, request)
+
+    monkeypatch.setattr(preview_run._DependencyRecordingMonitor, "RegisterResource", spy)
+    run_program(stack_config("canary"), "canary")
+    assert len(sent) > 20 and set(sent) == {(0, False)}  # no frames, no source position on any registration
+    assert pulumi.runtime.resource._get_stack_trace is capture
+    bad = edited("canary", "driver", lambda d: d.update(version="not-a-version"))
+    with pytest.raises(Exception, match="not-a-version"):
+        run_program(bad, "canary")
+    assert pulumi.runtime.resource._get_stack_trace is capture  # a failed program restores it too
 
 
 def test_the_preview_refuses_two_resources_with_one_name() -> None:

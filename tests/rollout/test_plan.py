@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
+from preview import renderings
+from preview import run as preview_run
 from rollout.cli import app
 from tests.conftest import PROJECT_DIR
+from tests.rollout.gitrepo import GIT_ENV, GitRepo
 from tests.rollout.json_contract import document_of, error_of
 
 runner = CliRunner()
@@ -181,3 +186,32 @@ def test_a_mandatory_violation_says_which_config_key_to_edit(tmp_path: Path, mon
     found = [v for v in document_of("plan", out)["violations"] if v["policy"] == "canary-one-node-at-a-time"]
     assert found and all(v["configKeys"] == ["gpuOperator.upgradePolicy.maxParallelUpgrades",
                                              "nodePools[].upgradePolicy.maxParallelUpgrades"] for v in found)
+
+
+def test_a_second_plan_renders_neither_its_last_deployment_nor_its_canary_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 38: the renderings plan does not show are kept across runs (preview/renderings.py), and a plan that
+    reuses them prints what one that renders them prints, byte for byte."""
+    repo = GitRepo(tmp_path / "fleet")
+    repo.edit("prod", "driver", lambda d: d.update(version="595.91.07"))  # the last deployment differs: rendered
+    rendered: list[str] = []
+    run_program = preview_run.run_program
+
+    def counted(config: dict[str, str], stack: str, *args: Any, **kwargs: Any) -> preview_run.ProgramRun:
+        rendered.append(stack)
+        return run_program(config, stack, *args, **kwargs)
+
+    monkeypatch.setattr(preview_run, "run_program", counted)
+
+    def planned() -> tuple[int, str, str]:
+        result = runner.invoke(app, ["plan", "--project-dir", str(repo.root), "--stack", "prod", "--json"], env=GIT_ENV)
+        return result.exit_code, result.stdout, result.stderr
+
+    cold = planned()
+    assert sorted(rendered) == ["canary", "prod"]  # the canary's stack file, prod at the merge base
+    warm = planned()
+    assert warm == cold and len(rendered) == 2
+    assert "Pulumi.prod.yaml at the merge base with main" in cold[1] and cold[0] == 1  # unattested: refused
+    shutil.rmtree(renderings.cache_dir(repo.root))  # safe to delete: rendered again, the same document
+    assert planned() == cold and len(rendered) == 4

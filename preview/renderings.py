@@ -1,0 +1,181 @@
+"""A stack file's offline rendering, kept across runs: the outputs `plan` reads from the renderings it does not
+show (the canary's, which a prod stack's StackReference reads, and the last deployment's, the stack file at the
+base revision), stored under a key of everything that determines them, so an unchanged input is rendered once.
+
+The key (:func:`rendering_key`) is a sha256 over: the stack name and its config (the stack file as the engine
+reads it); the outputs given to the program's StackReferences (its last deployment, other stacks'); the program
+(its ``__main__.py`` and every file of each package of this checkout it imports, followed from its import
+statements, and of the mock runtime, ``preview/run.py``, with theirs); the attestations folder the program reads
+(``attestations/``: every file's path and bytes); the Python version and every installed distribution with its
+version (the SDKs); and the environment variables the program or the SDK read (``PULUMI_*`` but the config,
+which the preview drops, ``AAD_LOGIN_METHOD``, ``GPU_ROLLOUT_ORGANIZATION``). The program runs as a dry run, so
+it reads no clock. Change any of them and the key changes: an entry is never stale, only unused.
+
+Where: ``$GPU_ROLLOUT_CACHE_DIR``, else ``.gpu-rollout-cache/`` in the project folder (git-ignored: the folder
+holds a ``.gitignore`` of ``*``). One JSON file per key; deleting the folder, or any file in it, only costs a
+rendering. An entry that cannot be read, is not JSON or is not for its key is rendered again and rewritten; a
+folder that cannot be written is used for nothing. Writes go to a temporary file renamed into place, so a
+concurrent or interrupted run never leaves half an entry under a key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from engine_contracts.attestation import ATTESTATION_DIR
+from preview import run as mock_runtime
+from renderers.kubelogin import LOGIN_ENV
+from renderers.manifests import ORGANIZATION_ENV
+
+CACHE_ENV = "GPU_ROLLOUT_CACHE_DIR"
+CACHE_FOLDER = ".gpu-rollout-cache"
+FORMAT = 1  # of an entry; part of the key, so a new format never reads an old entry
+MAX_ENTRIES = 256  # the oldest beyond these are removed when an entry is written
+
+_IMPORT = re.compile(r"^\s*(?:from\s+([A-Za-z_]\w*)|import\s+([A-Za-z_][\w., \t]*))", re.MULTILINE)
+
+
+def cache_dir(project_dir: Path) -> Path:
+    given = os.environ.get(CACHE_ENV, "").strip()
+    return Path(given) if given else project_dir / CACHE_FOLDER
+
+
+def _imported(text: str) -> set[str]:
+    """The top-level names a module's import statements name (a docstring line that reads like one adds a name
+    at worst: a package hashed needlessly, never one missed)."""
+    names = set()
+    for from_name, import_names in _IMPORT.findall(text):
+        if from_name:
+            names.add(from_name)
+        for part in import_names.split(","):
+            words = part.strip().split()
+            if words:
+                names.add(words[0].split(".")[0])
+    return names
+
+
+def program_digest(program: Path, source_dir: Path = mock_runtime.SOURCE_DIR) -> str:
+    """sha256 over the program, the mock runtime and every file of each package of ``source_dir`` they import,
+    transitively (by package: a package's every module counts, imported or not)."""
+    seen: set[str] = set()
+    texts: dict[Path, bytes] = {}
+    pending = [program.resolve(), Path(mock_runtime.__file__).resolve()]
+    while pending:
+        path = pending.pop()
+        if path in texts:
+            continue
+        texts[path] = path.read_bytes()
+        for name in sorted(_imported(texts[path].decode("utf-8", "replace")) - seen):
+            seen.add(name)
+            package = source_dir / name
+            if (package / "__init__.py").is_file():
+                pending.extend(sorted(package.rglob("*.py")))
+    digest = hashlib.sha256()
+    for path in sorted(texts):
+        digest.update(f"{path}\0{len(texts[path])}\0".encode())
+        digest.update(texts[path])
+    return digest.hexdigest()
+
+
+def _folder_digest(folder: Path) -> str:
+    digest = hashlib.sha256()
+    if folder.is_dir():
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            data = path.read_bytes()
+            digest.update(f"{path.relative_to(folder)}\0{len(data)}\0".encode())
+            digest.update(data)
+    return digest.hexdigest()
+
+
+def installed_distributions() -> list[str]:
+    """Every distribution on the import path with its version, as its metadata folder names it
+    (``pulumi-3.272.0.dist-info``): one folder listing per path entry, not a read of each distribution."""
+    found: set[str] = set()
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        found.update(name for name in names if name.endswith((".dist-info", ".egg-info")))
+    return sorted(found)
+
+
+def _environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items()
+            if (k.startswith("PULUMI_") and not k.startswith("PULUMI_CONFIG") and k != "PULUMI_ACCESS_TOKEN")
+            or k in (LOGIN_ENV, ORGANIZATION_ENV)}
+
+
+def rendering_key(config: dict[str, str], stack: str, program: Path, previous_outputs: dict[str, Any] | None,
+                  stack_outputs: dict[str, dict[str, Any]] | None) -> str:
+    """The sha256 of everything that determines the rendering (the module's docstring); TypeError where the
+    given outputs are not JSON."""
+    document = {
+        "format": FORMAT, "stack": stack, "config": config, "previous": previous_outputs, "referenced": stack_outputs,
+        "program": program_digest(program), "attestations": _folder_digest(program.parent / ATTESTATION_DIR),
+        "python": sys.version, "distributions": installed_distributions(), "environment": _environment(),
+    }
+    return hashlib.sha256(json.dumps(document, sort_keys=True, allow_nan=False).encode()).hexdigest()
+
+
+def _read(path: Path, key: str) -> dict[str, Any] | None:
+    try:
+        entry = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(entry, dict) or entry.get("key") != key or not isinstance(entry.get("outputs"), dict):
+        return None
+    return entry["outputs"]
+
+
+def _write(folder: Path, key: str, stack: str, outputs: dict[str, Any]) -> None:
+    try:
+        if not folder.is_dir():
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / ".gitignore").write_text("# gpu-rollout's renderings (safe to delete)\n*\n", encoding="utf-8")
+        with tempfile.NamedTemporaryFile("wb", dir=folder, prefix=".entry-", suffix=".tmp", delete=False) as handle:
+            handle.write(json.dumps({"key": key, "stack": stack, "outputs": outputs}, sort_keys=True).encode())
+        os.replace(handle.name, folder / f"{key}.json")
+        entries = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+        for stale in entries[:-MAX_ENTRIES]:
+            stale.unlink(missing_ok=True)
+    except OSError:
+        return  # a read-only or vanished folder: the rendering stands, uncached
+
+
+def rendered_outputs(config: dict[str, str], stack: str, program: Path,
+                     previous_outputs: dict[str, Any] | None = None,
+                     stack_outputs: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The outputs of ``program`` run on ``config`` as ``stack`` (``preview.run.run_program``), from the cache
+    when an entry has this key, else rendered and stored. The outputs are what JSON holds of them either way,
+    so a cached run and a fresh one hand the caller the same values."""
+    try:
+        key = rendering_key(config, stack, program, previous_outputs, stack_outputs)
+    except (TypeError, ValueError):  # outputs given that JSON cannot hold: render, keep nothing
+        return mock_runtime.run_program(config, stack, program, previous_outputs, stack_outputs).outputs
+    folder = cache_dir(program.parent)
+    cached = _read(folder / f"{key}.json", key)
+    if cached is not None:
+        try:
+            os.utime(folder / f"{key}.json")  # used: the last to be pruned
+        except OSError:
+            pass
+        return cached
+    outputs = mock_runtime.run_program(config, stack, program, previous_outputs, stack_outputs).outputs
+    try:
+        kept = json.loads(json.dumps(outputs, allow_nan=False))
+    except (TypeError, ValueError):
+        return outputs
+    _write(folder, key, stack, kept)
+    return kept
+
+
+__all__ = ["CACHE_ENV", "CACHE_FOLDER", "cache_dir", "installed_distributions", "program_digest", "rendered_outputs",
+           "rendering_key"]
