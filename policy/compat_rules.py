@@ -110,8 +110,7 @@ def _fleet_ran(stack: StackFacts) -> frozenset[str]:
     ran = stack.previous.drivers_ran
     if not stack.previous.deployed:
         return ran
-    records = [r for r in stack.resources if r.type == rf.CONFIG_MAP and rf.is_promotion_record(r.props)]
-    declared = rf.read_promotion(records[0].props).running_today if records else None
+    declared = stack.promotion.running_today if stack.promotion is not None else None
     return ran | {declared.driver} if declared is not None else ran
 
 

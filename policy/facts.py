@@ -355,6 +355,17 @@ class StackFacts:
         return self.pools.get(name, Pool(name))
 
     @cached_property
+    def promotion_records(self) -> list[Resource]:
+        """The prod gate's promotion records (one per stack; ConfigMaps labelled as the record)."""
+        return [r for r in self.resources if r.type == rf.CONFIG_MAP and rf.is_promotion_record(r.props)]
+
+    @cached_property
+    def promotion(self) -> rf.PromotionFacts | None:
+        """The first promotion record, decoded once for every rule (and every pool a rule asks about)."""
+        records = self.promotion_records
+        return rf.read_promotion(records[0].props) if records else None
+
+    @cached_property
     def drivers(self) -> list[OperatorDriver]:
         """The operator's driver objects, in canonical order (type, then name)."""
         return operator_drivers(self.resources)

@@ -514,8 +514,8 @@ def canary_attested(stack: StackFacts, settings: GateSettings = GateSettings()) 
         return
     if stack.stage is not Stage.PROD:
         return
-    records = [r for r in stack.resources if r.type == rf.CONFIG_MAP and rf.is_promotion_record(r.props)]
-    gate = rf.read_promotion(records[0].props) if records else None
+    records = stack.promotion_records
+    gate = stack.promotion
     if gate is not None:  # without a record every promotion is refused for that alone
         yield from _trusted_example_key(stack, settings, gate, records[0])
         yield from _own_canary(gate, records[0])
