@@ -61,15 +61,6 @@ def own_stack_name() -> str:
     return f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
 
 
-def canary_runs(canary: rf.StackOutputs) -> str:
-    """The drivers the canary stack's released pools run, from its outputs; empty when they show none."""
-    if canary.pools:
-        running = {p.driver_version for p in canary.pools.values() if not p.held and p.driver_version is not None}
-    else:
-        running = {canary.driver_version} if canary.driver_version else set()
-    return rf.drivers_text(running)
-
-
 def attested_drivers(directory: Path, canary_stack: str) -> set[str]:
     """The drivers the canary stack's attestation folder holds a file for (judged by the pack, not here)."""
     try:
@@ -102,7 +93,7 @@ class CanaryGate(pulumi.ComponentResource):
         canary = pulumi.StackReference(
             "canary-stack", stack_name=canary_stack_name(promotion.canaryStack), opts=child_options(self, opts),
         )
-        running = read_referenced(canary, CANARY_OUTPUTS, canary_runs)
+        running = read_referenced(canary, CANARY_OUTPUTS, rf.canary_runs)
         identity = read_referenced(canary, CANARY_IDENTITY_OUTPUTS, lambda outputs: rf.identity_text(outputs.identity))
         self.record = k8s.core.v1.ConfigMap(
             record_name(),

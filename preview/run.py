@@ -307,6 +307,23 @@ def redeployed(run: ProgramRun) -> ProgramRun:
     return ProgramRun(stack=run.stack, resources=resources, outputs=run.outputs)
 
 
+def recanaried(run: ProgramRun, canary_outputs: dict[str, Any]) -> ProgramRun:
+    """What the program registers when its canary's outputs are ``canary_outputs``, without running it again.
+
+    The program reads its canary only through ``components.promotion.CanaryGate``'s StackReference, into the
+    promotion record's canary fields (``resource_facts.canary_fields``); nothing else it registers or exports
+    depends on the canary. So the rendering differs from ``run`` only in those fields (tests/preview/test_run.py
+    renders both ways for every example prod stack and compares)."""
+    fields = resource_facts.canary_fields(resource_facts.read_stack_outputs(canary_outputs))
+
+    def patched(resource: RegisteredResource) -> RegisteredResource:
+        if resource.type != resource_facts.CONFIG_MAP or not resource_facts.is_promotion_record(resource.inputs):
+            return resource
+        return replace(resource, inputs={**resource.inputs, "data": {**resource.inputs.get("data", {}), **fields}})
+
+    return ProgramRun(stack=run.stack, resources=[patched(r) for r in run.resources], outputs=run.outputs)
+
+
 def _without_nulls(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _without_nulls(v) for k, v in value.items() if v is not None}
@@ -324,4 +341,4 @@ def _urns_by_type_and_name(monitor: Any) -> dict[tuple[str, str], str]:
     return urns
 
 
-__all__ = ["ProgramRun", "RecordingMocks", "RegisteredResource", "redeployed", "run_program"]
+__all__ = ["ProgramRun", "RecordingMocks", "RegisteredResource", "recanaried", "redeployed", "run_program"]

@@ -32,7 +32,7 @@ from typing import Any
 from policy.evaluate import Violation, from_registered
 from preview import diff as compare
 from preview.pack_diff import PACK_DIR, pack_changes
-from preview.run import PROGRAM_FILE, ProgramRun, redeployed, run_program
+from preview.run import PROGRAM_FILE, ProgramRun, recanaried, redeployed, run_program
 from git_revisions.repository import Repository, RevisionError, Side
 from rollout import basis, documents, schemas
 from rollout import console as consoles
@@ -244,9 +244,9 @@ class _Renderer:
             sources.append(canary_source)
         result = self._run(side, stack, previous)
         view = self._view(side, stack, result)
+        # Another canary changes only the promotion record's canary fields (preview.run.recanaried).
         notes = plan.assumption_notes(result, list(view.violations), last, canary_source,
-                                      lambda outputs: self._run(side, stack, previous, canary=outputs),
-                                      project_dir=self.project_dir)
+                                      lambda outputs: recanaried(result, outputs), project_dir=self.project_dir)
         return view, sources, notes
 
     def _view(self, side: Side, stack: str, result: ProgramRun) -> compare.StackView:

@@ -23,7 +23,7 @@ from rich.table import Table
 
 from policy.evaluate import Violation, evaluate, from_registered, load_config, mandatory, pack_config_dir
 from preview.renderings import rendered_outputs
-from preview.run import PROGRAM_FILE, ProgramRun, redeployed, run_program
+from preview.run import PROGRAM_FILE, ProgramRun, recanaried, redeployed, run_program
 from preview.summary import payload_summary, payloads, review_fields
 from rollout import basis, documents, schemas
 from rollout import console as consoles
@@ -223,7 +223,9 @@ def judge(
     violations = policy_report(result, now, project_dir)
     sources = (last,) if canary is None else (last, canary)
     return Judged(result, violations, sources,
-                  assumption_notes(result, violations, last, canary, render, now, project_dir))
+                  # Another canary changes only the promotion record's canary fields: no second rendering.
+                  assumption_notes(result, violations, last, canary, lambda given: recanaried(result, given), now,
+                                   project_dir))
 
 
 def _shown(path: Path, project_dir: Path) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from gpu_knowledge import labels
 from fleetspec.base import Stage
-from engine_contracts.resource_facts.outputs import StackIdentity, read_stack_identity
+from engine_contracts.resource_facts.outputs import StackIdentity, StackOutputs, read_stack_identity
 from engine_contracts.resource_facts.values import prop
 
 CANARY_STACK = "canaryStack"
@@ -121,6 +121,22 @@ def read_drivers(text: Any) -> frozenset[str] | None:
     if not isinstance(text, str):
         return None
     return frozenset(v.strip() for v in text.split(",") if v.strip())
+
+
+def canary_runs(canary: StackOutputs) -> str:
+    """The drivers the canary stack's released pools run, from its outputs (``drivers_text``); empty when they
+    show none. What the promotion record's ``canaryDrivers`` holds."""
+    if canary.pools:
+        running = {p.driver_version for p in canary.pools.values() if not p.held and p.driver_version is not None}
+    else:
+        running = {canary.driver_version} if canary.driver_version else set()
+    return drivers_text(running)
+
+
+def canary_fields(canary: StackOutputs) -> dict[str, str]:
+    """The promotion record's data that the canary's outputs decide: what it runs and which stack and cluster it
+    is. Nothing else of the record reads the canary."""
+    return {CANARY_DRIVERS: canary_runs(canary), CANARY_IDENTITY: identity_text(canary.identity)}
 
 
 def promotion_data(

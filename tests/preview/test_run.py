@@ -11,7 +11,7 @@ import pulumi
 import pytest
 
 from preview import run as preview_run
-from preview.run import RecordingMocks, redeployed, run_program
+from preview.run import RecordingMocks, recanaried, redeployed, run_program
 from engine_contracts import resource_facts as rf
 from tests.conftest import EXAMPLE_STACKS, edited, stack_config
 
@@ -94,6 +94,24 @@ def _registered(run) -> list[tuple]:
         return json.dumps(value, sort_keys=True, default=lambda unknown: f"[{type(unknown).__name__}]")
 
     return sorted((r.type, r.name, text(r.inputs), text(r.outputs)) for r in run.resources)
+
+
+@pytest.mark.parametrize("stack", [s for s in EXAMPLE_STACKS if "prod" in s])
+@pytest.mark.parametrize("canary", ["the prod stack itself", "another driver", "no canary"])
+def test_a_stack_recanaried_is_its_rendering_on_that_canary(stack: str, canary: str) -> None:
+    """`recanaried` stands for a rendering on other canary outputs (plan's assumption notes): the same
+    registrations as running the program again, the promotion record's canary fields aside from the first."""
+    first = run_program(stack_config(stack), stack)
+    (name,) = {json.loads(stack_config(stack)["gpu-driver-upgrade:promotion"])["canaryStack"]}
+    given = {"the prod stack itself": first.outputs, "no canary": {},
+             "another driver": {**first.outputs, "driverVersion": "595.91.07",
+                                "pools": {p: {**v, "driverVersion": "595.91.07"}
+                                          for p, v in first.outputs["pools"].items()}}}[canary]
+    again = run_program(stack_config(stack), stack, stack_outputs={name: given})
+    assert _registered(recanaried(first, given)) == _registered(again)
+    assert recanaried(first, given).outputs == again.outputs
+    if given:  # the canary's fields differ from those of a canary that shows nothing (the first rendering's)
+        assert _registered(first) != _registered(again)
 
 
 @pytest.mark.parametrize("stack", EXAMPLE_STACKS)
