@@ -61,7 +61,7 @@ def driver_version_pinned(res: Resource) -> Iterator[Finding]:
 def single_driver_owner(stack: StackFacts) -> Iterator[Finding]:
     """No pool where both the node image and the operator install a driver."""
     for pool in stack.pools.values():
-        owners = facts.drivers_for_pool(pool, stack.drivers)
+        owners = stack.drivers_of(pool)
         if not owners:
             continue
         for res in pool.resources:
@@ -143,7 +143,7 @@ def cuda_driver_compatible(stack: StackFacts) -> Iterator[Finding]:
             yield advice(f"model {model.name}: its CUDA version is not visible; cannot check it", res)
             continue
         for pool_name in model.facts.pools:
-            versions = facts.pool_driver_versions(stack.pool(pool_name), stack.drivers)
+            versions = stack.driver_versions_of(stack.pool(pool_name))
             if not versions:
                 yield advice(f"model {model.name}: no driver version is visible for pool {pool_name}", res)
             for version, _source in versions:
@@ -198,7 +198,7 @@ def gpu_supported_by_driver(stack: StackFacts) -> Iterator[Finding]:
         if not product:
             yield advice(f"pool {pool.name}: its GPU product is not visible (label {labels.POOL_GPU_PRODUCT})", res)
             continue
-        versions = facts.pool_driver_versions(pool, stack.drivers)
+        versions = stack.driver_versions_of(pool)
         if not versions:
             yield advice(f"pool {pool.name}: no driver version is visible; cannot check GPU {product}", res)
         for version, source in versions:

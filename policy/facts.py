@@ -280,12 +280,6 @@ def drivers_for_pool(pool: Pool, drivers: Sequence[OperatorDriver]) -> list[Oper
     return [d for d in drivers if d.facts.enabled and d.selects(pool.labels)]
 
 
-def pool_driver_versions(pool: Pool, drivers: Sequence[OperatorDriver]) -> list[tuple[str, Resource]]:
-    """Every driver version the pool's nodes run, with the resource that pins it."""
-    versions = [(d.facts.version, d.resource) for d in drivers_for_pool(pool, drivers) if d.facts.version]
-    return versions + pool.image_drivers
-
-
 # ---------------------------------------------------------------- models (their PDBs)
 
 
@@ -369,6 +363,24 @@ class StackFacts:
     def drivers(self) -> list[OperatorDriver]:
         """The operator's driver objects, in canonical order (type, then name)."""
         return operator_drivers(self.resources)
+
+    @cached_property
+    def _drivers_by_pool(self) -> dict[str, list[OperatorDriver]]:
+        return {}
+
+    def drivers_of(self, pool: Pool) -> list[OperatorDriver]:
+        """The operator drivers that install on the pool's nodes (``drivers_for_pool``), matched once per pool
+        for every rule: each rule asking per pool and model would otherwise match every driver again."""
+        found = self._drivers_by_pool.get(pool.name)
+        if found is None:
+            found = self._drivers_by_pool[pool.name] = drivers_for_pool(pool, self.drivers)
+        return found
+
+    def driver_versions_of(self, pool: Pool) -> list[tuple[str, Resource]]:
+        """Every driver version the pool's nodes run, with the resource that pins it: its operator drivers' and the
+        drivers its node images ship."""
+        versions = [(d.facts.version, d.resource) for d in self.drivers_of(pool) if d.facts.version]
+        return versions + pool.image_drivers
 
     @cached_property
     def _drivers_by_resource(self) -> dict[int, OperatorDriver]:

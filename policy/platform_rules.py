@@ -45,7 +45,7 @@ def _pool_os(res: Resource, declared: str | None) -> tuple[str, ...]:
 def operator_supports_os(stack: StackFacts) -> Iterator[Finding]:
     """Every pool the operator's driver installs on runs an OS the operator release has a driver image for."""
     for pool in stack.pools.values():
-        owners = [d for d in facts.drivers_for_pool(pool, stack.drivers) if d.facts.version]
+        owners = [d for d in stack.drivers_of(pool) if d.facts.version]
         for res in pool.resources:
             if not owners or facts.node_image_owns_driver(res):
                 continue  # no operator driver here, or single-driver-owner's concern
@@ -90,7 +90,7 @@ def fabric_manager_matches(stack: StackFacts) -> Iterator[Finding]:
                 res,
             )
             continue
-        versions = facts.pool_driver_versions(pool, stack.drivers)
+        versions = stack.driver_versions_of(pool)
         if not versions:
             yield advice(f"pool {pool.name}: no driver version is visible to compare Fabric Manager {pinned} with", res)
         for version, _source in versions:

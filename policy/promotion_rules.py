@@ -99,7 +99,7 @@ def _target_drivers(pool: facts.Pool, stack: StackFacts) -> set[str]:
     """The drivers a pool's nodes take: its operator drivers' versions (its NVIDIADriver's pin, or the
     cluster-wide driver), and the driver the node image of its newest generation ships (an older generation is
     the one being replaced, on what the pool ran before)."""
-    found = {str(d.facts.version) for d in facts.drivers_for_pool(pool, stack.drivers) if d.facts.version}
+    found = {str(d.facts.version) for d in stack.drivers_of(pool) if d.facts.version}
     shipped = [(rf.read_pool_labels(facts.node_labels(res)).generation or 0, driver) for driver, res in pool.image_drivers]
     if shipped:
         found.add(str(max(shipped)[1]))
