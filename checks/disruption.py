@@ -1,5 +1,5 @@
 """Capacity and disruption controls (runbook section 2): spare-capacity, model-replicas, model-pdb,
-pdb-blocks-drain, readiness-probe, weights-cache.
+pdb-blocks-drain, readiness-probe, weights-cache, batch-jobs.
 
 Whether every model keeps what its PodDisruptionBudget promises while one node at a time drains, and
 comes back quickly: the arithmetic is :mod:`gpu_knowledge.capacity`, shared with the policy pack.
@@ -10,6 +10,8 @@ from __future__ import annotations
 from checks.inventory import Inventory
 from checks.objects import (
     Obj,
+    equality_selector,
+    owned_by,
     annotations_of,
     gpu_request,
     labels_of,
@@ -24,10 +26,10 @@ from checks.objects import (
     template_containers,
 )
 from checks.metadata import CAPACITY, check
-from checks.results import Finding, failed, passed, warned
+from checks.results import Finding, failed, few, passed, warned
 from gpu_knowledge import capacity, labels
 from fleetspec import serving
-from fleetspec.model import DriverOwner, FleetSpec, Model, NodePool
+from fleetspec.model import DriverOwner, FleetSpec, Model, NodePool, Stage
 from vocabulary.check_ids import CheckId
 
 
@@ -292,3 +294,55 @@ def check_weights_cache(inv: Inventory) -> list[Finding]:
             results.append(passed(namespaced_name(deployment), f"{len(pods)} pod(s) load weights from a cache"))
     return results
 
+
+
+@check(CheckId.BATCH_JOBS, CAPACITY)
+def check_batch_jobs(inv: Inventory) -> list[Finding]:
+    """The runbook's "wait for batch jobs", seen on the nodes: every GPU pod a Job owns (or that
+    ``gpuOperator.batchJobSelectors`` matches) on a node this change upgrades must be matched by its pool's
+    ``waitForCompletion.podSelector``, else the operator evicts it mid-run. The pack checks the declared selectors
+    against the policy; only the cluster shows the jobs nobody declared. A failure in prod, a warning elsewhere."""
+    spec = inv.spec
+    if spec.driver.owner == DriverOwner.IMAGE:
+        return [passed("stack", "the node image carries the driver: pools move by generations, whose drain "
+                                "waits for no pod selector (keep batch jobs off a pool while it is replaced)")]
+    declared = [(text, equality_selector(text)) for text in spec.gpuOperator.batchJobSelectors]
+    results = []
+    for pool in spec.nodePools:
+        if spec.pool_held(pool):
+            results.append(passed(pool.name, "held: this change upgrades none of its nodes"))
+            continue
+        wait = spec.upgrade_policy(pool).waitForCompletion.podSelector
+        waits_for = equality_selector(wait) if wait else {}
+        batch: list[tuple[Obj, str]] = []
+        for node in inv.nodes_of_pool(pool.name):
+            for pod in inv.pods_on(name_of(node)):
+                if status_of(pod).get("phase") not in ("Running", "Pending") or not gpu_request(pod_containers(pod)):
+                    continue
+                job = owned_by(pod, "Job")
+                matched = next((text for text, terms in declared
+                                if terms and selector_matches({"matchLabels": terms}, labels_of(pod))), None)
+                if job is not None or matched is not None:
+                    batch.append((pod, f"Job {job}" if job is not None else f"batchJobSelectors '{matched}'"))
+        if not batch:
+            results.append(passed(pool.name, "no GPU pod of a Job or of gpuOperator.batchJobSelectors on its nodes"))
+            continue
+        if waits_for is None:
+            results.append(warned(pool.name, f"{len(batch)} batch GPU pod(s) on its nodes, and its "
+                                             f"waitForCompletion.podSelector '{wait}' uses set syntax, which this "
+                                             "check does not judge: confirm it matches them"))
+            continue
+        evicted = [(pod, why) for pod, why in batch
+                   if not waits_for or not selector_matches({"matchLabels": waits_for}, labels_of(pod))]
+        if not evicted:
+            results.append(passed(pool.name, f"{len(batch)} batch GPU pod(s) on its nodes, each matched by "
+                                             f"waitForCompletion.podSelector '{wait}': the upgrade waits for them"))
+            continue
+        named = few([f"{namespaced_name(pod)} ({why})" for pod, why in evicted], 3)
+        message = (f"{len(evicted)} batch GPU pod(s) the upgrade would evict mid-run: {named}; "
+                   + (f"waitForCompletion.podSelector '{wait}' does not match them" if wait else
+                      "no waitForCompletion.podSelector is set")
+                   + ": set it (gpuOperator.upgradePolicy, or this pool's nodePools[].upgradePolicy) to a selector "
+                   "they carry, and the same in gpuOperator.batchJobSelectors")
+        results.append((failed if spec.stage == Stage.PROD else warned)(pool.name, message))
+    return results

@@ -66,6 +66,27 @@ def selector_matches(selector: Mapping[str, Any] | None, obj_labels: Mapping[str
     return True
 
 
+def equality_selector(text: str) -> dict[str, str] | None:
+    """A label selector string of equality terms (``key=value,key2==value2``, as the operator's docs write
+    ``waitForCompletion.podSelector``) as matchLabels; None where it uses set syntax (``in``, ``notin``, ``!=``, a
+    bare key), which these checks do not judge; {} for an empty one."""
+    terms: dict[str, str] = {}
+    for term in (t.strip() for t in text.split(",") if t.strip()):
+        key, sep, value = term.replace("==", "=").partition("=")
+        if not sep or "!" in key or " " in key.strip() or "(" in value:
+            return None
+        terms[key.strip()] = value.strip()
+    return terms
+
+
+def owned_by(obj: Obj, kind: str) -> str | None:
+    """The name of the object's controller (or first owner) of ``kind``; None where none is."""
+    for owner in meta(obj).get("ownerReferences") or []:
+        if owner.get("kind") == kind:
+            return str(owner.get("name") or "")
+    return None
+
+
 def node_selector_matches(node_selector: Mapping[str, str], obj_labels: Mapping[str, str]) -> bool:
     """A plain ``nodeSelector`` map (every key equal) against a node's labels."""
     return selector_matches({"matchLabels": node_selector}, obj_labels)

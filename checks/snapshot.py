@@ -26,6 +26,7 @@ from checks.inventory import Inventory, read_inventory
 from checks.nodestate import node_driver_version, require_nodes, upgrade_state
 from checks.objects import (
     Obj,
+    equality_selector,
     gpu_request,
     labels_of,
     meta,
@@ -102,9 +103,9 @@ def _node_ready(node: Obj) -> bool:
 def _jobs_on(inv: Inventory, node: str, selector: str) -> int:
     """Pods on ``node`` matching a ``waitForCompletion.podSelector`` (equality terms, as the operator's docs
     write them: ``key=value,key2=value2``) that still run."""
-    if not selector:
+    terms = equality_selector(selector) if selector else None
+    if not terms:
         return 0
-    terms = dict(term.split("=", 1) for term in selector.replace("==", "=").split(",") if "=" in term)
     return sum(1 for p in inv.pods_on(node) if status_of(p).get("phase") in ("Running", "Pending")
                and selector_matches({"matchLabels": terms}, labels_of(p)))
 

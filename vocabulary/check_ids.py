@@ -40,6 +40,7 @@ class CheckId(StrEnum):
     PDB_BLOCKS_DRAIN = "pdb-blocks-drain"
     READINESS_PROBE = "readiness-probe"
     WEIGHTS_CACHE = "weights-cache"
+    BATCH_JOBS = "batch-jobs"
     # checks.validation: verify, runbook section 5
     DRIVER_VERSION = "driver-version"
     GPU_COUNT = "gpu-count"

@@ -54,6 +54,7 @@ PREFLIGHT = {
     "pdb-blocks-drain": "2. Capacity and disruption controls",
     "readiness-probe": "2. Capacity and disruption controls",
     "weights-cache": "2. Capacity and disruption controls",
+    "batch-jobs": "2. Capacity and disruption controls",
 }
 
 
@@ -504,3 +505,55 @@ def test_attested_kernel_gates_the_train(prod: FakeKube, kube: k.Kube, prod_spec
     prod.update("nodes", T4, {"status": {"nodeInfo": {"kernelVersion": "6.8.0-1020-azure"}}})
     failed = preflight_failures(kube, prod_spec, read_attested(PROJECT_DIR, prod_spec))
     assert [(r.id, r.subject) for r in failed] == [("attested-kernel", "gput4")]
+
+
+# ---------------------------------------------------------------- batch-jobs: the jobs nobody declared, seen on the nodes
+
+
+def _training_pod(fake: FakeKube, name: str, node: str, pod_labels: dict[str, str],
+                  owner: tuple[str, str] | None = ("Job", "finetune-7")) -> None:
+    gpu = {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}
+    fake.add(pod(name, "research", node, pod_labels, [{"name": "train", "image": "registry.example.com/ft:1",
+                                                        "resources": gpu}], owner=owner))
+
+
+def test_batch_jobs_the_upgrade_would_evict_fail_in_prod_naming_them(prod: FakeKube, kube: k.Kube,
+                                                                     prod_spec: FleetSpec) -> None:
+    assert _result(run_preflight(kube, prod_spec), "batch-jobs", "gput4").status == Status.PASS
+    # A fine-tuning Job's GPU pod on the released pool, without the label the policy's podSelector waits for.
+    _training_pod(prod, "finetune-7-abcde", T4, {"team": "research"})
+    found = _result(run_preflight(kube, prod_spec), "batch-jobs", "gput4")
+    assert found.status == Status.FAIL
+    assert found.message.startswith("1 batch GPU pod(s) the upgrade would evict mid-run: research/finetune-7-abcde "
+                                    "(Job finetune-7); waitForCompletion.podSelector 'workload-class=batch' does not "
+                                    "match them")
+    # The same pod labelled as the podSelector waits for: the upgrade waits for it.
+    prod.update("pods", "finetune-7-abcde", {"metadata": {"labels": {"workload-class": "batch"}}}, "research")
+    waited = _result(run_preflight(kube, prod_spec), "batch-jobs", "gput4")
+    assert waited.status == Status.PASS and "the upgrade waits for them" in waited.message
+
+
+def test_batch_jobs_also_finds_pods_of_the_declared_selectors_and_skips_held_pools(prod: FakeKube, kube: k.Kube,
+                                                                                  prod_spec: FleetSpec) -> None:
+    # A pod no Job owns but that gpuOperator.batchJobSelectors matches, under a policy that waits for another label.
+    spec = prod_spec.model_copy(update={"gpuOperator": prod_spec.gpuOperator.model_copy(update={
+        "upgradePolicy": prod_spec.gpuOperator.upgradePolicy.model_copy(update={
+            "waitForCompletion": prod_spec.gpuOperator.upgradePolicy.waitForCompletion.model_copy(
+                update={"podSelector": "queue=nightly"})})})})
+    _training_pod(prod, "etl-0", T4, {"workload-class": "batch"}, owner=None)
+    found = _result(run_preflight(kube, spec), "batch-jobs", "gput4")
+    assert found.status == Status.FAIL and "research/etl-0 (batchJobSelectors 'workload-class=batch')" in found.message
+    # A held pool's nodes are not upgraded by this change: a Job there is not at risk now.
+    _training_pod(prod, "finetune-8-abcde", A100, {"team": "research"})
+    assert _result(run_preflight(kube, spec), "batch-jobs", "gpua100").status == Status.PASS
+
+
+def test_batch_jobs_warn_where_the_selector_cannot_be_judged(prod: FakeKube, kube: k.Kube,
+                                                                            prod_spec: FleetSpec) -> None:
+    _training_pod(prod, "finetune-7-abcde", T4, {"team": "research"})
+    policy = prod_spec.gpuOperator.upgradePolicy
+    set_based = prod_spec.model_copy(update={"gpuOperator": prod_spec.gpuOperator.model_copy(update={
+        "upgradePolicy": policy.model_copy(update={"waitForCompletion": policy.waitForCompletion.model_copy(
+            update={"podSelector": "team in (research)"})})})})
+    unjudged = _result(run_preflight(kube, set_based), "batch-jobs", "gput4")
+    assert unjudged.status == Status.WARN and "uses set syntax" in unjudged.message
