@@ -28,6 +28,8 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from fleetspec.load import load_stack_file
@@ -49,11 +51,14 @@ def soak_hours(canary: str) -> float:
     return promotion.minSoakHours + SOAK_MARGIN_HOURS
 
 
-def verify(canary: str, project_dir: Path, workdir: Path) -> subprocess.CompletedProcess[str]:
-    """`gpu-rollout verify --stack-file Pulumi.<canary>.yaml --project-dir <project_dir> --json` against the test
-    cluster built for the example canary stack (its file in this checkout, unchanged)."""
-    stack_file = PROJECT_DIR / f"Pulumi.{canary}.yaml"
+@contextmanager
+def soaked_cluster(stack_file: Path, workdir: Path) -> Iterator[tuple[ProxyKube, Path]]:
+    """The test cluster of the canary stack ``stack_file`` after its upgrade, soaked as long as its prod stacks
+    ask: the fake API server, a loopback model server behind each canary model pod, and the Prometheus with the
+    soak's history behind the Service ``validation.prometheus`` names; yields the fake and a kubeconfig for the
+    stack's context (in ``workdir``), and stops every server afterwards."""
     spec = load_stack_file(stack_file)
+    canary = stack_file.stem.removeprefix("Pulumi.")
     servers: list[OpenAIServer] = []
     with ProxyKube() as fake:
         world = build(fake, workdir, stack_file=stack_file, soak_minutes=soak_hours(canary) * 60)
@@ -66,14 +71,22 @@ def verify(canary: str, project_dir: Path, workdir: Path) -> subprocess.Complete
             kubeconfig = fake.write_kubeconfig(workdir / "kubeconfig", context=context)
             with start(history(world, soak=Soak(kube_state_metrics=True)), workdir / "prometheus") as url:
                 fake.services[PROMETHEUS_SERVICE] = url  # the Service the stack's validation.prometheus names
-                return subprocess.run(
-                    [sys.executable, "-m", "rollout", "verify", "--stack-file", str(stack_file), "--project-dir",
-                     str(project_dir), "--kubeconfig", str(kubeconfig), "--json"],
-                    capture_output=True, text=True, timeout=VERIFY_TIMEOUT, cwd=PROJECT_DIR, check=False,
-                    env={**os.environ, SIGNING_KEY_ENV: EXAMPLE_KEY_FILE.read_text()})
+                yield fake, kubeconfig
         finally:
             for server in servers:
                 server.stop()
+
+
+def verify(canary: str, project_dir: Path, workdir: Path) -> subprocess.CompletedProcess[str]:
+    """`gpu-rollout verify --stack-file Pulumi.<canary>.yaml --project-dir <project_dir> --json` against the test
+    cluster built for the example canary stack (its file in this checkout, unchanged)."""
+    stack_file = PROJECT_DIR / f"Pulumi.{canary}.yaml"
+    with soaked_cluster(stack_file, workdir) as (_, kubeconfig):
+        return subprocess.run(
+            [sys.executable, "-m", "rollout", "verify", "--stack-file", str(stack_file), "--project-dir",
+             str(project_dir), "--kubeconfig", str(kubeconfig), "--json"],
+            capture_output=True, text=True, timeout=VERIFY_TIMEOUT, cwd=PROJECT_DIR, check=False,
+            env={**os.environ, SIGNING_KEY_ENV: EXAMPLE_KEY_FILE.read_text()})
 
 
 def attest(canaries: tuple[str, ...], project_dir: Path) -> dict[str, str | None]:

@@ -24,11 +24,10 @@ import threading
 from pathlib import Path
 
 from fleetspec.load import load_stack_file
-from scripts.attest_examples import soak_hours
-from tests.checks.verify_world import PROMETHEUS_SERVICE, ProxyKube, Soak, build, history
+from scripts.attest_examples import soaked_cluster
+from tests.checks.verify_world import PROMETHEUS_SERVICE
 from tests.conftest import PROJECT_DIR
-from tests.prometheus.server import MISSING, binary, start
-from tests.workload.openai_server import Behaviour, OpenAIServer
+from tests.prometheus.server import MISSING, binary
 
 
 def commands(stack_file: Path, kubeconfig: Path, project: Path) -> list[str]:
@@ -57,35 +56,21 @@ def serve(stack: str, directory: Path, hold: float | None, ready: threading.Even
     project = directory / "project"  # where a sandbox verify writes its (unsigned) attestations
     project.mkdir(exist_ok=True)
     (project / "Pulumi.yaml").write_text((PROJECT_DIR / "Pulumi.yaml").read_text(encoding="utf-8"), encoding="utf-8")
-    servers: list[OpenAIServer] = []
     stopped = stop if stop is not None else threading.Event()
-    with ProxyKube() as fake:
-        world = build(fake, directory, stack_file=stack_file, soak_minutes=soak_hours(stack) * 60)
+    with soaked_cluster(stack_file, directory) as (fake, kubeconfig):
+        print(f"sandbox: the cluster of {stack} after its upgrade, at {fake.url} (kubeconfig {kubeconfig});"
+              f" Prometheus behind {PROMETHEUS_SERVICE[0]}/{PROMETHEUS_SERVICE[1]}. Try, from the checkout:")
+        for line in commands(stack_file, kubeconfig, project):
+            print(f"  {line}")
+        print("Ctrl-C stops it." if hold is None else f"It stops in {hold:.0f} s.", flush=True)
+        if ready is not None:
+            ready.set()
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, lambda *_: stopped.set())
         try:
-            for pod in world.canary_pods:
-                server = OpenAIServer(Behaviour(model=pod.rsplit("-7d9f8c-", 1)[0])).start()
-                fake.backends[("inference", pod)] = server.url
-                servers.append(server)
-            context = spec.cluster.existing.context if spec.cluster.existing else "fake"
-            kubeconfig = fake.write_kubeconfig(directory / "kubeconfig", context=context)
-            with start(history(world, soak=Soak(kube_state_metrics=True)), directory / "prometheus") as url:
-                fake.services[PROMETHEUS_SERVICE] = url
-                print(f"sandbox: the cluster of {stack} after its upgrade, at {fake.url} (kubeconfig {kubeconfig});"
-                      f" Prometheus behind {PROMETHEUS_SERVICE[0]}/{PROMETHEUS_SERVICE[1]}. Try, from the checkout:")
-                for line in commands(stack_file, kubeconfig, project):
-                    print(f"  {line}")
-                print("Ctrl-C stops it." if hold is None else f"It stops in {hold:.0f} s.", flush=True)
-                if ready is not None:
-                    ready.set()
-                if threading.current_thread() is threading.main_thread():
-                    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
-                try:
-                    stopped.wait(hold)
-                except KeyboardInterrupt:
-                    pass
-        finally:
-            for server in servers:
-                server.stop()
+            stopped.wait(hold)
+        except KeyboardInterrupt:
+            pass
     return 0
 
 
