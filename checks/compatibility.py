@@ -244,7 +244,7 @@ def _kernels_against(inv: Inventory, pool: NodePool, driver: str, sealed: attest
                      precompiled: bool) -> Finding:
     arch = compat.architecture(pool.gpuProduct or "").value
     canary_pools = [p for p in sealed.pools if p.architecture == arch]
-    attested_kernels = sorted({k.strip() for p in canary_pools for k in (p.kernel or "").split(",") if k.strip()})
+    attested_kernels = sorted(frozenset().union(*(p.kernels for p in canary_pools)))
     if not attested_kernels:
         return inconclusive(pool.name, f"the attestation of {driver} records no kernel for a {arch or 'known'} "
                                        "canary pool: nothing to compare the nodes' kernels with")

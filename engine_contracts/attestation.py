@@ -148,6 +148,11 @@ class AttestedPool(_Record):
     servedTraffic: StrictBool
     traffic: str = ""
 
+    @property
+    def kernels(self) -> frozenset[str]:
+        """The kernels the pool's nodes ran (``kernel`` lists them comma-separated where they differed)."""
+        return frozenset(k.strip() for k in (self.kernel or "").split(",") if k.strip())
+
     @classmethod
     def of(cls, name: str, gpu_product: str, node_image: str | None = None, *, gpus_per_node: int = 1,
            nvswitch: bool = False, fabric_manager: FabricManagerSource | None = None, mig_config: str = MIG_DISABLED,

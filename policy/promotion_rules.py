@@ -214,7 +214,7 @@ def install_differences(sealed: attestation.Attestation, canary: attestation.Att
     if canary.nodeImage is not None and image is not None and canary.nodeImage.rsplit("-", 1)[-1] != image \
             and canary.nodeImage != image:
         found["node-image-version"] = f"node image {canary.nodeImage} on the canary, {image} in prod"
-    kernels = {k.strip() for k in (canary.kernel or "").split(",") if k.strip()}
+    kernels = canary.kernels
     if install.precompiled and len(kernels) > 1:
         found["kernel"] = (f"precompiled modules, but the canary's nodes ran several kernels ({', '.join(sorted(kernels))})"
                            ": one exact kernel is attested per precompiled image")
