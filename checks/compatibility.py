@@ -10,7 +10,6 @@ kernels, NVSwitch systems, MIG and GPU sharing.
 from __future__ import annotations
 
 import re
-from datetime import UTC, date, datetime
 
 from checks.inventory import Inventory
 from checks.objects import (
@@ -29,6 +28,7 @@ from engine_contracts import attestation
 from gpu_knowledge import compat, gpu_products, labels
 from renderers import manifests
 from fleetspec import serving
+from fleetspec.discipline import utc_now
 from fleetspec.model import DriverOwner, NodePool, Stage
 from vocabulary.check_ids import CheckId
 
@@ -268,17 +268,13 @@ def _kernels_against(inv: Inventory, pool: NodePool, driver: str, sealed: attest
                                  f"{driver} on ({', '.join(attested_kernels)}), {how}", evidence)
     seen = "; ".join(f"{k} on {few(nodes, 3)}" for k, nodes in sorted(other.items()))
     waiver = inv.spec.promotion.waivers.get(pool.name) if inv.spec.promotion is not None else None
-    if waiver is not None and "kernel" in waiver.accept and waiver.holds_for(driver, _today()):
+    if waiver is not None and "kernel" in waiver.accept and waiver.holds_for(driver, utc_now().date()):
         return passed(pool.name, f"kernel {seen} differs from the attested {', '.join(attested_kernels)}, accepted "
                                  f"by promotion.waivers.{pool.name} (ticket {waiver.ticket}): {waiver.reason}", evidence)
     return failed(pool.name, f"the nodes run kernel {seen}; the canary attested {driver} on "
                              f"{', '.join(attested_kernels)} (canary pool {canary}), compared {how}: let the canary "
                              "run this kernel and re-attest, or accept the difference with a reasoned "
                              f"promotion.waivers.{pool.name} that accepts kernel", evidence)
-
-
-def _today() -> date:
-    return datetime.now(UTC).date()
 
 
 def _built_against(inv: Inventory, pool: str, by_kernel: dict[tuple[str, str | None], list[Obj]]) -> Finding:

@@ -160,10 +160,10 @@ def render(stack: str, assessment: Assessment, console: Console) -> None:
         console.print(f"held: {_waves(plan.held_waves)} ({', '.join(plan.held_pools)}), each released by a later "
                       f"change {plan.dwell_hours:g} h (rollout.waveDwellHours) after the wave before it",
                       markup=False, highlight=False)
+    dwells = len(plan.released_waves) + len(plan.held_waves) - 1
     console.print(f"the whole rollout: {_duration(plan.upgrade_seconds)} of upgrades"
-                  + (f" and {len(plan.released_waves) + len(plan.held_waves) - 1} dwell(s) of {plan.dwell_hours:g} h:"
-                     f" {_hours(plan.whole_seconds)}" if len(plan.released_waves) + len(plan.held_waves) > 1 else ""),
-                  markup=False, highlight=False)
+                  + (f" and {dwells} dwell(s) of {plan.dwell_hours:g} h: {_hours(plan.whole_seconds)}"
+                     if dwells > 0 else ""), markup=False, highlight=False)
     ratio = assessment.ratio
     bound = assessment.lower_bound
     console.print(f"every wave's upgrades: {_duration(outcome.seconds)} against a lower bound of "
