@@ -8,7 +8,8 @@ work (that run, the lower bound and the search for the safest fast parallelism w
 
 Near the bound (issue 39): the example prod stack, and a generated fleet whose four pools leave different spare
 capacity (7, 6, 5 and 4 replicas per 8 GPUs), each pool its own policy (``nodePools[].upgradePolicy``), configured
-one node at a time. Prints the predicted duration as configured and under the recommendation, each over the lower
+one node at a time (the replicas placed by the simulator's scheduler, ties at random as kube-scheduler breaks
+them). Prints the predicted duration as configured and under the recommendation, each over the lower
 bound (target for the recommendation: within 1.25x), the fewest Ready replicas any model had against its minimum
 (target: never below), and the search's cost (target: under 10 s at 10,000 nodes). Figures only; nothing is
 asserted about time.

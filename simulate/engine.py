@@ -125,8 +125,18 @@ class _Run:
         self.pool_start: list[float | None] = [None] * len(pools)
         self.pool_end: list[float | None] = [None] * len(pools)
 
-        # The scheduler: per pool, per free-GPU count, a heap of node ids (stale entries skipped when popped).
+        # The scheduler: per pool, per free-GPU count, a heap of node ranks (stale entries skipped when popped).
+        # Among equally empty nodes kube-scheduler picks one at random (selectHost's reservoir sampling), so where
+        # the simulator places the replicas itself, ties go by a permutation drawn from the seed; in name order a
+        # model's replicas would sit on consecutive nodes, which the controller (also in name order) takes together.
+        # Pods found on a cluster keep their nodes, and ties there go by name.
         self.buckets: list[list[list[int]]] = [[[] for _ in range(p.gpus_per_node + 1)] for p in pools]
+        self.node_at_rank = list(range(len(nodes)))
+        if fleet.place_replicas:
+            random.Random(f"placement-{seed}").shuffle(self.node_at_rank)
+        self.rank = [0] * len(nodes)
+        for r, i in enumerate(self.node_at_rank):
+            self.rank[i] = r
         self.pending: list[dict[int, deque[int]]] = [{} for _ in pools]
 
         # Models and pods.
@@ -599,14 +609,14 @@ class _Run:
     def _push_free(self, i: int) -> None:
         free = self.free[i]
         if free > 0:
-            heapq.heappush(self.buckets[self.node_pool[i]][free], i)
+            heapq.heappush(self.buckets[self.node_pool[i]][free], self.rank[i])
 
     def _best_in_pool(self, pool: int, need: int) -> int:
         buckets = self.buckets[pool]
         for free in range(len(buckets) - 1, need - 1, -1):
             heap = buckets[free]
             while heap:
-                i = heap[0]
+                i = self.node_at_rank[heap[0]]
                 if self.free[i] == free and self._schedulable(i):
                     return i
                 heapq.heappop(heap)

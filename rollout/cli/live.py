@@ -92,7 +92,7 @@ def simulate(
         int | None, typer.Option("--parallel", min=0, help="Simulate with this maxParallelUpgrades instead of the "
                                  "configured one (0: unlimited).")
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the simulated durations' spread.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the simulated durations' spread and, from the stack, of the replicas' placement.")] = 0,
 ) -> Exit:
     """Predict the rollout before it starts: time per wave and pool, models below minAvailable, stalls, and the
     safest fast parallelism. Exit 1 when the configured policy would stall or drop a model below its minimum."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from simulate.fleet import CLUSTER_POLICY, NVIDIA_DRIVER, Fleet, Group, Model, Node, Policy, Pool
+from simulate.fleet import CLUSTER_POLICY, NVIDIA_DRIVER, Fleet, Group, Model, Node, Pod, Policy, Pool
 from fleetspec.simulation import Simulation
 
 EXACT = Simulation(driverInstallSeconds=300, validatorSeconds=100, podTerminationSeconds=10, cachedLoadSeconds=100,
@@ -12,10 +12,15 @@ EXACT = Simulation(driverInstallSeconds=300, validatorSeconds=100, podTerminatio
 
 
 def one_pool(nodes: int, gpus: int, models: list[Model], policy: Policy, durations: Simulation = EXACT,
-             validation_job: bool = False) -> Fleet:
+             validation_job: bool = False, placed_on: tuple[str, ...] = ()) -> Fleet:
+    """One pool of ``nodes`` nodes ``a-0``, ``a-1``, ...: the simulator's scheduler places the models' replicas,
+    or, with ``placed_on``, the single model's replicas are already Ready on those nodes (a test that reasons
+    about which node a replica starts on says so; the scheduler breaks ties by the seed)."""
     pool = Pool("a", 0, gpus, validation_job)
+    pods = tuple(Pod(node, models[0].gpus_per_replica, 0) for node in placed_on)
     return Fleet((pool,), tuple(Node(f"a-{i}", "a", gpus) for i in range(nodes)), tuple(models),
-                 (Group(CLUSTER_POLICY, "cluster-policy", ("a",), policy),), durations, place_replicas=True)
+                 (Group(CLUSTER_POLICY, "cluster-policy", ("a",), policy),), durations, pods=pods,
+                 place_replicas=not placed_on)
 
 
 def model(name: str, replicas: int, minimum: int, gpus: int = 1, pools: tuple[str, ...] = ("a",), load: int = 100,

@@ -60,7 +60,7 @@ def test_a_pdb_keeping_every_replica_stalls_on_the_first_node() -> None:
 
 def test_a_single_replica_model_without_a_pdb_goes_to_zero() -> None:
     """Runbook: one replica and no PDB: gone the moment its node drains, until its replacement has loaded."""
-    out = simulate(one_pool(2, 1, [model("m", 1, 1, pdb=False, load=600)], ONE_AT_A_TIME))
+    out = simulate(one_pool(2, 1, [model("m", 1, 1, pdb=False, load=600)], ONE_AT_A_TIME, placed_on=("a-0",)))
     (result,) = out.models
     assert result.lowest == 0 and result.below_minimum
     # Evicted from a-0 at 0, its replacement loads on a-1; a-1's turn comes at 410, before it is Ready, so it goes
@@ -97,7 +97,8 @@ def test_the_validation_job_takes_the_upgraded_node_before_the_next_replacement(
     # itself is done at 820, where it lands (Ready at 920), so the job on a-1 finds its GPU taken.
     durations = Simulation(driverInstallSeconds=300, validatorSeconds=100, podTerminationSeconds=10,
                            cachedLoadSeconds=100, validationJobSeconds=600, jitter=0.0)
-    out = simulate(one_pool(2, 1, [model("m", 1, 0)], ONE_AT_A_TIME, durations, validation_job=True))
+    out = simulate(one_pool(2, 1, [model("m", 1, 0)], ONE_AT_A_TIME, durations, validation_job=True,
+                            placed_on=("a-0",)))
     assert out.seconds == pytest.approx(820)
     assert out.models[0].lowest == 0
     assert out.validation_job_waits == 1
