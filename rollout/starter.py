@@ -302,7 +302,8 @@ def next_steps(canary: str, prod: str, canary_example: Path, prod_example: Path,
                      "organization) and no longer the example key, so the example prod stacks' attestations no "
                      "longer pass: remove the example stack files and attestations/ folders you do not use")
     steps += [f"gpu-rollout plan --stack {canary}; gpu-rollout plan --stack {prod}",
-              f"after the canary's rollout and soak: gpu-rollout verify --stack {canary} (docs/runbook.md)"]
+              f"after the canary's rollout and soak: gpu-rollout verify --stack {canary}",
+              f"the runbook with these stacks' names in its commands: gpu-rollout runbook --stack {prod}"]
     lines = [f"wrote Pulumi.{canary}.yaml (from {canary_example.name}) and Pulumi.{prod}.yaml (from "
              f"{prod_example.name})", "next:", *(f"  {n}. {step}" for n, step in enumerate(steps, 1))]
     return "\n".join(lines) + "\n"

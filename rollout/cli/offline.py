@@ -42,6 +42,20 @@ def plan(
                         shown_path=stack.shown_path, project_found=stack.project_found, now=moment(at))
 
 
+@command(ProjectSetup)
+def runbook(
+    target: ProjectSetup,
+    stack: Annotated[str, typer.Option("--stack", envvar="GPU_ROLLOUT_STACK", help="Your prod stack.")],
+) -> Exit:
+    """docs/runbook.md with your stack names: the prod stack given and the canary its promotion.canaryStack names
+    stand in every command and file name where the runbook names the examples' stacks. Markdown on stdout."""
+    from rollout import context
+    from rollout import team_runbook as verb
+
+    ref = context.resolve_stack(stack, None, target.project_dir)
+    return verb.execute(ref.name, ref.path)
+
+
 @command(ProjectTarget)
 def diff(
     target: ProjectTarget,

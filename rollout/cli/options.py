@@ -10,7 +10,7 @@ one value of the group.
 | :class:`ProjectTarget` | the project | diff, deploy-plan, stacks, fleet plan |
 | :class:`BackendStack` | a stack in the backend, the project | rollback |
 | :class:`rollout.cli.fleet.FleetTarget` | the project, one kubeconfig per stack | fleet status, advance, halt, resume |
-| :class:`ProjectSetup` | the project (no ``--json``) | init |
+| :class:`ProjectSetup` | the project (no ``--json``) | init, runbook |
 | :class:`GitHubRepository` | a GitHub repository and its API | doctor github |
 | :class:`Debugging` | ``--debug`` only | keygen |
 

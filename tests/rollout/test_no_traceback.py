@@ -50,6 +50,7 @@ SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=N
 # (tests/rollout/test_deploy_plan.py).
 FED_ELSEWHERE = {"diff", "rollback", "deploy-plan", "stacks", "keygen",  # keygen: tests/rollout/test_keygen.py
                  "init",  # init: tests/rollout/test_init.py (flags and example stack files, never a stack file given)
+                 "runbook",  # runbook: tests/rollout/test_team_runbook.py (a stack's name; its file read as plan reads it)
                  "fleet",  # fleet plan/status/advance read Fleet.yaml: tests/fleetspec/test_fleet_file.py, test_fleet_cli.py
                  "doctor"}  # doctor github reads the GitHub API: tests/rollout/test_doctor_github.py
 
