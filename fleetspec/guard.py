@@ -1,4 +1,4 @@
-"""The ``guard`` block of the stack config: the in-cluster `gpu-rollout guard` the program declares for the stack
+"""The ``guard`` block of the stack config: the in-cluster guard the program declares for the stack
 (components/guard.py; what the process watches and pauses: the guard's own page in docs/).
 
 ``enabled`` left out means the stage's default: on in prod, off elsewhere (:meth:`Guard.enabled_in`). The image is
@@ -24,8 +24,8 @@ def has_digest(image: str) -> bool:
 
 
 class Guard(SpecModel):
-    """The guard: a Deployment in the stack's cluster that runs `gpu-rollout guard` for this stack, watches every
-    rollout within a minute and the fleet between rollouts, and pauses a rollout as `gpu-rollout pause` does.
+    """The guard: a Deployment in the stack's cluster that runs gpu-rollout's guard verb for this stack, watches
+    every rollout within a minute and the fleet between rollouts, and pauses a rollout as `gpu-rollout pause` does.
     The program declares it, with its RBAC and admission policy, where it is enabled."""
 
     enabled: StrictBool | None = Field(

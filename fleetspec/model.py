@@ -723,7 +723,7 @@ class FleetSpec(SpecModel):
         Simulation(), description="How long the steps of a rollout take, for `gpu-rollout simulate` "
         "(docs/simulate.md).")
     guard: Guard = Field(
-        Guard(), description="The in-cluster `gpu-rollout guard` the program declares for this stack, on by "
+        Guard(), description="The in-cluster guard the program declares for this stack (gpu-rollout's guard verb), on by "
         "default in prod, with its RBAC and admission policy (components/guard.py).")
 
     @model_validator(mode="after")
