@@ -122,7 +122,8 @@ def deployment_body(spec: FleetSpec, stack: str) -> dict[str, Any]:
         "image": guard.image,
         "imagePullPolicy": "IfNotPresent",
         "command": command(stack, guard.namespace),
-        "env": [*field_env, {"name": "PYTHONUNBUFFERED", "value": "1"}],
+        # The root filesystem is read-only: whatever the process writes goes to the pod's own /tmp.
+        "env": [*field_env, {"name": "PYTHONUNBUFFERED", "value": "1"}, {"name": "HOME", "value": "/tmp"}],
         "ports": [{"name": PORT_NAME, "containerPort": PORT, "protocol": "TCP"}],
         # Ready while its watch streams are live and it leads or follows; restarted after ~2 min without.
         "readinessProbe": {**probe, "failureThreshold": 3},
