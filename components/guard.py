@@ -268,7 +268,7 @@ def admission_policy_spec(spec: FleetSpec) -> dict[str, Any]:
 
 
 def alert_rules(namespace: str) -> list[dict[str, Any]]:
-    """The alerts over the guard's metrics (both replicas serve them: max, never sum)."""
+    """The alerts over the guard's metrics (checks/guard_metrics.py; both replicas serve them: max, never sum)."""
     where = f'namespace="{namespace}"'
     runbook = "see the guard's page in the project's docs/"
     return [
@@ -280,9 +280,10 @@ def alert_rules(namespace: str) -> list[dict[str, Any]]:
          "for": "15m", "labels": {"severity": "warning"},
          "annotations": {"summary": "GPU fleet drift: {{ $labels.kind }}",
                          "description": f"The guard sees drift between rollouts (no pause); {runbook}."}},
-        {"alert": "GpuRolloutGuardDown", "expr": f'absent(up{{job="{NAME}",{where}}} == 1)', "for": "5m",
+        # No replica healthy (its watch streams live, its Lease current), or none scraped at all.
+        {"alert": "GpuRolloutGuardDown", "expr": f"absent(gpu_rollout_guard_up{{{where}}} == 1)", "for": "5m",
          "labels": {"severity": "critical"},
-         "annotations": {"summary": "No GPU rollout guard is scraped",
+         "annotations": {"summary": "No healthy GPU rollout guard",
                          "description": "Nothing watches the GPU driver rollout in this cluster."}},
     ]
 

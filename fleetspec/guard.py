@@ -49,7 +49,7 @@ class Guard(SpecModel):
     prometheusOperator: StrictBool = Field(
         False, description="Declares that the cluster has the Prometheus Operator's CRDs (`ServiceMonitor`, "
         "`PrometheusRule`): the program then adds a ServiceMonitor for the guard's `/metrics` and its alerts. "
-        "A claim, not a read: where the CRDs are missing, the engine's preview of those kinds fails.")
+        "A claim, not a read: where the CRDs are missing, `pulumi up` fails on those kinds.")
     monitoringLabels: dict[str, str] = Field(
         default_factory=dict, description="Labels on the ServiceMonitor and PrometheusRule, for the Prometheus's "
         "`serviceMonitorSelector` and `ruleSelector` (kube-prometheus-stack: `release: <its release>`).",

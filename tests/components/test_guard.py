@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -21,6 +23,7 @@ from fleetspec.load import config_strings, spec_from_config
 from gpu_knowledge import labels
 from preview.run import ProgramRun, run_program
 from renderers.ownership import shared_objects
+from tests.prometheus.server import MISSING, binary
 from tests.conftest import EXAMPLE_STACKS, PROJECT_DIR, change, stack_config
 
 KUBERNETES_VERSION = "1.33.0"
@@ -255,7 +258,7 @@ def test_monitoring_only_where_the_operator_is_declared(rendered: dict[str, Prog
     assert set(alerts) == {"GpuRolloutPausedByGuard", "GpuFleetDrift", "GpuRolloutGuardDown"}
     assert "gpu_rollout_guard_paused" in alerts["GpuRolloutPausedByGuard"]
     assert "gpu_rollout_guard_drift" in alerts["GpuFleetDrift"] and "by (kind)" in alerts["GpuFleetDrift"]
-    assert alerts["GpuRolloutGuardDown"].startswith("absent(up{job=\"gpu-rollout-guard\"")
+    assert alerts["GpuRolloutGuardDown"] == 'absent(gpu_rollout_guard_up{namespace="gpu-rollout-guard"} == 1)'
 
 
 def test_a_changed_stack_file_restarts_the_guard() -> None:
@@ -284,3 +287,15 @@ def test_two_guards_on_one_cluster_need_two_namespaces() -> None:
     assert shared_objects(prod, spec_from_config(canary)) == ["Namespace gpu-rollout-guard"]
     canary["gpu-driver-upgrade:guard"] = json.dumps({"enabled": True, "image": IMAGE, "namespace": "guard-canary"})
     assert shared_objects(prod, spec_from_config(canary)) == []
+
+
+def test_promtool_accepts_the_alert_rules(prometheus_prod: ProgramRun, tmp_path: Path) -> None:
+    """The rules as Prometheus itself reads them (promtool, from Debian's prometheus package: make prometheus)."""
+    promtool = binary("promtool")
+    if promtool is None:
+        pytest.fail(MISSING)
+    rules = tmp_path / "rules.yml"
+    rules.write_text(yaml.safe_dump(one(prometheus_prod, PROMETHEUS_RULE)["spec"]))
+    done = subprocess.run([str(promtool), "check", "rules", str(rules)], capture_output=True, text=True,
+                          check=False, timeout=60)
+    assert done.returncode == 0 and "SUCCESS: 3 rules found" in done.stdout, done.stdout + done.stderr
