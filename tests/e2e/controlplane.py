@@ -32,7 +32,7 @@ CONTROL_PLANE_TOOLS = ("etcd", "kube-apiserver", "kube-controller-manager", "kub
 # controller stays off: kwok's nodes have no kubelet heartbeat to keep them Ready.
 CONTROLLERS = ",".join(f"{name}-controller" for name in (
     "deployment", "replicaset", "daemonset", "disruption", "serviceaccount", "garbage-collector", "namespace",
-    "endpoint", "endpointslice",  # a Service's `up` waits for its endpoints (the in-cluster guard's Service)
+    "endpoints", "endpointslice",  # a Service's `up` waits for its endpoints (the in-cluster guard's Service)
 ))
 
 TOKEN = "e2e-admin-token"  # noqa: S105 - a throwaway credential of a loopback-only test cluster

@@ -84,9 +84,9 @@ def test_the_guard_may_do_what_its_process_needs_and_nothing_beyond(prod_up, clu
     assert granted == []
     # Its only bindings are the program's: the ClusterRole's and a Role's in its namespace and in kube-system.
     bindings = [
-        (b["kind"], b["metadata"].get("namespace", ""), b["roleRef"]["name"])
-        for b in cluster.items("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings")
-        + cluster.items("/apis/rbac.authorization.k8s.io/v1/rolebindings")
+        (kind, b["metadata"].get("namespace", ""), b["roleRef"]["name"])
+        for kind, path in (("ClusterRoleBinding", "clusterrolebindings"), ("RoleBinding", "rolebindings"))
+        for b in cluster.items(f"/apis/rbac.authorization.k8s.io/v1/{path}")  # a list's items carry no kind
         if any(s.get("kind") == "ServiceAccount" and s.get("name") == guard.NAME and s.get("namespace") == NAMESPACE
                for s in b.get("subjects") or [])
     ]
