@@ -423,9 +423,6 @@ def check_mig_timeslicing(inv: Inventory) -> list[Finding]:
                    "time-slicing or MPS")]
 
 
-_DCGM_EXPORTER_TAG = re.compile(r"^(?P<dcgm>\d+\.\d+\.\d+)-(?P<exporter>\d+\.\d+\.\d+)(?:-|$)")
-
-
 def _dcgm_exporter_images(inv: Inventory) -> set[str]:
     """DCGM Exporter images the cluster runs: the operator's DaemonSet, or a standalone install's pods."""
     containers = [c for ds in inv.operator_daemonsets for c in template_containers(ds)]
@@ -434,28 +431,46 @@ def _dcgm_exporter_images(inv: Inventory) -> set[str]:
             if c.get("image", "").split("@", 1)[0].rpartition(":")[0].endswith("/dcgm-exporter")}
 
 
+def _image_tag(image: str) -> str:
+    return image.split("@", 1)[0].rpartition(":")[2]
+
+
 @check(CheckId.DCGM_EXPORTER, COMPATIBILITY)
 def check_dcgm_exporter(inv: Inventory) -> list[Finding]:
-    """Before the change, the DCGM Exporter's DCGM against the target branch (runbook: "DCGM Exporter still works
-    on the new branch"): at least the DCGM an operator release listing that branch ships (gpu_knowledge.compat)."""
+    """Before the change, the DCGM Exporter the cluster runs against the one the stack declares
+    (``gpuOperator.dcgmExporterVersion``: a different one fails, the pack judged the declared one) and its DCGM
+    against the target branch (runbook: "DCGM Exporter still works on the new branch"): at least the DCGM an
+    operator release listing that branch ships (gpu_knowledge.compat)."""
     target = inv.spec.driver.version
+    declared = inv.spec.gpuOperator.dcgmExporterVersion
     images = sorted(_dcgm_exporter_images(inv))
     if not images:
+        if declared is not None:
+            return [warned("cluster", f"the stack declares DCGM Exporter {declared} (gpuOperator.dcgmExporterVersion), "
+                           "but none runs on the cluster: verify's dcgm-metrics needs one")]
         return [passed("cluster", "no DCGM Exporter runs on the cluster: no GPU metrics exporter to keep working "
                        "(verify's dcgm-metrics needs one)")]
     results = []
     for image in images:
-        match = _DCGM_EXPORTER_TAG.match(image.split("@", 1)[0].rpartition(":")[2])
-        if match is None:
+        tag = _image_tag(image)
+        if declared is not None and tag != declared:
+            results.append(failed(image, f"runs tag '{tag}', the stack declares gpuOperator.dcgmExporterVersion "
+                                  f"'{declared}': the pack judged the declared exporter against driver {target}, not "
+                                  "this one; declare what runs, or roll the exporter to the declaration"))
+            continue
+        dcgm = compat.dcgm_of_exporter_tag(tag)
+        if dcgm is None:
             results.append(warned(image, f"cannot read DCGM's version from the tag (<DCGM>-<exporter>-<os>): check "
                                   f"it supports R{target.split('.')[0]} before the change"))
             continue
-        answer = compat.dcgm_validated(match.group("dcgm"), target)
+        answer = compat.dcgm_validated(dcgm, target)
+        undeclared = "" if declared is not None else "; the stack declares no gpuOperator.dcgmExporterVersion"
         if answer.yes:
-            results.append(passed(image, answer.reason))
+            results.append(passed(image, answer.reason + undeclared))
         else:
             results.append(warned(image, f"{answer.reason}: upgrade the DCGM Exporter (the operator chart pins it: "
-                                  "dcgmExporter.version) before the driver, or its metrics may stop on the new branch"))
+                                  "dcgmExporter.version) before the driver, or its metrics may stop on the new "
+                                  f"branch{undeclared}"))
     return results
 
 

@@ -76,6 +76,7 @@ def driver_notes(spec: FleetSpec, pool: NodePool | None = None) -> rf.DriverNote
         target_driver=spec.driver.version,
         held=spec.pool_held(pool) if pool is not None else None,
         batch_selectors=tuple(spec.gpuOperator.batchJobSelectors),
+        dcgm_exporter=spec.gpuOperator.dcgmExporterVersion,
     )
 
 

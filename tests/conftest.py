@@ -153,7 +153,9 @@ def eks_operator_owned() -> dict[str, str]:
     by its launch template (the only way EKS runs the operator's driver), no generations, and per-pool
     NVIDIADrivers, which pin the held pool (its node group can grow: policy held-pool-pinned)."""
     config = edited("eks-prod", "driver", lambda d: d.update(owner="operator", previousVersion="570.195.03"))
-    config = change(config, "gpuOperator", lambda op: op.update(useNvidiaDriverCrd=True))
+    # The operator owns the driver now: the stack declares the DCGM Exporter it runs (dcgm-exporter-supports-driver).
+    config = change(config, "gpuOperator",
+                    lambda op: op.update(useNvidiaDriverCrd=True, dcgmExporterVersion="4.4.1-4.6.0-ubuntu22.04"))
 
     def custom_ubuntu(pools: list[dict]) -> None:
         for index, pool in enumerate(pools):

@@ -120,25 +120,47 @@ def test_the_os_part_of_a_driver_tag() -> None:
 
 
 def _exporter(fake: FakeKube, tag: str) -> None:
-    labels_ = {"app": "nvidia-dcgm-exporter"}
-    fake.add({"kind": "DaemonSet", "metadata": {"name": "nvidia-dcgm-exporter", "namespace": "gpu-operator",
-                                               "labels": labels_},
-              "spec": {"selector": {"matchLabels": labels_}, "template": {"metadata": {"labels": labels_}, "spec": {
-                  "containers": [{"name": "exporter", "image": f"nvcr.io/nvidia/k8s/dcgm-exporter:{tag}"}]}}}})
+    """The operator's DCGM Exporter (the fake prod cluster runs the declared one) moved to ``tag``."""
+    fake.update("daemonsets", "nvidia-dcgm-exporter", {"spec": {"template": {"spec": {"containers": [
+        {"name": "exporter", "image": f"nvcr.io/nvidia/k8s/dcgm-exporter:{tag}"}]}}}}, "gpu-operator")
+
+
+def _declaring(spec: FleetSpec, tag: str | None) -> FleetSpec:
+    return spec.model_copy(update={"gpuOperator": spec.gpuOperator.model_copy(update={"dcgmExporterVersion": tag})})
 
 
 def test_the_dcgm_exporter_is_judged_against_the_target_branch(prod: FakeKube, kube: k.Kube,
                                                                prod_spec: FleetSpec) -> None:
     image = "nvcr.io/nvidia/k8s/dcgm-exporter:4.6.0-4.8.3-distroless"
     _exporter(prod, "4.6.0-4.8.3-distroless")
-    found = _only(kube, prod_spec, "dcgm-exporter", image)
+    found = _only(kube, _declaring(prod_spec, "4.6.0-4.8.3-distroless"), "dcgm-exporter", image)
     assert found.status == Status.PASS and "at least 4.3.1, which GPU Operator 25.3.3 ships with R580" in found.message
 
 
+def test_a_running_dcgm_exporter_other_than_the_declared_one_fails(prod: FakeKube, kube: k.Kube,
+                                                                    prod_spec: FleetSpec) -> None:
+    """The pack judged the declared exporter: one that differs on the cluster is a failure naming both tags."""
+    _exporter(prod, "4.6.0-4.8.3-distroless")
+    found = _only(kube, _declaring(prod_spec, "4.4.1-4.6.0-ubuntu22.04"), "dcgm-exporter",
+                  "nvcr.io/nvidia/k8s/dcgm-exporter:4.6.0-4.8.3-distroless")
+    assert found.status == Status.FAIL
+    assert "'4.6.0-4.8.3-distroless'" in found.message and "gpuOperator.dcgmExporterVersion '4.4.1-4.6.0-ubuntu22.04'" \
+        in found.message
+
+
+def test_a_declared_dcgm_exporter_that_does_not_run_warns(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
+    prod.remove("daemonsets", "nvidia-dcgm-exporter", "gpu-operator")
+    (found,) = [r for r in run_preflight(kube, _declaring(prod_spec, "4.4.1-4.6.0-ubuntu22.04"))
+                if r.id == "dcgm-exporter"]
+    assert found.status == Status.WARN and "none runs on the cluster" in found.message
+
+
 def test_an_old_or_unreadable_dcgm_exporter_warns(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
+    prod_spec = _declaring(prod_spec, None)
     _exporter(prod, "4.2.3-4.1.3-ubuntu22.04")
     found = _only(kube, prod_spec, "dcgm-exporter", "nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3-4.1.3-ubuntu22.04")
     assert found.status == Status.WARN and "older than any DCGM a GPU Operator release listing R580 ships" in found.message
+    assert "declares no gpuOperator.dcgmExporterVersion" in found.message
     prod.update("daemonsets", "nvidia-dcgm-exporter", {"spec": {"template": {"spec": {"containers": [
         {"name": "exporter", "image": "nvcr.io/nvidia/k8s/dcgm-exporter:latest"}]}}}}, "gpu-operator")
     found = _only(kube, prod_spec, "dcgm-exporter", "nvcr.io/nvidia/k8s/dcgm-exporter:latest")

@@ -132,8 +132,9 @@ BREAKS: dict[str, tuple[Callable[[FakeKube], None], Status]] = {
                                             "inference"), Status.FAIL),
     "readiness-probe": (_no_probe, Status.FAIL),
     "weights-cache": (_no_cache, Status.WARN),
-    # Issue 23: a DCGM Exporter older than any operator release listing R580 ships (24.9's, DCGM 3.3.9).
-    "dcgm-exporter": (lambda f: f.add(_dcgm_exporter("3.3.9-3.6.1-ubuntu22.04")), Status.WARN),
+    # Issue 36: a DCGM Exporter other than the one the stack declares (24.9's, DCGM 3.3.9, older than R580 needs).
+    "dcgm-exporter": (lambda f: f.update("daemonsets", "nvidia-dcgm-exporter",
+                                         _dcgm_exporter("3.3.9-3.6.1-ubuntu22.04"), "gpu-operator"), Status.FAIL),
 }
 
 

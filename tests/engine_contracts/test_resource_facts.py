@@ -61,7 +61,7 @@ def cloud_pools(spec: FleetSpec) -> dict[str, tuple[NodePool, Any]]:
 def expected_drivers(spec: FleetSpec) -> dict[str, rf.OperatorDriverFacts]:
     op, operator = spec.gpuOperator, spec.driver.owner == DriverOwner.OPERATOR
     selectors = tuple(op.batchJobSelectors)
-    notes = rf.DriverNotes(spec.stage, op.chartVersion, spec.driver.version, None, selectors)
+    notes = rf.DriverNotes(spec.stage, op.chartVersion, spec.driver.version, None, selectors, op.dcgmExporterVersion)
     cluster_wide = {
         "enabled": operator, "version": spec.driver.version if operator else None,
         "precompiled": op.usePrecompiled if operator else False, "selector": None, "default": False,
@@ -81,7 +81,8 @@ def expected_drivers(spec: FleetSpec) -> dict[str, rf.OperatorDriverFacts]:
                 rf.NVIDIA_DRIVER, True, spec.pool_target(pool).driver, op.usePrecompiled,
                 dict(pool.existing.nodeSelector) if pool.existing is not None else {labels.POOL: pool.name},
                 False, False, spec.upgrade_policy(pool).as_crd() if op.per_driver_upgrade_policy else None,
-                op.chartVersion, pool.role, rf.DriverNotes(spec.stage, op.chartVersion, spec.driver.version, held, selectors),
+                op.chartVersion, pool.role, rf.DriverNotes(spec.stage, op.chartVersion, spec.driver.version, held, selectors,
+                                            op.dcgmExporterVersion),
             )
     return out
 
