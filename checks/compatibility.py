@@ -418,7 +418,9 @@ def check_mig_timeslicing(inv: Inventory) -> list[Finding]:
     found = [f"{name_of(node)} {how}" for node in inv.pool_nodes if (how := _sharing(node)) is not None]
     if found:
         return [warned("cluster", f"re-check MIG layouts / time-slicing on the new branch "
-                       f"(release notes): {few(found, 3)}")]
+                       f"(release notes): {few(found, 3)}; after the upgrade verify's gpu-count compares what each "
+                       "upgraded node advertises with its pool's declaration (migConfig) and its nodes not yet "
+                       "upgraded")]
     return [passed("cluster", "whole GPUs on the stack's nodes: no MIG layout in use, no "
                    "time-slicing or MPS")]
 
