@@ -10,6 +10,7 @@ from rich.table import Table
 from checks import kube as k
 from checks import preflight
 from checks.attested import read_attested
+from checks.registry import Registry
 from checks.results import CheckResult, Status, any_failed
 from rollout import documents, schemas
 from rollout import console as consoles
@@ -34,8 +35,9 @@ def render_table(stack: str, results: list[CheckResult], console: Console) -> No
 
 
 def execute(stack: str, spec: FleetSpec, kube: k.Kube, as_json: bool, project_dir: Path) -> Exit:
-    # The canary's attestations of the drivers prod moves to, from the project: attested-kernel compares them.
-    results = preflight.run_preflight(kube, spec, read_attested(project_dir, spec))
+    # The canary's attestations of the drivers prod moves to, from the project: attested-kernel compares them; the
+    # driver image's registry: kernel-precompiled asks it for the precompiled images the change needs.
+    results = preflight.run_preflight(kube, spec, read_attested(project_dir, spec), Registry())
     if as_json:
         documents.write(schemas.PreflightDocument(stack=stack, checks=[schemas.CheckResult.of(r) for r in results]))
     else:
