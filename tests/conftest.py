@@ -42,6 +42,17 @@ def _own_rendering_cache(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pyte
     monkeypatch.setenv("GPU_ROLLOUT_CACHE_DIR", str(tmp_path_factory.mktemp("renderings")))
 
 
+@pytest.fixture(autouse=True)
+def _no_azure_resource_manager(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """Tests reach no cloud API: `gpu-rollout preflight` on an AKS stack reads no Resource Manager here (its
+    node-os-channel says the channel was not read). tests/checks/test_node_os_channel.py gives the read a loopback
+    ARM, and its tests marked ``azure_management`` keep the verb's own reader."""
+    if request.node.get_closest_marker("azure_management") is None:
+        from rollout import preflight
+
+        monkeypatch.setattr(preflight, "azure_management", lambda spec: None)
+
+
 def example_signing_key() -> Any:
     """The example key (an Ed25519 private key), as verify reads it from a PEM file."""
     from engine_contracts.attestation import read_signing_key

@@ -23,6 +23,7 @@ from rollout.documents import dumps
 from rollout.schemas import CheckResult, PreflightDocument
 from tests.conftest import PROJECT_DIR, edited
 from tests.fakekube.fixtures import gpu_node, pod, pods_of, seed, set_pod_ready
+from tests import arm_server
 from tests.fakekube.server import FakeKube
 
 A100 = "aks-gpua100-12345678-vmss000000"
@@ -39,6 +40,7 @@ PREFLIGHT = {
     "driver-versions": "Who owns the driver",
     "running-today": "Who owns the driver",
     "node-image": "Who owns the driver",
+    "node-os-channel": "Who owns the driver",
     "gpu-supported-by-driver": "1. Compatibility checks",
     "serving-images-cuda": "1. Compatibility checks",
     "operator-supports-driver": "1. Compatibility checks",
@@ -62,8 +64,11 @@ def by_id(results: list, check_id: str) -> set[Status]:
     return {r.status for r in results if r.id == check_id}
 
 
-def test_steady_state_passes_every_id_and_never_writes(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
-    results = run_preflight(kube, prod_spec, read_attested(PROJECT_DIR, prod_spec))
+def test_steady_state_passes_every_id_and_never_writes(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec,
+                                                       tmp_path: Path) -> None:
+    with arm_server.serve(tmp_path, "None") as arm:  # the cluster's node OS upgrade channel, read from ARM
+        results = run_preflight(kube, prod_spec, read_attested(PROJECT_DIR, prod_spec),
+                                management=arm_server.reader(arm))
     assert {r.id for r in results} == set(PREFLIGHT)
     bad = [r for r in results if r.status != Status.PASS]
     assert bad == []
