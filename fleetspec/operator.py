@@ -101,9 +101,10 @@ class GpuOperator(SpecModel):
     driverRepository: str = Field("nvcr.io/nvidia", description="Registry path of the `driver` image (a mirror, say).",
                                   examples=["registry.example.com/nvidia"])
     dcgmExporterVersion: str | None = Field(
-        None, description="The DCGM Exporter the cluster runs, as its image tag (`<DCGM>-<exporter>[-<os>]`). Policy "
-        "`dcgm-exporter-supports-driver` refuses a DCGM older than the one NVIDIA ships with the target branch, and "
-        "preflight's `dcgm-exporter` fails where the running exporter's image differs. Required where the operator "
+        None, description="The DCGM Exporter the cluster runs, as its image tag (`<DCGM>-<exporter>[-<os>]`), pinned "
+        "where this stack owns the ClusterPolicy (`spec.dcgmExporter.version`, or the chart's `dcgmExporter.version`). "
+        "Policy `dcgm-exporter-supports-driver` refuses a DCGM older than the one NVIDIA ships with the target branch, "
+        "and preflight's `dcgm-exporter` fails where the running exporter's image differs. Required where the operator "
         "owns the driver.", examples=["4.4.2-4.6.0-ubuntu22.04"])
     upgradePolicy: UpgradePolicy = Field(
         UpgradePolicy(), description="`spec.driver.upgradePolicy`, spelled exactly as the ClusterPolicy CRD spells it. "

@@ -255,10 +255,10 @@ def _operator_lists(driver: facts.OperatorDriver) -> Iterator[Finding]:
 )
 def dcgm_exporter_supports_driver(stack: StackFacts) -> Iterator[Finding]:
     """Verify's GPU health reads the DCGM Exporter: an exporter older than the branch may stop reporting on it."""
-    annotated = [d for d in stack.drivers if d.facts.notes.target_driver is not None]
-    if not annotated:
+    owned = [d for d in stack.drivers if d.facts.enabled]
+    if not owned:
         return  # no operator driver of this stack's: the node image carries the driver
-    declared = sorted({d.facts.notes.dcgm_exporter or "" for d in annotated})
+    declared = sorted({d.facts.notes.dcgm_exporter or "" for d in owned})
     if "" in declared:
         yield Finding("the stack declares no DCGM Exporter (gpuOperator.dcgmExporterVersion): nothing says which "
                       "exporter verify's GPU health rests on, nor that it supports the target driver")

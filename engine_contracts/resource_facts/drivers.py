@@ -4,7 +4,7 @@ values or an NVIDIADriver pins, read the same way whichever it is."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpu_knowledge import labels
@@ -94,6 +94,9 @@ def read_operator_driver(type_token: str, props: Mapping[str, Any]) -> OperatorD
         )
     if type_token == HELM_RELEASE and props.get("chart") == OPERATOR_CHART:
         driver = prop(props, "values", "driver", default={}) or {}
+        # A Release carries no annotations: the exporter the stack pins is the chart's own value.
+        exporter = prop(props, "values", "dcgmExporter", "version")
+        notes = replace(notes, dcgm_exporter=exporter if isinstance(exporter, str) else None)
         return OperatorDriverFacts(
             type_token, bool(driver.get("enabled", True)), driver.get("version"), bool(driver.get("usePrecompiled")),
             None, False, bool(prop(driver, HELM_DRIVER_CRD, "enabled")), crd_upgrade_policy(driver.get("upgradePolicy")),

@@ -73,7 +73,8 @@ def expected_drivers(spec: FleetSpec) -> dict[str, rf.OperatorDriverFacts]:
     if op.clusterPolicy == ClusterPolicyMode.PATCH:
         out[manifests.CLUSTER_POLICY_NAME] = rf.OperatorDriverFacts(rf.CLUSTER_POLICY_PATCH, **cluster_wide, notes=notes)
     elif op.clusterPolicy == ClusterPolicyMode.HELM:  # a Release carries no metadata: no annotations
-        out["gpu-operator"] = rf.OperatorDriverFacts(rf.HELM_RELEASE, **cluster_wide, notes=rf.DriverNotes(None, None, None))
+        out["gpu-operator"] = rf.OperatorDriverFacts(rf.HELM_RELEASE, **cluster_wide, notes=rf.DriverNotes(
+            None, None, None, dcgm_exporter=op.dcgmExporterVersion))  # the chart's value, pinned
     if operator and op.useNvidiaDriverCrd:
         for pool in spec.nodePools:
             held = pool.role != "canary" and not pool.rollout.released
