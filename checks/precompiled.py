@@ -122,7 +122,7 @@ def look_up(inv: Inventory, kube: k.Kube, registry: Registry) -> RegistryAnswers
     anonymously)."""
     wanted = sorted({str(item.image): item.image for images in needed(inv).values() for item in images.kernels
                      if item.image is not None and not item.running}.items())
-    out = RegistryAnswers(asked=True)
+    out = RegistryAnswers()
     if not wanted:
         return out
     secrets = read_pull_secrets(kube, inv.spec.gpuOperator.namespace,

@@ -168,7 +168,6 @@ class RegistryAnswers:
     """What the registry said of each image asked (by its name), and what limited the asking (preflight reads it
     before its checks run: :func:`checks.precompiled.look_up`)."""
 
-    asked: bool = False  # False: preflight was given no registry to ask
     answers: dict[str, Lookup] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
