@@ -118,7 +118,9 @@ def check_gpu_count(facts: VerifyFacts) -> list[Finding]:
             findings.append(failed(node.name, "; ".join(problems), evidence))
             continue
         if sharing.uses_mig(node.pool, seen):
-            what = f"MIG layout {seen.mig_config} applied ({', '.join(f'{k}={v}' for k, v in seen.mig.items())})"
+            # The single strategy advertises the slices as nvidia.com/gpu, the mixed one by profile.
+            devices = ", ".join(f"{k}={v}" for k, v in seen.mig.items()) or f"{labels.GPU_RESOURCE}={seen.gpus}"
+            what = f"MIG layout {seen.mig_config} applied ({devices})"
         elif seen.replicas > 1:
             what = f"{node.pool.gpusPerNode} GPU(s) x {seen.replicas} replicas ({seen.strategy or 'shared'})"
         else:

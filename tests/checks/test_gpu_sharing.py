@@ -135,3 +135,12 @@ def test_the_nodes_not_yet_upgraded_are_those_off_the_target_in_the_pools_that_m
     found = not_yet_upgraded(SPEC, [old, new, _node(held, 0, OLD)])
     assert {pool: [n["metadata"]["name"] for n in nodes] for pool, nodes in found.items()} == {
         "gput4": [old["metadata"]["name"]]}
+
+
+def test_the_single_strategy_advertises_its_slices_as_gpus() -> None:
+    pool = _pool(migConfig="all-1g.10gb")
+    single = _node(pool, 0, TARGET, node_labels=MIG_1G, allocatable={labels.GPU_RESOURCE: "7"})
+    status, message = _judge(pool, single, [_node(pool, 1, OLD, node_labels=MIG_1G, allocatable={labels.GPU_RESOURCE: "7"})])
+    assert status == Status.PASS and "MIG layout all-1g.10gb applied (nvidia.com/gpu=7)" in message
+    status, message = _judge(pool, single, [_node(pool, 1, OLD, node_labels=MIG_1G, allocatable={labels.GPU_RESOURCE: "14"})])
+    assert status == Status.FAIL and f"{labels.GPU_RESOURCE} 14 -> 7" in message
