@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import re
 
+from checks import precompiled
 from checks.inventory import Inventory
 from checks.objects import (
     Obj,
     labels_of,
     name_of,
-    node_selector_matches,
     pod_containers,
-    spec_of,
     status_of,
     template_containers,
 )
 from checks.metadata import COMPATIBILITY, check
+from checks.registry import Presence, RegistryAnswers
 from checks.results import Finding, failed, few, inconclusive, passed, warned
 from engine_contracts import attestation
 from gpu_knowledge import compat, gpu_products, labels
@@ -130,79 +130,30 @@ def check_operator_supports_driver(inv: Inventory) -> list[Finding]:
     return [status(f"gpu-operator {version}", f"{answer.reason}; {where}")]
 
 
-def _precompiled_for(inv: Inventory, nodes: list[Obj]) -> bool:
-    """Whether the operator builds the driver for ``nodes`` from precompiled packages.
-
-    With ``useNvidiaDriverCRD`` every NVIDIADriver carries its own ``spec.usePrecompiled`` (the
-    ClusterPolicy's driver section is not rendered then); otherwise the ClusterPolicy's applies.
-    """
-    driver = spec_of(inv.cluster_policy or {}).get("driver") or {}
-    if not driver.get("useNvidiaDriverCRD"):
-        return bool(driver.get("usePrecompiled"))
-    for nvd in inv.nvidia_drivers or []:
-        nvd_spec = spec_of(nvd)
-        selector = nvd_spec.get("nodeSelector") or {labels.GPU_PRESENT: "true"}
-        if nvd_spec.get("usePrecompiled") and any(node_selector_matches(selector, labels_of(n)) for n in nodes):
-            return True
-    return False
-
-
-_UBUNTU = re.compile(r"^Ubuntu (\d{2}\.\d{2})")
-_RHEL = re.compile(r"^Red Hat Enterprise Linux(?: CoreOS)? (\d+)")
-
-
-def os_tag(os_image: str) -> str | None:
-    """The OS part of a driver image tag from a node's ``status.nodeInfo.osImage``: "Ubuntu 22.04.5 LTS" is
-    ``ubuntu22.04``, "Red Hat Enterprise Linux 9.4 (Plow)" ``rhel9``; None for anything else."""
-    if match := _UBUNTU.match(os_image):
-        return f"ubuntu{match.group(1)}"
-    if match := _RHEL.match(os_image):
-        return f"rhel{match.group(1)}"
-    return None
-
-
 def _ready(pod: Obj) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status_of(pod).get("conditions") or [])
-
-
-def _running_precompiled(precompiled_ds: list[Obj]) -> dict[str, set[str]]:
-    """Kernel -> tags of the precompiled driver images the operator runs for it now (one DaemonSet per kernel)."""
-    found: dict[str, set[str]] = {}
-    for ds in precompiled_ds:
-        template = spec_of(spec_of(ds).get("template") or {})
-        kernel = (template.get("nodeSelector") or {}).get(labels.KERNEL_VERSION)
-        if kernel is None:
-            continue
-        tags = {c.get("image", "").rpartition(":")[2] for c in template.get("containers") or []}
-        found.setdefault(kernel, set()).update(t for t in tags if t)
-    return found
 
 
 @check(CheckId.KERNEL_PRECOMPILED, COMPATIBILITY)
 def check_kernel_precompiled(inv: Inventory) -> list[Finding]:
     """The nodes' kernels against the driver the pool moves to: with precompiled drivers, an image tagged
     ``<branch>-<kernel>-<os>`` of the target branch for each kernel and OS the nodes report
-    (``status.nodeInfo.kernelVersion``, ``osImage``); otherwise the driver container compiles at start, which
-    needs the kernel's headers: a driver pod Ready on a node of that kernel shows they were there."""
+    (``status.nodeInfo.kernelVersion``, ``osImage``), running now or found in the registry
+    (:mod:`checks.precompiled`); otherwise the driver container compiles at start, which needs the kernel's
+    headers: a driver pod Ready on a node of that kernel shows they were there."""
     spec = inv.spec
-    precompiled_ds = [ds for ds in inv.operator_daemonsets if labels_of(ds).get(labels.PRECOMPILED) == "true"]
-    running = _running_precompiled(precompiled_ds)
+    images = precompiled.needed(inv)
     results = []
     for pool in spec.nodePools:
         nodes = inv.nodes_of_pool(pool.name)
-        in_use = spec.gpuOperator.usePrecompiled or bool(precompiled_ds) or _precompiled_for(inv, nodes)
-        by_kernel: dict[tuple[str, str | None], list[Obj]] = {}
-        for node in nodes:
-            info = status_of(node).get("nodeInfo") or {}
-            by_kernel.setdefault((info.get("kernelVersion", "?"), os_tag(info.get("osImage", ""))), []).append(node)
-        text = ", ".join(sorted({kernel for kernel, _ in by_kernel})) or "no nodes"
+        kernels = precompiled.by_kernel(nodes)
+        text = ", ".join(sorted({kernel for kernel, _ in kernels})) or "no nodes"
         if spec.driver.owner == DriverOwner.IMAGE:
             results.append(passed(pool.name, f"kernel {text}; the node image carries the driver"))
-        elif not in_use:
-            results.append(_built_against(inv, pool.name, by_kernel))
+        elif pool.name not in images:
+            results.append(_built_against(inv, pool.name, kernels))
         else:
-            results.append(_precompiled_for_target(spec.pool_target(pool).driver, spec.gpuOperator.driverRepository,
-                                                   pool.name, by_kernel, running))
+            results.append(_precompiled_for_target(images[pool.name], inv.registry))
     return results
 
 
@@ -292,33 +243,37 @@ def _built_against(inv: Inventory, pool: str, by_kernel: dict[tuple[str, str | N
                   "kernel shows its headers install")
 
 
-def _precompiled_for_target(target: str, repository: str, pool: str, by_kernel: dict[tuple[str, str | None], list[Obj]],
-                            running: dict[str, set[str]]) -> Finding:
-    """Precompiled drivers: for each kernel and OS of the pool's nodes, the target branch's image."""
-    branch = target.split(".")[0]
-    missing, unknown_os, to_confirm, present = [], [], [], []
-    for (kernel, os_id), _nodes in sorted(by_kernel.items(), key=lambda item: (item[0][0], item[0][1] or "")):
-        if os_id is None:
-            unknown_os.append(kernel)
+def _precompiled_for_target(images: precompiled.PoolImages, registry: RegistryAnswers) -> Finding:
+    """Precompiled drivers: for each kernel and OS of the pool's nodes, the target branch's image, running now or
+    in the registry; one the registry does not have fails, naming the kernel."""
+    pool, branch = images.pool, images.branch
+    missing, unknown_os, unsure, present = [], [], [], []
+    for item in images.kernels:
+        if item.image is None:
+            unknown_os.append(item.kernel)
             continue
-        tag = f"{branch}-{kernel}-{os_id}"
-        if kernel not in running:
-            missing.append(f"{repository}/driver:{tag}")
-        elif tag in running[kernel]:
-            present.append(tag)
+        answer = registry.answers.get(str(item.image))
+        if item.running:
+            present.append(f"{item.image.tag} (running)")
+        elif answer is not None and answer.presence == Presence.FOUND:
+            present.append(f"{item.image.tag} ({answer.detail})")
+        elif answer is not None and answer.presence == Presence.MISSING:
+            missing.append(f"kernel {item.kernel} ({item.nodes} node(s)): {item.image}: {answer.detail}")
         else:
-            to_confirm.append(f"{repository}/driver:{tag}")
+            why = answer.detail if answer is not None else "the registry was not asked"
+            unsure.append(f"kernel {item.kernel}: {item.image}: {why}")
+    notes = f" ({'; '.join(registry.notes)})" if registry.notes else ""  # a pull secret not read, say
     if missing:
-        return failed(pool, f"precompiled drivers in use but no precompiled driver DaemonSet for the nodes' kernel "
-                      f"now; the target branch {branch} needs {', '.join(missing)}")
+        return failed(pool, f"the target branch {branch} has no precompiled driver for {'; '.join(missing)}: the "
+                      "operator would leave those nodes without a driver; move them to a kernel NVIDIA publishes an "
+                      "image for, or build the driver (usePrecompiled: false)" + notes)
     if unknown_os:
         return warned(pool, f"precompiled drivers in use; the OS of the nodes of kernel {', '.join(unknown_os)} is no "
                       "Ubuntu or RHEL release: no precompiled image is named for it")
-    if to_confirm:
-        return warned(pool, f"precompiled drivers run for the nodes' kernels on another branch; the target branch "
-                      f"{branch} needs {', '.join(to_confirm)}: confirm the registry has it before the change (NVIDIA "
-                      "publishes precompiled images for some kernels only, and a missing one leaves the node without "
-                      "a driver)")
+    if unsure:
+        return warned(pool, f"could not confirm the target branch {branch}'s precompiled driver for {'; '.join(unsure)}"
+                      ": confirm the registry has it before the change (a missing one leaves the node without a "
+                      "driver)" + notes)
     return passed(pool, f"precompiled driver of branch {branch} present for every kernel: {', '.join(present)}")
 
 
@@ -418,12 +373,11 @@ def check_mig_timeslicing(inv: Inventory) -> list[Finding]:
     found = [f"{name_of(node)} {how}" for node in inv.pool_nodes if (how := _sharing(node)) is not None]
     if found:
         return [warned("cluster", f"re-check MIG layouts / time-slicing on the new branch "
-                       f"(release notes): {few(found, 3)}")]
+                       f"(release notes): {few(found, 3)}; after the upgrade verify's gpu-count compares what each "
+                       "upgraded node advertises with its pool's declaration (migConfig) and its nodes not yet "
+                       "upgraded")]
     return [passed("cluster", "whole GPUs on the stack's nodes: no MIG layout in use, no "
                    "time-slicing or MPS")]
-
-
-_DCGM_EXPORTER_TAG = re.compile(r"^(?P<dcgm>\d+\.\d+\.\d+)-(?P<exporter>\d+\.\d+\.\d+)(?:-|$)")
 
 
 def _dcgm_exporter_images(inv: Inventory) -> set[str]:
@@ -434,28 +388,46 @@ def _dcgm_exporter_images(inv: Inventory) -> set[str]:
             if c.get("image", "").split("@", 1)[0].rpartition(":")[0].endswith("/dcgm-exporter")}
 
 
+def _image_tag(image: str) -> str:
+    return image.split("@", 1)[0].rpartition(":")[2]
+
+
 @check(CheckId.DCGM_EXPORTER, COMPATIBILITY)
 def check_dcgm_exporter(inv: Inventory) -> list[Finding]:
-    """Before the change, the DCGM Exporter's DCGM against the target branch (runbook: "DCGM Exporter still works
-    on the new branch"): at least the DCGM an operator release listing that branch ships (gpu_knowledge.compat)."""
+    """Before the change, the DCGM Exporter the cluster runs against the one the stack declares
+    (``gpuOperator.dcgmExporterVersion``: a different one fails, the pack judged the declared one) and its DCGM
+    against the target branch (runbook: "DCGM Exporter still works on the new branch"): at least the DCGM an
+    operator release listing that branch ships (gpu_knowledge.compat)."""
     target = inv.spec.driver.version
+    declared = inv.spec.gpuOperator.dcgmExporterVersion
     images = sorted(_dcgm_exporter_images(inv))
     if not images:
+        if declared is not None:
+            return [warned("cluster", f"the stack declares DCGM Exporter {declared} (gpuOperator.dcgmExporterVersion), "
+                           "but none runs on the cluster: verify's dcgm-metrics needs one")]
         return [passed("cluster", "no DCGM Exporter runs on the cluster: no GPU metrics exporter to keep working "
                        "(verify's dcgm-metrics needs one)")]
     results = []
     for image in images:
-        match = _DCGM_EXPORTER_TAG.match(image.split("@", 1)[0].rpartition(":")[2])
-        if match is None:
+        tag = _image_tag(image)
+        if declared is not None and tag != declared:
+            results.append(failed(image, f"runs tag '{tag}', the stack declares gpuOperator.dcgmExporterVersion "
+                                  f"'{declared}': the pack judged the declared exporter against driver {target}, not "
+                                  "this one; declare what runs, or roll the exporter to the declaration"))
+            continue
+        dcgm = compat.dcgm_of_exporter_tag(tag)
+        if dcgm is None:
             results.append(warned(image, f"cannot read DCGM's version from the tag (<DCGM>-<exporter>-<os>): check "
                                   f"it supports R{target.split('.')[0]} before the change"))
             continue
-        answer = compat.dcgm_validated(match.group("dcgm"), target)
+        answer = compat.dcgm_validated(dcgm, target)
+        undeclared = "" if declared is not None else "; the stack declares no gpuOperator.dcgmExporterVersion"
         if answer.yes:
-            results.append(passed(image, answer.reason))
+            results.append(passed(image, answer.reason + undeclared))
         else:
             results.append(warned(image, f"{answer.reason}: upgrade the DCGM Exporter (the operator chart pins it: "
-                                  "dcgmExporter.version) before the driver, or its metrics may stop on the new branch"))
+                                  "dcgmExporter.version) before the driver, or its metrics may stop on the new "
+                                  f"branch{undeclared}"))
     return results
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from checks import kube as k
 from checks.attested import AttestedDrivers
 from checks.identity import read_records
+from checks.node_os_channel import NodeOsChannel
+from checks.registry import RegistryAnswers
 from checks.objects import (
     Obj,
     gpu_request,
@@ -68,6 +70,8 @@ class Inventory:
     nvidia_drivers: list[Obj] | None
     identity_records: list[Obj] = field(default_factory=list)
     attested: AttestedDrivers = field(default_factory=AttestedDrivers)  # the canary's, of the promoted drivers
+    registry: RegistryAnswers = field(default_factory=RegistryAnswers)  # precompiled driver images, asked before the checks
+    node_os_channel: NodeOsChannel = field(default_factory=NodeOsChannel)  # AKS: read from ARM before the checks
     membership: dict[str, Membership] = field(default_factory=dict, init=False)
     _pods_by_node: dict[str, list[Obj]] = field(default_factory=dict, init=False)
 

@@ -1,5 +1,5 @@
 """Who owns the driver (runbook section 1, first half): cluster-policy, driver-owner, per-pool-mode,
-two-driver-owners, driver-versions, running-today, node-image.
+two-driver-owners, driver-versions, running-today, node-image, node-os-channel.
 
 Which of the GPU Operator (ClusterPolicy or per-pool NVIDIADrivers), a host-installed driver or the node
 image drives each node, against what the stack declares, and which driver each node runs now.
@@ -14,6 +14,7 @@ from checks.nodestate import node_driver_version
 from checks.objects import Obj, labels_of, name_of, node_selector_matches, spec_of, status_of
 from checks.metadata import OWNERSHIP, check
 from checks.results import Finding, failed, few, passed, warned
+from cloud_credentials.azure_management import NO_CHANNEL
 from gpu_knowledge import labels
 from renderers import manifests
 from fleetspec.model import Cloud, ClusterPolicyMode, DriverOwner, FleetSpec, Stage
@@ -344,3 +345,30 @@ def check_node_image(inv: Inventory) -> list[Finding]:
             results.append(passed(pool.name, f"{matching} node(s) run the {what} their generation records"))
     return results
 
+
+@check(CheckId.NODE_OS_CHANNEL, OWNERSHIP)
+def check_node_os_channel(inv: Inventory) -> list[Finding]:
+    """AKS: the managed cluster's node OS upgrade channel (read from ARM, :mod:`checks.node_os_channel`) is
+    ``None``, or ``cluster.aks.nodeOsUpgradeChannelReason`` says why not: any other channel moves nodes to another
+    node image on AKS's schedule, so a pool may run another image than the canary attested. Optional where the
+    identity cannot read the managed cluster (a warning naming the role)."""
+    spec = inv.spec
+    if spec.cluster.cloud != Cloud.AKS or spec.cluster.aks is None:
+        return [passed("cluster", f"cluster on {spec.cluster.cloud.value}: no AKS node OS upgrade channel")]
+    read, reason = inv.node_os_channel, spec.cluster.aks.nodeOsUpgradeChannelReason
+    seen = f"nodeOSUpgradeChannel {read.channel}" if read.channel else "the channel not read"
+    if reason is not None and read.channel != NO_CHANNEL:
+        return [passed("cluster", f"{seen}, accepted by cluster.aks.nodeOsUpgradeChannelReason: {reason}")]
+    if not read.asked:
+        return [warned("cluster", "the node OS upgrade channel was not read (preflight was given no Azure identity): "
+                       "confirm `az aks show --query autoUpgradeProfile.nodeOsUpgradeChannel` is None")]
+    if read.error is not None:
+        return [warned("cluster", f"the node OS upgrade channel of {read.cluster} could not be read: {read.error}")]
+    if read.channel == NO_CHANNEL:
+        return [passed("cluster", f"{read.cluster}: nodeOSUpgradeChannel None: AKS changes no node image on its own")]
+    if read.channel is None:
+        return [warned("cluster", f"ARM states no nodeOSUpgradeChannel for {read.cluster}: confirm it is None")]
+    return [failed("cluster", f"{read.cluster}: nodeOSUpgradeChannel is {read.channel}: AKS moves the nodes to other "
+                   "node images on its own schedule, so a pool may run another image than the canary attested; set it "
+                   f"to None (az aks update --node-os-upgrade-channel None) or state why in "
+                   "cluster.aks.nodeOsUpgradeChannelReason")]

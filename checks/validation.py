@@ -20,6 +20,7 @@ from checks.metadata import VALIDATION, check
 from checks.nodestate import node_driver_version, upgrade_state
 from checks.objects import Obj, labels_of, name_of, namespaced_name, spec_of, status_of
 from checks.progress import pod_ready
+from checks import sharing
 from checks.results import Finding, failed, few, inconclusive, passed
 from checks.serving import METRICS, Figures
 from checks.verify_facts import (KSM_RESTARTS, DCGM_DRIVER_LABEL, DCGM_SERIES, DCGM_XID, DCGM_XID_COUNT, NO_PROMETHEUS,
@@ -99,25 +100,34 @@ def check_driver_version(facts: VerifyFacts) -> list[Finding]:
 
 @check(CheckId.GPU_COUNT, VALIDATION)
 def check_gpu_count(facts: VerifyFacts) -> list[Finding]:
-    """Allocatable nvidia.com/gpu equals what the pool declares: no GPU lost in the upgrade."""
+    """The GPU resources the node advertises, whole or sliced (:mod:`checks.sharing`), against its pool's declaration
+    (``gpusPerNode``, times the time-slicing replicas; ``migConfig`` applied) and against the pool's nodes not yet
+    upgraded: no GPU, slice or MIG device lost in the upgrade."""
     findings = []
     for node in facts.nodes:
-        status = status_of(node.node)
-        allocatable = (status.get("allocatable") or {}).get(labels.GPU_RESOURCE)
-        evidence = {"allocatable": allocatable, "capacity": (status.get("capacity") or {}).get(labels.GPU_RESOURCE),
-                    "gfdCount": labels_of(node.node).get(labels.GPU_COUNT), "declared": node.pool.gpusPerNode}
-        try:
-            count = int(str(allocatable))
-        except ValueError:
-            findings.append(failed(node.name, f"advertises no allocatable {labels.GPU_RESOURCE} (pool "
-                                   f"{node.pool.name} declares {node.pool.gpusPerNode})", evidence))
+        seen = sharing.advertised(node.node)
+        peers = [p for p in facts.old_nodes.get(node.pool.name, []) if name_of(p) != node.name]
+        problems = sharing.against_declaration(node.pool, seen)
+        changes, compared = sharing.against_peers(seen, peers)
+        evidence = {"advertised": seen.as_json(), "gfdCount": labels_of(node.node).get(labels.GPU_COUNT),
+                    "declared": {"gpusPerNode": node.pool.gpusPerNode, "migConfig": node.pool.migConfig},
+                    "comparedWith": compared or "no node of the pool left on the old driver"}
+        if changes:
+            problems.append(f"changed from {compared}: {'; '.join(changes)}")
+        if problems:
+            findings.append(failed(node.name, "; ".join(problems), evidence))
             continue
-        if count != node.pool.gpusPerNode:
-            findings.append(failed(node.name, f"allocatable {labels.GPU_RESOURCE} is {count}, pool {node.pool.name} "
-                                   f"declares {node.pool.gpusPerNode}", evidence))
+        if sharing.uses_mig(node.pool, seen):
+            # The single strategy advertises the slices as nvidia.com/gpu, the mixed one by profile.
+            devices = ", ".join(f"{k}={v}" for k, v in seen.mig.items()) or f"{labels.GPU_RESOURCE}={seen.gpus}"
+            what = f"MIG layout {seen.mig_config} applied ({devices})"
+        elif seen.replicas > 1:
+            what = f"{node.pool.gpusPerNode} GPU(s) x {seen.replicas} replicas ({seen.strategy or 'shared'})"
         else:
-            findings.append(passed(node.name, f"{count} allocatable GPU(s), as pool {node.pool.name} declares",
-                                   evidence))
+            what = f"{seen.gpus} allocatable GPU(s)"
+        findings.append(passed(node.name, f"{what}, as pool {node.pool.name} declares"
+                               + (f" and {compared}" if compared else "; no node of the pool left on the old driver "
+                                  "to compare with"), evidence))
     return findings
 
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from checks.inventory import pool_nodes_of
 from checks.identity import ClusterIdentity
-from checks.nodestate import upgrade_state
+from checks.nodestate import node_driver_version, upgrade_state
 from checks.objects import Obj, annotations_of, name_of
 from checks.progress import epoch, label_written_at
 from checks.serving import Figures
@@ -65,6 +65,20 @@ def upgraded_nodes(spec: FleetSpec, nodes: list[Obj]) -> list[UpgradedNode]:
         if target.generation is not None and (membership.generation is None or membership.generation.id != target.generation):
             continue  # an older generation's node: it leaves with its generation, it is not upgraded
         found.append(UpgradedNode(node, pool, target.driver))
+    return found
+
+
+def not_yet_upgraded(spec: FleetSpec, nodes: list[Obj]) -> dict[str, list[Obj]]:
+    """Pool -> the nodes of each pool the stack moves that do not run its target yet (an image-owned pool's older
+    generations, an operator pool's nodes still on the old driver): what the pool advertised before the change."""
+    found: dict[str, list[Obj]] = {}
+    for node, membership in pool_nodes_of(spec, nodes):
+        target = spec.pool_target(membership.pool)
+        if not target.moves or target.driver is None:
+            continue
+        reported = node_driver_version(node)
+        if reported is None or not job_result.driver_matches(target.driver, reported):
+            found.setdefault(membership.pool.name, []).append(node)
     return found
 
 
@@ -307,6 +321,7 @@ class VerifyFacts:
     # pool -> (model, its pods on the pool's upgraded nodes, requests they served during the soak, or why not known)
     traffic: dict[str, list[tuple[Model, list[str], float | None, str | None]]] = field(default_factory=dict)
     kube_system_uid: str | None = None  # metadata.uid of the kube-system Namespace: the cluster's own identity
+    old_nodes: dict[str, list[Obj]] = field(default_factory=dict)  # pool -> its nodes not yet upgraded
 
     @property
     def soak_start(self) -> float | None:

@@ -29,7 +29,7 @@ from checks.objects import Obj, labels_of, meta, name_of, namespaced_name, spec_
 from checks.progress import model_selector, pod_ready
 from checks.prometheus import Prometheus
 from checks.serving import DEFAULT_PORTS, engine_of
-from checks.verify_facts import Probe, VerifyFacts, Window, upgrade_finished_at, upgraded_nodes
+from checks.verify_facts import Probe, VerifyFacts, Window, not_yet_upgraded, upgrade_finished_at, upgraded_nodes
 from fleetspec.model import FleetSpec, Model, ServingEngine
 
 EXPORTER_LABEL = ("app", "nvidia-dcgm-exporter")  # the operator's DCGM Exporter pods
@@ -153,6 +153,7 @@ def gather(kube: k.Kube, spec: FleetSpec, prometheus: Prometheus | None, now: fl
     facts = VerifyFacts(spec, now, identity, nodes, operator_pods, finished, [], [],
                         prometheus.where if prometheus else None)
     facts.kube_system_uid = kube_system_uid(kube)
+    facts.old_nodes = not_yet_upgraded(spec, all_nodes)
     soak = facts.soak_start
     bucket = float((spec.validation.bucketMinutes if spec.validation else 60) * 60)
     facts.window = Window(soak, now, bucket) if soak is not None else None

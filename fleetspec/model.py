@@ -69,6 +69,12 @@ class AksCluster(SpecModel):
     kubernetesVersion: str | None = Field(
         None, description="`orchestratorVersion` of the GPU pools; none: AKS's default, the control plane's.",
         examples=["1.33.5"])
+    nodeOsUpgradeChannelReason: str | None = Field(
+        None, min_length=1,
+        description="Why the managed cluster's node OS upgrade channel (`autoUpgradeProfile.nodeOSUpgradeChannel`) may "
+        "be other than `None`. Without it preflight's `node-os-channel` fails on any other channel: AKS then moves "
+        "nodes to another image on its own schedule, so a pool may run another image than the canary attested.",
+        examples=["NodeImage in the weekly maintenance window, each image canaried first; CHG-4711"])
 
 
 class EksCluster(SpecModel):

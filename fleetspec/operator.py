@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StrictBool, field_validator
 
-from gpu_knowledge import operator_chart
+from gpu_knowledge import compat, operator_chart
 from fleetspec.base import ClusterPolicyMode, IntOrPercent, NonNegativeInt, SpecModel, int_or_percent
 from gpu_knowledge.versions import ChartVersion, chart_key
 
@@ -100,6 +100,12 @@ class GpuOperator(SpecModel):
         "from R570 on).", examples=["open"])
     driverRepository: str = Field("nvcr.io/nvidia", description="Registry path of the `driver` image (a mirror, say).",
                                   examples=["registry.example.com/nvidia"])
+    dcgmExporterVersion: str | None = Field(
+        None, description="The DCGM Exporter the cluster runs, as its image tag (`<DCGM>-<exporter>[-<os>]`), pinned "
+        "where this stack owns the ClusterPolicy (`spec.dcgmExporter.version`, or the chart's `dcgmExporter.version`). "
+        "Policy `dcgm-exporter-supports-driver` refuses a DCGM older than the one NVIDIA ships with the target branch, "
+        "and preflight's `dcgm-exporter` fails where the running exporter's image differs. Required where the operator "
+        "owns the driver.", examples=["4.4.2-4.6.0-ubuntu22.04"])
     upgradePolicy: UpgradePolicy = Field(
         UpgradePolicy(), description="`spec.driver.upgradePolicy`, spelled exactly as the ClusterPolicy CRD spells it. "
         "With `clusterPolicy: helm` it is sent under the chart's names (`gpuPodDeletion`).",
@@ -118,6 +124,14 @@ class GpuOperator(SpecModel):
         "`wait-for-batch-jobs` checks that `upgradePolicy.waitForCompletion.podSelector` covers each one.",
         examples=[["workload-class=batch"]],
     )
+
+    @field_validator("dcgmExporterVersion")
+    @classmethod
+    def _dcgm_exporter_version(cls, value: str | None) -> str | None:
+        if value is not None and compat.dcgm_of_exporter_tag(value) is None:
+            raise ValueError(f"'{value}' is not a DCGM Exporter image tag: <DCGM>-<exporter>[-<os>], such as "
+                             "4.4.2-4.6.0-ubuntu22.04 (the tag the exporter's image carries)")
+        return value
 
     @property
     def default_driver_is_fallback(self) -> bool:

@@ -11,6 +11,7 @@ never a silent yes: callers decide what unknown means (the policy pack reports i
 - ``same_gpu_product(a, b)``: one GPU under two GFD names (``compat_data.PRODUCT_EQUIVALENTS``).
 - ``branch_info(driver)``: LTSB / production / new feature, end of life.
 - ``operator_lists(chart_version, driver)``: ``OperatorSupport`` LISTED / BRANCH_ONLY / UNSUPPORTED / UNKNOWN.
+- ``dcgm_validated(dcgm, driver)``, ``dcgm_of_exporter_tag(tag)``: the DCGM Exporter against the driver branch.
 - ``fabric_manager_matches(fm_version, driver)``: Fabric Manager must equal the driver exactly.
 """
 
@@ -321,6 +322,16 @@ def operator_lists(chart_version: str, driver: str) -> OperatorAnswer:
 
 
 # ---------------------------------------------------------------- DCGM (the DCGM Exporter's)
+
+
+# A DCGM Exporter image tag: <DCGM>-<exporter>, then an OS or flavour ("4.4.2-4.6.0-ubuntu22.04", "-distroless").
+DCGM_EXPORTER_TAG = re.compile(r"^(?P<dcgm>\d+\.\d+\.\d+)-(?P<exporter>\d+\.\d+\.\d+)(?:-[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+
+
+def dcgm_of_exporter_tag(tag: str) -> str | None:
+    """The DCGM version a DCGM Exporter image tag names (``4.4.2-4.6.0-ubuntu22.04``: ``4.4.2``), or None."""
+    match = DCGM_EXPORTER_TAG.match(tag)
+    return match.group("dcgm") if match else None
 
 
 def _dcgm_key(version: str) -> tuple[int, ...] | None:

@@ -33,6 +33,7 @@ CONFIG_MAP = Kind("", "v1", "ConfigMap", "configmaps", namespaced=True)
 NAMESPACE = Kind("", "v1", "Namespace", "namespaces", namespaced=False)
 SERVICE_ACCOUNT = Kind("", "v1", "ServiceAccount", "serviceaccounts", namespaced=True)
 SERVICE = Kind("", "v1", "Service", "services", namespaced=True)  # an in-cluster Prometheus's proxy; the guard's
+SECRET = Kind("", "v1", "Secret", "secrets", namespaced=True)  # only the operator's image pull secrets
 
 # Workloads and their disruption budgets.
 DEPLOYMENT = Kind("apps", "v1", "Deployment", "deployments", namespaced=True)

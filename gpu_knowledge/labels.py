@@ -108,6 +108,7 @@ ANNOTATION_OPERATOR_VERSION = f"{DOMAIN}/operator-version"  # GPU Operator relea
 ANNOTATION_TARGET_DRIVER = f"{DOMAIN}/target-driver"  # the stack's driver.version
 ANNOTATION_HELD = f"{DOMAIN}/held"  # "true" while the pool is held on previousVersion
 ANNOTATION_BATCH_SELECTORS = f"{DOMAIN}/batch-job-selectors"  # newline-separated label selectors
+ANNOTATION_DCGM_EXPORTER = f"{DOMAIN}/dcgm-exporter"  # the DCGM Exporter image tag the stack declares
 
 # gpu-rollout pause: the stack that set a node's skip label, and why (resume removes only its own).
 ANNOTATION_PAUSED_BY = f"{DOMAIN}/paused-by"

@@ -242,3 +242,41 @@ def _operator_lists(driver: facts.OperatorDriver) -> Iterator[Finding]:
         yield advice(f"{res.name}: held pool stays on a driver its operator does not support: {answer.reason}", res)
     else:
         yield advice(f"{res.name}: {answer.reason}", res)
+
+
+@stack_policy(
+    PolicyId.DCGM_EXPORTER_SUPPORTS_DRIVER,
+    "Checks that the stack declares the DCGM Exporter it runs and that its DCGM is no older than the one NVIDIA ships "
+    "with the target driver's branch.",
+    severity=Severity.MEDIUM, topics=("compatibility", "observability"),
+    remediation="Set gpuOperator.dcgmExporterVersion to the exporter's image tag; upgrade the exporter before the "
+    "driver where its DCGM is older than the table's minimum for the branch.",
+    config_keys=("gpuOperator.dcgmExporterVersion", "driver.version"),
+)
+def dcgm_exporter_supports_driver(stack: StackFacts) -> Iterator[Finding]:
+    """Verify's GPU health reads the DCGM Exporter: an exporter older than the branch may stop reporting on it."""
+    owned = [d for d in stack.drivers if d.facts.enabled]
+    if not owned:
+        return  # no operator driver of this stack's: the node image carries the driver
+    declared = sorted({d.facts.notes.dcgm_exporter or "" for d in owned})
+    if "" in declared:
+        yield Finding("the stack declares no DCGM Exporter (gpuOperator.dcgmExporterVersion): nothing says which "
+                      "exporter verify's GPU health rests on, nor that it supports the target driver")
+        return
+    if len(declared) > 1:
+        yield Finding(f"the driver objects state different DCGM Exporters ({', '.join(declared)})")
+        return
+    tag = declared[0]
+    dcgm = compat.dcgm_of_exporter_tag(tag)
+    if dcgm is None:
+        yield Finding(f"gpuOperator.dcgmExporterVersion '{tag}' is not a DCGM Exporter image tag")
+        return
+    targets = sorted({str(d.facts.version) for d in stack.drivers
+                      if d.facts.enabled and d.facts.version and not d.held})
+    for version in targets:
+        answer = compat.dcgm_validated(dcgm, version)
+        if answer.no:
+            yield Finding(f"DCGM Exporter {tag} (gpuOperator.dcgmExporterVersion) with driver {version}: "
+                          f"{answer.reason}; upgrade the exporter before the driver")
+        elif answer.unknown:
+            yield advice(f"DCGM Exporter {tag} with driver {version}: {answer.reason}")

@@ -76,6 +76,7 @@ def driver_notes(spec: FleetSpec, pool: NodePool | None = None) -> rf.DriverNote
         target_driver=spec.driver.version,
         held=spec.pool_held(pool) if pool is not None else None,
         batch_selectors=tuple(spec.gpuOperator.batchJobSelectors),
+        dcgm_exporter=spec.gpuOperator.dcgmExporterVersion,
     )
 
 
@@ -204,11 +205,15 @@ def cluster_policy_spec(spec: FleetSpec) -> dict[str, Any]:
             "useNvidiaDriverCRD": op.useNvidiaDriverCrd,
             "upgradePolicy": op.upgradePolicy.as_crd(),
         }
-    return {
+    out: dict[str, Any] = {
         "driver": driver,
         "toolkit": {"enabled": _operator_ships_toolkit(spec)},
         "devicePlugin": {"enabled": _operator_ships_device_plugin(spec)},
     }
+    if op.dcgmExporterVersion is not None:
+        # The exporter the stack declares is the one the operator runs (its image tag: CRD spec.dcgmExporter.version).
+        out["dcgmExporter"] = {"version": op.dcgmExporterVersion}
+    return out
 
 
 def helm_values(spec: FleetSpec) -> dict[str, Any]:
@@ -218,7 +223,10 @@ def helm_values(spec: FleetSpec) -> dict[str, Any]:
     # NVIDIADriver selects, so no GPU node is left without a driver owner (NVIDIA's migration guide).
     # Before, it was an ordinary CR that overlapped the per-pool drivers.
     driver = rf.helm_driver_values(crd["driver"], deploy_default_cr=spec.gpuOperator.default_driver_is_fallback)
-    return {"driver": driver, "toolkit": crd["toolkit"], "devicePlugin": crd["devicePlugin"]}
+    values = {"driver": driver, "toolkit": crd["toolkit"], "devicePlugin": crd["devicePlugin"]}
+    if "dcgmExporter" in crd:
+        values["dcgmExporter"] = crd["dcgmExporter"]  # the chart's value has the CRD's name
+    return values
 
 
 def nvidia_driver_name(pool: NodePool) -> str:

@@ -10,11 +10,13 @@ from rich.table import Table
 from checks import kube as k
 from checks import preflight
 from checks.attested import read_attested
+from checks.registry import Registry
 from checks.results import CheckResult, Status, any_failed
 from rollout import documents, schemas
 from rollout import console as consoles
 from refusals.exits import Exit
-from fleetspec.model import FleetSpec
+from cloud_credentials.azure_management import AzureManagement
+from fleetspec.model import Cloud, FleetSpec
 
 _STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red"}
 
@@ -33,9 +35,17 @@ def render_table(stack: str, results: list[CheckResult], console: Console) -> No
     console.print(f"{counts[Status.PASS]} pass, {counts[Status.WARN]} warn, {counts[Status.FAIL]} fail")
 
 
+def azure_management(spec: FleetSpec) -> AzureManagement | None:
+    """Resource Manager, with the Azure identity in use, for an AKS stack; None for any other."""
+    return AzureManagement() if spec.cluster.cloud == Cloud.AKS else None
+
+
 def execute(stack: str, spec: FleetSpec, kube: k.Kube, as_json: bool, project_dir: Path) -> Exit:
-    # The canary's attestations of the drivers prod moves to, from the project: attested-kernel compares them.
-    results = preflight.run_preflight(kube, spec, read_attested(project_dir, spec))
+    # The canary's attestations of the drivers prod moves to, from the project: attested-kernel compares them; the
+    # driver image's registry: kernel-precompiled asks it for the precompiled images the change needs.
+    # On AKS, Resource Manager: node-os-channel reads the managed cluster's node OS upgrade channel.
+    results = preflight.run_preflight(kube, spec, read_attested(project_dir, spec), Registry(),
+                                      azure_management(spec))
     if as_json:
         documents.write(schemas.PreflightDocument(stack=stack, checks=[schemas.CheckResult.of(r) for r in results]))
     else:

@@ -42,6 +42,17 @@ def _own_rendering_cache(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pyte
     monkeypatch.setenv("GPU_ROLLOUT_CACHE_DIR", str(tmp_path_factory.mktemp("renderings")))
 
 
+@pytest.fixture(autouse=True)
+def _no_azure_resource_manager(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """Tests reach no cloud API: `gpu-rollout preflight` on an AKS stack reads no Resource Manager here (its
+    node-os-channel says the channel was not read). tests/checks/test_node_os_channel.py gives the read a loopback
+    ARM, and its tests marked ``azure_management`` keep the verb's own reader."""
+    if request.node.get_closest_marker("azure_management") is None:
+        from rollout import preflight
+
+        monkeypatch.setattr(preflight, "azure_management", lambda spec: None)
+
+
 def example_signing_key() -> Any:
     """The example key (an Ed25519 private key), as verify reads it from a PEM file."""
     from engine_contracts.attestation import read_signing_key
@@ -153,7 +164,9 @@ def eks_operator_owned() -> dict[str, str]:
     by its launch template (the only way EKS runs the operator's driver), no generations, and per-pool
     NVIDIADrivers, which pin the held pool (its node group can grow: policy held-pool-pinned)."""
     config = edited("eks-prod", "driver", lambda d: d.update(owner="operator", previousVersion="570.195.03"))
-    config = change(config, "gpuOperator", lambda op: op.update(useNvidiaDriverCrd=True))
+    # The operator owns the driver now: the stack declares the DCGM Exporter it runs (dcgm-exporter-supports-driver).
+    config = change(config, "gpuOperator",
+                    lambda op: op.update(useNvidiaDriverCrd=True, dcgmExporterVersion="4.4.1-4.6.0-ubuntu22.04"))
 
     def custom_ubuntu(pools: list[dict]) -> None:
         for index, pool in enumerate(pools):

@@ -1,9 +1,12 @@
 """docs/coverage.md maps every step of the runbook to what covers it, and names only what exists: policies of the
-registry, checks of the catalogue, verbs of the command line, top-level config keys."""
+registry, checks of the catalogue, verbs of the command line, top-level config keys; each step's strongest form is
+one the doc defines, and the tests it names as giving that form bad input are tests pytest collects."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import typer.main
 
@@ -14,7 +17,11 @@ from fleetspec.model import FleetSpec
 from tests.conftest import PROJECT_DIR
 
 DOC = (PROJECT_DIR / "docs" / "coverage.md").read_text(encoding="utf-8")
-ROW = re.compile(r"^\| (?P<n>\d+) \| (?P<step>[^|]+) \| (?P<covered>.+) \|$")
+ROW = re.compile(r"^\| (?P<n>\d+) \| (?P<step>[^|]+) \| (?P<covered>.+) \| (?P<form>[^|`]+) \| (?P<tests>`[^|]+`) \|$")
+# The strongest forms the doc defines, strongest first (its list above the table).
+FORMS = ("refused in the stack file", "refused by the pack", "fails preflight", "fails verify", "pauses the rollout",
+         "the verb refuses", "advice", "warns")
+NODE_ID = re.compile(r"`(tests/[\w/]+\.py::[\w]+(?:\[[^\]`]+\])?)`")
 NAME = re.compile(r"`(?P<kind>policy|check)/(?P<id>[a-z0-9-]+)`|`gpu-rollout (?P<verb>[a-z-]+)`|`config (?P<key>[A-Za-z]+)`")
 
 
@@ -28,6 +35,27 @@ def test_every_step_is_numbered_in_order_and_covered() -> None:
     assert len(rows) == 62  # the runbook's steps (issue 23)
     for row in rows:
         assert NAME.search(row["covered"]), row.group(0)
+
+
+def test_every_step_states_its_strongest_form_and_the_tests_that_give_it_bad_input() -> None:
+    for row in _rows():
+        assert row["form"].startswith(FORMS), row.group(0)
+        named = NODE_ID.findall(row["tests"])
+        assert named and len(named) == row["tests"].count("`") // 2, row.group(0)  # every name a node id
+        for node_id in named:
+            assert (PROJECT_DIR / node_id.split("::")[0]).is_file(), node_id
+
+
+def test_pytest_collects_every_test_the_table_names() -> None:
+    """Each named node id is one pytest collects (a renamed test or parameter fails here), from the project's
+    folder, as `make test` runs them."""
+    named = sorted({node_id for row in _rows() for node_id in NODE_ID.findall(row["tests"])})
+    assert len(named) > 62 // 2
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *named],
+                          cwd=PROJECT_DIR, capture_output=True, text=True, timeout=600, check=False)
+    collected = {line.strip() for line in done.stdout.splitlines()}
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert [node_id for node_id in named if node_id not in collected] == []
 
 
 def test_every_name_in_the_table_exists() -> None:

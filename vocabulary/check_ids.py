@@ -23,6 +23,7 @@ class CheckId(StrEnum):
     DRIVER_VERSIONS = "driver-versions"
     RUNNING_TODAY = "running-today"
     NODE_IMAGE = "node-image"
+    NODE_OS_CHANNEL = "node-os-channel"
     # checks.compatibility: runbook section 1
     GPU_SUPPORTED_BY_DRIVER = "gpu-supported-by-driver"
     SERVING_IMAGES_CUDA = "serving-images-cuda"

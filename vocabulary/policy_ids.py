@@ -19,6 +19,7 @@ class PolicyId(StrEnum):
     CUDA_DRIVER_COMPATIBLE = "cuda-driver-compatible"
     GPU_SUPPORTED_BY_DRIVER = "gpu-supported-by-driver"
     OPERATOR_SUPPORTS_DRIVER = "operator-supports-driver"
+    DCGM_EXPORTER_SUPPORTS_DRIVER = "dcgm-exporter-supports-driver"
     # policy.platform_rules
     OPERATOR_SUPPORTS_OS = "operator-supports-os"
     FABRIC_MANAGER_MATCHES = "fabric-manager-matches"

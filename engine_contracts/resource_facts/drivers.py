@@ -4,7 +4,7 @@ values or an NVIDIADriver pins, read the same way whichever it is."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpu_knowledge import labels
@@ -23,6 +23,7 @@ class DriverNotes:
     target_driver: str | None  # the stack's driver.version
     held: bool | None = None  # NVIDIADrivers only: the pool is held on its previous driver
     batch_selectors: tuple[str, ...] = ()
+    dcgm_exporter: str | None = None  # the DCGM Exporter image tag the stack declares (gpuOperator.dcgmExporterVersion)
 
 
 def driver_annotations(notes: DriverNotes) -> dict[str, str]:
@@ -34,6 +35,8 @@ def driver_annotations(notes: DriverNotes) -> dict[str, str]:
     if notes.held is not None:
         out[labels.ANNOTATION_HELD] = flag_text(notes.held)
     out.update(batch_selector_annotation(notes.batch_selectors))
+    if notes.dcgm_exporter is not None:
+        out[labels.ANNOTATION_DCGM_EXPORTER] = notes.dcgm_exporter
     return out
 
 
@@ -44,6 +47,7 @@ def read_driver_annotations(annotations: Mapping[str, Any]) -> DriverNotes:
         target_driver=annotations.get(labels.ANNOTATION_TARGET_DRIVER),
         held=flag(annotations.get(labels.ANNOTATION_HELD)),
         batch_selectors=read_batch_selectors(annotations),
+        dcgm_exporter=annotations.get(labels.ANNOTATION_DCGM_EXPORTER),
     )
 
 
@@ -90,6 +94,9 @@ def read_operator_driver(type_token: str, props: Mapping[str, Any]) -> OperatorD
         )
     if type_token == HELM_RELEASE and props.get("chart") == OPERATOR_CHART:
         driver = prop(props, "values", "driver", default={}) or {}
+        # A Release carries no annotations: the exporter the stack pins is the chart's own value.
+        exporter = prop(props, "values", "dcgmExporter", "version")
+        notes = replace(notes, dcgm_exporter=exporter if isinstance(exporter, str) else None)
         return OperatorDriverFacts(
             type_token, bool(driver.get("enabled", True)), driver.get("version"), bool(driver.get("usePrecompiled")),
             None, False, bool(prop(driver, HELM_DRIVER_CRD, "enabled")), crd_upgrade_policy(driver.get("upgradePolicy")),

@@ -6,7 +6,7 @@ counts what the validation job holds."""
 from __future__ import annotations
 
 from checks import kube as k
-from checks.compatibility import os_tag
+from checks.precompiled import os_tag
 from checks.preflight import run_preflight
 from checks.results import Status
 from fleetspec.model import FleetSpec
@@ -77,25 +77,20 @@ def _kernel_of_t4(fake: FakeKube) -> None:
         assert node["status"]["nodeInfo"]["kernelVersion"] == KERNEL  # what the fixture seeds, every node
 
 
-def test_precompiled_for_the_target_branch_passes_and_another_branch_asks_to_confirm(
+def test_precompiled_of_another_branch_running_is_no_pass_without_the_registry(
         prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
+    """Preflight given no registry to ask (tests/checks/test_precompiled_registry.py asks one) cannot tell."""
     _kernel_of_t4(prod)
     _precompiled(prod, f"570-{KERNEL}-ubuntu22.04")  # what runs now: the previous branch
     found = _only(kube, prod_spec, "kernel-precompiled", "gput4")
     assert found.status == Status.WARN
-    assert f"the target branch 580 needs nvcr.io/nvidia/driver:580-{KERNEL}-ubuntu22.04" in found.message
+    assert f"kernel {KERNEL}: nvcr.io/nvidia/driver:580-{KERNEL}-ubuntu22.04: the registry was not asked" in found.message
 
 
 def test_precompiled_of_the_target_branch_running_passes(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
     _precompiled(prod, f"580-{KERNEL}-ubuntu22.04")
     found = _only(kube, prod_spec, "kernel-precompiled", "gput4")
-    assert found.status == Status.PASS and f"580-{KERNEL}-ubuntu22.04" in found.message
-
-
-def test_precompiled_without_any_image_for_the_kernel_fails(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
-    _precompiled(prod, None)
-    found = _only(kube, prod_spec, "kernel-precompiled", "gput4")
-    assert found.status == Status.FAIL and f"needs nvcr.io/nvidia/driver:580-{KERNEL}-ubuntu22.04" in found.message
+    assert found.status == Status.PASS and f"580-{KERNEL}-ubuntu22.04 (running)" in found.message
 
 
 def test_building_needs_headers_shown_by_a_driver_pod_that_built(prod: FakeKube, kube: k.Kube,
@@ -120,25 +115,47 @@ def test_the_os_part_of_a_driver_tag() -> None:
 
 
 def _exporter(fake: FakeKube, tag: str) -> None:
-    labels_ = {"app": "nvidia-dcgm-exporter"}
-    fake.add({"kind": "DaemonSet", "metadata": {"name": "nvidia-dcgm-exporter", "namespace": "gpu-operator",
-                                               "labels": labels_},
-              "spec": {"selector": {"matchLabels": labels_}, "template": {"metadata": {"labels": labels_}, "spec": {
-                  "containers": [{"name": "exporter", "image": f"nvcr.io/nvidia/k8s/dcgm-exporter:{tag}"}]}}}})
+    """The operator's DCGM Exporter (the fake prod cluster runs the declared one) moved to ``tag``."""
+    fake.update("daemonsets", "nvidia-dcgm-exporter", {"spec": {"template": {"spec": {"containers": [
+        {"name": "exporter", "image": f"nvcr.io/nvidia/k8s/dcgm-exporter:{tag}"}]}}}}, "gpu-operator")
+
+
+def _declaring(spec: FleetSpec, tag: str | None) -> FleetSpec:
+    return spec.model_copy(update={"gpuOperator": spec.gpuOperator.model_copy(update={"dcgmExporterVersion": tag})})
 
 
 def test_the_dcgm_exporter_is_judged_against_the_target_branch(prod: FakeKube, kube: k.Kube,
                                                                prod_spec: FleetSpec) -> None:
     image = "nvcr.io/nvidia/k8s/dcgm-exporter:4.6.0-4.8.3-distroless"
     _exporter(prod, "4.6.0-4.8.3-distroless")
-    found = _only(kube, prod_spec, "dcgm-exporter", image)
+    found = _only(kube, _declaring(prod_spec, "4.6.0-4.8.3-distroless"), "dcgm-exporter", image)
     assert found.status == Status.PASS and "at least 4.3.1, which GPU Operator 25.3.3 ships with R580" in found.message
 
 
+def test_a_running_dcgm_exporter_other_than_the_declared_one_fails(prod: FakeKube, kube: k.Kube,
+                                                                    prod_spec: FleetSpec) -> None:
+    """The pack judged the declared exporter: one that differs on the cluster is a failure naming both tags."""
+    _exporter(prod, "4.6.0-4.8.3-distroless")
+    found = _only(kube, _declaring(prod_spec, "4.4.1-4.6.0-ubuntu22.04"), "dcgm-exporter",
+                  "nvcr.io/nvidia/k8s/dcgm-exporter:4.6.0-4.8.3-distroless")
+    assert found.status == Status.FAIL
+    assert "'4.6.0-4.8.3-distroless'" in found.message and "gpuOperator.dcgmExporterVersion '4.4.1-4.6.0-ubuntu22.04'" \
+        in found.message
+
+
+def test_a_declared_dcgm_exporter_that_does_not_run_warns(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
+    prod.remove("daemonsets", "nvidia-dcgm-exporter", "gpu-operator")
+    (found,) = [r for r in run_preflight(kube, _declaring(prod_spec, "4.4.1-4.6.0-ubuntu22.04"))
+                if r.id == "dcgm-exporter"]
+    assert found.status == Status.WARN and "none runs on the cluster" in found.message
+
+
 def test_an_old_or_unreadable_dcgm_exporter_warns(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
+    prod_spec = _declaring(prod_spec, None)
     _exporter(prod, "4.2.3-4.1.3-ubuntu22.04")
     found = _only(kube, prod_spec, "dcgm-exporter", "nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3-4.1.3-ubuntu22.04")
     assert found.status == Status.WARN and "older than any DCGM a GPU Operator release listing R580 ships" in found.message
+    assert "declares no gpuOperator.dcgmExporterVersion" in found.message
     prod.update("daemonsets", "nvidia-dcgm-exporter", {"spec": {"template": {"spec": {"containers": [
         {"name": "exporter", "image": "nvcr.io/nvidia/k8s/dcgm-exporter:latest"}]}}}}, "gpu-operator")
     found = _only(kube, prod_spec, "dcgm-exporter", "nvcr.io/nvidia/k8s/dcgm-exporter:latest")

@@ -23,6 +23,7 @@ from rollout.documents import dumps
 from rollout.schemas import CheckResult, PreflightDocument
 from tests.conftest import PROJECT_DIR, edited
 from tests.fakekube.fixtures import gpu_node, pod, pods_of, seed, set_pod_ready
+from tests import arm_server
 from tests.fakekube.server import FakeKube
 
 A100 = "aks-gpua100-12345678-vmss000000"
@@ -39,6 +40,7 @@ PREFLIGHT = {
     "driver-versions": "Who owns the driver",
     "running-today": "Who owns the driver",
     "node-image": "Who owns the driver",
+    "node-os-channel": "Who owns the driver",
     "gpu-supported-by-driver": "1. Compatibility checks",
     "serving-images-cuda": "1. Compatibility checks",
     "operator-supports-driver": "1. Compatibility checks",
@@ -62,8 +64,11 @@ def by_id(results: list, check_id: str) -> set[Status]:
     return {r.status for r in results if r.id == check_id}
 
 
-def test_steady_state_passes_every_id_and_never_writes(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
-    results = run_preflight(kube, prod_spec, read_attested(PROJECT_DIR, prod_spec))
+def test_steady_state_passes_every_id_and_never_writes(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec,
+                                                       tmp_path: Path) -> None:
+    with arm_server.serve(tmp_path, "None") as arm:  # the cluster's node OS upgrade channel, read from ARM
+        results = run_preflight(kube, prod_spec, read_attested(PROJECT_DIR, prod_spec),
+                                management=arm_server.reader(arm))
     assert {r.id for r in results} == set(PREFLIGHT)
     bad = [r for r in results if r.status != Status.PASS]
     assert bad == []
@@ -119,8 +124,9 @@ BREAKS: dict[str, tuple[Callable[[FakeKube], None], Status]] = {
         "containers": [{"name": "gpu-operator", "image": "nvcr.io/nvidia/gpu-operator:v24.9.2"}]}}}},
         "gpu-operator"), Status.FAIL),
     # NVIDIADriver mode: each CR's own usePrecompiled decides for the pools it selects.
+    # Precompiled with no registry to ask: no pass (tests/checks/test_precompiled_registry.py asks one).
     "kernel-precompiled": (lambda f: f.update("nvidiadrivers", "gpu-gpua100", {"spec": {"usePrecompiled": True}}),
-                           Status.FAIL),
+                           Status.WARN),
     # A MIG layout in use (mig-manager applied one); the strategy label alone is on every node anyway.
     "mig-timeslicing": (lambda f: f.update("nodes", A100, {"metadata": {"labels": {"nvidia.com/mig.config":
                                                                                      "all-1g.10gb"}}}), Status.WARN),
@@ -132,8 +138,9 @@ BREAKS: dict[str, tuple[Callable[[FakeKube], None], Status]] = {
                                             "inference"), Status.FAIL),
     "readiness-probe": (_no_probe, Status.FAIL),
     "weights-cache": (_no_cache, Status.WARN),
-    # Issue 23: a DCGM Exporter older than any operator release listing R580 ships (24.9's, DCGM 3.3.9).
-    "dcgm-exporter": (lambda f: f.add(_dcgm_exporter("3.3.9-3.6.1-ubuntu22.04")), Status.WARN),
+    # Issue 36: a DCGM Exporter other than the one the stack declares (24.9's, DCGM 3.3.9, older than R580 needs).
+    "dcgm-exporter": (lambda f: f.update("daemonsets", "nvidia-dcgm-exporter",
+                                         _dcgm_exporter("3.3.9-3.6.1-ubuntu22.04"), "gpu-operator"), Status.FAIL),
 }
 
 
@@ -389,7 +396,8 @@ def test_fabric_manager_reads_nvswitch_from_the_nodes(prod: FakeKube, kube: k.Ku
 def test_precompiled_follows_each_nvidia_driver(prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
     prod.update("nvidiadrivers", "gpu-gput4", {"spec": {"usePrecompiled": True}})
     statuses = {r.subject: r.status for r in run_preflight(kube, prod_spec) if r.id == "kernel-precompiled"}
-    assert statuses == {"gput4": Status.FAIL, "gpua100": Status.PASS, "gpuh100": Status.PASS}
+    # gput4 precompiled, its image not confirmed (no registry asked here); the others build the driver.
+    assert statuses == {"gput4": Status.WARN, "gpua100": Status.PASS, "gpuh100": Status.PASS}
 
 
 def _gpu_deployment(fake: FakeKube, name: str, namespace: str, node: str) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import ipaddress
 import hmac
 import ssl
 import threading
@@ -22,10 +21,6 @@ from typing import Any, NamedTuple
 import pytest
 from azure.core.credentials import AccessToken
 from azure.identity import EnvironmentCredential
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from kubernetes import client as k8s_client
 
 from checks import kube as k
@@ -34,6 +29,7 @@ from cloud_credentials.credentials import AZURE_MONITOR_SCOPE, AwsKeys, AwsSigV4
 from fleetspec.observability import PrometheusAuth, PrometheusSettings, PrometheusUrl, prometheus_access
 from tests.checks.verify_world import ProxyKube
 from tests.prometheus.server import MISSING, History, binary, start
+from tests.private_ca import private_ca
 
 pytestmark = pytest.mark.skipif(binary("prometheus") is None or binary("promtool") is None, reason=MISSING)
 
@@ -300,39 +296,8 @@ def test_a_tenant_goes_as_x_scope_orgid(prometheus: str) -> None:
     assert "HTTP 401" in str(refused.value)
 
 
-def _private_ca(directory: Path) -> tuple[Path, ssl.SSLContext]:
-    """A CA of the test's own and a server certificate for 127.0.0.1 it signs: (the CA bundle, the server's TLS)."""
-    now = dt.datetime.now(dt.UTC)
-    ca_key, server_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "prometheus test CA")])
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-          .serial_number(1).not_valid_before(now - dt.timedelta(hours=1)).not_valid_after(now + dt.timedelta(days=1))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                       content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                       key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
-          .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-          .sign(ca_key, hashes.SHA256()))
-    server = (x509.CertificateBuilder()
-              .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-              .issuer_name(ca_name).public_key(server_key.public_key()).serial_number(2)
-              .not_valid_before(now - dt.timedelta(hours=1)).not_valid_after(now + dt.timedelta(days=1))
-              .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                             critical=False)
-              .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-              .sign(ca_key, hashes.SHA256()))
-    bundle, chain, key = directory / "ca.pem", directory / "server.pem", directory / "server.key"
-    bundle.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    chain.write_bytes(server.public_bytes(serialization.Encoding.PEM))
-    key.write_bytes(server_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                             serialization.NoEncryption()))
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(chain, key)
-    return bundle, context
-
-
 def test_a_private_ca_bundle_is_trusted_only_where_named(prometheus: str, tmp_path: Path) -> None:
-    bundle, tls = _private_ca(tmp_path)
+    bundle, tls = private_ca(tmp_path)
     for front in _serve(prometheus, _bearer("tls-token"), tls):
         auth = PrometheusAuth(type="bearer-env", env="TLS_TOKEN")
         trusted = connect(PrometheusUrl(front.url, auth, ca_file=str(bundle)), _kube())

@@ -277,12 +277,13 @@ def build(fake: ProxyKube, directory: Path, now: float | None = None, *, stack_f
     prod = promoted_from(stack_file.stem.removeprefix("Pulumi."))
     old_nodes, old_pods = _old_driver_pods(fake, spec, prod, now, like_for_like)
     world = World(fake, spec, stack_file, now, finished, pool_of, canary_pods, old_nodes, old_pods)
+    exporter = spec.gpuOperator.dcgmExporterVersion or "4.2.3-4.1.3"  # the one the stack declares, where it does
     for index, node in enumerate(sorted(n["metadata"]["name"] for n in fake.objects("nodes")
                                         if n["metadata"]["labels"].get("nvidia.com/gpu.present") == "true")):
         ip = f"10.244.{index // 250}.{index % 250 + 2}"
         fake.add(pod(f"nvidia-dcgm-exporter-{index:05d}", spec.gpuOperator.namespace, node,
                      {"app": "nvidia-dcgm-exporter"}, [{"name": "nvidia-dcgm-exporter",
-                                                         "image": "nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3-4.1.3"}],
+                                                         "image": f"nvcr.io/nvidia/k8s/dcgm-exporter:{exporter}"}],
                      owner=("DaemonSet", "nvidia-dcgm-exporter")) | {"status": {
                          "phase": "Running", "podIP": ip, "conditions": [{"type": "Ready", "status": "True"}]}})
         world.exporter_ip[node] = ip

@@ -61,7 +61,7 @@ def cloud_pools(spec: FleetSpec) -> dict[str, tuple[NodePool, Any]]:
 def expected_drivers(spec: FleetSpec) -> dict[str, rf.OperatorDriverFacts]:
     op, operator = spec.gpuOperator, spec.driver.owner == DriverOwner.OPERATOR
     selectors = tuple(op.batchJobSelectors)
-    notes = rf.DriverNotes(spec.stage, op.chartVersion, spec.driver.version, None, selectors)
+    notes = rf.DriverNotes(spec.stage, op.chartVersion, spec.driver.version, None, selectors, op.dcgmExporterVersion)
     cluster_wide = {
         "enabled": operator, "version": spec.driver.version if operator else None,
         "precompiled": op.usePrecompiled if operator else False, "selector": None, "default": False,
@@ -73,7 +73,8 @@ def expected_drivers(spec: FleetSpec) -> dict[str, rf.OperatorDriverFacts]:
     if op.clusterPolicy == ClusterPolicyMode.PATCH:
         out[manifests.CLUSTER_POLICY_NAME] = rf.OperatorDriverFacts(rf.CLUSTER_POLICY_PATCH, **cluster_wide, notes=notes)
     elif op.clusterPolicy == ClusterPolicyMode.HELM:  # a Release carries no metadata: no annotations
-        out["gpu-operator"] = rf.OperatorDriverFacts(rf.HELM_RELEASE, **cluster_wide, notes=rf.DriverNotes(None, None, None))
+        out["gpu-operator"] = rf.OperatorDriverFacts(rf.HELM_RELEASE, **cluster_wide, notes=rf.DriverNotes(
+            None, None, None, dcgm_exporter=op.dcgmExporterVersion))  # the chart's value, pinned
     if operator and op.useNvidiaDriverCrd:
         for pool in spec.nodePools:
             held = pool.role != "canary" and not pool.rollout.released
@@ -81,7 +82,8 @@ def expected_drivers(spec: FleetSpec) -> dict[str, rf.OperatorDriverFacts]:
                 rf.NVIDIA_DRIVER, True, spec.pool_target(pool).driver, op.usePrecompiled,
                 dict(pool.existing.nodeSelector) if pool.existing is not None else {labels.POOL: pool.name},
                 False, False, spec.upgrade_policy(pool).as_crd() if op.per_driver_upgrade_policy else None,
-                op.chartVersion, pool.role, rf.DriverNotes(spec.stage, op.chartVersion, spec.driver.version, held, selectors),
+                op.chartVersion, pool.role, rf.DriverNotes(spec.stage, op.chartVersion, spec.driver.version, held, selectors,
+                                            op.dcgmExporterVersion),
             )
     return out
 

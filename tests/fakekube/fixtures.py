@@ -302,6 +302,14 @@ def seed(fake: FakeKube, spec: FleetSpec, *, filler_pods_per_node: int = 0) -> d
                        "dcgmExporter": {"enabled": True}, "gfd": {"enabled": True},
                        "nodeStatusExporter": {"enabled": False}},
               "status": {"state": "ready", "namespace": op.namespace}})
+    if op.dcgmExporterVersion is not None:  # the operator runs the DCGM Exporter the stack declares
+        exporter_labels = {"app": "nvidia-dcgm-exporter"}
+        fake.add({"kind": "DaemonSet", "metadata": {"name": "nvidia-dcgm-exporter", "namespace": op.namespace,
+                                                   "labels": exporter_labels},
+                  "spec": {"selector": {"matchLabels": exporter_labels}, "template": {
+                      "metadata": {"labels": exporter_labels}, "spec": {"containers": [
+                          {"name": "nvidia-dcgm-exporter",
+                           "image": f"nvcr.io/nvidia/k8s/dcgm-exporter:{op.dcgmExporterVersion}"}]}}}})
 
     for pool in spec.nodePools:
         ds_name = "nvidia-driver-daemonset"

@@ -56,6 +56,7 @@ KINDS: dict[str, tuple[str, str, bool, str]] = {
     "nvidiadrivers": ("nvidia.com", "v1alpha1", False, "NVIDIADriver"),
     "leases": ("coordination.k8s.io", "v1", True, "Lease"),
     "namespaces": ("", "v1", False, "Namespace"),  # only kube-system, whose uid names the cluster
+    "secrets": ("", "v1", True, "Secret"),  # only the GPU Operator's image pull secrets
 }
 WRITE_VERBS = ("create", "update", "patch", "delete")
 BUILTIN = {plural for plural, (group, *_rest) in KINDS.items() if group in ("", "apps", "policy")}

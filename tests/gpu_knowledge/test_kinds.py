@@ -25,8 +25,8 @@ MONITORING_CRDS = PROJECT_DIR / "tests" / "data" / "monitoring-crds"  # PROVENAN
 
 def test_every_kind_is_listed_once() -> None:
     # Lease: the fleet train's lock (checks/lease.py); Role, RoleBinding, events.k8s.io Event, ServiceMonitor and
-    # PrometheusRule: the in-cluster guard's (components/guard.py).
-    assert len(ALL) == 23
+    # PrometheusRule: the in-cluster guard's (components/guard.py); Secret: the operator's image pull secrets.
+    assert len(ALL) == 24
     assert len({(k.group, k.kind) for k in ALL}) == len(ALL)
     assert len({(k.group, k.plural) for k in ALL}) == len(ALL)
 
@@ -128,6 +128,8 @@ def test_no_product_module_spells_a_kind_s_group_version_or_plural() -> None:
     assert len(files) > 50 and PROJECT_DIR / "checks" / "kube.py" in files
     stray = [hit for f in files for hit in stray_kind_spellings(f.read_text(encoding="utf-8"),
                                                                  f.relative_to(PROJECT_DIR).as_posix())]
+    # GitHub's REST API, not Kubernetes, names a repository's Actions secrets "secrets" (the doctor reads them).
+    stray = [hit for hit in stray if not (hit.startswith("rollout/github_doctor.py:") and hit.endswith(" 'secrets'"))]
     assert stray == [], f"use gpu_knowledge.kinds: {stray}"
 
 

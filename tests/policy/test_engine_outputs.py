@@ -445,6 +445,12 @@ OUTPUT_VARIANTS: dict[str, tuple[str, list[tuple[str, str | None, Callable[[dict
             image="ghcr.io/example-org/gpu-driver-upgrade:v1.4.0"))],
         "guard-image-digest", "guard image 'ghcr.io/example-org/gpu-driver-upgrade:v1.4.0' carries no digest",
     ),
+    # Issue 36: the DCGM Exporter the driver objects state, as the API server returns them, older than R580 needs.
+    "driver-objects-stating-an-old-dcgm-exporter": (
+        "prod", [_label(t, None, labels.ANNOTATION_DCGM_EXPORTER, "3.3.7-3.5.0-ubuntu22.04", "metadata.annotations")
+                 for t in (rf.CLUSTER_POLICY_PATCH, rf.NVIDIA_DRIVER)],
+        "dcgm-exporter-supports-driver", "DCGM 3.3.7 is older than any DCGM",
+    ),
     "identity-record-without-a-window": (
         "prod", [(rf.CONFIG_MAP, "gpu-driver-upgrade-prod", lambda p: p["data"].pop("maintenanceWindow"))],
         "maintenance-window", "prod declares no maintenance window",

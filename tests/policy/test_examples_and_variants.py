@@ -169,7 +169,9 @@ def test_a_rollback_plan_passes_against_the_deployment_it_rolls_back(tmp_path, r
 # either (the example canary runs and attested 580.173.02), so the prod gate refuses it too. One cluster-wide driver
 # (no NVIDIADrivers) gives the held pools the target driver, not the one the stack declares they run today
 # (promotion.runningToday): on the first deployment that is a promotion of the held H100 pool (issue 30).
-COMPANIONS = {"model-redundancy": {"pdb-allows-drain"}, "operator-supports-driver": {PROD_GATE},
+# R590 needs a newer DCGM Exporter than prod declares (4.4.1): the driver change breaks that rule too.
+COMPANIONS = {"model-redundancy": {"pdb-allows-drain"},
+              "operator-supports-driver": {PROD_GATE, "dcgm-exporter-supports-driver"},
               "held-pool-pinned": {PROD_GATE}, "wait-for-batch-jobs": {PROD_GATE}}
 
 

@@ -37,6 +37,7 @@ STACK_RULES = {
     "waves-in-order", "old-generation-kept", "validation-job-required", "soak-floor", "maintenance-window",  # issue 23
     "pool-hardware-matches-size",  # issue 30
     "guard-image-digest",  # issue 35
+    "dcgm-exporter-supports-driver",  # issue 36
 }
 
 

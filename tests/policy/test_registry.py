@@ -27,6 +27,7 @@ ISSUE_IDS = {
     "waves-in-order", "old-generation-kept", "validation-job-required", "soak-floor", "maintenance-window",
     "pool-hardware-matches-size",  # issue 30: a pool's declared hardware against its VM size or instance type
     "guard-image-digest",  # issue 35: prod's in-cluster guard runs an image pinned by digest
+    "dcgm-exporter-supports-driver",  # issue 36: the stack declares the exporter it runs, not older than the branch
 }
 
 

@@ -86,6 +86,12 @@ VARIANTS: dict[str, tuple[str, Callable[[], dict[str, str]], str]] = {
     "operator-supports-driver": (
         "prod", lambda: change(stack_config("prod"), "driver", lambda d: d.update(version="590.48.01")), "mandatory",
     ),
+    "dcgm-exporter-supports-driver": (
+        # The DCGM Exporter GPU Operator 24.6 ships: DCGM 3.3.7, older than any release listing R580 ships.
+        "prod", lambda: change(stack_config("prod"), "gpuOperator",
+                               lambda op: op.update(dcgmExporterVersion="3.3.7-3.5.0-ubuntu22.04")),
+        "mandatory",
+    ),
     "fabric-manager-matches": (
         "prod", lambda: change(stack_config("prod"), "nodePools", pool("gpuh100", fabricManager="host")), "mandatory",
     ),
