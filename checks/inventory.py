@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from checks import kube as k
 from checks.attested import AttestedDrivers
+from checks.quota import SurgeQuota
 from checks.identity import read_records
 from checks.objects import (
     Obj,
@@ -68,6 +69,7 @@ class Inventory:
     nvidia_drivers: list[Obj] | None
     identity_records: list[Obj] = field(default_factory=list)
     attested: AttestedDrivers = field(default_factory=AttestedDrivers)  # the canary's, of the promoted drivers
+    surge_quota: SurgeQuota | None = None  # the region's quota against surge (checks.quota); None: not read
     membership: dict[str, Membership] = field(default_factory=dict, init=False)
     _pods_by_node: dict[str, list[Obj]] = field(default_factory=dict, init=False)
 

@@ -15,6 +15,7 @@ from checks.catalogue import CATALOGUE
 from checks.identity import identify_cluster, refuse_if_refuted
 from checks.inventory import Inventory, read_inventory
 from checks.metadata import Section
+from checks.quota import CloudQuotas, read_surge_quota
 from checks.results import CheckResult
 from fleetspec.model import FleetSpec
 
@@ -35,10 +36,13 @@ def section_of(result: CheckResult) -> Section:
     return CATALOGUE.section_of(result.id)
 
 
-def run_preflight(kube: k.Kube, spec: FleetSpec, attested: AttestedDrivers | None = None) -> list[CheckResult]:
+def run_preflight(kube: k.Kube, spec: FleetSpec, attested: AttestedDrivers | None = None,
+                  quotas: CloudQuotas | None = None) -> list[CheckResult]:
     """Read the cluster once, refuse another cluster, and run every check (``attested``: the canary's attestations
-    of the promoted drivers, :func:`checks.attested.read_attested`); ClusterError propagates (no partial report),
-    WrongClusterError included."""
+    of the promoted drivers, :func:`checks.attested.read_attested`; ``quotas``: the cloud's quota reader, for
+    surge-quota, :func:`checks.quota.reader_for`); ClusterError propagates (no partial report), WrongClusterError
+    included."""
     inventory = read_inventory(kube, spec, attested)
     refuse_if_refuted(kube, identify_cluster(spec, inventory.identity_records, inventory.nodes))
+    inventory.surge_quota = read_surge_quota(spec, inventory.pool_nodes, quotas)
     return evaluate(inventory)

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from checks import kube as k
-from checks import preflight
+from checks import preflight, quota
 from checks.attested import read_attested
 from checks.results import CheckResult, Status, any_failed
 from rollout import documents, schemas
@@ -35,7 +35,8 @@ def render_table(stack: str, results: list[CheckResult], console: Console) -> No
 
 def execute(stack: str, spec: FleetSpec, kube: k.Kube, as_json: bool, project_dir: Path) -> Exit:
     # The canary's attestations of the drivers prod moves to, from the project: attested-kernel compares them.
-    results = preflight.run_preflight(kube, spec, read_attested(project_dir, spec))
+    # The cloud's quota against surge is read with the stack's cloud identity (surge-quota; not read: a warning).
+    results = preflight.run_preflight(kube, spec, read_attested(project_dir, spec), quota.reader_for(spec))
     if as_json:
         documents.write(schemas.PreflightDocument(stack=stack, checks=[schemas.CheckResult.of(r) for r in results]))
     else:
