@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from checks import fleet as live
+from checks import quota
 from checks.attested import read_attested
 from checks import kube as k
 from checks.errors import ClusterError
@@ -889,7 +890,8 @@ def _preflight_holds(project: FleetProject, clusters: Clusters, stack: str) -> s
     evidence is no pass), or None: the live checks gate the train, not only a person who remembers to run them."""
     spec = project.specs[stack]
     try:
-        failed = live.preflight_failures(clusters.connect(stack, spec), spec, read_attested(project.project_dir, spec))
+        failed = live.preflight_failures(clusters.connect(stack, spec), spec, read_attested(project.project_dir, spec),
+                                         quota.reader_for(spec))
     except ClusterError as error:  # another cluster than the stack's, an unusable kubeconfig, an API error
         return f"preflight could not judge its cluster: {error}"
     if failed:

@@ -272,3 +272,9 @@ def test_without_a_reader_the_needed_surge_is_a_warning() -> None:
 def _inventory(spec: FleetSpec, nodes: list[dict[str, Any]]) -> Inventory:
     return Inventory(spec=spec, nodes=nodes, pool_nodes=nodes, gpu_nodes=nodes, pods=[], deployments=[], pdbs=[],
                      operator_daemonsets=[], cluster_policies=None, nvidia_drivers=None)
+
+
+def test_surge_quota_gates_the_fleet_train() -> None:
+    from checks.fleet import GATING_CHECKS
+
+    assert "surge-quota" in GATING_CHECKS  # fleet advance brings no stack up whose surge does not fit
