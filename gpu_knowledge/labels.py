@@ -103,6 +103,7 @@ ANNOTATION_IMAGE = f"{DOMAIN}/image"
 ANNOTATION_POOLS = f"{DOMAIN}/node-pools"
 ANNOTATION_FORWARD_COMPAT = f"{DOMAIN}/cuda-forward-compat"
 ANNOTATION_CHANGE_TICKET = f"{DOMAIN}/change-ticket"
+ANNOTATION_OWNERS = f"{DOMAIN}/owners"  # a model's owners (GitHub @org/team or @user), comma-separated
 ANNOTATION_OPERATOR_VERSION = f"{DOMAIN}/operator-version"  # GPU Operator release the driver runs under
 ANNOTATION_TARGET_DRIVER = f"{DOMAIN}/target-driver"  # the stack's driver.version
 ANNOTATION_HELD = f"{DOMAIN}/held"  # "true" while the pool is held on previousVersion

@@ -281,6 +281,7 @@ def model_facts(spec: FleetSpec, model: Model) -> rf.ModelFacts:
         min_available=model.minAvailable,
         change_ticket=spec.changeTicket,
         batch_selectors=tuple(spec.gpuOperator.batchJobSelectors),
+        owners=tuple(model.owners),
     )
 
 

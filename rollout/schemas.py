@@ -187,6 +187,8 @@ class StackDiff(_Shape):
     risks: list[Risk]
     note: str | None
     basis: list[Source] | None = None
+    owners: list[str] | None = Field(None, description="models[].owners of the models on the pools this change "
+                                     "moves (only where any)")
 
 
 class PackChange(_Shape):
