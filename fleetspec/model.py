@@ -18,6 +18,7 @@ from pydantic import ConfigDict, Field, StrictBool, StrictInt, field_validator, 
 from gpu_knowledge import capacity, compat
 from gpu_knowledge.capacity import percent_of
 from fleetspec import stacks
+from fleetspec.notifications import Notifications
 from fleetspec.base import (
     AKS_POOL,
     DNS_LABEL,
@@ -746,6 +747,8 @@ class FleetSpec(SpecModel):
     simulation: Simulation = Field(
         Simulation(), description="How long the steps of a rollout take, for `gpu-rollout simulate` "
         "(docs/simulate.md).")
+    notifications: Notifications | None = Field(
+        None, description="Who is told when a pool starts, pauses and finishes (docs/runbook.md, model owners).")
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

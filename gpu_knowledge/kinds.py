@@ -30,6 +30,7 @@ NODE = Kind("", "v1", "Node", "nodes", namespaced=False)
 POD = Kind("", "v1", "Pod", "pods", namespaced=True)
 EVENT = Kind("", "v1", "Event", "events", namespaced=True)
 CONFIG_MAP = Kind("", "v1", "ConfigMap", "configmaps", namespaced=True)
+SECRET = Kind("", "v1", "Secret", "secrets", namespaced=True)  # only the webhook's URL (fleetspec/notifications.py)
 NAMESPACE = Kind("", "v1", "Namespace", "namespaces", namespaced=False)
 SERVICE_ACCOUNT = Kind("", "v1", "ServiceAccount", "serviceaccounts", namespaced=True)
 SERVICE = Kind("", "v1", "Service", "services", namespaced=True)  # only its proxy: an in-cluster Prometheus

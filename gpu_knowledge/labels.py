@@ -103,6 +103,8 @@ ANNOTATION_IMAGE = f"{DOMAIN}/image"
 ANNOTATION_POOLS = f"{DOMAIN}/node-pools"
 ANNOTATION_FORWARD_COMPAT = f"{DOMAIN}/cuda-forward-compat"
 ANNOTATION_CHANGE_TICKET = f"{DOMAIN}/change-ticket"
+# On the train's Lease of each cluster: the pool events announced there (announcements/), so each is sent once.
+ANNOTATION_ANNOUNCED = f"{DOMAIN}/announced"
 ANNOTATION_OWNERS = f"{DOMAIN}/owners"  # a model's owners (GitHub @org/team or @user), comma-separated
 ANNOTATION_OPERATOR_VERSION = f"{DOMAIN}/operator-version"  # GPU Operator release the driver runs under
 ANNOTATION_TARGET_DRIVER = f"{DOMAIN}/target-driver"  # the stack's driver.version

@@ -48,6 +48,7 @@ KINDS: dict[str, tuple[str, str, bool, str]] = {
     "pods": ("", "v1", True, "Pod"),
     "events": ("", "v1", True, "Event"),
     "configmaps": ("", "v1", True, "ConfigMap"),
+    "secrets": ("", "v1", True, "Secret"),  # only the webhook's URL (announcements/)
     "deployments": ("apps", "v1", True, "Deployment"),
     "statefulsets": ("apps", "v1", True, "StatefulSet"),
     "daemonsets": ("apps", "v1", True, "DaemonSet"),
@@ -71,6 +72,7 @@ FIELD_SELECTORS: dict[str, set[str]] = {
                          "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
                          "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"},
     "configmaps": set(_COMMON),
+    "secrets": set(_COMMON),
     "deployments": set(_COMMON),
     "statefulsets": set(_COMMON),
     "daemonsets": set(_COMMON),

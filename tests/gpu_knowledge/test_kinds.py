@@ -22,7 +22,7 @@ BUILT_IN = [kind for kind in ALL if kind.group != kinds.NVIDIA_GROUP]
 
 
 def test_every_kind_is_listed_once() -> None:
-    assert len(ALL) == 18  # Lease: the fleet train's lock (checks/lease.py)
+    assert len(ALL) == 19  # Lease: the fleet train's lock (checks/lease.py); Secret: the webhook URL (announcements/)
     assert len({(k.group, k.kind) for k in ALL}) == len(ALL)
     assert len({(k.group, k.plural) for k in ALL}) == len(ALL)
 
@@ -81,10 +81,10 @@ HOME = Path("gpu_knowledge/kinds.py")
 # workload/ is left out: it is shipped to a pod alone and imports nothing of the project (its one API call
 # patches a node). The fake API server in tests/ plays the API server and keeps its own spelling.
 # Spellings that name a kind and nothing else here: an apiVersion with a group, a group that is a domain ("apps"
-# and "policy" are words too), a plural that is no common word ("nodes", "pods", "events", "evictions" also key JSON documents).
+# and "policy" are words too), a plural that is no common word ("nodes", "pods", "events", "evictions", "secrets" also key JSON documents).
 API_VERSIONS = {k.api_version for k in ALL if k.group}
 GROUPS = {k.group for k in ALL if "." in k.group}
-PLURALS = {k.plural for k in ALL} - {"nodes", "pods", "events", "namespaces", "evictions"}
+PLURALS = {k.plural for k in ALL} - {"nodes", "pods", "events", "namespaces", "evictions", "secrets"}
 
 
 def stray_kind_spellings(source: str, module: str) -> list[str]:
