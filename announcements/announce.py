@@ -23,7 +23,7 @@ from checks.errors import ClusterError, NotFoundError
 from checks.lease import TrainLease
 from fleetspec.fleet_file import LEASE_NAME, LEASE_NAMESPACE, Lease
 from fleetspec.model import FleetSpec
-from fleetspec.notifications import WEBHOOK_SECRET_KEY, Webhook
+from fleetspec.notifications import WEBHOOK_NAMESPACE, WEBHOOK_SECRET_KEY, Webhook
 
 Send = Callable[[str, dict[str, Any]], None]
 
@@ -52,9 +52,9 @@ def events_of(spec: FleetSpec, stack: str, kind: EventKind, detail: str, occurre
 
 def webhook_url(kube: k.Kube, webhook: Webhook) -> str:
     """The URL in the Secret the stack names (``notifications.webhook.secret``, key ``url``) in kube-system."""
-    where = f"Secret {LEASE_NAMESPACE}/{webhook.secret}"
+    where = f"Secret {WEBHOOK_NAMESPACE}/{webhook.secret}"
     try:
-        secret = kube.get(k.SECRETS, webhook.secret, LEASE_NAMESPACE)
+        secret = kube.get(k.SECRETS, webhook.secret, WEBHOOK_NAMESPACE)
     except NotFoundError:
         raise ClusterError(f"{where} (notifications.webhook.secret) does not exist: create it with key "
                            f"'{WEBHOOK_SECRET_KEY}' holding the webhook URL") from None

@@ -120,7 +120,7 @@ def test_a_bad_webhook_is_refused_at_its_key() -> None:
     config["gpu-driver-upgrade:notifications"] = json.dumps({"webhook": {"kind": "slack", "secret": "Bad_Name"}})
     with pytest.raises(SpecError, match="notifications.webhook.secret"):
         spec_from_config(config)
-    config["gpu-driver-upgrade:notifications"] = json.dumps({"webhook": {"kind": "slack", "url": "https://x"}})
+    config["gpu-driver-upgrade:notifications"] = json.dumps({"webhook": {"kind": "slack", "url": "hooks.slack.com"}})
     with pytest.raises(SpecError, match="notifications.webhook.url"):
         spec_from_config(config)
 
