@@ -32,7 +32,7 @@ SUPPORTED, END_OF_SUPPORT, UNSUPPORTED, UNKNOWN = "supported", "end of support",
 @dataclass(frozen=True)
 class Pin:
     stack: str
-    component: str  # "driver", "operator chart", "dcgm-exporter", "node image gpuh100 g2", "CUDA of llm-chat"
+    component: str  # "driver", "operator chart", "DCGM Exporter", "node image gpuh100 g2", "CUDA of llm-chat"
     pinned: str
     status: str
     end_of_support: date | None
@@ -66,11 +66,11 @@ def _operator(stack: str, spec: FleetSpec) -> list[Pin]:
                    "in the operator's component matrix; the operator's own end of support is not in the tables")]
     dcgm = currency.shipped_dcgm(chart)
     if dcgm is None:
-        out.append(Pin(stack, "dcgm-exporter", f"the one chart {chart} ships", UNKNOWN, None, None,
+        out.append(Pin(stack, "DCGM Exporter", f"the one chart {chart} ships", UNKNOWN, None, None,
                        "the DCGM the chart ships is not in the table"))
     else:
         answer = compat.dcgm_validated(dcgm, spec.driver.version)
-        out.append(Pin(stack, "dcgm-exporter", f"DCGM {dcgm} (chart {chart})",
+        out.append(Pin(stack, "DCGM Exporter", f"DCGM {dcgm} (chart {chart})",
                        SUPPORTED if answer.yes else UNSUPPORTED if answer.no else UNKNOWN, None,
                        currency.newer_dcgm(dcgm), answer.reason))
     return out

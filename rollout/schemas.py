@@ -554,7 +554,7 @@ class DoctorGithubDocument(Document):
 
 class ReviewPin(_Shape):
     stack: str
-    component: str = Field(description="driver, previous driver (held pools), operator chart, dcgm-exporter, "
+    component: str = Field(description="driver, previous driver (held pools), operator chart, DCGM Exporter, "
                            "driver or node image of <pool> generation <id>, fabric manager of <pool>, CUDA of <model>")
     pinned: str
     status: str = Field(description="supported | end of support | unsupported | unknown (not in the tables)")

@@ -39,10 +39,10 @@ def test_every_stack_lists_its_driver_chart_dcgm_node_images_and_each_models_cud
     assert code == 0 and document["date"] == "2026-12-09" and document["unloadable"] == []
     assert {stack for stack, _ in pins} == set(EXAMPLE_STACKS)
     for stack in EXAMPLE_STACKS:
-        assert {"driver", "operator chart", "dcgm-exporter"} <= {c for s, c in pins if s == stack}
+        assert {"driver", "operator chart", "DCGM Exporter"} <= {c for s, c in pins if s == stack}
     driver = pins[("prod", "driver")]
     assert (driver["pinned"], driver["status"], driver["endOfSupport"]) == ("580.173.02", "supported", "2028-06-30")
-    assert pins[("prod", "dcgm-exporter")]["pinned"] == "DCGM 4.6.0 (chart v26.7.0)"
+    assert pins[("prod", "DCGM Exporter")]["pinned"] == "DCGM 4.6.0 (chart v26.7.0)"
     assert pins[("prod", "CUDA of code-tgi")] | {"why": ""} == {
         "stack": "prod", "component": "CUDA of code-tgi", "pinned": "12.4", "status": "supported",
         "endOfSupport": None, "newer": "12.9", "why": ""}
@@ -64,14 +64,14 @@ def test_an_older_release_names_the_newest_of_its_branch(repo: GitRepo) -> None:
     _, pins, _ = _pins(repo)
     driver, chart = pins[("canary", "driver")], pins[("canary", "operator chart")]
     assert driver["newer"] == "580.173.02" and "GPU Operator v26.3.1 lists 580.159.04" in driver["why"]
-    assert chart["newer"] == "v26.3.3" and pins[("canary", "dcgm-exporter")]["newer"] == "4.5.3"
+    assert chart["newer"] == "v26.3.3" and pins[("canary", "DCGM Exporter")]["newer"] == "4.5.3"
 
 
 def test_a_chart_the_tables_do_not_know_is_unknown_not_supported(repo: GitRepo) -> None:
     repo.edit("canary", "gpuOperator", lambda o: o.update(chartVersion="v27.1.0"))
     _, pins, _ = _pins(repo)
     assert pins[("canary", "operator chart")]["status"] == "unknown"
-    assert pins[("canary", "dcgm-exporter")]["status"] == "unknown"
+    assert pins[("canary", "DCGM Exporter")]["status"] == "unknown"
 
 
 def test_a_stack_file_that_does_not_load_is_named_and_fails(repo: GitRepo) -> None:
