@@ -112,8 +112,8 @@ def check_surge_quota(inv: Inventory) -> list[Finding]:
     not read is a warning that says why, never a pass."""
     found = inv.surge_quota or quota.read_surge_quota(inv.spec, inv.pool_nodes, None)
     if not found.needs and found.not_read is None:
-        return [passed("cluster", "no pool relies on surge: no new generation's nodes arrive beside the old ones "
-                       "(operator-owned pools upgrade in place)")]
+        return [passed("cluster", "no pool relies on surge: no new generation's nodes arrive beside the old ones, and "
+                       "no pool's nodes move to another Kubernetes version (the driver itself upgrades in place)")]
     if found.not_read is not None:
         return [warned("cluster", f"quota not read: {found.not_read}; surge needs: "
                        f"{quota.vcpus_needed(found.needs) or 'unknown'} (optional: docs/runbook.md, quota)")]

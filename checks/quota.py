@@ -1,8 +1,10 @@
 """The region's GPU quota against what surge needs (runbook section 2: "check quota before you rely on surge").
 
 Where a pool relies on surge (:func:`surge_needs`: an image-owned pool whose newest generation is a cloud pool
-that does not run all its nodes yet: its nodes arrive beside the old generation's), the nodes that arrive must fit
-in the region's quota, or the cloud refuses them and the upgrade stalls mid-pool with a node drained. The quota is
+that does not run all its nodes yet, whose nodes arrive beside the old generation's; or a rolling update of the
+pool's cloud pools to the Kubernetes version the stack declares, which AKS surges by ``maxSurge`` and an EKS node
+group launches first), the nodes that arrive must fit in the region's quota, or the cloud refuses them and the
+upgrade stalls mid-pool with a node drained. The quota is
 read with the stack's cloud identity, through :mod:`cloud_credentials`:
 
 - Azure: the VM family of the pool's size (Resource SKUs API) and the usages of the subscription in the location
@@ -34,8 +36,9 @@ from checks.objects import Obj, labels_of, spec_of
 from cloud_credentials.credentials import (AwsKeys, AwsSigV4, AzureToken, Credential, CredentialError,
                                            aws_keys_from_environment)
 from fleetspec.membership import node_membership
-from fleetspec.model import Cloud, DriverOwner, FleetSpec
+from fleetspec.model import Cloud, DriverOwner, FleetSpec, NodePool
 from gpu_knowledge import cloud_gpus, cloud_quotas, labels
+from gpu_knowledge.capacity import node_group_surges
 
 AZURE_MANAGEMENT = "https://management.azure.com"
 AZURE_MANAGEMENT_SCOPE = "https://management.azure.com/.default"
@@ -82,46 +85,102 @@ class Judged:
     message: str
 
 
-def surge_needs(spec: FleetSpec, pool_nodes: Iterable[Obj]) -> tuple[list[SurgeNeed], list[str]]:
-    """Per pool, the nodes this change adds beside the old ones: the newest live generation's nodes the cluster
-    does not run yet, on an image-owned AKS or EKS pool (a Capacity Block's reservation is its own quota). An
-    operator-owned pool upgrades its nodes in place, and an existing cluster's pools are not this stack's to add.
-    Also the pools that surge but whose size is unknown: a launch template's instance type, and no node of the
-    pool states it."""
-    if spec.cluster.cloud == Cloud.EXISTING or spec.driver.owner != DriverOwner.IMAGE:
-        return [], []
-    seen: dict[tuple[str, int | None], int] = {}
-    sizes: dict[str, str] = {}
+@dataclass
+class _Seen:
+    """What the pool nodes say, per pool: nodes per generation, an instance type, zones, Kubernetes versions."""
+
+    nodes: dict[int | None, int] = field(default_factory=dict)
+    size: str | None = None
+    zones: set[str] = field(default_factory=set)
+    kubelets: set[str] = field(default_factory=set)
+
+
+def _seen(spec: FleetSpec, pool_nodes: Iterable[Obj]) -> dict[str, _Seen]:
+    out: dict[str, _Seen] = {}
     for node in pool_nodes:
         membership = node_membership(spec, labels_of(node))
         if membership is None:
             continue
+        seen = out.setdefault(membership.pool.name, _Seen())
         generation = membership.generation.id if membership.generation else None
-        key = (membership.pool.name, generation)
-        seen[key] = seen.get(key, 0) + 1
-        seen_size = labels_of(node).get(labels.INSTANCE_TYPE)
-        if seen_size:
-            sizes.setdefault(membership.pool.name, seen_size)
+        seen.nodes[generation] = seen.nodes.get(generation, 0) + 1
+        node_labels = labels_of(node)
+        seen.size = seen.size or node_labels.get(labels.INSTANCE_TYPE)
+        if node_labels.get(labels.TOPOLOGY_ZONE):
+            seen.zones.add(node_labels[labels.TOPOLOGY_ZONE])
+        kubelet = str(((node.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion") or "")
+        if kubelet:
+            seen.kubelets.add(kubelet.removeprefix("v").split("-", 1)[0].split("+", 1)[0])
+    return out
+
+
+def _other_kubernetes(declared: str | None, kubelets: set[str]) -> str | None:
+    """A Kubernetes version the pool's nodes run other than ``declared`` (1.33 matches 1.33.5), or None."""
+    if declared is None:
+        return None
+    want = declared.split(".")
+    return next((k for k in sorted(kubelets) if k.split(".")[: len(want)] != want), None)
+
+
+def _rolling_surge(spec: FleetSpec, pool: NodePool, seen: _Seen) -> tuple[int, str] | None:
+    """The nodes a rolling update of the pool's cloud pools adds at once, where this change moves the pools'
+    Kubernetes version (AKS: ``maxSurge`` of each agent pool; EKS: an update that launches first adds the larger of
+    twice its zones and ``maxUnavailable``, on node groups of an EKS AMI, the only ones given a version)."""
+    cloud_pools = [pool.generation_nodes(g) for g in pool.live_generations] or [pool.nodeCount]
+    if pool.aks is not None and spec.cluster.aks is not None:
+        other = _other_kubernetes(spec.cluster.aks.kubernetesVersion, seen.kubelets)
+        if other is None:
+            return None
+        surge = sum(cloud_quotas.aks_surge_nodes(pool.aks.maxSurge, n) for n in cloud_pools)
+        return surge, (f"Kubernetes {other} -> {spec.cluster.aks.kubernetesVersion}: AKS surges maxSurge "
+                       f"{pool.aks.maxSurge} per agent pool")
+    if pool.eks is not None and spec.cluster.eks is not None and pool.eks.launchTemplate is None:
+        other = _other_kubernetes(spec.cluster.eks.kubernetesVersion, seen.kubelets)
+        if other is None or not node_group_surges(pool.eks.updateStrategy, pool.eks.capacityType):
+            return None
+        each = max(2 * max(len(seen.zones), 1), pool.eks.maxUnavailable)
+        return each * len(cloud_pools), (f"Kubernetes {other} -> {spec.cluster.eks.kubernetesVersion}: the node "
+                                         f"group update launches {each} nodes before old ones leave")
+    return None
+
+
+def surge_needs(spec: FleetSpec, pool_nodes: Iterable[Obj]) -> tuple[list[SurgeNeed], list[str]]:
+    """Per pool, the nodes this change adds beside the old ones: an image-owned pool's newest live generation's
+    nodes the cluster does not run yet (a Capacity Block's reservation is its own quota), and a rolling update's
+    surge where the change moves the pools' Kubernetes version (:func:`_rolling_surge`). An existing cluster's pools
+    are not this stack's to add. Also the pools that surge but whose size is unknown: a launch template's instance
+    type, and no node of the pool states it."""
+    if spec.cluster.cloud == Cloud.EXISTING:
+        return [], []
+    seen = _seen(spec, pool_nodes)
     needs, untyped = [], []
     for pool in spec.nodePools:
-        newest = pool.newest_generation
-        if newest is None or (pool.eks is not None and pool.eks.capacityType == "CAPACITY_BLOCK"):
+        found = seen.get(pool.name, _Seen())
+        if pool.eks is not None and pool.eks.capacityType == "CAPACITY_BLOCK":
             continue
-        declared = pool.generation_nodes(newest)
-        missing = declared - seen.get((pool.name, newest.id), 0)
-        if missing <= 0:
+        added: list[tuple[int, str]] = []
+        newest = pool.newest_generation
+        if spec.driver.owner == DriverOwner.IMAGE and newest is not None:
+            declared = pool.generation_nodes(newest)
+            missing = declared - found.nodes.get(newest.id, 0)
+            if missing > 0:
+                added.append((missing, f"generation {newest.id} ({missing} of its {declared} nodes not up yet) "
+                                       "beside the old generation"))
+        rolling = _rolling_surge(spec, pool, found)
+        if rolling is not None:
+            added.append(rolling)
+        if not added:
             continue
         if pool.aks is not None:
             size: str | None = pool.aks.vmSize
         else:
-            assert pool.eks is not None  # an image-owned pool on AKS or EKS
-            size = pool.eks.instanceTypes[0] if pool.eks.instanceTypes else sizes.get(pool.name)
+            assert pool.eks is not None  # a pool on AKS or EKS
+            size = pool.eks.instanceTypes[0] if pool.eks.instanceTypes else found.size
         if size is None:
             untyped.append(pool.name)
             continue
-        needs.append(SurgeNeed(pool.name, size, missing, pool.eks is not None and pool.eks.capacityType == "SPOT",
-                               f"generation {newest.id} ({missing} of its {declared} nodes not up yet) beside the "
-                               "old generation"))
+        spot = pool.eks is not None and pool.eks.capacityType == "SPOT"
+        needs += [SurgeNeed(pool.name, size, nodes, spot, why) for nodes, why in added]
     return needs, untyped
 
 

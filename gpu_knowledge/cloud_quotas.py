@@ -1,5 +1,5 @@
 """Which cloud quota a GPU node counts against, in vCPUs: the EC2 Service Quotas codes of the P and G instance
-classes, and Azure's regional vCPU quota. Pure data; no I/O.
+classes, Azure's regional vCPU quota, and the nodes an AKS ``maxSurge`` adds. Pure data; no I/O.
 
 EC2 counts running On-Demand instances, and Spot requests, per instance class in vCPUs (the Service Quotas
 console's "Running On-Demand P instances", code ``L-417A185B``, and its siblings); Azure counts vCPUs per VM
@@ -11,6 +11,7 @@ quotas" (https://learn.microsoft.com/azure/virtual-machines/quotas).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 EC2_SERVICE_CODE = "ec2"
@@ -46,4 +47,14 @@ def ec2_quota(instance_type: str, spot: bool) -> Ec2Quota | None:
     return next((q for q in EC2_QUOTAS if cls in q.prefixes and q.spot == spot), None)
 
 
-__all__ = ["AZURE_REGIONAL_VCPUS", "EC2_QUOTAS", "EC2_SERVICE_CODE", "Ec2Quota", "ec2_quota", "instance_class"]
+def aks_surge_nodes(max_surge: str, nodes: int) -> int:
+    """Nodes AKS adds at once to an agent pool of ``nodes`` for ``maxSurge``: a count, or a percentage of the
+    pool's nodes rounded up; at least one."""
+    text = max_surge.strip()
+    if text.endswith("%"):
+        return max(1, math.ceil(nodes * float(text[:-1]) / 100))
+    return max(1, int(text))
+
+
+__all__ = ["AZURE_REGIONAL_VCPUS", "EC2_QUOTAS", "EC2_SERVICE_CODE", "Ec2Quota", "aks_surge_nodes", "ec2_quota",
+           "instance_class"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 # ---------------------------------------------------------------- Kubernetes
 
 TOPOLOGY_REGION = "topology.kubernetes.io/region"  # the cloud region of a node (EKS: the cluster's region)
+TOPOLOGY_ZONE = "topology.kubernetes.io/zone"  # its availability zone
 # The node's VM size (AKS) or EC2 instance type (EKS), as the cloud provider sets it.
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 

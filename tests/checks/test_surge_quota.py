@@ -278,3 +278,45 @@ def test_surge_quota_gates_the_fleet_train() -> None:
     from checks.fleet import GATING_CHECKS
 
     assert "surge-quota" in GATING_CHECKS  # fleet advance brings no stack up whose surge does not fit
+
+
+# ---------------------------------------------------------------- a rolling update's surge: another Kubernetes version
+
+
+def _kubelet(node: dict[str, Any], version: str, zone: str = "") -> dict[str, Any]:
+    node["status"] = {"nodeInfo": {"kubeletVersion": version}}
+    if zone:
+        node["metadata"]["labels"][labels.TOPOLOGY_ZONE] = zone
+    return node
+
+
+def test_an_aks_kubernetes_upgrade_surges_max_surge_on_every_pool_even_operator_owned() -> None:
+    spec = spec_from_config(stack_config("prod"))  # operator-owned, kubernetesVersion 1.33.5
+    pools = {p.name: p for p in spec.nodePools}
+    nodes = [_kubelet(_node(f"aks-{name}-{i}", {labels.AKS_AGENT_POOL: name}), "v1.32.7")
+             for name in pools for i in range(2)]
+    needs, _ = surge_needs(spec, nodes)
+    assert {n.pool for n in needs} == set(pools)
+    for need in needs:
+        pool = pools[need.pool]
+        assert pool.aks is not None and need.size == pool.aks.vmSize
+        assert need.why.startswith(f"Kubernetes 1.32.7 -> 1.33.5: AKS surges maxSurge {pool.aks.maxSurge}")
+    assert surge_needs(spec, [_kubelet(n, "v1.33.5") for n in nodes]) == ([], [])
+
+
+@pytest.mark.parametrize(("max_surge", "nodes", "added"), [("1", 8, 1), ("3", 8, 3), ("33%", 8, 3), ("10%", 4, 1),
+                                                           ("100%", 4, 4)])
+def test_aks_max_surge_is_a_count_or_a_share_of_the_pool_rounded_up(max_surge: str, nodes: int, added: int) -> None:
+    from gpu_knowledge.cloud_quotas import aks_surge_nodes
+
+    assert aks_surge_nodes(max_surge, nodes) == added
+
+
+def test_an_eks_version_update_launches_twice_the_zones_first_but_not_on_a_capacity_block() -> None:
+    nodes = [_kubelet(n, "v1.32.9-eks-113cf36", zone=f"us-east-1{'abc'[i % 3]}")
+             for i, n in enumerate(_eks_nodes())]
+    needs, _ = surge_needs(_eks(), nodes)
+    rolling = {n.pool: n.nodes for n in needs if n.why.startswith("Kubernetes 1.32.9 -> 1.33")}
+    # Each node group launches 2 x 3 zones at once: gpu-a10g has one live generation, gpu-l40s two (each its own
+    # node group); gpu-h100 is a Capacity Block (its reservation, not a quota).
+    assert rolling == {"gpu-a10g": 6, "gpu-l40s": 12}
