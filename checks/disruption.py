@@ -1,4 +1,4 @@
-"""Capacity and disruption controls (runbook section 2): spare-capacity, model-replicas, model-pdb,
+"""Capacity and disruption controls (runbook section 2): spare-capacity, surge-quota, model-replicas, model-pdb,
 pdb-blocks-drain, readiness-probe, weights-cache, batch-jobs.
 
 Whether every model keeps what its PodDisruptionBudget promises while one node at a time drains, and
@@ -7,6 +7,7 @@ comes back quickly: the arithmetic is :mod:`gpu_knowledge.capacity`, shared with
 
 from __future__ import annotations
 
+from checks import quota
 from checks.inventory import Inventory
 from checks.objects import (
     Obj,
@@ -103,6 +104,20 @@ def check_spare_capacity(inv: Inventory) -> list[Finding]:
                 results.append(warned(pool.name, f"{text}: evicted pods stay Pending until the "
                                       "node returns (PDBs still hold); add a node or surge"))
     return results
+
+
+@check(CheckId.SURGE_QUOTA, CAPACITY)
+def check_surge_quota(inv: Inventory) -> list[Finding]:
+    """Where a pool relies on surge, the region's GPU quota must hold the nodes that arrive (checks.quota); a quota
+    not read is a warning that says why, never a pass."""
+    found = inv.surge_quota or quota.read_surge_quota(inv.spec, inv.pool_nodes, None)
+    if not found.needs and found.not_read is None:
+        return [passed("cluster", "no pool relies on surge: no new generation's nodes arrive beside the old ones, and "
+                       "no pool's nodes move to another Kubernetes version (the driver itself upgrades in place)")]
+    if found.not_read is not None:
+        return [warned("cluster", f"quota not read: {found.not_read}; surge needs: "
+                       f"{quota.vcpus_needed(found.needs) or 'unknown'} (optional: docs/runbook.md, quota)")]
+    return [(passed if j.ok else failed)(j.subject, j.message) for j in found.judged]
 
 
 def _nodes_out(spec: FleetSpec, pool: NodePool, found: dict[str, list[Obj]]) -> tuple[int, str]:

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from checks.quota import CloudQuotas
 from checks import kube as k
 from checks import soak, validation
 from checks.catalogue import CATALOGUE
@@ -137,14 +138,16 @@ def smoke_verify(kube: k.Kube, spec: FleetSpec) -> list[CheckResult]:
 # PDBs govern) stay a person's to weigh with `gpu-rollout preflight`, where a first deployment would fail them.
 GATING_CHECKS = frozenset({CheckId.POOL_HARDWARE, CheckId.RUNNING_TODAY, CheckId.DRIVER_OWNER,
                            CheckId.TWO_DRIVER_OWNERS, CheckId.DRIVER_VERSIONS, CheckId.NODE_IMAGE,
-                           CheckId.ATTESTED_KERNEL})
+                           CheckId.ATTESTED_KERNEL, CheckId.SURGE_QUOTA})
 
 
-def preflight_failures(kube: k.Kube, spec: FleetSpec, attested: AttestedDrivers) -> list[CheckResult]:
+def preflight_failures(kube: k.Kube, spec: FleetSpec, attested: AttestedDrivers,
+                       quotas: CloudQuotas | None = None) -> list[CheckResult]:
     """The failed gating checks of `gpu-rollout preflight` on the stack (``GATING_CHECKS``), with the canary's
-    attestations of its promoted drivers: the train brings no stack up past one. Another cluster than the stack's
-    is refused by the identity check, which raises."""
-    return [r for r in run_preflight(kube, spec, attested) if r.status == Status.FAIL and r.id in GATING_CHECKS]
+    attestations of its promoted drivers and the cloud's quota reader (surge-quota): the train brings no stack up
+    past one. Another cluster than the stack's is refused by the identity check, which raises."""
+    return [r for r in run_preflight(kube, spec, attested, quotas=quotas)
+            if r.status == Status.FAIL and r.id in GATING_CHECKS]
 
 
 def soak_of(kube: k.Kube, spec: FleetSpec) -> soak.SoakFacts:

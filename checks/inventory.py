@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from checks import kube as k
 from checks.attested import AttestedDrivers
+from checks.quota import SurgeQuota
 from checks.identity import read_records
 from checks.node_os_channel import NodeOsChannel
 from checks.registry import RegistryAnswers
@@ -72,6 +73,7 @@ class Inventory:
     attested: AttestedDrivers = field(default_factory=AttestedDrivers)  # the canary's, of the promoted drivers
     registry: RegistryAnswers = field(default_factory=RegistryAnswers)  # precompiled driver images, asked before the checks
     node_os_channel: NodeOsChannel = field(default_factory=NodeOsChannel)  # AKS: read from ARM before the checks
+    surge_quota: SurgeQuota | None = None  # the region's quota against surge (checks.quota); None: not read
     membership: dict[str, Membership] = field(default_factory=dict, init=False)
     _pods_by_node: dict[str, list[Obj]] = field(default_factory=dict, init=False)
 

@@ -115,6 +115,7 @@ CLUSTER_POLICIES = Resource(kinds.CLUSTER_POLICY)
 NVIDIA_DRIVERS = Resource(kinds.NVIDIA_DRIVER)
 CONFIGMAPS = Resource(kinds.CONFIG_MAP)  # only the stack's records in kube-system
 LEASES = Resource(kinds.LEASE)  # only the fleet train's lease (checks/lease.py)
+SECRETS = Resource(kinds.SECRET)  # only the webhook's URL (announcements/)
 NAMESPACES = Resource(kinds.NAMESPACE)  # only kube-system, whose uid verify attests (checks/identity.py)
 SECRETS = Resource(kinds.SECRET)  # only the operator's driver pull secrets, read by preflight (checks/registry.py)
 

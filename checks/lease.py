@@ -290,3 +290,55 @@ class TrainLease:
 
         self._write(cleared)
         return before.halts if before is not None else []
+
+    # ------------------------------------------------------------ the announcements' record (announcements/)
+
+    def claim(self, key: str, stale_after: float = 600.0, keep: int = 500) -> bool:
+        """Claim the announcement ``key`` (annotation ``gpu-driver-upgrade.io/announced``), True when this sender
+        won it: the first to write it does (the API server admits one write of a version), and every other finds it
+        and sends nothing. A claim never settled for ``stale_after`` seconds (its sender died) may be taken again.
+        The newest ``keep`` entries stay."""
+        won = False
+
+        def claimed(current: LeaseState | None) -> Obj | None:
+            nonlocal won
+            now = self.clock()
+            entries = _announced(current.raw if current else None)
+            entry = entries.get(key)
+            if entry is not None and (entry.get("sent") or now - float(entry.get("at", 0)) < stale_after):
+                won = False
+                return None
+            entries[key] = {"at": now, "by": self.holder, "sent": False}
+            text = json.dumps(dict(sorted(entries.items(), key=lambda kv: -float(kv[1].get("at", 0)))[:keep]),
+                              sort_keys=True)
+            won = True
+            if current is None:
+                return self._new({"leaseDurationSeconds": self.duration}, {labels.ANNOTATION_ANNOUNCED: text})
+            return self._replacing(current, {}, {labels.ANNOTATION_ANNOUNCED: text})
+
+        self._write(claimed)
+        return won
+
+    def settle(self, key: str, sent: bool) -> None:
+        """Mark a claimed announcement sent, or (not sent) remove the claim so a later sender tries again."""
+
+        def settled(current: LeaseState | None) -> Obj | None:
+            entries = _announced(current.raw if current else None)
+            if current is None or key not in entries:
+                return None
+            if sent:
+                entries[key] = {**entries[key], "sent": True}
+            else:
+                entries.pop(key)
+            return self._replacing(current, {}, {labels.ANNOTATION_ANNOUNCED: json.dumps(entries, sort_keys=True)})
+
+        self._write(settled)
+
+
+def _announced(obj: Obj | None) -> dict[str, dict[str, Any]]:
+    """The announcements recorded on the Lease: key -> {at, by, sent}; an unreadable record counts as empty."""
+    try:
+        found = json.loads(annotations_of(obj).get(labels.ANNOTATION_ANNOUNCED) or "{}") if obj else {}
+    except ValueError:
+        return {}
+    return {str(k): v for k, v in found.items() if isinstance(v, dict)} if isinstance(found, dict) else {}

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 import pulumi
+import pulumi_kubernetes as k8s
 from pydantic import Field
 
 from components import guard, validation
@@ -255,6 +256,13 @@ class GpuFleet(pulumi.ComponentResource):
         # The in-cluster guard (on by default in prod): it watches every rollout and the fleet between them.
         if spec.guard_enabled:
             Guard("guard", guard_args(spec, pulumi.get_stack()), opts=k8s_opts)
+        # The webhook URL, a Pulumi secret the engine decrypts, goes where the deploy step and the in-cluster guard
+        # both read it (announcements/): the Secret the stack names, in kube-system.
+        webhook = manifests.webhook_secret(spec)
+        if webhook is not None:
+            metadata, data = webhook
+            k8s.core.v1.Secret("notifications-webhook", metadata=metadata,
+                               string_data={k: pulumi.Output.secret(v) for k, v in data.items()}, opts=k8s_opts)
 
         # The prod gate (canary-attested): the canary's attestations and drivers, where the pack sees them.
         if spec.stage == Stage.PROD and spec.promotion is not None:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from fleetspec import yaml_files
 from fleetspec.base import Cloud, LocatedError
 from fleetspec.model import PROJECT, FleetSpec, foreign_pool_block
+from fleetspec.notifications import plain_webhook_url
 
 TOP_LEVEL_KEYS = tuple(FleetSpec.model_fields)
 SCALAR_KEYS = frozenset({"stage", "changeTicket"})  # plain strings; every other key is an object or a list
@@ -259,6 +260,10 @@ def read_stack_file(path: Path) -> dict[str, str]:
         raise SpecError([SpecProblem(str(path), f"is {why}" if not why.startswith("key ") else why)]) from None
     if not isinstance(document, Mapping):
         raise SpecError([SpecProblem(str(path), "must be a YAML mapping with a config: block")])
+    if isinstance(document.get("config"), Mapping) and plain_webhook_url(document["config"], PROJECT):
+        raise SpecError([SpecProblem(f"{PROJECT}:notifications.webhook.url", "is a credential, in plain text in a "
+                                     "stack file: set it as a Pulumi secret (pulumi config set --secret --path "
+                                     f"'{PROJECT}:notifications.webhook.url' <url>)")], str(path))
     return config_strings(document)
 
 

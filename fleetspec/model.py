@@ -18,6 +18,7 @@ from pydantic import ConfigDict, Field, StrictBool, StrictInt, field_validator, 
 from gpu_knowledge import capacity, compat
 from gpu_knowledge.capacity import percent_of
 from fleetspec import stacks
+from fleetspec.notifications import Notifications
 from fleetspec.base import (
     AKS_POOL,
     DNS_LABEL,
@@ -272,6 +273,10 @@ class ModelSlo(SpecModel):
         return duration_seconds(self.sustained)
 
 
+# A GitHub user (@login: letters, digits, single inner hyphens, at most 39) or team (@org/team-slug).
+GITHUB_OWNER = re.compile(r"^@[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}(?:/[A-Za-z0-9][A-Za-z0-9_.-]{0,99})?$")
+
+
 class Model(SpecModel):
     """The model servers on the stack's pools: each gets a PodDisruptionBudget, and `gpu-rollout` checks the
     driver against its CUDA runtime, counts its Ready pods and watches its SLOs."""
@@ -302,6 +307,11 @@ class Model(SpecModel):
     slo: ModelSlo | None = Field(
         None, description="The model's objectives, which `gpu-rollout watch` reads from Prometheus for each pool "
         "being upgraded: a breach sustained for `for` pauses the rollout (docs/runbook.md).")
+    owners: list[str] = Field(
+        default_factory=list, description="Who owns the model: GitHub teams (`@org/team`) or users (`@user`). The PR "
+        "comment of a change that moves the model's pools mentions them (`gpu-rollout diff --markdown`), and the "
+        "webhook of `notifications.webhook` names them when such a pool starts, pauses and finishes.",
+        examples=[["@acme/llm-serving", "@jdoe"]])
     weightsCached: StrictBool = Field(
         False, description="A rescheduled replica loads its weights from a cache (PVC, host path, weights in the "
         "image), not from a download: `gpu-rollout simulate` takes `simulation.cachedLoadSeconds` instead of "
@@ -329,6 +339,17 @@ class Model(SpecModel):
     @classmethod
     def _labels(cls, value: dict[str, str]) -> dict[str, str]:
         return check_label_map(value)
+
+    @field_validator("owners")
+    @classmethod
+    def _owners(cls, value: list[str]) -> list[str]:
+        for owner in value:
+            if not GITHUB_OWNER.fullmatch(owner):
+                raise ValueError(f"'{owner}' is not a GitHub team or user: write @org/team (a team slug) or @user "
+                                 "(letters, digits and single hyphens, at most 39)")
+        if len(set(value)) != len(value):
+            raise ValueError("an owner is listed twice")
+        return value
 
     @field_validator("image")
     @classmethod
@@ -731,6 +752,8 @@ class FleetSpec(SpecModel):
     guard: Guard = Field(
         Guard(), description="The in-cluster guard the program declares for this stack (gpu-rollout's guard verb), on by "
         "default in prod, with its RBAC and admission policy (components/guard.py).")
+    notifications: Notifications | None = Field(
+        None, description="Who is told when a pool starts, pauses and finishes (docs/runbook.md, model owners).")
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

@@ -30,10 +30,10 @@ NODE = Kind("", "v1", "Node", "nodes", namespaced=False)
 POD = Kind("", "v1", "Pod", "pods", namespaced=True)
 EVENT = Kind("", "v1", "Event", "events", namespaced=True)
 CONFIG_MAP = Kind("", "v1", "ConfigMap", "configmaps", namespaced=True)
+SECRET = Kind("", "v1", "Secret", "secrets", namespaced=True)  # the webhook's URL (fleetspec/notifications.py), the operator's pull secrets
 NAMESPACE = Kind("", "v1", "Namespace", "namespaces", namespaced=False)
 SERVICE_ACCOUNT = Kind("", "v1", "ServiceAccount", "serviceaccounts", namespaced=True)
 SERVICE = Kind("", "v1", "Service", "services", namespaced=True)  # an in-cluster Prometheus's proxy; the guard's
-SECRET = Kind("", "v1", "Secret", "secrets", namespaced=True)  # only the operator's image pull secrets
 
 # Workloads and their disruption budgets.
 DEPLOYMENT = Kind("apps", "v1", "Deployment", "deployments", namespaced=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 # ---------------------------------------------------------------- Kubernetes
 
 TOPOLOGY_REGION = "topology.kubernetes.io/region"  # the cloud region of a node (EKS: the cluster's region)
+TOPOLOGY_ZONE = "topology.kubernetes.io/zone"  # its availability zone
 # The node's VM size (AKS) or EC2 instance type (EKS), as the cloud provider sets it.
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 HOSTNAME = "kubernetes.io/hostname"  # one value per node: the topology of "not on the same node"
@@ -104,6 +105,9 @@ ANNOTATION_IMAGE = f"{DOMAIN}/image"
 ANNOTATION_POOLS = f"{DOMAIN}/node-pools"
 ANNOTATION_FORWARD_COMPAT = f"{DOMAIN}/cuda-forward-compat"
 ANNOTATION_CHANGE_TICKET = f"{DOMAIN}/change-ticket"
+# On the train's Lease of each cluster: the pool events announced there (announcements/), so each is sent once.
+ANNOTATION_ANNOUNCED = f"{DOMAIN}/announced"
+ANNOTATION_OWNERS = f"{DOMAIN}/owners"  # a model's owners (GitHub @org/team or @user), comma-separated
 ANNOTATION_OPERATOR_VERSION = f"{DOMAIN}/operator-version"  # GPU Operator release the driver runs under
 ANNOTATION_TARGET_DRIVER = f"{DOMAIN}/target-driver"  # the stack's driver.version
 ANNOTATION_HELD = f"{DOMAIN}/held"  # "true" while the pool is held on previousVersion

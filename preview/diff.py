@@ -48,6 +48,7 @@ class StackView:
     facts: Mapping[tuple[str, str], str]  # ("pool gpuh100", "driver") -> "580.173.02"
     pool_drivers: Mapping[str, str]  # pool -> the driver its nodes are pinned to (what attestation gates)
     violations: tuple[Violation, ...] = ()
+    owners: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # pool -> owners of the models on it
 
     def subjects(self) -> list[str]:
         return list(dict.fromkeys(subject for subject, _ in self.facts))
@@ -177,8 +178,18 @@ def view(stack: str, resources: Sequence[Resource], outputs: Mapping[str, Any],
         put(subject, "CUDA", model.facts.cuda)
         put(subject, "pools", list(model.facts.pools))
         put(subject, "replicas", f"{_text(model.facts.replicas)} (min available {_text(model.facts.min_available)})")
+        put(subject, "owners", list(model.facts.owners))
 
-    return StackView(stack, stated.stage, facts, pool_drivers, tuple(violations))
+    return StackView(stack, stated.stage, facts, pool_drivers, tuple(violations), _pool_owners(found))
+
+
+def _pool_owners(found: StackFacts) -> dict[str, tuple[str, ...]]:
+    """Pool -> the owners of the models that run on it."""
+    owners: dict[str, tuple[str, ...]] = {}
+    for model in found.models:
+        for pool in model.facts.pools:
+            owners[pool] = tuple(dict.fromkeys([*owners.get(pool, ()), *model.facts.owners]))
+    return owners
 
 
 # ---------------------------------------------------------------- two sides
@@ -233,6 +244,8 @@ class StackDiff:
     # A mandatory verdict at head that rests on an assumed source: (policy, resource, message) -> which, and the
     # flags that answer it.
     assumptions: Mapping[tuple[str, str, str], str] = field(default_factory=dict)
+    moved: tuple[str, ...] = ()  # pools whose nodes this change moves (driver, node image, generation, release)
+    owners: tuple[str, ...] = ()  # the owners of the models on those pools (models[].owners), to mention
 
     def assumption(self, v: Violation) -> str | None:
         return self.assumptions.get((v.policy, v.resource, v.message))
@@ -317,9 +330,24 @@ def compare(stack: str, file: str, base: StackView | None, head: StackView | Non
     fixed = tuple(gone) if head is not None else ()
     standing = tuple(v for v in kept if v.enforcement == Level.MANDATORY)
     note = f"the base side does not render with the program under review, so head is shown whole: {base_error}" if base_error else None
-    diff = StackDiff(stack, file, status, tuple(changes(base, head)), introduced, fixed, standing, note=note,
-                     basis=tuple(basis), assumptions=dict(assumptions or {}))
+    found = tuple(changes(base, head))
+    moved = moved_pools(found)
+    told = tuple(sorted({o for side in (base, head) if side is not None for pool in moved
+                         for o in side.owners.get(pool, ())}))
+    diff = StackDiff(stack, file, status, found, introduced, fixed, standing, note=note,
+                     basis=tuple(basis), assumptions=dict(assumptions or {}), moved=moved, owners=told)
     return replace(diff, risks=tuple(risks(diff, base, head, unattested)))
+
+
+MOVING_FIELDS = ("driver", "node image", "state")  # a pool's facts whose change moves its nodes (and generations)
+
+
+def moved_pools(found: Sequence[Change]) -> tuple[str, ...]:
+    """The pools a change moves: added or removed, or a change of their driver, node image, held or released state
+    or a generation."""
+    out = [c.subject.removeprefix("pool ") for c in found if c.subject.startswith("pool ")
+           and (c.field == "" or c.field in MOVING_FIELDS or c.field.startswith("generation "))]
+    return tuple(dict.fromkeys(out))
 
 
 def risks(diff: StackDiff, base: StackView | None, head: StackView | None,
@@ -413,6 +441,9 @@ def markdown(report: Report) -> str:
         else:
             lines.append("The file changed, but nothing this review compares did.")
         lines.append("")
+        if diff.owners:
+            lines += [f"**Model owners told**: {', '.join(diff.owners)}: this change moves pools "
+                      f"{', '.join(f'`{p}`' for p in diff.moved)}, where their models run.", ""]
         if diff.risks:
             lines.append("**Risks**")
             lines += [f"- {_line(r.text)}" for r in diff.risks]

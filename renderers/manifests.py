@@ -18,6 +18,7 @@ from engine_contracts import attestation
 from engine_contracts import resource_facts as rf
 from fleetspec.model import PROJECT, Cloud, DriverOwner, FleetSpec, Generation, Model, NodePool, kubernetes_name
 from fleetspec.pools import DEFAULT_EKS_DISK_GIB
+from fleetspec.notifications import WEBHOOK_NAMESPACE, WEBHOOK_SECRET_KEY
 from gpu_knowledge.platform import aks_os, eks_os
 
 CLUSTER_POLICY_NAME = "cluster-policy"
@@ -289,6 +290,7 @@ def model_facts(spec: FleetSpec, model: Model) -> rf.ModelFacts:
         min_available=model.minAvailable,
         change_ticket=spec.changeTicket,
         batch_selectors=tuple(spec.gpuOperator.batchJobSelectors),
+        owners=tuple(model.owners),
     )
 
 
@@ -586,3 +588,20 @@ def stack_outputs(spec: FleetSpec, recorded: rf.Timeline | None = None) -> rf.St
         previous_driver_version=spec.driver.previousVersion or "",
         timeline=recorded if recorded is not None else rf.Timeline(),
     )
+
+
+# ---------------------------------------------------------------- the webhook's Secret (announcements/)
+
+OFFLINE_SECRET = "(a Pulumi secret: only the engine decrypts it)"  # the webhook URL where the engine is not at hand
+
+
+def webhook_secret(spec: FleetSpec) -> tuple[dict[str, str], dict[str, str]] | None:
+    """The Secret (metadata, stringData) that holds the webhook URL the stack gives as a Pulumi secret
+    (``notifications.webhook.url``), where the deploy step and the in-cluster guard read it; None where the stack
+    gives none (the team fills the Secret). Offline the URL is ciphertext, which only the engine decrypts: a
+    placeholder stands in for it."""
+    webhook = spec.notifications.webhook if spec.notifications is not None else None
+    if webhook is None or webhook.url is None:
+        return None
+    url = webhook.url if isinstance(webhook.url, str) else OFFLINE_SECRET
+    return {"name": webhook.secret, "namespace": WEBHOOK_NAMESPACE}, {WEBHOOK_SECRET_KEY: url}

@@ -376,6 +376,8 @@ def document(report: compare.Report) -> schemas.DiffDocument:
         # the document of a plain offline diff keeps its shape; Markdown always says it.
         if any(not source.get("assumed") for source in diff.basis):
             entry.basis = [schemas.Source.model_validate(dict(source)) for source in diff.basis]
+        if diff.owners:
+            entry.owners = list(diff.owners)
         stacks.append(entry)
     found = schemas.DiffDocument(base=schemas.Revision.model_validate(dict(report.base)),
                                  head=schemas.Revision.model_validate(dict(report.head)),

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from checks import fleet as live
+from checks import quota
 from checks.attested import read_attested
 from checks import kube as k
 from checks.errors import ClusterError
@@ -45,7 +46,7 @@ from checks.soak import readiness
 from git_revisions.repository import Repository
 from pulumi_backend import backend as backends
 from promotion_train import deploy_plan, train
-from rollout import context, documents, schemas
+from rollout import context, documents, fleet_announce, schemas
 from rollout.console import say, stdout
 from rollout.engine import UpResult
 from refusals.exits import Exit
@@ -826,6 +827,9 @@ def _step(project: FleetProject, backend: Backend, clusters: Clusters, lease: Tr
             code = Exit.FAILED
         else:
             code = _ups(project, backend, clusters, found, worlds, renewer, packs, only_stage, out, expect, commit)
+    # The model owners are told what this step did and saw (announcements/), once per event.
+    fleet_announce.tell(project.specs, clusters.connect, _holder(), fleet_announce.events(
+        found, halts.halt is not None, [(u.stack, project.fleet.wave_of(u.stack).name) for u in out.ups if u.ok]))
     # What could not be read was not judged: the step says so and fails, having done the rest; but for the other
     # environment's clusters, which an approved plan's identity need not reach (the plan's run read them).
     others = _other_environments(project, only_stage if expect is not None else None)
@@ -889,7 +893,8 @@ def _preflight_holds(project: FleetProject, clusters: Clusters, stack: str) -> s
     evidence is no pass), or None: the live checks gate the train, not only a person who remembers to run them."""
     spec = project.specs[stack]
     try:
-        failed = live.preflight_failures(clusters.connect(stack, spec), spec, read_attested(project.project_dir, spec))
+        failed = live.preflight_failures(clusters.connect(stack, spec), spec, read_attested(project.project_dir, spec),
+                                         quota.reader_for(spec))
     except ClusterError as error:  # another cluster than the stack's, an unusable kubeconfig, an API error
         return f"preflight could not judge its cluster: {error}"
     if failed:

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from checks import kube as k
-from checks import preflight
+from checks import preflight, quota
 from checks.attested import read_attested
 from checks.registry import Registry
 from checks.results import CheckResult, Status, any_failed
@@ -44,8 +44,9 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, as_json: bool, project_di
     # The canary's attestations of the drivers prod moves to, from the project: attested-kernel compares them; the
     # driver image's registry: kernel-precompiled asks it for the precompiled images the change needs.
     # On AKS, Resource Manager: node-os-channel reads the managed cluster's node OS upgrade channel.
+    # The cloud's quota against surge is read with the stack's cloud identity (surge-quota; not read: a warning).
     results = preflight.run_preflight(kube, spec, read_attested(project_dir, spec), Registry(),
-                                      azure_management(spec))
+                                      azure_management(spec), quota.reader_for(spec))
     if as_json:
         documents.write(schemas.PreflightDocument(stack=stack, checks=[schemas.CheckResult.of(r) for r in results]))
     else:

@@ -187,6 +187,8 @@ class StackDiff(_Shape):
     risks: list[Risk]
     note: str | None
     basis: list[Source] | None = None
+    owners: list[str] | None = Field(None, description="models[].owners of the models on the pools this change "
+                                     "moves (only where any)")
 
 
 class PackChange(_Shape):
@@ -550,12 +552,35 @@ class DoctorGithubDocument(Document):
     unreadable: int
 
 
+class ReviewPin(_Shape):
+    stack: str
+    component: str = Field(description="driver, previous driver (held pools), operator chart, DCGM Exporter, "
+                           "driver or node image of <pool> generation <id>, fabric manager of <pool>, CUDA of <model>")
+    pinned: str
+    status: str = Field(description="supported | end of support | unsupported | unknown (not in the tables)")
+    endOfSupport: str | None = Field(description="ISO date, where the tables have one")
+    newer: str | None = Field(description="The newest release the tables know in the same branch or line")
+    why: str
+
+
+class ReviewUnloadable(_Shape):
+    stack: str
+    problem: str
+
+
+class ReviewDocument(Document):
+    date: str = Field(description="The day judged (end of support is compared with it)")
+    pins: list[ReviewPin]
+    unloadable: list[ReviewUnloadable]
+
+
 # The document each --json verb prints (besides ErrorDocument, which any of them may print instead).
 DOCUMENTS: dict[str, type[Document]] = {
     "plan": PlanDocument,
     "diff": DiffDocument,
     "deploy-plan": DeployPlanDocument,
     "stacks": StacksDocument,
+    "review": ReviewDocument,
     "simulate": SimulateDocument,
     "rollback": RollbackDocument,
     "preflight": PreflightDocument,

@@ -36,6 +36,7 @@ class CheckId(StrEnum):
     CHANGE_TICKET = "change-ticket"
     # checks.disruption: runbook section 2
     SPARE_CAPACITY = "spare-capacity"
+    SURGE_QUOTA = "surge-quota"
     MODEL_REPLICAS = "model-replicas"
     MODEL_PDB = "model-pdb"
     PDB_BLOCKS_DRAIN = "pdb-blocks-drain"

@@ -28,6 +28,7 @@ class ModelFacts:
     max_unavailable: int | str | None = None
     change_ticket: str | None = None
     batch_selectors: tuple[str, ...] = ()
+    owners: tuple[str, ...] = ()  # models[].owners: GitHub @org/team or @user, told when their pools move
 
 
 def model_labels(facts: ModelFacts) -> dict[str, str]:
@@ -45,6 +46,7 @@ def model_annotations(facts: ModelFacts) -> dict[str, str]:
         labels.ANNOTATION_POOLS: ",".join(facts.pools),
         labels.ANNOTATION_FORWARD_COMPAT: flag_text(facts.forward_compat),
         **({labels.ANNOTATION_CHANGE_TICKET: facts.change_ticket} if facts.change_ticket else {}),
+        **({labels.ANNOTATION_OWNERS: ",".join(facts.owners)} if facts.owners else {}),
         # Stack-wide, so the pack sees the selectors in Helm mode too (a Release has no metadata).
         **batch_selector_annotation(facts.batch_selectors),
     }
@@ -69,4 +71,5 @@ def read_model(props: Mapping[str, Any], fallback_name: str | None = None) -> Mo
         max_unavailable=spec.get("maxUnavailable"),
         change_ticket=notes.get(labels.ANNOTATION_CHANGE_TICKET),
         batch_selectors=read_batch_selectors(notes),
+        owners=tuple(o for o in (notes.get(labels.ANNOTATION_OWNERS) or "").split(",") if o),
     )

@@ -91,6 +91,7 @@ VERBS: tuple[tuple[str, Callable[..., None], str], ...] = (
     ("diff", offline.diff, "Changes per stack between two git revisions: driver, pools, policy."),
     ("deploy-plan", offline.deploy_plan, "Which stacks a merge deploys, in which order, with which policy pack."),
     ("stacks", offline.stacks, "The project's stacks as their files declare them: stage, cloud, credentials."),
+    ("review", offline.review, "Every pinned version of every stack against the compatibility data (quarterly)."),
     ("preflight", live.preflight, "Read-only live checks before a rollout: owner, versions, capacity, PDBs."),
     ("watch", live.watch, "Follow the rollout per pool; pause on a failed node or a model at risk."),
     ("pause", live.pause, "Hold back every node of the stack's pools not yet upgraded (skip label)."),

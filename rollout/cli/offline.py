@@ -141,6 +141,17 @@ def stacks(
     return verb.list_stacks(target.project(), names, Stage(chosen) if chosen else None, target.as_json)
 
 
+@command(ProjectTarget)
+def review(target: ProjectTarget, at: AtOption = None) -> Exit:
+    """Every pinned version of every stack (driver, operator chart, DCGM Exporter, node images, Fabric Manager, each
+    model's CUDA) against the compatibility data: supported, end of support, newer in the same branch (offline),
+    as Markdown (one table per stack) or --json. Exit 1 when a pin is unsupported or past its end of support, or
+    a stack file does not load. The quarterly workflow keeps one issue with it."""
+    from rollout import review as verb
+
+    return verb.execute(target.project(), target.as_json, moment(at))
+
+
 @command(BackendStack)
 def rollback(
     target: BackendStack,

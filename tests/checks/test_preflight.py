@@ -51,6 +51,7 @@ PREFLIGHT = {
     "dcgm-exporter": "1. Compatibility checks",
     "change-ticket": "1. Compatibility checks",
     "spare-capacity": "2. Capacity and disruption controls",
+    "surge-quota": "2. Capacity and disruption controls",
     "model-replicas": "2. Capacity and disruption controls",
     "model-pdb": "2. Capacity and disruption controls",
     "pdb-blocks-drain": "2. Capacity and disruption controls",

@@ -48,6 +48,7 @@ KINDS: dict[str, tuple[str, str, bool, str]] = {
     "pods": ("", "v1", True, "Pod"),
     "events": ("", "v1", True, "Event"),
     "configmaps": ("", "v1", True, "ConfigMap"),
+    "secrets": ("", "v1", True, "Secret"),  # the webhook URL (announcements/), the GPU Operator's image pull secrets
     "deployments": ("apps", "v1", True, "Deployment"),
     "statefulsets": ("apps", "v1", True, "StatefulSet"),
     "daemonsets": ("apps", "v1", True, "DaemonSet"),
@@ -56,7 +57,6 @@ KINDS: dict[str, tuple[str, str, bool, str]] = {
     "nvidiadrivers": ("nvidia.com", "v1alpha1", False, "NVIDIADriver"),
     "leases": ("coordination.k8s.io", "v1", True, "Lease"),
     "namespaces": ("", "v1", False, "Namespace"),  # only kube-system, whose uid names the cluster
-    "secrets": ("", "v1", True, "Secret"),  # only the GPU Operator's image pull secrets
 }
 WRITE_VERBS = ("create", "update", "patch", "delete")
 BUILTIN = {plural for plural, (group, *_rest) in KINDS.items() if group in ("", "apps", "policy")}
@@ -72,6 +72,7 @@ FIELD_SELECTORS: dict[str, set[str]] = {
                          "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
                          "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"},
     "configmaps": set(_COMMON),
+    "secrets": set(_COMMON),
     "deployments": set(_COMMON),
     "statefulsets": set(_COMMON),
     "daemonsets": set(_COMMON),

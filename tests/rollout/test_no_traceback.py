@@ -52,7 +52,8 @@ FED_ELSEWHERE = {"diff", "rollback", "deploy-plan", "stacks", "keygen",  # keyge
                  "init",  # init: tests/rollout/test_init.py (flags and example stack files, never a stack file given)
                  "runbook",  # runbook: tests/rollout/test_team_runbook.py (a stack's name; its file read as plan reads it)
                  "fleet",  # fleet plan/status/advance read Fleet.yaml: tests/fleetspec/test_fleet_file.py, test_fleet_cli.py
-                 "doctor"}  # doctor github reads the GitHub API: tests/rollout/test_doctor_github.py
+                 "doctor",  # doctor github reads the GitHub API: tests/rollout/test_doctor_github.py
+                 "review"}  # review reads every stack file of a project: tests/rollout/test_review.py
 
 
 def test_every_registered_verb_is_fed() -> None:
