@@ -8,6 +8,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
 # What pip installs: the project's metadata, its pins and the packages pyproject.toml lists (tests/test_dockerfile.py).
 COPY pyproject.toml constraints.txt README.md ./
+COPY announcements announcements
 COPY cloud_credentials cloud_credentials
 COPY checks checks
 COPY components components
