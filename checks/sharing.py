@@ -5,7 +5,7 @@ mig-manager applied (``nvidia.com/mig.config``, ``nvidia.com/mig.config.state``)
 
 An upgrade that resets the device plugin's config or mig-manager's layout leaves the node Ready with the wrong
 resources: the models that asked for a slice no longer schedule. So an upgraded node is held to its pool's
-declaration (``nodePools[].gpusPerNode``, ``nodePools[].migConfig``) and to the pool's nodes not yet upgraded,
+declaration (``nodePools[].gpusPerNode``, ``gpuReplicas``, ``migConfig``) and to the pool's nodes not yet upgraded,
 which show what the pool advertised before the change.
 """
 
@@ -92,13 +92,16 @@ def against_declaration(pool: NodePool, seen: Advertised) -> list[str]:
         return problems
     if seen.mig_state == "failed":
         problems.append(f"{MIG_CONFIG_STATE} is failed")
+    if seen.replicas != pool.gpuReplicas:
+        problems.append(f"{labels.GPU_REPLICAS} is {seen.replicas}, pool {pool.name} declares gpuReplicas "
+                        f"{pool.gpuReplicas}")
     resource, count = (SHARED_RESOURCE, seen.shared) if seen.shared is not None else (labels.GPU_RESOURCE, seen.gpus)
-    expected = pool.gpusPerNode * seen.replicas
+    expected = pool.gpusPerNode * pool.gpuReplicas
     if count is None:
         problems.append(f"advertises no allocatable {labels.GPU_RESOURCE} (pool {pool.name} declares "
                         f"{pool.gpusPerNode})")
     elif count != expected:
-        sliced = (f" x {seen.replicas} replicas ({labels.GPU_REPLICAS}) = {expected}" if seen.replicas > 1 else "")
+        sliced = f" x {pool.gpuReplicas} replicas (gpuReplicas) = {expected}" if pool.gpuReplicas > 1 else ""
         problems.append(f"allocatable {resource} is {count}, pool {pool.name} declares {pool.gpusPerNode}{sliced}")
     return problems
 

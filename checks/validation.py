@@ -101,8 +101,8 @@ def check_driver_version(facts: VerifyFacts) -> list[Finding]:
 @check(CheckId.GPU_COUNT, VALIDATION)
 def check_gpu_count(facts: VerifyFacts) -> list[Finding]:
     """The GPU resources the node advertises, whole or sliced (:mod:`checks.sharing`), against its pool's declaration
-    (``gpusPerNode``, times the time-slicing replicas; ``migConfig`` applied) and against the pool's nodes not yet
-    upgraded: no GPU, slice or MIG device lost in the upgrade."""
+    (``gpusPerNode`` times ``gpuReplicas``, the time-slicing replicas; ``migConfig`` applied) and against the
+    pool's nodes not yet upgraded: no GPU, slice or MIG device lost in the upgrade."""
     findings = []
     for node in facts.nodes:
         seen = sharing.advertised(node.node)
@@ -110,7 +110,8 @@ def check_gpu_count(facts: VerifyFacts) -> list[Finding]:
         problems = sharing.against_declaration(node.pool, seen)
         changes, compared = sharing.against_peers(seen, peers)
         evidence = {"advertised": seen.as_json(), "gfdCount": labels_of(node.node).get(labels.GPU_COUNT),
-                    "declared": {"gpusPerNode": node.pool.gpusPerNode, "migConfig": node.pool.migConfig},
+                    "declared": {"gpusPerNode": node.pool.gpusPerNode, "gpuReplicas": node.pool.gpuReplicas,
+                                 "migConfig": node.pool.migConfig},
                     "comparedWith": compared or "no node of the pool left on the old driver"}
         if changes:
             problems.append(f"changed from {compared}: {'; '.join(changes)}")

@@ -211,6 +211,11 @@ class NodePool(SpecModel):
     nodeCount: PositiveInt = Field(
         description="Nodes of the pool (of each live generation, for image-owned pools, unless the generation says "
         "otherwise). Leave one node of spare GPUs where no surge exists.", examples=[4])
+    gpuReplicas: PositiveInt = Field(
+        1, description="Time-slicing (or MPS) replicas of each GPU, as the device plugin advertises them "
+        "(`nvidia.com/gpu.replicas`); 1: whole GPUs. Verify's `gpu-count` expects `gpusPerNode` times this many "
+        "allocatable GPUs on each upgraded node, and this label, so an upgrade that drops the sharing config is "
+        "seen.", examples=[4])
     nvswitch: StrictBool = Field(False, description="HGX/DGX NVSwitch system (Fabric Manager must match the driver).")
     fabricManager: Literal["driver-container", "image", "host"] | None = Field(
         None, description="Where Fabric Manager comes from; none: by driver owner. The operator's driver container "

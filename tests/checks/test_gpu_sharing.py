@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+
 from checks.identity import ClusterIdentity, Verdict
 from checks.objects import Obj
 from checks.results import Status
 from checks.validation import check_gpu_count
 from checks.verify_facts import UpgradedNode, VerifyFacts, not_yet_upgraded
+from fleetspec.load import SpecError, spec_from_config
 from fleetspec.model import FleetSpec, NodePool
 from gpu_knowledge import labels
+from tests.conftest import change, stack_config
 from tests.fakekube.fixtures import driver_labels, gpu_node
 from tests.fakekube.plugin import stack_spec
 
@@ -61,7 +65,7 @@ MIG_DEVICES = {labels.GPU_RESOURCE: "0", "nvidia.com/mig-1g.10gb": "7"}
 
 
 def test_time_sliced_gpus_count_as_gpus_times_replicas() -> None:
-    pool = _pool()
+    pool = _pool(gpuReplicas=4)
     peer = _node(pool, 1, OLD, node_labels=TIME_SLICED, allocatable={labels.GPU_RESOURCE: "4"})
     status, message = _judge(pool, _node(pool, 0, TARGET, node_labels=TIME_SLICED,
                                          allocatable={labels.GPU_RESOURCE: "4"}), [peer])
@@ -70,23 +74,45 @@ def test_time_sliced_gpus_count_as_gpus_times_replicas() -> None:
 
 
 def test_time_slicing_lost_in_the_upgrade_is_named() -> None:
-    """The device plugin's sharing config reset: one whole GPU is as the pool declares, but not as it was."""
-    pool = _pool()
+    """The device plugin's sharing config reset: against the declaration and the pool's other nodes."""
+    pool = _pool(gpuReplicas=4)
     peer = _node(pool, 1, OLD, node_labels=TIME_SLICED, allocatable={labels.GPU_RESOURCE: "4"})
     status, message = _judge(pool, _node(pool, 0, TARGET), [peer])
     assert status == Status.FAIL
+    assert f"{labels.GPU_REPLICAS} is 1, pool gpua100 declares gpuReplicas 4" in message
+    assert "allocatable nvidia.com/gpu is 1, pool gpua100 declares 1 x 4 replicas (gpuReplicas) = 4" in message
     assert "changed from the pool's 1 node(s) not yet upgraded" in message
     assert f"{labels.GPU_RESOURCE} 4 -> 1" in message and f"{labels.GPU_REPLICAS} 4 -> 1" in message
     assert f"{labels.GPU_SHARING_STRATEGY} time-slicing -> none" in message
 
 
-def test_fewer_time_sliced_gpus_than_declared_fail_with_the_arithmetic() -> None:
+def test_time_slicing_lost_on_every_node_is_seen_by_the_declaration_alone() -> None:
+    """The whole pool upgraded (a canary pool): no node is left to compare with, the declaration still holds."""
+    pool = _pool(gpuReplicas=4)
+    status, message = _judge(pool, _node(pool, 0, TARGET), [])
+    assert status == Status.FAIL and f"{labels.GPU_REPLICAS} is 1, pool gpua100 declares gpuReplicas 4" in message
+
+
+def test_time_slicing_the_pool_does_not_declare_fails() -> None:
     pool = _pool()
+    status, message = _judge(pool, _node(pool, 0, TARGET, node_labels=TIME_SLICED,
+                                         allocatable={labels.GPU_RESOURCE: "4"}), [])
+    assert status == Status.FAIL and f"{labels.GPU_REPLICAS} is 4, pool gpua100 declares gpuReplicas 1" in message
+
+
+def test_fewer_time_sliced_gpus_than_declared_fail_with_the_arithmetic() -> None:
+    pool = _pool(gpuReplicas=4)
     status, message = _judge(pool, _node(pool, 0, TARGET, node_labels=TIME_SLICED,
                                          allocatable={labels.GPU_RESOURCE: "2"}), [])
     assert status == Status.FAIL
-    assert (f"allocatable {labels.GPU_RESOURCE} is 2, pool gpua100 declares 1 x 4 replicas ({labels.GPU_REPLICAS}) = 4"
-            in message)
+    assert "allocatable nvidia.com/gpu is 2, pool gpua100 declares 1 x 4 replicas (gpuReplicas) = 4" in message
+
+
+def test_a_pool_replicas_below_one_is_refused_at_its_key() -> None:
+    config = change(stack_config("prod"), "nodePools", lambda pools: pools[0].update(gpuReplicas=0))
+    with pytest.raises(SpecError) as error:
+        spec_from_config(config)
+    assert "nodePools[0].gpuReplicas" in str(error.value)
 
 
 def test_a_mig_pool_passes_with_its_layout_applied() -> None:
