@@ -2,8 +2,9 @@
 
 Triggers: a node in ``upgrade-failed``; a node held by a failed validation (the validation job cordoned it
 and recorded why: :mod:`checks.hold`); a model whose available replicas fall below its minAvailable;
-a node in one in-progress state longer than ``stuck_after``; a model's SLO (``models[].slo``) breached on a pool
-being upgraded for as long as it declares (:mod:`checks.slo`, read from Prometheus); outside the stack's
+a node in one in-progress state longer than ``stuck_after``; a model's SLO (``models[].slo``, else relative to its
+own baseline) breached on a pool being upgraded for as long as it declares, or no figure of it for as long
+(:mod:`checks.slo`, read from Prometheus); outside the stack's
 maintenance window (``rollout.maintenanceWindow``), a node of a released pool in ``upgrade-required`` without
 the skip label, which the operator would start now (``outside-window``: the pause re-adds the skip label to the
 nodes not done, and a node already upgrading finishes its upgrade). Time in state is the earliest of: the
@@ -42,9 +43,9 @@ JSON of the operator snapshot (:meth:`Snapshot.as_json`; ``gpu-rollout watch --j
      "models": [{"model": "ns/name", "available", "minAvailable", "replicas"}],
      "operator": [{"kind", "name", "state"}], "events": [{"node", "message"}],
      "triggers": [{"kind": "upgrade-failed" | "validation-failed" | "below-min-available" | "stuck" |
-                   "outside-window" | "slo-breach", "subject", "message"}],
-     "slo": [{"model", "pool", "metric", "objective", "forSeconds", "latest", "breached", "figures", "expected",
-              "pods", "error"}]}
+                   "outside-window" | "slo-breach" | "slo-no-data", "subject", "message"}],
+     "slo": [{"model", "pool", "metric", "objective", "forSeconds", "latest", "breached", "noData", "default",
+              "baseline", "figures", "expected", "pods", "error"}]}
 
 and, beside ``"paused"``, ``"evictions"``: ``{"evicted", "refused", "failed", "kept"}`` (pods ``ns/name``) or null.
 """
@@ -191,7 +192,7 @@ def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: flo
     models, model_triggers = model_rows(spec, deployments, pods)
     triggers += model_triggers
     slo = slo_of(prometheus, spec, pods, nodes, now)
-    triggers += [r.trigger() for r in slo if r.breached]
+    triggers += [r.trigger() for r in slo if r.triggered]
     operator = [{"kind": o.get("kind", kind), "name": name_of(o), "state": str(status_of(o).get("state", "?"))}
                 for kind, objs in ((kinds.CLUSTER_POLICY.kind, policies), (kinds.NVIDIA_DRIVER.kind, drivers))
                 for o in objs]

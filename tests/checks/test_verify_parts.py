@@ -196,7 +196,7 @@ def test_another_cluster_is_refused_before_any_check(tmp_path: Path) -> None:
     ({"baselineMatchLabels": {}}, "serving.baselineMatchLabels", "an empty map would select every pod"),
     ({"queries": {"tokensPerSecond": "sum(rate(x[5m]))"}}, "serving.queries.tokensPerSecond", "must use {pods}"),
     ({"port": 70000}, "serving.port", "less than 65536"),
-    ({"engine": "sglang"}, "serving.engine", "'vllm', 'tgi' or 'triton'"),
+    ({"engine": "ollama"}, "serving.engine", "'vllm', 'tgi', 'triton' or 'sglang'"),
 ])
 def test_bad_serving_config_is_refused_at_its_key(tmp_path: Path, serving: dict[str, Any], key: str,
                                                   reason: str) -> None:

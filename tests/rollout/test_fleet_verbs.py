@@ -97,6 +97,9 @@ def repo(tmp_path: Path) -> GitRepo:
             path.unlink()
     for stack in (PROD,):  # the rollout may run whenever the test does
         repo.edit(stack, "rollout", lambda rollout: rollout.pop("maintenanceWindow"))
+    for stack in (CANARY, PROD):  # the fake API serves no Prometheus: one declared would be a model watched blind,
+        # a halt (checks/slo.py); the models' SLOs are tests/checks/test_watch_slo.py's, on a real Prometheus
+        repo.edit(stack, "validation", lambda validation: validation.pop("prometheus"))
     second = yaml.safe_load((repo.root / f"Pulumi.{PROD}.yaml").read_text())
     second["config"]["gpu-driver-upgrade:cluster"]["name"] = "lab-gpu-2"
     second["config"]["gpu-driver-upgrade:cluster"]["existing"]["context"] = "lab-gpu-2"
