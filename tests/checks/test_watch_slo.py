@@ -182,8 +182,8 @@ def test_a_prometheus_that_does_not_answer_is_named_on_every_reading(fake: Proxy
 # ---------------------------------------------------------------- SGLang
 
 
-def _sglang(out: History, pod: str, times: list[float], errors: Callable[[float], float]) -> None:
-    """An SGLang pod (--enable-metrics) serving 2 requests a second, as scraped: finished and aborted requests
+def _sglang(out: History, pod: str, times: list[float], errors: Callable[[float], float], rate: float = 2.0) -> None:
+    """An SGLang pod (--enable-metrics) serving ``rate`` requests a second, as scraped: finished and aborted requests
     counted apart, the end-to-end latency histogram."""
     labels = {"namespace": "inference", "pod": pod, "model_name": "llm-chat"}
     bounds, shares = ("0.5", "1.0", "2.0", "+Inf"), (0.3, 0.6, 0.1, 0.0)
@@ -192,7 +192,7 @@ def _sglang(out: History, pod: str, times: list[float], errors: Callable[[float]
     previous = None
     for at in times:
         if previous is not None:
-            requests = 2.0 * (at - previous)
+            requests = rate * (at - previous)
             running = 0.0
             for index, share in enumerate(shares):
                 running += share
@@ -224,3 +224,16 @@ def test_an_sglang_model_s_figures_are_read_from_its_own_metrics(fake: ProxyKube
     (trigger,) = outcome.snapshot.triggers
     assert trigger.kind == "slo-breach"
     assert trigger.message.startswith("model inference/llm-chat-canary on pool gpucanary: error rate 4.00%")
+
+
+def test_a_model_that_served_nothing_is_no_gap(fake: ProxyKube, tmp_path: Path) -> None:
+    """Its series are there, with no request: nothing to judge, and nothing missing."""
+    world = build(fake, tmp_path, model={"slo": {"errorRate": "1%", "for": "10m"}}, engine="sglang")
+    found = History()
+    times = [at for at in ticks(world.now - 2 * 3600, world.now, 300.0) if at >= world.soak_start]
+    for pod in world.canary_pods:
+        _sglang(found, pod, times, lambda at: 0.0, rate=0.0)
+    with start(found, tmp_path / "prometheus") as url:
+        outcome = _watch_once(world, tmp_path, url)
+    (reading,) = outcome.snapshot.slo
+    assert reading.figures == [] and not reading.no_data and not outcome.triggered
