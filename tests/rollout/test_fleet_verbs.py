@@ -97,9 +97,6 @@ def repo(tmp_path: Path) -> GitRepo:
             path.unlink()
     for stack in (PROD,):  # the rollout may run whenever the test does
         repo.edit(stack, "rollout", lambda rollout: rollout.pop("maintenanceWindow"))
-    for stack in (CANARY, PROD):  # the fake API serves no Prometheus: one declared would be a model watched blind,
-        # a halt (checks/slo.py); the models' SLOs are tests/checks/test_watch_slo.py's, on a real Prometheus
-        repo.edit(stack, "validation", lambda validation: validation.pop("prometheus"))
     second = yaml.safe_load((repo.root / f"Pulumi.{PROD}.yaml").read_text())
     second["config"]["gpu-driver-upgrade:cluster"]["name"] = "lab-gpu-2"
     second["config"]["gpu-driver-upgrade:cluster"]["existing"]["context"] = "lab-gpu-2"
@@ -471,6 +468,20 @@ def test_a_stack_preflight_fails_on_is_not_brought_up(world: World, capsys: pyte
     fake.update("nodes", node["metadata"]["name"], {"metadata": {"labels": {labels.GPU_PRODUCT: declared}}})
     code, _, _ = world.advance(capsys)
     assert code == Exit.OK and world.backend.upped() == [CANARY]
+
+
+def test_a_prod_stack_whose_models_watch_cannot_read_is_not_brought_up(
+        world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    """Preflight's model-metrics gates the train: a prod stack with no validation.prometheus stays down, naming it."""
+    world.repo.edit(PROD, "validation", lambda validation: validation.pop("prometheus"))
+    world.repo.commit("existing-prod without its Prometheus")
+    world.advance(capsys)
+    world.upgrade(CANARY)
+    world.merge_attestation()
+    code, _, err = world.advance(capsys)
+    assert code == Exit.FAILED and world.backend.upped() == [CANARY, PROD_B]
+    assert f"{PROD}: not brought up: preflight failed: model-metrics inference/llm-chat: " in err
+    assert "validation.prometheus: where `watch` reads the model's error rate and p95" in err
 
 
 # ---------------------------------------------------------------- when the world misbehaves (issue 34)
