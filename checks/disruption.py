@@ -1,5 +1,5 @@
 """Capacity and disruption controls (runbook section 2): spare-capacity, surge-quota, model-replicas, model-pdb,
-pdb-blocks-drain, readiness-probe, weights-cache, batch-jobs.
+pdb-blocks-drain, readiness-probe, weights-cache, batch-jobs, model-metrics.
 
 Whether every model keeps what its PodDisruptionBudget promises while one node at a time drains, and
 comes back quickly: the arithmetic is :mod:`gpu_knowledge.capacity`, shared with the policy pack.
@@ -360,4 +360,50 @@ def check_batch_jobs(inv: Inventory) -> list[Finding]:
                    + ": set it (gpuOperator.upgradePolicy, or this pool's nodePools[].upgradePolicy) to a selector "
                    "they carry, and the same in gpuOperator.batchJobSelectors")
         results.append((failed if spec.stage == Stage.PROD else warned)(pool.name, message))
+    return results
+
+
+# SGLang exports its Prometheus metrics only when started with this flag.
+SGLANG_METRICS_FLAG = "--enable-metrics"
+
+
+def _model_pods(inv: Inventory, model: Model) -> list[Obj]:
+    return [p for p in inv.pods if namespace_of(p) == model.namespace
+            and selector_matches({"matchLabels": model.matchLabels}, labels_of(p))]
+
+
+def _metrics_missing(inv: Inventory, model: Model, engine: str | None) -> list[str]:
+    """What to configure before `watch` can read the model's error rate and p95 (runbook section 6)."""
+    missing = []
+    if engine is None:
+        missing.append(f"models[{model.name}].serving.engine (vllm, tgi, triton or sglang): the engine of image "
+                       f"{model.image} is not known, so neither are its metrics")
+    if inv.spec.validation is None or inv.spec.validation.prometheus is None:
+        missing.append("validation.prometheus: where `watch` reads the model's error rate and p95")
+    if engine == serving.SGLANG:
+        bare = [name_of(p) for p in _model_pods(inv, model)
+                if not any(SGLANG_METRICS_FLAG in [*(c.get("command") or []), *(c.get("args") or [])]
+                           for c in pod_containers(p))]
+        if bare:
+            missing.append(f"{SGLANG_METRICS_FLAG} on its SGLang server ({few(bare)} run(s) without it: SGLang "
+                           "exports no metrics then)")
+    return missing
+
+
+@check(CheckId.MODEL_METRICS, CAPACITY)
+def check_model_metrics(inv: Inventory) -> list[Finding]:
+    """Runbook section 6: "keep watching error rate and p95 latency for each model during every pool". `watch`
+    reads both for every model (its ``slo``, else relative to its own baseline): a model whose metrics cannot be
+    read is watched blind, a failure in prod."""
+    results = []
+    for model in inv.spec.models:
+        key = f"{model.namespace}/{model.name}"
+        engine = serving.engine_of_model(model)
+        missing = _metrics_missing(inv, model, engine)
+        if missing:
+            message = "its error rate and p95 cannot be read during the rollout; set " + "; ".join(missing)
+            results.append(failed(key, message) if inv.spec.stage == Stage.PROD else warned(key, message))
+            continue
+        objective = "models[].slo" if model.slo is not None else "relative to its own baseline (no models[].slo)"
+        results.append(passed(key, f"{engine} metrics, read from validation.prometheus; objective: {objective}"))
     return results

@@ -133,12 +133,13 @@ def smoke_verify(kube: k.Kube, spec: FleetSpec) -> list[CheckResult]:
 
 
 # The preflight checks that gate the train's `up`s: each compares what the stack declares with what the cluster
-# shows, which no `up` changes (the hardware, the driver a held pool runs, who owns the driver, the node image). The
+# shows, which no `up` changes (the hardware, the driver a held pool runs, who owns the driver, the node image, the
+# models' metrics watch reads: a prod model watched blind is no `up`'s to fix). The
 # checks of what the `up` itself makes or protects (its pools, its PDBs, the spare capacity its upgrade policy and
 # PDBs govern) stay a person's to weigh with `gpu-rollout preflight`, where a first deployment would fail them.
 GATING_CHECKS = frozenset({CheckId.POOL_HARDWARE, CheckId.RUNNING_TODAY, CheckId.DRIVER_OWNER,
                            CheckId.TWO_DRIVER_OWNERS, CheckId.DRIVER_VERSIONS, CheckId.NODE_IMAGE,
-                           CheckId.ATTESTED_KERNEL, CheckId.SURGE_QUOTA})
+                           CheckId.ATTESTED_KERNEL, CheckId.SURGE_QUOTA, CheckId.MODEL_METRICS})
 
 
 def preflight_failures(kube: k.Kube, spec: FleetSpec, attested: AttestedDrivers,

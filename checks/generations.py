@@ -22,8 +22,8 @@ Triggers (no auto-pause: there is nothing to pause; the watch reports them and e
 - ``not-ready``: a node of the stack's pools whose Ready condition is not True for longer than the stuck
   threshold; since the earlier of the condition's ``lastTransitionTime`` and when this watch first saw
   it not Ready;
-- ``slo-breach``: a model's SLO breached on a pool being upgraded for as long as it declares (as on the
-  operator path: :mod:`checks.slo`).
+- ``slo-breach``: a model's SLO breached on a pool being upgraded for as long as it declares, and ``slo-no-data``: no
+  figure of it for as long (as on the operator path: :mod:`checks.slo`).
 
 A pool's nodes are found by :func:`fleetspec.membership.node_membership` (the project's pool label, else the
 cloud's pool label: EKS node group ``<pool>-g<id>``, AKS agent pool ``<pool>g<id>``), and a node's
@@ -46,7 +46,8 @@ JSON (:meth:`ImageSnapshot.as_json`; ``gpu-rollout watch --json`` adds ``"stack"
      "nodes": [{"name", "pool", "generation", "driver", "ready", "schedulable",
                 "secondsNotReady"}],                     # secondsNotReady: null while Ready
      "models": [{"model": "ns/name", "available", "minAvailable", "replicas"}],
-     "triggers": [{"kind": "below-min-available" | "validation-failed" | "not-ready" | "slo-breach", "subject",
+     "triggers": [{"kind": "below-min-available" | "validation-failed" | "not-ready" | "slo-breach" |
+                   "slo-no-data", "subject",
                    "message"}],
      "slo": [...]}                                       # as on the operator path (checks/watch.py)
 """
@@ -202,4 +203,4 @@ def take_image_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, no
     models, model_triggers = model_rows(spec, deployments, pods)
     slo = slo_of(prometheus, spec, pods, listed, now)
     return ImageSnapshot(now, nodes, models, model_triggers + [h.trigger() for h in held] + triggers
-                         + [r.trigger() for r in slo if r.breached], held, slo)
+                         + [r.trigger() for r in slo if r.triggered], held, slo)

@@ -14,6 +14,10 @@ world says the train is halted, not a local file. Every cluster of the fleet hol
 same name (:class:`TrainLease` in each; only the lease stack's is ever taken as the lock), so a halt is recorded
 wherever it can reach and survives any one cluster down. A rollback halts its wave only: the annotation
 ``gpu-driver-upgrade.io/fleet-waves-halted`` (JSON: wave -> cause, at, by). `fleet resume` removes both.
+
+The lease stack's Lease also holds what the train saw verified: per stack the update whose `verify --smoke` passed
+(``fleet-verified``), and per stack and pool the target its nodes were first seen complete on by a passing verify,
+and when (``fleet-pools-verified``): a stack's next wave is released, and an old generation retired, only from it.
 """
 
 from __future__ import annotations
@@ -52,6 +56,20 @@ class HaltRecord:
 
 
 @dataclass(frozen=True)
+class PoolVerified:
+    """A pool's nodes seen complete on ``target`` (``promotion_train.waves.pool_target_mark``) by a passing verify
+    (or, where the fleet's wave asks none, by the finished rollout) at ``at``: the train's record of a wave's
+    completion, from which the next wave's dwell and an old generation's keep count."""
+
+    target: str
+    at: float
+    verify: str = "smoke"  # smoke | none (the fleet wave's waitFor.verify when it was recorded)
+
+    def as_json(self) -> dict[str, str]:
+        return {"target": self.target, "at": micro_time(self.at), "verify": self.verify}
+
+
+@dataclass(frozen=True)
 class LeaseState:
     """The Lease as read (None fields where unset)."""
 
@@ -62,6 +80,7 @@ class LeaseState:
     raw: Obj
     verified: dict[str, int] = field(default_factory=dict)  # stack -> the update whose verify --smoke passed
     wave_halts: dict[str, HaltRecord] = field(default_factory=dict)  # wave -> the rollback's halt of it
+    pools_verified: dict[str, dict[str, PoolVerified]] = field(default_factory=dict)  # stack -> pool -> record
 
     @property
     def halts(self) -> list[HaltRecord]:
@@ -130,11 +149,36 @@ def _verified_of(obj: Obj) -> dict[str, int]:
             if isinstance(update, int) and not isinstance(update, bool)}
 
 
+def _pool_record(doc: Any) -> PoolVerified | None:
+    if not isinstance(doc, dict) or not isinstance(doc.get("target"), str):
+        return None
+    at = epoch(doc["at"]) if isinstance(doc.get("at"), str) else None
+    verify = doc.get("verify")
+    return None if at is None else PoolVerified(doc["target"], at, verify if verify in ("smoke", "none") else "smoke")
+
+
+def _pools_verified_of(obj: Obj) -> dict[str, dict[str, PoolVerified]]:
+    """The record; an unreadable one, or entry, reads as none: that wave is verified again (no record is no pass)."""
+    try:
+        doc = json.loads(annotations_of(obj).get(labels.ANNOTATION_FLEET_POOLS_VERIFIED) or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    out: dict[str, dict[str, PoolVerified]] = {}
+    for stack, pools in doc.items():
+        if isinstance(pools, dict):
+            read = {str(pool): record for pool, raw in pools.items() if (record := _pool_record(raw)) is not None}
+            if read:
+                out[str(stack)] = read
+    return out
+
+
 def _state(obj: Obj) -> LeaseState:
     spec = spec_of(obj)
     return LeaseState(spec.get("holderIdentity") or None, epoch(spec.get("renewTime") or spec.get("acquireTime")),
                       int(spec.get("leaseDurationSeconds") or 0), _halt_of(obj), obj, _verified_of(obj),
-                      _wave_halts_of(obj))
+                      _wave_halts_of(obj), _pools_verified_of(obj))
 
 
 class TrainLease:
@@ -275,6 +319,26 @@ class TrainLease:
             if current.verified == merged:
                 return None
             return self._replacing(current, {}, {labels.ANNOTATION_FLEET_VERIFIED: text})
+
+        self._write(recorded)
+
+    def record_pools_verified(self, records: dict[str, dict[str, PoolVerified]]) -> None:
+        """Add stack -> pool -> record (a pool's older record is replaced; the others stay)."""
+        if not any(records.values()):
+            return
+
+        def recorded(current: LeaseState | None) -> Obj | None:
+            merged = {stack: dict(pools) for stack, pools in (current.pools_verified if current else {}).items()}
+            for stack, pools in records.items():
+                merged.setdefault(stack, {}).update(pools)
+            if current is not None and current.pools_verified == merged:
+                return None
+            text = json.dumps({stack: {pool: merged[stack][pool].as_json() for pool in sorted(merged[stack])}
+                               for stack in sorted(merged)})
+            if current is None:
+                return self._new({"leaseDurationSeconds": self.duration},
+                                 {labels.ANNOTATION_FLEET_POOLS_VERIFIED: text})
+            return self._replacing(current, {}, {labels.ANNOTATION_FLEET_POOLS_VERIFIED: text})
 
         self._write(recorded)
 

@@ -19,9 +19,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetspec import serving
 from fleetspec.model import Model, ServingEngine
 
-DEFAULT_PORTS = {ServingEngine.VLLM: 8000, ServingEngine.TGI: 80, ServingEngine.TRITON: 8000}
+DEFAULT_PORTS = {ServingEngine.VLLM: 8000, ServingEngine.TGI: 80, ServingEngine.TRITON: 8000,
+                 ServingEngine.SGLANG: 30000}
 METRICS = ("p95LatencySeconds", "tokensPerSecond", "errorRate")  # what verify compares, as queries name them
 # The figure each part feeds, for messages.
 PART_METRIC = {"histogram": "p95LatencySeconds", "quantile_sum": "p95LatencySeconds",
@@ -44,11 +46,14 @@ class EngineParts:
     busy: str  # request seconds (times ``busy_scale``)
     tokens: str  # tokens generated (Triton: inferences)
     errors: str | None  # failed requests
-    attempts: str | None  # every request, failed or not
+    attempts: str | None  # every request, failed or not (with ``attempts_succeeded``: those that did not fail)
     histogram: str | None = None  # ``sum by (le)`` of the latency histogram's buckets, seconds
     quantile_sum: str | None = None  # a summary's p95 summed over pods (times ``busy_scale``)
     quantile_count: str | None = None  # how many pods that sum adds
     busy_scale: float = 1.0
+    # The engine counts the requests that failed and those that did not apart (two counters: an increase() of both at
+    # once loses their names and cannot be summed), so the attempts are those two parts added.
+    attempts_succeeded: bool = False
     counters: tuple[str, ...] = field(default=())  # the counters it reads, for messages
 
     def templates(self) -> dict[str, str]:
@@ -61,7 +66,9 @@ class EngineParts:
 # (prometheus-fastapi-instrumentator: http_requests_total{handler, status="2xx|4xx|5xx"}), 5xx over every /v1 call.
 # TGI: its request histogram, generated tokens, and tgi_request_failure over tgi_request_count. Triton: its
 # summary's p95 (needs --metrics-config summary_latencies=true), inferences per second of request time (its core
-# metrics count inferences, not tokens), failures over successes and failures.
+# metrics count inferences, not tokens), failures over successes and failures (counted apart). SGLang (with --enable-metrics): its
+# request histogram and token counter as vLLM's; it counts finished requests (sglang:num_requests_total) and aborted
+# ones (sglang:num_aborted_requests_total) apart, so errors are the aborted over both.
 ENGINE_PARTS: dict[ServingEngine, EngineParts] = {
     ServingEngine.VLLM: EngineParts(
         requests=_increase("vllm:e2e_request_latency_seconds_count"),
@@ -86,7 +93,8 @@ ENGINE_PARTS: dict[ServingEngine, EngineParts] = {
         busy=_increase("nv_inference_request_duration_us"),
         tokens=_increase("nv_inference_count"),
         errors=_increase("nv_inference_request_failure"),
-        attempts=_increase("", '__name__=~"nv_inference_request_success|nv_inference_request_failure"'),
+        attempts=_increase("nv_inference_request_success"),
+        attempts_succeeded=True,
         quantile_sum='sum(avg_over_time(nv_inference_request_summary_us{quantile="0.95",' + _SELECTOR + "}[{window}]))",
         quantile_count='count(avg_over_time(nv_inference_request_summary_us{quantile="0.95",' + _SELECTOR
                        + "}[{window}]))",
@@ -94,24 +102,25 @@ ENGINE_PARTS: dict[ServingEngine, EngineParts] = {
         counters=("nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count",
                   "nv_inference_request_duration_us", "nv_inference_request_summary_us"),
     ),
+    ServingEngine.SGLANG: EngineParts(
+        requests=_increase("sglang:e2e_request_latency_seconds_count"),
+        busy=_increase("sglang:e2e_request_latency_seconds_sum"),
+        tokens=_increase("sglang:generation_tokens_total"),
+        errors=_increase("sglang:num_aborted_requests_total"),
+        attempts=_increase("sglang:num_requests_total"),
+        attempts_succeeded=True,
+        histogram=_increase("sglang:e2e_request_latency_seconds_bucket", by="le"),
+        counters=("sglang:e2e_request_latency_seconds", "sglang:generation_tokens_total", "sglang:num_requests_total",
+                  "sglang:num_aborted_requests_total"),
+    ),
 }
 
 
 def engine_of(model: Model) -> ServingEngine | None:
-    """The declared engine, else the one the image names (vllm/vllm-openai, .../text-generation-inference,
-    nvcr.io/nvidia/tritonserver)."""
-    if model.serving.engine is not None:
-        return model.serving.engine
-    repository = model.image.split("@", 1)[0].lower()
-    if ":" in repository.rsplit("/", 1)[-1]:
-        repository = repository.rsplit(":", 1)[0]  # the tag, not a registry's port
-    if "vllm" in repository:
-        return ServingEngine.VLLM
-    if "text-generation-inference" in repository or "/tgi" in repository:
-        return ServingEngine.TGI
-    if "triton" in repository:
-        return ServingEngine.TRITON
-    return None
+    """The declared engine, else the one the image names (``fleetspec.serving``: vllm/vllm-openai,
+    .../text-generation-inference, nvcr.io/nvidia/tritonserver, lmsysorg/sglang)."""
+    name = serving.engine_of_model(model)
+    return None if name is None else ServingEngine(name)
 
 
 def fill(template: str, namespace: str, pods: str, window: str) -> str:
@@ -189,6 +198,8 @@ def figures(parts: Parts, engine: EngineParts) -> Figures:
         p95 = values["quantile_sum"] / count * engine.busy_scale if count and "quantile_sum" in values else None
     busy, tokens = values.get("busy"), values.get("tokens")
     tps = tokens / (busy * engine.busy_scale) if busy and tokens is not None else None
-    attempts = values.get("attempts")
-    error_rate = values.get("errors", 0.0) / attempts if attempts else None
+    attempts, errors = values.get("attempts"), values.get("errors", 0.0)
+    if engine.attempts_succeeded and attempts is not None:
+        attempts += errors
+    error_rate = errors / attempts if attempts else None
     return Figures(requests, p95, tps, error_rate)

@@ -50,6 +50,8 @@ class Container(TypedDict, total=False):
     resources: Any
     readinessProbe: Any
     startupProbe: Any  # gates readiness until it passes (readiness-probe)
+    command: Any  # SGLang's --enable-metrics (model-metrics)
+    args: Any
 
 
 class Volume(TypedDict, total=False):

@@ -63,10 +63,10 @@ def ask_model(ask: Ask, model: Model, pod: Obj, prompt: str) -> tuple[str, str, 
     engine = engine_of(model)
     if engine is None:
         return ("unknown-engine", f"cannot tell the serving engine of image {model.image}: set "
-                f"models[{model.name}].serving.engine (vllm, tgi or triton)", {"image": model.image})
+                f"models[{model.name}].serving.engine (vllm, tgi, triton or sglang)", {"image": model.image})
     port = model.serving.port or DEFAULT_PORTS[engine]
     evidence: dict[str, Any] = {"engine": engine.value, "port": port}
-    if engine == ServingEngine.VLLM:
+    if engine in (ServingEngine.VLLM, ServingEngine.SGLANG):  # both serve the OpenAI completions API
         served = model.serving.servedModel
         if served is None:
             listed = ask(pod, port, "v1/models", None)

@@ -2,8 +2,9 @@
 
 Triggers: a node in ``upgrade-failed``; a node held by a failed validation (the validation job cordoned it
 and recorded why: :mod:`checks.hold`); a model whose available replicas fall below its minAvailable;
-a node in one in-progress state longer than ``stuck_after``; a model's SLO (``models[].slo``) breached on a pool
-being upgraded for as long as it declares (:mod:`checks.slo`, read from Prometheus); outside the stack's
+a node in one in-progress state longer than ``stuck_after``; a model's SLO (``models[].slo``, else relative to its
+own baseline) breached on a pool being upgraded for as long as it declares, or no figure of it for as long
+(:mod:`checks.slo`, read from Prometheus); outside the stack's
 maintenance window (``rollout.maintenanceWindow``), a node of a released pool in ``upgrade-required`` without
 the skip label, which the operator would start now (``outside-window``: the pause re-adds the skip label to the
 nodes not done, and a node already upgrading finishes its upgrade). Time in state is the earliest of: the
@@ -36,14 +37,15 @@ JSON of the operator snapshot (:meth:`Snapshot.as_json`; ``gpu-rollout watch --j
 ``"paused"`` and ``"pauseError"``)::
 
     {"owner": "operator", "at": <epoch seconds>,
-     "pools": [{"pool", "target", "held", "done", "total", "states": {"<upgrade state>" | "(none)": <nodes>}}],
-     "nodes": [{"name", "pool", "state", "driver", "done", "secondsInState", "skipped"}],
+     "pools": [{"pool", "target", "held", "done", "total", "skipped", "paused",
+                "states": {"<upgrade state>" | "(none)": <nodes>}}],
+     "nodes": [{"name", "pool", "state", "driver", "done", "secondsInState", "skipped", "pausedBy"}],
      "models": [{"model": "ns/name", "available", "minAvailable", "replicas"}],
      "operator": [{"kind", "name", "state"}], "events": [{"node", "message"}],
      "triggers": [{"kind": "upgrade-failed" | "validation-failed" | "below-min-available" | "stuck" |
-                   "outside-window" | "slo-breach", "subject", "message"}],
-     "slo": [{"model", "pool", "metric", "objective", "forSeconds", "latest", "breached", "figures", "expected",
-              "pods", "error"}]}
+                   "outside-window" | "slo-breach" | "slo-no-data", "subject", "message"}],
+     "slo": [{"model", "pool", "metric", "objective", "forSeconds", "latest", "breached", "noData", "default",
+              "baseline", "figures", "expected", "pods", "error"}]}
 
 and, beside ``"paused"``, ``"evictions"``: ``{"evicted", "refused", "failed", "kept"}`` (pods ``ns/name``) or null.
 """
@@ -65,7 +67,7 @@ from checks.hold import Evictions, HeldNode, evict_model_pods, held_nodes
 from checks.identity import ClusterIdentity, require_stack_cluster
 from checks.inventory import pool_nodes_of
 from checks.nodestate import node_done, node_driver_version, require_nodes
-from checks.objects import Obj, labels_of, meta, name_of, status_of
+from checks.objects import Obj, annotations_of, labels_of, meta, name_of, status_of
 from checks.pause import ChangeInterrupted, PauseReport, pause
 from checks.progress import StateTracker, Trigger, epoch, label_written_at, list_model_pods, model_rows
 from checks.prometheus import Prometheus
@@ -87,11 +89,12 @@ class NodeProgress:
     done: bool
     seconds_in_state: float | None
     skipped: bool
+    paused_by: str | None = None  # the stack whose `gpu-rollout pause` (or the train's halt) set the skip label
 
     def as_json(self) -> dict[str, Any]:
         return {"name": self.name, "pool": self.pool, "state": self.state, "driver": self.driver, "done": self.done,
                 "secondsInState": None if self.seconds_in_state is None else round(self.seconds_in_state),
-                "skipped": self.skipped}
+                "skipped": self.skipped, "pausedBy": self.paused_by}
 
 
 def _all_done(pools: list[dict[str, Any]]) -> bool:
@@ -115,6 +118,8 @@ class Snapshot:
             nodes = [n for n in self.nodes if n.pool == pool.name]
             out.append({"pool": pool.name, "target": spec.pool_target(pool).driver, "held": spec.pool_held(pool),
                         "done": sum(n.done for n in nodes), "total": len(nodes),
+                        "skipped": sum(n.skipped for n in nodes),
+                        "paused": sum(n.skipped and n.paused_by is not None for n in nodes),
                         "states": dict(sorted(Counter(n.state or "(none)" for n in nodes).items()))})
         return out
 
@@ -170,7 +175,8 @@ def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: flo
             since = min(t for t in seen if t is not None)
         seconds = None if since is None else max(0.0, now - since)
         progress.append(NodeProgress(name, pool_name, state, driver, done, seconds,
-                                     node_labels.get(labels.SKIP_UPGRADE) == "true"))
+                                     node_labels.get(labels.SKIP_UPGRADE) == "true",
+                                     annotations_of(node).get(labels.ANNOTATION_PAUSED_BY) or None))
         if state == labels.UPGRADE_FAILED:
             triggers.append(Trigger(TriggerKind.UPGRADE_FAILED, name,
                                     f"node {name} (pool {pool_name}) is in {labels.UPGRADE_FAILED}"))
@@ -186,7 +192,7 @@ def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: flo
     models, model_triggers = model_rows(spec, deployments, pods)
     triggers += model_triggers
     slo = slo_of(prometheus, spec, pods, nodes, now)
-    triggers += [r.trigger() for r in slo if r.breached]
+    triggers += [r.trigger() for r in slo if r.triggered]
     operator = [{"kind": o.get("kind", kind), "name": name_of(o), "state": str(status_of(o).get("state", "?"))}
                 for kind, objs in ((kinds.CLUSTER_POLICY.kind, policies), (kinds.NVIDIA_DRIVER.kind, drivers))
                 for o in objs]

@@ -174,6 +174,7 @@ class ServingEngine(StrEnum):
     VLLM = "vllm"
     TGI = "tgi"
     TRITON = "triton"
+    SGLANG = "sglang"
 
 
 class ModelQueries(SpecModel):
@@ -205,9 +206,10 @@ class ModelServing(SpecModel):
         "read from the image name.", examples=["tgi"])
     port: Annotated[StrictInt, Field(gt=0, lt=65536)] | None = Field(
         None, description="Container port of the HTTP API, reached through the API server's pod proxy; none: 8000 "
-        "(vLLM, Triton), 80 (TGI).", examples=[8080])
+        "(vLLM, Triton), 80 (TGI), 30000 (SGLang).", examples=[8080])
     servedModel: str | None = Field(
-        None, min_length=1, description="Model name in verify's test request; none: vLLM's first of `/v1/models`; "
+        None, min_length=1, description="Model name in verify's test request; none: the first of `/v1/models` "
+        "(vLLM, SGLang); "
         "Triton without it is only asked for readiness.", examples=["llm-chat"])
     baselineMatchLabels: dict[str, str] | None = Field(
         None, description="Pods of the same model on old-driver nodes, which `latency-throughput` compares against "
@@ -226,6 +228,16 @@ class ModelServing(SpecModel):
         return None if value is None else check_label_map(value)
 
 
+# A model with no `slo` is watched relative to its own baseline: its figures over the same hour a day before, from its
+# own pods (by the names their controller gives them). Breached above the baseline's error rate plus one percentage
+# point, or above one and a half times its p95, for ten minutes (checks/slo.py).
+DEFAULT_SLO_ERROR_RATE_MARGIN = 0.01
+DEFAULT_SLO_P95_FACTOR = 1.5
+DEFAULT_SLO_FOR = "10m"
+DEFAULT_SLO_BASELINE_OFFSET_SECONDS = 24 * 3600
+DEFAULT_SLO_BASELINE_SPAN_SECONDS = 3600
+
+
 class ModelSlo(SpecModel):
     """The model's service-level objectives, which `gpu-rollout watch` reads from Prometheus for each pool being
     upgraded: a breach of one, sustained for ``for``, pauses the rollout (docs/runbook.md)."""
@@ -239,7 +251,7 @@ class ModelSlo(SpecModel):
         None, description="Highest p95 request latency there, seconds. At least one of `errorRate` and "
         "`p95LatencySeconds` is required.", examples=[2.5])
     sustained: Duration = Field(
-        "10m", alias="for", description="How long a breach lasts before watch pauses the rollout, 1m to 24h; read "
+        DEFAULT_SLO_FOR, alias="for", description="How long a breach lasts before watch pauses the rollout, 1m to 24h; read "
         "from Prometheus through `validation.prometheus` or `--prometheus`.", examples=["15m"])
 
     @field_validator("errorRate")
@@ -306,7 +318,9 @@ class Model(SpecModel):
         "(docs/validation.md).")
     slo: ModelSlo | None = Field(
         None, description="The model's objectives, which `gpu-rollout watch` reads from Prometheus for each pool "
-        "being upgraded: a breach sustained for `for` pauses the rollout (docs/runbook.md).")
+        "being upgraded: a breach sustained for `for` pauses the rollout, and so does no figure at all for as long "
+        "(docs/runbook.md). None: watched relative to its own baseline, its figures over the same hour a day before: "
+        "a breach is an error rate one percentage point above it, or a p95 one and a half times it, for 10m.")
     owners: list[str] = Field(
         default_factory=list, description="Who owns the model: GitHub teams (`@org/team`) or users (`@user`). The PR "
         "comment of a change that moves the model's pools mentions them (`gpu-rollout diff --markdown`), and the "

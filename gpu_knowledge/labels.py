@@ -128,6 +128,9 @@ ANNOTATION_FLEET_HALTED = f"{DOMAIN}/fleet-halted"
 ANNOTATION_FLEET_WAVES_HALTED = f"{DOMAIN}/fleet-waves-halted"
 # ... and, per stack, the update whose `verify --smoke` passed (JSON: stack -> update version), so it is not asked again.
 ANNOTATION_FLEET_VERIFIED = f"{DOMAIN}/fleet-verified"
+# ... and, per stack and pool, the target its nodes were first seen complete on by a passing verify, and when (JSON:
+# stack -> pool -> {target, at}): the next wave's dwell, and an old generation's keep, count from it.
+ANNOTATION_FLEET_POOLS_VERIFIED = f"{DOMAIN}/fleet-pools-verified"
 # A model's pod template annotated so declares its weights baked into (and pre-pulled with) the image.
 ANNOTATION_WEIGHTS_IN_IMAGE = f"{DOMAIN}/weights-in-image"
 

@@ -34,7 +34,8 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from checks.fleet import ClusterView
-from promotion_train import deploy_plan
+from checks.lease import PoolVerified
+from promotion_train import deploy_plan, waves as stack_waves
 from promotion_train.deploy_plan import Decision
 from promotion_train.stacks import StackFile
 from simulate.fleet import spec_groups
@@ -127,8 +128,10 @@ class Soak:
 class Probe(Protocol):
     """The reads the front of the train needs, made only for the stacks that need them."""
 
-    def verify(self, stack: str) -> list[str] | None:
-        """The failed checks of `verify --smoke`, one line each; None when the cluster could not be asked now."""
+    def verify(self, stack: str, through_wave: int | None = None) -> list[str] | None:
+        """The failed checks of `verify --smoke`, one line each; None when the cluster could not be asked now.
+        ``through_wave``: on the stack as it was while that wave was its newest released one
+        (:func:`promotion_train.waves.spec_through`)."""
         ...
 
     def soak(self, stack: str) -> Soak: ...
@@ -154,6 +157,7 @@ class StackState:
     verified: bool = False  # verify --smoke passed on its last update (or the wave asks none)
     verify_failures: list[str] = field(default_factory=list)
     vouched: bool = False  # not read by this run; its wave done as an approved plan's run saw it
+    gate: list[str] = field(default_factory=list)  # why its own waves keep it from going up (promotion_train/waves.py)
 
     @property
     def in_flight(self) -> bool:
@@ -205,6 +209,8 @@ class Train:
     ups: list[str] = field(default_factory=list)  # the stacks to bring up now
     blocked: list[str] = field(default_factory=list)  # why nothing (more) moves now
     verified_now: dict[str, int] = field(default_factory=dict)  # stack -> update whose verify passed this run
+    # stack -> pool -> the target a verify passed on this run, pools with no such record before (promotion_train/waves.py)
+    pools_verified_now: dict[str, dict[str, PoolVerified]] = field(default_factory=dict)
     gpus_committed: int = 0  # the most GPUs the stacks in flight may take out at once, all clusters
     clusters_in_flight: list[str] = field(default_factory=list)
     vouched: list[str] = field(default_factory=list)  # waves taken as done from an approved plan, and why
@@ -269,16 +275,45 @@ def _at(moment: float) -> str:
     return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _verify_wave(wave: WaveState, verified: Mapping[str, int], probe: Probe, train: Train) -> None:
-    """verify --smoke on each complete stack of the wave whose last update has not passed it yet."""
+def _new_records(state: StackState, pools_verified: Mapping[str, Mapping[str, PoolVerified]], now: float,
+                 through: int | None = None, verify: str = "smoke") -> dict[str, PoolVerified]:
+    """The pools a passing verify (as of wave ``through``) records now: complete, with no record of that target
+    (a record already there keeps its time: the dwell counts from the first)."""
+    world = state.world
+    if world.spec is None or world.view is None:
+        return {}
+    had = pools_verified.get(world.name, {})
+    return {pool: record for pool, record in
+            stack_waves.records_of(world.spec, world.view.pools, through, now, verify).items()
+            if pool not in had or had[pool].target != record.target}
+
+
+def _record(train: Train, stack: str, records: Mapping[str, PoolVerified]) -> None:
+    if records:
+        train.pools_verified_now.setdefault(stack, {}).update(records)
+
+
+def _failed_verify(state: StackState, failures: list[str], train: Train) -> None:
+    state.verify_failures = failures
+    train.signs.append(Sign(state.world.name, TriggerKind.VERIFY_FAILED,
+                            f"verify --smoke failed on stack {state.world.name}: " + "; ".join(failures[:3])
+                            + (f" and {len(failures) - 3} more" if len(failures) > 3 else "")))
+
+
+def _verify_wave(wave: WaveState, verified: Mapping[str, int], probe: Probe, train: Train,
+                 pools_verified: Mapping[str, Mapping[str, PoolVerified]], now: float) -> None:
+    """verify --smoke on each complete stack of the wave whose last update has not passed it yet (or whose pools
+    have no record of the targets it passed on)."""
     for state in wave.stacks:
         if state.status != StackStatus.COMPLETE:
             continue
         if wave.wave.waitFor.verify == "none":
             state.verified = True
+            _record(train, state.world.name, _new_records(state, pools_verified, now, verify="none"))
             continue
         update = state.world.update
-        if update is not None and verified.get(state.world.name) == update:
+        unrecorded = _new_records(state, pools_verified, now)
+        if update is not None and verified.get(state.world.name) == update and not unrecorded:
             state.verified = True
             continue
         failures = probe.verify(state.world.name)
@@ -286,14 +321,34 @@ def _verify_wave(wave: WaveState, verified: Mapping[str, int], probe: Probe, tra
             train.blocked.append(f"{state.world.name}: verify --smoke could not read its cluster now; asked again "
                                  "next run")
         elif failures:
-            state.verify_failures = failures
-            train.signs.append(Sign(state.world.name, TriggerKind.VERIFY_FAILED,
-                                    f"verify --smoke failed on stack {state.world.name}: " + "; ".join(failures[:3])
-                                    + (f" and {len(failures) - 3} more" if len(failures) > 3 else "")))
+            _failed_verify(state, failures, train)
         else:
             state.verified = True
+            _record(train, state.world.name, unrecorded)
             if update is not None:
                 train.verified_now[state.world.name] = update
+
+
+def _gate_pending(wave: WaveState, probe: Probe, train: Train,
+                  pools_verified: Mapping[str, Mapping[str, PoolVerified]], now: float, may_move: bool) -> None:
+    """The current wave's stacks that would go up, judged by their own waves (promotion_train/waves.py); a wave
+    complete with no passing verify on record is verified now (while the train may move) and recorded."""
+    for state in wave.stacks:
+        world = state.world
+        if state.status != StackStatus.PENDING or world.update is None or world.spec is None or world.view is None:
+            continue  # a stack never deployed: policy waves-in-order judges what its first deployment releases
+        records = {**pools_verified.get(world.name, {}), **train.pools_verified_now.get(world.name, {})}
+        judged = stack_waves.gate(world.name, world.spec, world.view.pools, records, now)
+        if judged.through is not None and may_move:
+            failures = probe.verify(world.name, judged.through)
+            if failures:
+                _failed_verify(state, failures, train)
+            elif failures is not None:
+                verify = "smoke" if wave.wave.waitFor.verify == "smoke" else "none"
+                _record(train, world.name, _new_records(state, pools_verified, now, judged.through, verify))
+                records = {**records, **train.pools_verified_now.get(world.name, {})}
+                judged = stack_waves.gate(world.name, world.spec, world.view.pools, records, now)
+        state.gate = judged.refusals
 
 
 def _waits(wave: WaveState, probe: Probe, now: float) -> list[str]:
@@ -337,6 +392,9 @@ def _choose_ups(fleet: FleetFile, wave: WaveState, train: Train, everyone: Seque
         if state.status != StackStatus.PENDING:
             continue
         assert state.world.spec is not None
+        if state.gate:  # its own previous wave is not done: the change waits (promotion_train/waves.py)
+            train.blocked += state.gate
+            continue
         if state.in_flight:  # still rolling: its slot, its cluster and its GPUs are counted already
             train.ups.append(name)
             continue
@@ -369,7 +427,8 @@ def _choose_ups(fleet: FleetFile, wave: WaveState, train: Train, everyone: Seque
 
 
 def _walk(train: Train, may_move: bool, verified: Mapping[str, int], probe: Probe, now: float,
-          halted_waves: Mapping[str, str], vouched_waves: Collection[str]) -> None:
+          halted_waves: Mapping[str, str], vouched_waves: Collection[str],
+          pools_verified: Mapping[str, Mapping[str, PoolVerified]]) -> None:
     """The waves in order: done ones passed, the first that is not done (or halted) made the current one."""
     for index, wave in enumerate(train.waves):
         if wave.wave.name in halted_waves:
@@ -386,7 +445,7 @@ def _walk(train: Train, may_move: bool, verified: Mapping[str, int], probe: Prob
                                  f"read {', '.join(unread)}")
             continue
         if may_move:
-            _verify_wave(wave, verified, probe, train)
+            _verify_wave(wave, verified, probe, train, pools_verified, now)
         else:  # nothing moves: no model is asked; what verify passed on before still counts
             for state in wave.stacks:
                 state.verified = state.status == StackStatus.COMPLETE and (
@@ -394,6 +453,7 @@ def _walk(train: Train, may_move: bool, verified: Mapping[str, int], probe: Prob
         if {s.status for s in wave.stacks} != {StackStatus.COMPLETE} or not all(s.verified for s in wave.stacks):
             wave.status = WaveStatus.CURRENT
             train.current = index
+            _gate_pending(wave, probe, train, pools_verified, now, may_move)
             return
         missing = _waits(wave, probe, now)
         if missing:
@@ -406,13 +466,15 @@ def _walk(train: Train, may_move: bool, verified: Mapping[str, int], probe: Prob
 
 def assess(fleet: FleetFile, worlds: Mapping[str, StackWorld], probe: Probe, now: float, *,
            halted: bool = False, verified: Mapping[str, int] | None = None,
-           halted_waves: Mapping[str, str] | None = None, vouched_waves: Collection[str] = ()) -> Train:
+           halted_waves: Mapping[str, str] | None = None, vouched_waves: Collection[str] = (),
+           pools_verified: Mapping[str, Mapping[str, PoolVerified]] | None = None) -> Train:
     """The train as the world shows it, and its next safe step (``ups``, or ``halt``). ``halted``: a halt is
     recorded already (nothing moves); ``halted_waves``: wave -> why a rollback halted it (it and the later waves stay
     where they are); ``verified``: stack -> the update whose verify passed (the Lease's record); ``vouched_waves``:
     waves an approved plan saw done, taken as done where this run could not read some of their stacks (an identity
-    of one environment reads only its own clusters). ``probe`` runs `verify --smoke` only while the train may move
-    (no halt)."""
+    of one environment reads only its own clusters); ``pools_verified``: stack -> pool -> the target a passing verify
+    saw it complete on, and when (the Lease's record: a stack's next wave waits on it, promotion_train/waves.py).
+    ``probe`` runs `verify --smoke` only while the train may move (no halt)."""
     verified = verified or {}
     waves = [WaveState(w, [StackState(worlds[s], *worlds[s].status()) for s in w.stacks]) for w in fleet.waves]
     everyone = [s for w in waves for s in w.stacks]
@@ -424,7 +486,7 @@ def assess(fleet: FleetFile, worlds: Mapping[str, StackWorld], probe: Probe, now
                 train.own_pauses.append(sign)
     unreadable = [s for s in everyone if s.status == StackStatus.UNREADABLE]
     may_move = not halted and not any(fleet.halts(s.kind) for s in train.signs)
-    _walk(train, may_move, verified, probe, now, halted_waves or {}, vouched_waves)
+    _walk(train, may_move, verified, probe, now, halted_waves or {}, vouched_waves, pools_verified or {})
     clusters, train.gpus_committed = _committed(everyone)
     train.clusters_in_flight = sorted(clusters)
     halting = [s for s in train.signs if fleet.halts(s.kind)]

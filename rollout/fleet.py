@@ -45,7 +45,7 @@ from checks.pause import ChangeInterrupted, ImageOwnedDriver, PauseReport, pause
 from checks.soak import readiness
 from git_revisions.repository import Repository
 from pulumi_backend import backend as backends
-from promotion_train import deploy_plan, train
+from promotion_train import deploy_plan, train, waves
 from rollout import context, documents, fleet_announce, schemas
 from rollout.console import say, stdout
 from rollout.engine import UpResult
@@ -176,8 +176,10 @@ class LiveProbe:
         self.project, self.clusters, self.now = project, clusters, now
         self._soaks: dict[str, train.Soak] = {}
 
-    def verify(self, stack: str) -> list[str] | None:
+    def verify(self, stack: str, through_wave: int | None = None) -> list[str] | None:
         spec = self.project.specs[stack]
+        if through_wave is not None:
+            spec = waves.spec_through(spec, through_wave)
         try:
             failed = live.smoke_verify(self.clusters.connect(stack, spec), spec)
         except NoNodesError as error:
@@ -403,7 +405,8 @@ def status(project: FleetProject, backend: Backend, clusters: Clusters, as_json:
     worlds, _ = read_worlds(project, backend, clusters, datetime.fromtimestamp(moment, UTC))
     found = train.assess(project.fleet, worlds, _RecordedOnly(LiveProbe(project, clusters, moment)), moment,
                          halted=halts.halt is not None, halted_waves=halts.halted_waves(project),
-                         verified=lease.verified if lease else {})
+                         verified=lease.verified if lease else {},
+                         pools_verified=lease.pools_verified if lease else {})
     if as_json:
         documents.write(document(found, lease, moment, project, halts))
     else:
@@ -423,7 +426,7 @@ class _RecordedOnly:
     def __init__(self, probe: LiveProbe) -> None:
         self.probe = probe
 
-    def verify(self, stack: str) -> list[str] | None:
+    def verify(self, stack: str, through_wave: int | None = None) -> list[str] | None:
         return None
 
     def soak(self, stack: str) -> train.Soak:
@@ -759,7 +762,7 @@ def advance(project: FleetProject, backend: Backend, clusters: Clusters, *, yes:
             say(f"note: the train's lease could not be released ({error}); it expires by itself")
 
 
-def _read(project: FleetProject, backend: Backend, clusters: Clusters, moment: float, verified: Mapping[str, int],
+def _read(project: FleetProject, backend: Backend, clusters: Clusters, moment: float, lease: LeaseState | None,
           probe: train.Probe, expect: schemas.ApprovalPlan | None,
           records: list[ClusterRecord] | None = None
           ) -> tuple[train.Train, dict[str, train.StackWorld], str, Halts, list[ClusterRecord]]:
@@ -767,7 +770,8 @@ def _read(project: FleetProject, backend: Backend, clusters: Clusters, moment: f
     halts = Halts.of(records)
     worlds, commit = read_worlds(project, backend, clusters, datetime.fromtimestamp(moment, UTC))
     found = train.assess(project.fleet, worlds, probe, moment, halted=halts.halt is not None,
-                         halted_waves=halts.halted_waves(project), verified=verified,
+                         halted_waves=halts.halted_waves(project), verified=lease.verified if lease else {},
+                         pools_verified=lease.pools_verified if lease else {},
                          vouched_waves=expect.doneWaves if expect is not None else ())
     halts.say_unread()
     return found, worlds, commit, halts, records
@@ -778,7 +782,7 @@ def _dry_run(project: FleetProject, backend: Backend, clusters: Clusters, only_s
     moment = now()
     records = halt_records(project, clusters)
     lease = _lease_state(project, records)
-    found, worlds, commit, halts, _ = _read(project, backend, clusters, moment, lease.verified if lease else {},
+    found, worlds, commit, halts, _ = _read(project, backend, clusters, moment, lease,
                                             LiveProbe(project, clusters, moment), expect, records)
     ups, withheld = _by_stage(project, found.ups, only_stage)
     if as_json:
@@ -807,10 +811,11 @@ def _step(project: FleetProject, backend: Backend, clusters: Clusters, lease: Tr
           records: list[ClusterRecord] | None = None) -> Exit:
     moment = now()
     found, worlds, commit, halts, records = _read(
-        project, backend, clusters, moment, held.verified if held else {},
+        project, backend, clusters, moment, held,
         LiveProbe(project, clusters, moment), expect, records)
     if lease is not None:
         lease.record_verified(found.verified_now)
+        lease.record_pools_verified(found.pools_verified_now)
     out = advance_document(found, held, moment, project, applies=True, ups=[], withheld=[], halts=halts)
     unreadable = [s for w in found.waves for s in w.stacks if s.status == train.StackStatus.UNREADABLE]
     code = Exit.OK

@@ -44,7 +44,7 @@ def snapshot_view(spec: FleetSpec, snapshot: Snapshot) -> Group:
     operator = ", ".join(f"{o['kind']} {o['name']}: {o['state']}" for o in snapshot.operator) or "no operator objects"
     parts: list[RenderableType] = [pools, moving, f"operator: {operator}"]
     parts += [f"event {e['node']}: {e['message']}" for e in snapshot.events[-5:]]
-    parts += [f"slo: {r.describe()}" for r in snapshot.slo if not r.breached]
+    parts += [f"slo: {r.describe()}" for r in snapshot.slo if not r.triggered]
     parts += [f"[bold red]TRIGGER[/] {t.message}" for t in snapshot.triggers]
     return Group(*parts)
 
@@ -78,7 +78,7 @@ def image_view(spec: FleetSpec, snapshot: ImageSnapshot) -> Group:
                  f"{(n.seconds_not_ready or 0) / 60:.1f} min" for n in snapshot.nodes if not n.ready]
     parts: list[RenderableType] = [pools, models, "driver owner: node image (nothing to pause: progress is by generation)"]
     parts += [f"waiting: {line}" for line in waiting] + not_ready
-    parts += [f"slo: {r.describe()}" for r in snapshot.slo if not r.breached]
+    parts += [f"slo: {r.describe()}" for r in snapshot.slo if not r.triggered]
     parts += [f"[bold red]TRIGGER[/] {t.message}" for t in snapshot.triggers]
     return Group(*parts)
 

@@ -43,6 +43,7 @@ class CheckId(StrEnum):
     READINESS_PROBE = "readiness-probe"
     WEIGHTS_CACHE = "weights-cache"
     BATCH_JOBS = "batch-jobs"
+    MODEL_METRICS = "model-metrics"
     # checks.validation: verify, runbook section 5
     DRIVER_VERSION = "driver-version"
     GPU_COUNT = "gpu-count"

@@ -20,6 +20,7 @@ class TriggerKind(StrEnum):
     STUCK = "stuck"  # a node in one upgrade state for longer than the stack allows (checks/watch.py)
     VERIFY_FAILED = "verify-failed"  # the fleet train's own sign: `gpu-rollout verify --smoke` failed on a stack
     SLO_BREACH = "slo-breach"  # a model's SLO breached on a pool being upgraded (checks/slo.py)
+    SLO_NO_DATA = "slo-no-data"  # no figure of a model's SLO on a pool being upgraded for its whole `for` (checks/slo.py)
     NOT_READY = "not-ready"  # a node not Ready for longer than the stuck limit (image-owned, checks/generations.py)
     OUTSIDE_WINDOW = "outside-window"  # the stack's maintenance window is closed (checks/watch.py): no bad sign
 

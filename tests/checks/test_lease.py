@@ -7,7 +7,7 @@ import pytest
 
 from checks import kube as k
 from checks.errors import ConflictError
-from checks.lease import LeaseHeld, TrainLease
+from checks.lease import LeaseHeld, PoolVerified, TrainLease
 from gpu_knowledge import labels
 from fleetspec.fleet_file import LEASE_NAME, LEASE_NAMESPACE
 from tests.fakekube.server import FakeKube
@@ -158,3 +158,23 @@ def test_a_halt_on_a_cluster_without_a_lease_creates_one_and_verify_records_merg
     train.record_verified({"existing-prod": 7, "existing-canary": 4})
     assert train.read().verified == {"existing-canary": 4, "existing-prod": 7}
     assert train.read().halt is not None
+
+
+def test_pool_verify_records_merge_per_pool_and_an_unreadable_one_reads_as_none(fake: FakeKube, kube: k.Kube) -> None:
+    clock = Clock()
+    train = lease(kube, "run-1", clock)
+    train.acquire()
+    train.record_pools_verified({"prod": {"gput4": PoolVerified("580.173.02", START)}})
+    clock.now += 3600
+    train.record_pools_verified({"prod": {"gpua100": PoolVerified("580.173.02", clock.now, "none")},
+                                 "eks-prod": {"gpu-a10g": PoolVerified("580.173.02 g4", clock.now)}})
+    state = train.read()
+    assert state is not None and state.pools_verified == {
+        "prod": {"gput4": PoolVerified("580.173.02", START),
+                 "gpua100": PoolVerified("580.173.02", START + 3600, "none")},
+        "eks-prod": {"gpu-a10g": PoolVerified("580.173.02 g4", START + 3600)}}
+    body = stored(fake)
+    body["metadata"]["annotations"][labels.ANNOTATION_FLEET_POOLS_VERIFIED] = (
+        '{"prod": {"gput4": {"target": "580.173.02", "at": 7}, "gpua100": "x"}, "eks-prod": []}')
+    kube.replace(k.LEASES, LEASE_NAME, body, LEASE_NAMESPACE)
+    assert train.read().pools_verified == {}  # no record is no pass: those waves are verified again

@@ -58,6 +58,7 @@ PREFLIGHT = {
     "readiness-probe": "2. Capacity and disruption controls",
     "weights-cache": "2. Capacity and disruption controls",
     "batch-jobs": "2. Capacity and disruption controls",
+    "model-metrics": "2. Capacity and disruption controls",
 }
 
 

@@ -61,6 +61,8 @@ class _Engine(BaseHTTPRequestHandler):
             self._json(200, {"generated_text": " one two three"})
         elif self.path == "/v2/models/llm/generate" and body.get("text_input"):
             self._json(200, {"model_name": "llm", "text_output": " one two three"})
+        elif self.path == "/v1/completions" and body.get("model") == "llm-chat":  # SGLang's OpenAI API
+            self._json(200, {"choices": [{"text": " one two three"}], "usage": {"completion_tokens": 3}})
         else:
             self._json(404, {"error": self.path})
 
@@ -105,6 +107,16 @@ def test_a_tgi_model_is_asked_on_generate_at_its_port(tmp_path: Path, engine_ser
                                    "engine": "tgi", "port": 8080, "request": "POST /generate"}
     assert {(m, port, path) for m, _, _, port, path in fake.proxied} == {("POST", 8080, "generate")}
     assert engine_server.seen[0][1] == {"inputs": "Count from one to ten.", "parameters": {"max_new_tokens": 8}}
+
+
+def test_an_sglang_model_is_asked_on_its_openai_completions_at_its_default_port(
+        tmp_path: Path, engine_server: ThreadingHTTPServer) -> None:
+    with ProxyKube() as fake:
+        world = _world(fake, tmp_path, engine_server, engine="sglang", servedModel="llm-chat")
+        results = _results(world, _kube(fake, tmp_path))
+    assert [r.status.value for r in results["model-answers"]] == ["pass", "pass"]
+    assert {(m, port, path) for m, _, _, port, path in fake.proxied} == {("POST", 30000, "v1/completions")}
+    assert engine_server.seen[0][1]["model"] == "llm-chat"
 
 
 def test_a_triton_model_is_asked_for_readiness_then_generate(tmp_path: Path,
@@ -196,7 +208,7 @@ def test_another_cluster_is_refused_before_any_check(tmp_path: Path) -> None:
     ({"baselineMatchLabels": {}}, "serving.baselineMatchLabels", "an empty map would select every pod"),
     ({"queries": {"tokensPerSecond": "sum(rate(x[5m]))"}}, "serving.queries.tokensPerSecond", "must use {pods}"),
     ({"port": 70000}, "serving.port", "less than 65536"),
-    ({"engine": "sglang"}, "serving.engine", "'vllm', 'tgi' or 'triton'"),
+    ({"engine": "ollama"}, "serving.engine", "'vllm', 'tgi', 'triton' or 'sglang'"),
 ])
 def test_bad_serving_config_is_refused_at_its_key(tmp_path: Path, serving: dict[str, Any], key: str,
                                                   reason: str) -> None:

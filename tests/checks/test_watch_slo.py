@@ -5,7 +5,7 @@ or a model within its objectives, does not."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,10 +16,10 @@ from checks import kube as kube_module
 from checks.prometheus import Prometheus
 from checks.watch import WatchOutcome, watch
 from rollout.cli import app
-from tests.checks.verify_world import ProxyKube, Soak, World, build, history
+from tests.checks.verify_world import ProxyKube, Soak, World, build, history, ticks
 from tests.conftest import PROJECT_DIR
 from tests.fakekube.plugin import FAST
-from tests.prometheus.server import MISSING, binary, start
+from tests.prometheus.server import MISSING, History, binary, start
 from tests.rollout.json_contract import document_of
 
 pytestmark = pytest.mark.skipif(binary("prometheus") is None or binary("promtool") is None, reason=MISSING)
@@ -106,3 +106,134 @@ def test_an_image_owned_stack_reports_a_breach_and_pauses_nothing(fake: ProxyKub
     assert trigger.kind == "slo-breach" and trigger.message.startswith(
         "model inference/llm-chat-canary on pool gpu-canary: error rate 10.00%")
     assert outcome.paused is None
+
+
+# ---------------------------------------------------------------- a model with no slo: its own baseline
+
+
+def test_a_model_with_no_slo_is_watched_against_its_own_figures_a_day_before(fake: ProxyKube, tmp_path: Path) -> None:
+    """The canary model's pods a day before (its ReplicaSet's earlier pods, found by name) served clean at a p95 of
+    about 1.75 s: the default objectives are 1 % errors and 1.5 times that p95."""
+    world = build(fake, tmp_path)
+    assert world.spec.models[0].slo is None
+    with start(history(world), tmp_path / "prometheus") as url:
+        outcome = _watch_once(world, tmp_path, url)
+    assert not outcome.triggered
+    readings = {r.metric: r for r in outcome.snapshot.slo}
+    assert all(r.default and r.error is None for r in readings.values())
+    assert readings["errorRate"].baseline == 0.0 and readings["errorRate"].objective == pytest.approx(0.01)
+    assert readings["p95LatencySeconds"].baseline == pytest.approx(1.75, rel=0.02)
+    assert readings["p95LatencySeconds"].objective == pytest.approx(1.5 * readings["p95LatencySeconds"].baseline)
+
+
+def test_errors_a_point_above_its_own_baseline_for_ten_minutes_pause_a_model_with_no_slo(
+        fake: ProxyKube, tmp_path: Path) -> None:
+    world = build(fake, tmp_path)
+    soak = Soak(errors=lambda at: 0.05 if at > world.now - 20 * MINUTE else 0.0)
+    with start(history(world, soak=soak), tmp_path / "prometheus") as url:
+        outcome = _watch_once(world, tmp_path, url)
+    (trigger,) = outcome.snapshot.triggers
+    assert trigger.kind == "slo-breach" and trigger.subject == "inference/llm-chat-canary@gpucanary"
+    assert trigger.message.endswith("above its objective 1.00% for 10m (no models[].slo: its own 0.00% a day "
+                                    "before plus 1% point)")
+    assert outcome.paused is not None
+
+
+# ---------------------------------------------------------------- no data is no sign of health
+
+
+def _cut(found: History, pods: list[str], after: float) -> History:
+    """``found`` with no sample of ``pods`` after ``after`` (their metrics stopped arriving then)."""
+    for (_, labels), points in found.series.items():
+        if dict(labels).get("pod") in pods:
+            points[:] = [(at, value) for at, value in points if at <= after]
+    return found
+
+
+def test_no_figure_for_as_long_as_the_slo_s_window_pauses(fake: ProxyKube, tmp_path: Path) -> None:
+    world = _world(fake, tmp_path, errorRate="1%", **{"for": "10m"})
+    found = _cut(history(world), world.canary_pods, world.now - 15 * MINUTE)
+    with start(found, tmp_path / "prometheus") as url:
+        outcome = _watch_once(world, tmp_path, url)
+    (trigger,) = outcome.snapshot.triggers
+    assert trigger.kind == "slo-no-data" and trigger.subject == "inference/llm-chat-canary@gpucanary"
+    assert trigger.message == ("model inference/llm-chat-canary on pool gpucanary: no error rate figure for 10m "
+                               "(Prometheus holds no series of its pods there): no data is no sign of health")
+    assert outcome.paused is not None
+
+
+def test_a_gap_shorter_than_the_window_is_no_pause(fake: ProxyKube, tmp_path: Path) -> None:
+    world = _world(fake, tmp_path, errorRate="1%", **{"for": "10m"})
+    found = _cut(history(world), world.canary_pods, world.now - 4 * MINUTE)
+    with start(found, tmp_path / "prometheus") as url:
+        outcome = _watch_once(world, tmp_path, url)
+    assert not outcome.triggered and outcome.paused is None
+
+
+def test_a_prometheus_that_does_not_answer_is_named_on_every_reading(fake: ProxyKube, tmp_path: Path) -> None:
+    world = _world(fake, tmp_path, errorRate="1%")
+    with start(History(), tmp_path / "prometheus") as url:
+        pass  # started and stopped: nothing listens on its port now
+    outcome = _watch_once(world, tmp_path, url)
+    assert outcome.snapshot.slo and all(r.error and url in r.error and not r.breached
+                                        for r in outcome.snapshot.slo)
+
+
+# ---------------------------------------------------------------- SGLang
+
+
+def _sglang(out: History, pod: str, times: list[float], errors: Callable[[float], float], rate: float = 2.0) -> None:
+    """An SGLang pod (--enable-metrics) serving ``rate`` requests a second, as scraped: finished and aborted requests
+    counted apart, the end-to-end latency histogram."""
+    labels = {"namespace": "inference", "pod": pod, "model_name": "llm-chat"}
+    bounds, shares = ("0.5", "1.0", "2.0", "+Inf"), (0.3, 0.6, 0.1, 0.0)
+    cumulative = [0.0] * len(bounds)
+    finished = aborted = seconds = 0.0
+    previous = None
+    for at in times:
+        if previous is not None:
+            requests = rate * (at - previous)
+            running = 0.0
+            for index, share in enumerate(shares):
+                running += share
+                cumulative[index] += requests * (1 - errors(at)) * min(running, 1.0)
+            finished += requests * (1 - errors(at))
+            aborted += requests * errors(at)
+            seconds += requests * (1 - errors(at)) * 0.8
+        previous = at
+        for bound, value in zip(bounds, cumulative, strict=True):
+            out.add("sglang:e2e_request_latency_seconds_bucket", {**labels, "le": bound}, at, value)
+        out.add("sglang:e2e_request_latency_seconds_sum", labels, at, seconds)
+        out.add("sglang:e2e_request_latency_seconds_count", labels, at, finished)
+        out.add("sglang:num_requests_total", labels, at, finished)
+        out.add("sglang:num_aborted_requests_total", labels, at, aborted)
+
+
+def test_an_sglang_model_s_figures_are_read_from_its_own_metrics(fake: ProxyKube, tmp_path: Path) -> None:
+    world = build(fake, tmp_path, model={"slo": {"errorRate": "1%", "p95LatencySeconds": 5.0, "for": "10m"}},
+                  engine="sglang")
+    found = History()
+    times = [at for at in ticks(world.now - 2 * 3600, world.now, 300.0) if at >= world.soak_start]
+    for pod in world.canary_pods:
+        _sglang(found, pod, times, lambda at: 0.04 if at > world.now - 20 * MINUTE else 0.0)
+    with start(found, tmp_path / "prometheus") as url:
+        outcome = _watch_once(world, tmp_path, url)
+    readings = {r.metric: r for r in outcome.snapshot.slo}
+    # 90 % of requests within 1 s, all within 2 s: the p95 is half way into the (1, 2] bucket
+    assert readings["p95LatencySeconds"].latest == pytest.approx(1.5, rel=0.01)
+    (trigger,) = outcome.snapshot.triggers
+    assert trigger.kind == "slo-breach"
+    assert trigger.message.startswith("model inference/llm-chat-canary on pool gpucanary: error rate 4.00%")
+
+
+def test_a_model_that_served_nothing_is_no_gap(fake: ProxyKube, tmp_path: Path) -> None:
+    """Its series are there, with no request: nothing to judge, and nothing missing."""
+    world = build(fake, tmp_path, model={"slo": {"errorRate": "1%", "for": "10m"}}, engine="sglang")
+    found = History()
+    times = [at for at in ticks(world.now - 2 * 3600, world.now, 300.0) if at >= world.soak_start]
+    for pod in world.canary_pods:
+        _sglang(found, pod, times, lambda at: 0.0, rate=0.0)
+    with start(found, tmp_path / "prometheus") as url:
+        outcome = _watch_once(world, tmp_path, url)
+    (reading,) = outcome.snapshot.slo
+    assert reading.figures == [] and not reading.no_data and not outcome.triggered

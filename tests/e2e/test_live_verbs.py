@@ -172,7 +172,8 @@ def test_watch_follows_the_upgrade_states_and_pauses_on_upgrade_failed(live: Res
     code, document, stderr = gpu_rollout(project, "watch", stack, "--once")
     assert code == 0, stderr
     assert _pool(document, pool) | {"states": None} == {
-        "pool": pool, "target": NEW_DRIVER, "held": False, "done": 0, "total": 3, "states": None}
+        "pool": pool, "target": NEW_DRIVER, "held": False, "done": 0, "total": 3, "skipped": 0, "paused": 0,
+        "states": None}
 
     # The operator takes the first node through its upgrade, one state at a time.
     for state in ("upgrade-required", "cordon-required", "wait-for-jobs-required", "pod-deletion-required"):

@@ -240,6 +240,8 @@ def model_container(model: Model) -> Obj:
         "readinessProbe": {"httpGet": {"path": "/v2/health/ready" if "triton" in model.image else "/health",
                                        "port": 8000}, "periodSeconds": 10},
         "volumeMounts": [{"name": "weights", "mountPath": "/models"}],
+        # SGLang exports its metrics (which `watch` reads) only with --enable-metrics (checks/disruption.py).
+        **({"args": ["--enable-metrics"]} if "sglang" in model.image else {}),
     }
 
 

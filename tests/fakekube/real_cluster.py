@@ -107,6 +107,11 @@ def plain_node(name: str, node_labels: dict[str, str]) -> Obj:
                                    "allocatable": {"cpu": "8", "memory": "32000000Ki", "pods": "110"}}}
 
 
+def _metrics_flag(image: str) -> Obj:
+    """SGLang exports the metrics `watch` reads only with --enable-metrics, which a team running it sets."""
+    return {"args": ["--enable-metrics"]} if "sglang" in image else {}
+
+
 def server_pods(fake: FakeKube, namespace: str, app_labels: dict[str, str], nodes: list[str], *, image: str,
                 gpus: int, owner: tuple[str, str]) -> list[str]:
     """One model-server pod per entry of ``nodes`` (a node may repeat), owned by ``owner``."""
@@ -117,7 +122,7 @@ def server_pods(fake: FakeKube, namespace: str, app_labels: dict[str, str], node
             "name": "server", "image": image,
             "resources": {"requests": {"nvidia.com/gpu": str(gpus)}, "limits": {"nvidia.com/gpu": str(gpus)}},
             "readinessProbe": {"httpGet": {"path": "/health", "port": 8000}},
-            "volumeMounts": [{"name": "weights", "mountPath": "/models"}]}],
+            "volumeMounts": [{"name": "weights", "mountPath": "/models"}], **_metrics_flag(image)}],
             [{"name": "weights", "persistentVolumeClaim": {"claimName": "weights"}}], owner=owner))
         names.append(name)
     return names
@@ -131,7 +136,7 @@ def model_server(fake: FakeKube, name: str, namespace: str, app_labels: dict[str
         "name": "server", "image": image,
         "resources": {"requests": {"nvidia.com/gpu": str(gpus)}, "limits": {"nvidia.com/gpu": str(gpus)}},
         "readinessProbe": {"httpGet": {"path": "/health", "port": 8000}},
-        "volumeMounts": [{"name": "weights", "mountPath": "/models"}]}],
+        "volumeMounts": [{"name": "weights", "mountPath": "/models"}], **_metrics_flag(image)}],
         "volumes": [{"name": "weights", "persistentVolumeClaim": {"claimName": "weights"}}]}}
     spec: Obj = {"replicas": len(nodes), "selector": {"matchLabels": dict(app_labels)}, "template": template}
     if kind == "StatefulSet":

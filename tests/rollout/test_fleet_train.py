@@ -51,7 +51,7 @@ class Probe:
         self.verified: list[str] = []
         self.soaked: list[str] = []
 
-    def verify(self, stack: str) -> list[str] | None:
+    def verify(self, stack: str, through_wave: int | None = None) -> list[str] | None:
         self.verified.append(stack)
         return self.failures.get(stack, [])
 
@@ -292,7 +292,7 @@ def test_waves_an_approved_plan_saw_done_count_where_this_run_cannot_read_them()
 
 def test_a_verify_that_could_not_ask_the_cluster_neither_passes_nor_halts() -> None:
     class Blind(Probe):
-        def verify(self, stack: str) -> list[str] | None:
+        def verify(self, stack: str, through_wave: int | None = None) -> list[str] | None:
             return None
 
     found = assess(FLEET, fleet_world(), Blind(), NOW, verified={})

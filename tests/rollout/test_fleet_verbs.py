@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -137,10 +137,10 @@ class World:
         return load_project(self.repo.root)
 
     def advance(self, capsys: pytest.CaptureFixture[str], *, yes: bool = True, stage: Stage | None = None,
-                packs: fleet.Packs | None = None,
-                expect: dict[str, Any] | None = None) -> tuple[Exit, dict[str, Any], str]:
+                packs: fleet.Packs | None = None, expect: dict[str, Any] | None = None,
+                now: Callable[[], float] = time.time) -> tuple[Exit, dict[str, Any], str]:
         code = fleet.advance(self.project(), self.backend, self.reach, yes=yes, packs=packs or fleet.Packs(),
-                             only_stage=stage, as_json=True,
+                             only_stage=stage, as_json=True, now=now,
                              expect=schemas.ApprovalPlan.model_validate(expect) if expect is not None else None)
         out = capsys.readouterr()
         return code, document_of("fleet-advance", out.out), out.err
@@ -231,6 +231,29 @@ def test_a_driver_bump_through_every_wave(world: World, capsys: pytest.CaptureFi
     assert world.backend.upped() == [CANARY, PROD, PROD_B]
     status = world.status(capsys)
     assert status["complete"] and [w["status"] for w in status["waves"]] == ["done", "done"]
+
+
+def test_a_stack_s_next_pool_wave_waits_for_the_one_before_verified_and_dwelt_since(
+        world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    started_prod_wave(world, capsys)
+    world.upgrade(PROD)
+    world.upgrade(PROD_B)
+    code, doc, _ = world.advance(capsys)  # every wave done: the train records each released pool it saw complete
+    assert code == Exit.OK and doc["complete"]
+    records = json.loads(world.lease()["metadata"]["annotations"][labels.ANNOTATION_FLEET_POOLS_VERIFIED])
+    assert records[PROD]["l40s-serving"]["target"] == NEW and records[PROD]["l40s-serving"]["verify"] == "none"
+
+    world.repo.pool(PROD, "h100-serving", lambda pool: pool["rollout"].update(released=True))
+    world.repo.commit("existing-prod: release wave 2 (h100-serving)")
+    code, doc, _ = world.advance(capsys)  # wave 1 completed just now: it has not dwelt its 24 h
+    assert code == Exit.OK and world.backend.upped() == [CANARY, PROD, PROD_B]
+    [refusal] = [b for b in doc["blocked"] if b.startswith(f"{PROD}:")]
+    assert refusal.startswith(f"{PROD}: wave 2 waits for wave 1, verified complete ")
+    assert "of rollout.waveDwellHours 24 h so far" in refusal
+
+    later = time.time() + 25 * 3600
+    code, doc, _ = world.advance(capsys, now=lambda: later)
+    assert code == Exit.OK and world.backend.upped() == [CANARY, PROD, PROD_B, PROD]
 
 
 def started_prod_wave(world: World, capsys: pytest.CaptureFixture[str]) -> None:
@@ -445,6 +468,20 @@ def test_a_stack_preflight_fails_on_is_not_brought_up(world: World, capsys: pyte
     fake.update("nodes", node["metadata"]["name"], {"metadata": {"labels": {labels.GPU_PRODUCT: declared}}})
     code, _, _ = world.advance(capsys)
     assert code == Exit.OK and world.backend.upped() == [CANARY]
+
+
+def test_a_prod_stack_whose_models_watch_cannot_read_is_not_brought_up(
+        world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    """Preflight's model-metrics gates the train: a prod stack with no validation.prometheus stays down, naming it."""
+    world.repo.edit(PROD, "validation", lambda validation: validation.pop("prometheus"))
+    world.repo.commit("existing-prod without its Prometheus")
+    world.advance(capsys)
+    world.upgrade(CANARY)
+    world.merge_attestation()
+    code, _, err = world.advance(capsys)
+    assert code == Exit.FAILED and world.backend.upped() == [CANARY, PROD_B]
+    assert f"{PROD}: not brought up: preflight failed: model-metrics inference/llm-chat: " in err
+    assert "validation.prometheus: where `watch` reads the model's error rate and p95" in err
 
 
 # ---------------------------------------------------------------- when the world misbehaves (issue 34)
