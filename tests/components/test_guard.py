@@ -19,7 +19,8 @@ import yaml
 
 from components import guard
 from engine_contracts import resource_facts as rf
-from fleetspec.load import config_strings, spec_from_config
+from fleetspec.load import config_strings, load_stack_file, spec_from_config
+from fleetspec.observability import PrometheusService, prometheus_access
 from gpu_knowledge import labels
 from preview.run import ProgramRun, run_program
 from renderers.ownership import shared_objects
@@ -108,10 +109,16 @@ def test_declared_in_prod_by_default_and_nowhere_else(rendered: dict[str, Progra
     deployment = one(run, "kubernetes:apps/v1:Deployment")
     assert deployment["spec"]["replicas"] == 2
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"].endswith("@sha256:" + "0" * 64)
-    # Every object of the guard is a child of the component, in its namespace where it is namespaced.
+    # Every object of the guard is a child of the component, in its namespace where it is namespaced (or, for
+    # the Role that lets it reach Prometheus through the API server, in the Prometheus Service's namespace).
+    validation = load_stack_file(PROJECT_DIR / f"Pulumi.{stack}.yaml").validation
+    access = prometheus_access(validation.prometheus) if validation and validation.prometheus else None
+    allowed = {None, "gpu-rollout-guard", "kube-system"}
+    if isinstance(access, PrometheusService):
+        allowed.add(access.namespace)
     for obj in guard_objects(run):
         namespace = obj.inputs["metadata"].get("namespace")
-        assert namespace in (None, "gpu-rollout-guard", "kube-system"), obj.name
+        assert namespace in allowed, obj.name
     for resource in guard_objects(run):
         api_version, kind = KINDS[resource.type]
         kubernetes_validate.validate({"apiVersion": api_version, "kind": kind, **copy.deepcopy(resource.inputs)},
