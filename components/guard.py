@@ -1,4 +1,4 @@
-"""Guard: the in-cluster guard process (gpu-rollout's guard verb) for the stack, declared where ``guard.enabled`` (on by default in prod).
+"""Guard: the in-cluster guard (gpu-rollout's guard verb) of the stack, where ``guard.enabled`` (on in prod).
 
 A Deployment (``guard.replicas``, two by default; one leader by a Lease) runs the project's own image with the stack
 file as deployed (a ConfigMap rendered from the spec: no other config key, so no provider secret, reaches it). It
@@ -33,13 +33,13 @@ from fleetspec.membership import pool_node_selectors
 from fleetspec.model import FleetSpec
 from fleetspec.observability import PrometheusService, prometheus_access
 from gpu_knowledge import kinds, labels
+from renderers.manifests import RECORD_NAMESPACE
 
 NAME = rf.GUARD_NAME  # Deployment, ServiceAccount, Service, PodDisruptionBudget and the leader's Lease
 PROJECT_CONFIG_MAP = "gpu-rollout-guard-project"
 PROJECT_MOUNT = "/etc/gpu-rollout/project"
 PORT = 9400
 PORT_NAME = "metrics"
-IDENTITY_NAMESPACE = "kube-system"  # the cluster identity record and the Namespace whose UID names the cluster
 ANNOTATION_PROJECT = f"{labels.DOMAIN}/guard-project"  # sha256 of the project files: a change restarts the pods
 RUN_AS = 65532  # the image's non-root user (Dockerfile)
 # The pause writes (checks/pause.py): the label, and who paused and why.
@@ -192,7 +192,7 @@ def cluster_role_rules() -> list[dict[str, Any]]:
         _rule(kinds.NVIDIA_DRIVER, READ),
         _rule(kinds.EVENT, [*READ, "create"]),
         _rule(kinds.EVENTS_EVENT, ["create"]),
-        _rule(kinds.NAMESPACE, ["get"], names=[IDENTITY_NAMESPACE]),
+        _rule(kinds.NAMESPACE, ["get"], names=[RECORD_NAMESPACE]),  # its UID names the cluster
     ]
 
 
@@ -201,11 +201,10 @@ def namespaced_roles(spec: FleetSpec) -> dict[str, list[dict[str, Any]]]:
     and the cluster identity records in kube-system, and where Prometheus is an in-cluster Service, its proxy."""
     own = [_rule(kinds.LEASE, ["get", "update"], names=[NAME]), _rule(kinds.LEASE, ["create"])]
     roles: dict[str, list[dict[str, Any]]] = {spec.guard.namespace: own}
-    system = [_rule(kinds.LEASE, ["get", "update", "patch"], names=[HALT_RECORD_LEASE]),
-              _rule(kinds.LEASE, ["create"]),
-              _rule(kinds.CONFIG_MAP, ["get", "list"])]  # the identity records, read by label (checks/identity.py)
-    assert HALT_RECORD_NAMESPACE == IDENTITY_NAMESPACE
-    roles.setdefault(IDENTITY_NAMESPACE, []).extend(system)
+    roles.setdefault(HALT_RECORD_NAMESPACE, []).extend(
+        [_rule(kinds.LEASE, ["get", "update", "patch"], names=[HALT_RECORD_LEASE]), _rule(kinds.LEASE, ["create"])])
+    # The cluster identity records, read by label (checks/identity.py).
+    roles.setdefault(RECORD_NAMESPACE, []).append(_rule(kinds.CONFIG_MAP, ["get", "list"]))
     validation = spec.validation
     access = prometheus_access(validation.prometheus) if validation and validation.prometheus else None
     if isinstance(access, PrometheusService):
