@@ -169,6 +169,13 @@ class Judged:
     violations: list[Violation]
     sources: tuple[basis.Source, ...]
     notes: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # The driver the last deployment ran (its outputs' driverVersion); None for a first deployment, or outputs
+    # that state none. Where it moves from: `fleet plan` shows it, not the file's previousVersion.
+    last_driver: str | None = None
+
+    @property
+    def refused(self) -> bool:
+        return bool(mandatory(self.violations))
 
     def violation_models(self) -> list[schemas.Violation]:
         return [schemas.Violation.of(v, self.notes.get(verdict_key(v))) for v in self.violations]
@@ -222,10 +229,12 @@ def judge(
     result = render(canary_outputs)
     violations = policy_report(result, now, project_dir)
     sources = (last,) if canary is None else (last, canary)
+    deployed = result.outputs if same_as_file else previous_outputs
     return Judged(result, violations, sources,
                   # Another canary changes only the promotion record's canary fields: no second rendering.
                   assumption_notes(result, violations, last, canary, lambda given: recanaried(result, given), now,
-                                   project_dir))
+                                   project_dir),
+                  read_stack_outputs(deployed).driver_version if deployed is not None else None)
 
 
 def _shown(path: Path, project_dir: Path) -> str:

@@ -419,7 +419,9 @@ class FleetPlanStack(_Shape):
     stack: str
     stage: str
     cluster: str
-    driver: dict[str, Any] = Field(description="from, to (the driver versions) and owner.")
+    driver: dict[str, Any] = Field(description="from (the last deployment's driver, as `plan` judges the stack "
+                                   "against; driver.previousVersion before a first deployment), fromSource (where "
+                                   "from was read), to and owner.")
     pools: dict[str, list[str]] = Field(description="released and held: each pool with its driver and why.")
     refused: bool
     verdict: str
