@@ -23,6 +23,7 @@ from rollout.fleet_project import FleetProject, load_project
 from fleetspec.fleet_file import Wave
 from fleetspec.load import SpecError
 from fleetspec.model import FleetSpec
+from vocabulary.verdicts import Verdict
 
 
 @dataclass
@@ -53,13 +54,14 @@ class StackPlan:
                 "held": [f"{t.pool} ({t.driver}; {t.why})" for t in targets if t.held]}
 
     def verdict(self) -> str:
-        if self.problem is not None:
-            return f"refused: {self.problem}"
+        """`plan`'s verdict (:attr:`rollout.plan.Judged.verdict`), with what it counts."""
+        if self.problem is not None or self.judged is None:
+            return f"{Verdict.REFUSED}: {self.problem}"
         refused = mandatory(self.violations)
         if refused:
-            return "refused: " + "; ".join(f"{v.policy}: {v.message}" for v in refused)
+            return f"{Verdict.REFUSED}: " + "; ".join(f"{v.policy}: {v.message}" for v in refused)
         advice = [v for v in self.violations if v not in refused]
-        return "admitted" + (f" ({len(advice)} advisory finding(s))" if advice else "")
+        return self.judged.verdict.value + (f" ({len(advice)} advisory finding(s))" if advice else "")
 
     def document(self) -> schemas.FleetPlanStack:
         spec = self.spec

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from checks.results import CheckResult, Status, any_failed
 from policy.evaluate import Violation, evaluate, from_registered, load_config, mandatory, pack_config_dir
 from preview.renderings import rendered_outputs
 from preview.run import PROGRAM_FILE, ProgramRun, recanaried, redeployed, run_program
@@ -34,6 +35,7 @@ from renderers.ownership import shared_objects
 from engine_contracts.resource_facts import read_stack_outputs
 from fleetspec.stacks import stack_name
 from vocabulary.policy_ids import PolicyId
+from vocabulary.verdicts import Verdict
 
 # The one rule that reads the canary's outputs (through the promotion record, components/promotion.py).
 CANARY_GATE = PolicyId.CANARY_ATTESTED
@@ -120,6 +122,18 @@ def policy_report(result: ProgramRun, now: datetime | None = None, project_dir: 
     return evaluate(from_registered(result.resources), config, now)
 
 
+def live_checks(kube: Any, spec: Any, project_dir: Path) -> list[CheckResult]:
+    """``plan --from-cluster``: preflight's checks that ask a policy's own question (their ids are policy ids:
+    ``spare-capacity`` and the driver's and operator's compatibility), answered on what the cluster runs (its
+    nodes, their GPUs, the pods on them) rather than what the stack file declares; one read, read-only, and
+    another cluster than the stack's is refused before any check runs, as preflight does."""
+    from checks import preflight
+    from checks.attested import read_attested
+
+    shared = {policy.value for policy in PolicyId}
+    return [r for r in preflight.run_preflight(kube, spec, read_attested(project_dir, spec)) if r.id in shared]
+
+
 # ---------------------------------------------------------------- what the judgement rests on
 
 
@@ -173,9 +187,23 @@ class Judged:
     # that state none. Where it moves from: `fleet plan` shows it, not the file's previousVersion.
     last_driver: str | None = None
 
+    # With --from-cluster: what the live checks that judge a policy's own question found (:func:`live_checks`),
+    # and where they were read; None offline.
+    live: list[CheckResult] | None = None
+
     @property
     def refused(self) -> bool:
-        return bool(mandatory(self.violations))
+        return bool(mandatory(self.violations)) or any_failed(self.live or [])
+
+    @property
+    def verdict(self) -> Verdict:
+        """The one verdict every verb that judges a change gives: refused on a mandatory finding (or a failed live
+        check), admitted with advice where an advisory finding (or a live warning) is left, else admitted."""
+        if self.refused:
+            return Verdict.REFUSED
+        if self.violations or any(r.status is not Status.PASS for r in self.live or []):
+            return Verdict.ADVISED
+        return Verdict.ADMITTED
 
     def violation_models(self) -> list[schemas.Violation]:
         return [schemas.Violation.of(v, self.notes.get(verdict_key(v))) for v in self.violations]
@@ -251,9 +279,12 @@ def render_json(result: ProgramRun, violations: list[Violation] | None = None, j
                 heading: schemas.Basis | None = None) -> str:
     resources = [schemas.PlannedResource(type=r.type, name=r.name, inputs=r.inputs)
                  for r in sorted(result.custom_resources, key=lambda r: (r.type, r.name))]
+    if judged is None:
+        judged = Judged(result, list(violations or []), ())
     document = schemas.PlanDocument(
-        stack=result.stack, resources=resources, outputs=result.outputs,
-        violations=judged.violation_models() if judged is not None else [schemas.Violation.of(v) for v in violations or []])
+        stack=result.stack, resources=resources, outputs=result.outputs, violations=judged.violation_models(),
+        verdict=judged.verdict,
+        live=None if judged.live is None else [schemas.CheckResult.of(r) for r in judged.live])
     if heading is not None:
         document.basis = heading
     return documents.dumps(document).rstrip("\n")
@@ -318,6 +349,36 @@ def render_payloads(result: ProgramRun, console: Console) -> None:
             console.print(text, markup=False, highlight=False, soft_wrap=True, end="" if text.endswith("\n") else "\n")
 
 
+def render_live(results: list[CheckResult], console: Console) -> None:
+    """``--from-cluster``: the live checks that judge a policy's question, one row each."""
+    style = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red"}
+    table = Table(title="live checks (the policies' questions, on what the cluster runs)", show_lines=False)
+    for column in ("status", "check / subject", "finding"):
+        table.add_column(column, overflow="fold")
+    for r in results:
+        table.add_row(f"[{style[r.status]}]{r.status.value}[/]", f"{r.id}\n[dim]{escape(r.subject)}[/]",
+                      escape(r.message))
+    console.print(table)
+
+
+def verdict_line(judged: Judged, stack: str) -> str:
+    """The report's last line: the verdict, what it counts, and the next command."""
+    refused = mandatory(judged.violations)
+    failed = [r for r in judged.live or [] if r.status is Status.FAIL]
+    counts = [f"{len(refused)} mandatory finding(s)"] if refused else []
+    counts += [f"{len(failed)} failed live check(s)"] if failed else []
+    advice = len(judged.violations) - len(refused)
+    warned = sum(r.status is Status.WARN for r in judged.live or [])
+    if judged.verdict is Verdict.REFUSED:
+        return (f"verdict: refused ({', '.join(counts)}): fix them (each names what to edit) and run "
+                f"`gpu-rollout plan --stack {stack}` again")
+    notes = [f"{advice} advisory finding(s)"] if advice else []
+    notes += [f"{warned} live warning(s)"] if warned else []
+    said = f" ({', '.join(notes)} to read)" if notes else ""
+    return (f"verdict: {judged.verdict.value}{said}; next: `gpu-rollout diff --markdown` for the pull request; "
+            "once merged, the deploy workflow runs it (`fleet advance`)")
+
+
 def heading(stack: str, shown_path: str, project_dir: Path, project_found: str,
             sources: tuple[basis.Source, ...]) -> schemas.Basis:
     return schemas.Basis(stack=stack, stackFile=shown_path, projectDir=str(project_dir), projectFound=project_found,
@@ -334,11 +395,16 @@ def execute(
     canary_outputs: dict[str, Any] | None = None, *, previous_file: Path | None = None,
     canary_path: Path | None = None, from_backend: bool = False, show_data: bool = False,
     shown_path: str | None = None, project_found: str = "--project-dir", now: datetime | None = None,
+    live: Callable[[], tuple[list[CheckResult], str]] | None = None,
 ) -> Exit:
     """Render, run the policies as of ``now``, print (table or one JSON document); 1 on a mandatory violation.
-    The first lines say what was read and what the judgement rests on."""
+    The first lines say what was read and what the judgement rests on. ``live`` (``--from-cluster``): the live
+    checks of the policies' questions and where they were read (a failed one refuses, as preflight would)."""
     judged = judge(stack, stack_file, project_dir, previous_outputs=previous_outputs, previous_file=previous_file,
                    canary_outputs=canary_outputs, canary_path=canary_path, from_backend=from_backend, now=now)
+    if live is not None:
+        judged.live, where = live()
+        judged.sources = (*judged.sources, basis.Source("cluster", where, False, ()))
     head = heading(stack, shown_path or str(stack_file), project_dir, project_found, judged.sources)
     if as_json:
         sys.stdout.write(render_json(judged.result, judged=judged, heading=head) + "\n")
@@ -348,6 +414,9 @@ def execute(
             console.print(line, markup=False, highlight=False)
         render_table(judged.result, console)
         render_violations(judged.violations, console, judged.notes)
+        if judged.live is not None:
+            render_live(judged.live, console)
         if show_data:
             render_payloads(judged.result, console)
-    return Exit.failed_if(bool(mandatory(judged.violations)))
+        console.print(verdict_line(judged, stack), markup=False, highlight=False)
+    return Exit.failed_if(judged.refused)

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 import checks.results
 from checks.results import Status
+from vocabulary.verdicts import Verdict as PlanVerdict
 from vocabulary.errors import ErrorKind
 
 if TYPE_CHECKING:
@@ -151,6 +152,11 @@ class PlanDocument(Document):
     outputs: dict[str, Any] = Field(description="The stack outputs as `pulumi up` would export them.")
     basis: Basis | None = None
     violations: list[Violation]
+    verdict: PlanVerdict = Field(
+        description="The one verdict (vocabulary/verdicts.py): refused on a mandatory violation or, with "
+        "--from-cluster, a failed live check; admitted-with-advice where advisory ones are left; else admitted.")
+    live: list[CheckResult] | None = Field(None, description="With --from-cluster: preflight's checks of the "
+                                           "policies' own questions, on what the cluster runs; null offline.")
 
 
 class Revision(_Shape):

@@ -11,7 +11,8 @@ import typer
 
 from refusals.exits import Exit
 from rollout.cli.running import command
-from rollout.cli.options import (AtOption, BackendStack, CanaryOutputsOption, Debugging, FromBackendOption,
+from rollout.cli.options import (AtOption, BackendStack, CanaryOutputsOption, ContextOption, Debugging, FromBackendOption,
+                                 KubeconfigOption,
                                  MarkdownOption, PreviousOutputsOption, ProjectSetup, ProjectTarget, StackTarget,
                                  in_words, moment, not_both, stage_of)
 
@@ -27,19 +28,40 @@ def plan(
         bool, typer.Option("--show-data", help="Also print large ConfigMap data (the validation program) whole, after "
                            "the report (the table shows its size and sha256; --json always holds it whole).")
     ] = False,
+    from_cluster: Annotated[
+        bool, typer.Option("--from-cluster", help="Also read the stack's cluster (read-only) and judge the policies' "
+                           "questions preflight can answer live (spare capacity, compatibility) on what it runs; a "
+                           "failed one refuses. Without it no cluster is reached.")
+    ] = False,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
 ) -> Exit:
     """Offline preview of a stack: what `pulumi up` would send, with no cloud and no Pulumi CLI, and the policy
     pack's verdicts. The first lines say the stack file read, the project folder, and what the verdicts rest on:
-    the last deployment and the canary's outputs (given, --from-backend, or the offline assumption)."""
+    the last deployment and the canary's outputs (given, --from-backend, or the offline assumption); the last line
+    the verdict and the next command."""
     from rollout import plan as verb
 
+    if (kubeconfig or context) and not from_cluster:
+        raise typer.BadParameter("they choose a cluster to read: give them with --from-cluster (without it no "
+                                 "cluster is reached)", param_hint="--kubeconfig/--context")
     stack = target.resolve()
+    live = None
+    if from_cluster:
+        def live() -> tuple[list, str]:
+            from rollout import context as contexts
+
+            opened = contexts.open_live(target.stack, target.stack_file, target.project_dir, kubeconfig, context)
+            where = contexts.resolve_cluster(opened.spec, kubeconfig, context)
+            return (verb.live_checks(opened.kube, opened.spec, stack.project_dir),
+                    f"read live (--from-cluster): context {where.context or 'current'} of kubeconfig "
+                    f"{where.kubeconfig or 'default'}")
     previous = verb.read_previous_outputs(previous_outputs) if previous_outputs is not None else None
     canary = verb.read_previous_outputs(canary_outputs, "--canary-outputs") if canary_outputs is not None else None
     return verb.execute(stack.name, stack.path, as_json=target.as_json, project_dir=stack.project_dir,
                         previous_outputs=previous, canary_outputs=canary, previous_file=previous_outputs,
                         canary_path=canary_outputs, from_backend=from_backend, show_data=show_data,
-                        shown_path=stack.shown_path, project_found=stack.project_found, now=moment(at))
+                        shown_path=stack.shown_path, project_found=stack.project_found, now=moment(at), live=live)
 
 
 @command(ProjectTarget)
