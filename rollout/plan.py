@@ -277,7 +277,7 @@ def _shown(path: Path, project_dir: Path) -> str:
 
 def render_json(result: ProgramRun, violations: list[Violation] | None = None, judged: Judged | None = None,
                 heading: schemas.Basis | None = None) -> str:
-    resources = [schemas.PlannedResource(type=r.type, name=r.name, inputs=r.inputs)
+    resources = [schemas.PlannedResource(type=r.type, name=r.name, inputs=r.inputs, adopt=r.adopt or None)
                  for r in sorted(result.custom_resources, key=lambda r: (r.type, r.name))]
     if judged is None:
         judged = Judged(result, list(violations or []), ())
@@ -327,6 +327,8 @@ def render_table(result: ProgramRun, console: Console) -> None:
     table.add_column("what a reviewer checks", overflow="fold")
     for resource in sorted(result.custom_resources, key=lambda r: (r.type, r.name)):
         fields = review_fields(resource.type, resource.inputs)
+        if resource.adopt:  # imported, not created: the engine reads the existing one into the stack
+            fields = [("adopt", f"the existing {resource.adopt} (not created)"), *fields]
         # Values are text, not markup: "[secret]" or a selector in brackets must print as written.
         table.add_row(f"[dim]{escape(short_type(resource.type))}[/]\n{escape(resource.name)}",
                       escape("\n".join(f"{k}: {v}" for k, v in fields)))

@@ -144,6 +144,8 @@ class PlannedResource(_Shape):
     type: str
     name: str
     inputs: dict[str, Any]
+    adopt: str | None = Field(None, description="The ID of the existing cloud pool it adopts (Pulumi's `import`: "
+                              "nodePools[].aks.adopt / eks.adopt); null where it is created or managed already.")
 
 
 class PlanDocument(Document):
