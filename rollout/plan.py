@@ -13,7 +13,7 @@ import json
 import sys
 from collections.abc import Callable
 from datetime import datetime
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from fleetspec.model import PROJECT
 from renderers.ownership import shared_objects
 from engine_contracts.resource_facts import read_stack_outputs
 from fleetspec.stacks import stack_name
+from vocabulary.check_ids import CheckId
 from vocabulary.policy_ids import PolicyId
 from vocabulary.verdicts import Verdict
 
@@ -125,13 +126,18 @@ def policy_report(result: ProgramRun, now: datetime | None = None, project_dir: 
 def live_checks(kube: Any, spec: Any, project_dir: Path) -> list[CheckResult]:
     """``plan --from-cluster``: preflight's checks that ask a policy's own question (their ids are policy ids:
     ``spare-capacity`` and the driver's and operator's compatibility), answered on what the cluster runs (its
-    nodes, their GPUs, the pods on them) rather than what the stack file declares; one read, read-only, and
+    nodes, their GPUs, the pods on them) rather than what the stack file declares, and ``pool-adopted`` (a cloud
+    pool the change would create that the cluster runs already, unadopted, refuses); one read, read-only, and
     another cluster than the stack's is refused before any check runs, as preflight does."""
     from checks import preflight
     from checks.attested import read_attested
 
-    shared = {policy.value for policy in PolicyId}
-    return [r for r in preflight.run_preflight(kube, spec, read_attested(project_dir, spec)) if r.id in shared]
+    shared = {policy.value for policy in PolicyId} | {CheckId.POOL_ADOPTED.value}
+    found = [r for r in preflight.run_preflight(kube, spec, read_attested(project_dir, spec)) if r.id in shared]
+    # Preflight warns of a pool the cluster runs that the stack neither made nor adopts; the change judged here is
+    # the `up` that would create it again, so here it refuses.
+    return [replace(r, status=Status.FAIL) if r.id == CheckId.POOL_ADOPTED and r.status is Status.WARN else r
+            for r in found]
 
 
 # ---------------------------------------------------------------- what the judgement rests on
