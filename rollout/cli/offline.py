@@ -226,6 +226,23 @@ def init(
                                   "policy/prod.json's trustedKeys and remove the example key (default: leave "
                                   "policy/prod.json alone and print the step).")
     ] = None,
+    from_cluster: Annotated[
+        bool, typer.Option("--from-cluster", help="AKS/EKS: read the cluster's GPU pools through the cloud's API "
+                           "(Azure Resource Manager, EKS; read-only, your credentials) and write them, each adopted by "
+                           "its ID, instead of the example's (docs/adopt.md).")
+    ] = False,
+    canary_pools: Annotated[
+        list[str] | None, typer.Option("--canary-pool", help="With --from-cluster: a pool the canary stack takes "
+                                       "(repeatable); the others go to the prod stack.")
+    ] = None,
+    subscription: Annotated[
+        str | None, typer.Option("--subscription", help="AKS with --from-cluster: the cluster's subscription ID.")
+    ] = None,
+    api_endpoint: Annotated[
+        str | None, typer.Option("--api-endpoint", help="With --from-cluster: the cloud API's base URL (default: "
+                                 "https://management.azure.com, or https://eks.<region>.amazonaws.com); for a "
+                                 "sovereign cloud or a private endpoint.")
+    ] = None,
 ) -> Exit:
     """Write a team's first canary and prod stack files from the example of --cloud: the team's cluster, the
     prod stack promoted from the new canary (no example attestation, no example waivers), and, with
@@ -241,8 +258,27 @@ def init(
         raise typer.BadParameter("give the cluster's name", param_hint="--cluster")
     chosen = verb.Cluster(cloud, identity, resource_group, aks_cluster, location, region, eks_cluster,
                           node_role_arn, tuple(subnets or ()), kube_context, kubeconfig)
+    reader = None
+    if from_cluster:
+        from rollout import adopted_pools
+
+        if cloud == "existing":
+            raise typer.BadParameter("an existing cluster's pools are found by label, never created: nothing to adopt",
+                                     param_hint="--from-cluster")
+        if not canary_pools:
+            raise typer.BadParameter("name the pool(s) the canary stack takes", param_hint="--canary-pool")
+        if cloud == "aks" and not subscription:
+            raise typer.BadParameter("needed to read an AKS cluster", param_hint="--subscription")
+
+        def reader(driver: str) -> adopted_pools.Pools:
+            return adopted_pools.read(cloud, tuple(canary_pools or ()), driver, subscription=subscription,
+                                      group=resource_group, cluster={"aks": aks_cluster, "eks": eks_cluster}[cloud]
+                                      or identity, region=region, endpoint=api_endpoint)
+    elif canary_pools or subscription or api_endpoint:
+        raise typer.BadParameter("they say how to read the cluster: give them with --from-cluster",
+                                 param_hint="--canary-pool/--subscription/--api-endpoint")
     return verb.execute(target.project(), chosen, canary or f"{name}-canary", prod or f"{name}-prod", change_ticket,
-                        trust_key)
+                        trust_key, reader)
 
 
 @command(Debugging)
