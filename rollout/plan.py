@@ -23,7 +23,8 @@ from rich.table import Table
 
 from checks.results import CheckResult, Status, any_failed
 from policy.evaluate import Violation, evaluate, from_registered, load_config, mandatory, pack_config_dir
-from preview.renderings import rendered_outputs
+from preview.changes import SIGN, Change, Marker, Rendered, compare, counts
+from preview.renderings import rendered, rendered_outputs
 from preview.run import PROGRAM_FILE, ProgramRun, recanaried, redeployed, run_program
 from preview.summary import payload_summary, payloads, review_fields
 from rollout import basis, documents, schemas
@@ -193,6 +194,9 @@ class Judged:
     # that state none. Where it moves from: `fleet plan` shows it, not the file's previousVersion.
     last_driver: str | None = None
 
+    # Each resource marked against the last deployment's rendering (:mod:`preview.changes`); None where the last
+    # deployment is known by its outputs alone (given, or the backend's).
+    changes: list[Change] | None = None
     # With --from-cluster: what the live checks that judge a policy's own question found (:func:`live_checks`),
     # and where they were read; None offline.
     live: list[CheckResult] | None = None
@@ -225,6 +229,7 @@ def judge(
     spec = spec_from_config(config, source=str(path))
     program = project_dir / PROGRAM_FILE
     same_as_file = False  # the last deployment is this very stack file
+    last_resources: list[Rendered] | None = None  # its rendering's resources, where it was rendered here
     if previous_file is not None:
         last = basis.given_outputs(previous_file, "last deployment", "--previous-outputs")
     elif from_backend:
@@ -236,11 +241,16 @@ def judge(
         if committed.config is None:
             last = basis.Source("last deployment", f"a first deployment ({committed.text})", True,
                                 basis.LAST_DEPLOYMENT_FLAGS)
+            last_resources = []
         else:
             last = basis.Source("last deployment", committed.text, True, basis.LAST_DEPLOYMENT_FLAGS)
             same_as_file = committed.config == config
             if not same_as_file:
-                previous_outputs = rendered_outputs(committed.config, stack, program)
+                # Rendered with the canary this stack is judged on: the promotion record's canary fields come from
+                # the canary, not from the change, so they never show as one.
+                previous_outputs, last_resources = rendered(
+                    committed.config, stack, program, None,
+                    canary_stack_outputs(config, path, program, canary_outputs, project_dir))
     canary: basis.Source | None = None
     if spec.promotion is not None:
         name = stack_name(spec.promotion.canaryStack)
@@ -264,11 +274,15 @@ def judge(
     violations = policy_report(result, now, project_dir)
     sources = (last,) if canary is None else (last, canary)
     deployed = result.outputs if same_as_file else previous_outputs
+    current = [Rendered(r.type, r.name, r.inputs, r.adopt) for r in result.custom_resources]
+    if same_as_file:
+        last_resources = current
     return Judged(result, violations, sources,
                   # Another canary changes only the promotion record's canary fields: no second rendering.
                   assumption_notes(result, violations, last, canary, lambda given: recanaried(result, given), now,
                                    project_dir),
-                  read_stack_outputs(deployed).driver_version if deployed is not None else None)
+                  read_stack_outputs(deployed).driver_version if deployed is not None else None,
+                  compare(current, last_resources) if last_resources is not None else None)
 
 
 def _shown(path: Path, project_dir: Path) -> str:
@@ -290,7 +304,11 @@ def render_json(result: ProgramRun, violations: list[Violation] | None = None, j
     document = schemas.PlanDocument(
         stack=result.stack, resources=resources, outputs=result.outputs, violations=judged.violation_models(),
         verdict=judged.verdict,
-        live=None if judged.live is None else [schemas.CheckResult.of(r) for r in judged.live])
+        live=None if judged.live is None else [schemas.CheckResult.of(r) for r in judged.live],
+        changes=None if judged.changes is None else [
+            schemas.PlannedChange(marker=c.marker, type=c.type, name=c.name, replacedBy=list(c.replaced_by),
+                                  fields=[schemas.ChangedField(field=k, old=a, new=b) for k, a, b in c.fields])
+            for c in judged.changes])
     if heading is not None:
         document.basis = heading
     return documents.dumps(document).rstrip("\n")
@@ -325,20 +343,51 @@ def short_type(type_token: str) -> str:
     return type_token.rsplit(":", 1)[-1]
 
 
-def render_table(result: ProgramRun, console: Console) -> None:
-    """One row per resource: its kind above its name (the whole type token is in ``--json``), then what a
-    reviewer checks. No column cuts a value: a row folds rather than end in an ellipsis."""
+def change_summary(changes: list[Change] | None) -> str:
+    """The line near the top: how many resources of each marker, against the last deployment's rendering."""
+    if changes is None:
+        return ("changes: not marked (the last deployment is known by its outputs only; without --previous-outputs "
+                "and --from-backend plan renders it and marks each resource)")
+    tally = counts(changes)
+    return "changes against the last deployment: " + (", ".join(f"{n} {marker}" for marker, n in tally.items())
+                                                      or "no resources")
+
+
+def render_table(result: ProgramRun, console: Console, changes: list[Change] | None = None,
+                 show_all: bool = False) -> None:
+    """One row per resource: its kind above its name (the whole type token is in ``--json``), its change marker
+    where the last deployment's rendering is known, then what a reviewer checks: a changed field old → new. A
+    resource the same as deployed is folded into a count unless ``show_all``. No column cuts a value: a row folds
+    rather than end in an ellipsis."""
+    marked = {(c.type, c.name): c for c in changes or []}
     table = Table(title=f"gpu-driver-upgrade plan: stack {result.stack}", show_lines=True)
     table.add_column("resource", overflow="fold")
     table.add_column("what a reviewer checks", overflow="fold")
+    folded = 0
     for resource in sorted(result.custom_resources, key=lambda r: (r.type, r.name)):
+        change = marked.get((resource.type, resource.name))
+        if change is not None and change.marker is Marker.SAME and not show_all:
+            folded += 1
+            continue
         fields = review_fields(resource.type, resource.inputs)
+        if change is not None and change.marker in (Marker.UPDATE, Marker.REPLACE):
+            fields = [(k, f"{old} → {new}") for k, old, new in change.fields]
+            if change.replaced_by:
+                fields.append(("replaced because", ", ".join(change.replaced_by) + " cannot change in place"))
         if resource.adopt:  # imported, not created: the engine reads the existing one into the stack
             fields = [("adopt", f"the existing {resource.adopt} (not created)"), *fields]
+        mark = f"{SIGN[change.marker]} {change.marker.value} " if change is not None else ""
         # Values are text, not markup: "[secret]" or a selector in brackets must print as written.
-        table.add_row(f"[dim]{escape(short_type(resource.type))}[/]\n{escape(resource.name)}",
+        table.add_row(f"{escape(mark)}[dim]{escape(short_type(resource.type))}[/]\n{escape(resource.name)}",
                       escape("\n".join(f"{k}: {v}" for k, v in fields)))
-    console.print(table)
+    for change in changes or []:
+        if change.marker is Marker.DELETE:
+            table.add_row(f"{SIGN[change.marker]} delete [dim]{escape(short_type(change.type))}[/]\n"
+                          f"{escape(change.name)}", "in the last deployment, not in this one")
+    if table.row_count:
+        console.print(table)
+    if folded:
+        console.print(f"{folded} resource(s) the same as the last deployment, not shown (--all shows them)")
     outputs = read_stack_outputs(result.outputs)
     console.print(
         f"stage [bold]{outputs.stage}[/], driver [bold]{outputs.driver_version}[/]; "
@@ -403,7 +452,7 @@ def execute(
     canary_outputs: dict[str, Any] | None = None, *, previous_file: Path | None = None,
     canary_path: Path | None = None, from_backend: bool = False, show_data: bool = False,
     shown_path: str | None = None, project_found: str = "--project-dir", now: datetime | None = None,
-    live: Callable[[], tuple[list[CheckResult], str]] | None = None,
+    live: Callable[[], tuple[list[CheckResult], str]] | None = None, show_all: bool = False,
 ) -> Exit:
     """Render, run the policies as of ``now``, print (table or one JSON document); 1 on a mandatory violation.
     The first lines say what was read and what the judgement rests on. ``live`` (``--from-cluster``): the live
@@ -420,7 +469,8 @@ def execute(
         console = consoles.stdout()
         for line in heading_lines(head, judged.sources):
             console.print(line, markup=False, highlight=False)
-        render_table(judged.result, console)
+        console.print(change_summary(judged.changes), markup=False, highlight=False)
+        render_table(judged.result, console, judged.changes, show_all)
         render_violations(judged.violations, console, judged.notes)
         if judged.live is not None:
             render_live(judged.live, console)

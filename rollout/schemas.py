@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 import checks.results
 from checks.results import Status
-from vocabulary.verdicts import Verdict as PlanVerdict
+from vocabulary.verdicts import ChangeMarker, Verdict as PlanVerdict
 from vocabulary.errors import ErrorKind
 
 if TYPE_CHECKING:
@@ -148,6 +148,21 @@ class PlannedResource(_Shape):
                               "nodePools[].aks.adopt / eks.adopt); null where it is created or managed already.")
 
 
+class ChangedField(_Shape):
+    field: str
+    old: str
+    new: str
+
+
+class PlannedChange(_Shape):
+    marker: ChangeMarker = Field(
+        description="Against the last deployment's rendering (preview/changes.py).")
+    type: str
+    name: str
+    fields: list[ChangedField] = Field(description="What a reviewer checks, old → new (update, replace).")
+    replacedBy: list[str] = Field(description="The replace-only fields that differ (replace).")
+
+
 class PlanDocument(Document):
     stack: str
     resources: list[PlannedResource]
@@ -159,6 +174,9 @@ class PlanDocument(Document):
         "--from-cluster, a failed live check; admitted-with-advice where advisory ones are left; else admitted.")
     live: list[CheckResult] | None = Field(None, description="With --from-cluster: preflight's checks of the "
                                            "policies' own questions, on what the cluster runs; null offline.")
+    changes: list[PlannedChange] | None = Field(
+        None, description="Each resource marked against the last deployment's rendering; null where the last "
+        "deployment is known by its outputs alone (--previous-outputs, --from-backend).")
 
 
 class Revision(_Shape):

@@ -35,6 +35,10 @@ def plan(
     ] = False,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="Also list the resources the same as the last deployment (folded into a "
+                           "count by default).")
+    ] = False,
 ) -> Exit:
     """Offline preview of a stack: what `pulumi up` would send, with no cloud and no Pulumi CLI, and the policy
     pack's verdicts. The first lines say the stack file read, the project folder, and what the verdicts rest on:
@@ -61,7 +65,8 @@ def plan(
     return verb.execute(stack.name, stack.path, as_json=target.as_json, project_dir=stack.project_dir,
                         previous_outputs=previous, canary_outputs=canary, previous_file=previous_outputs,
                         canary_path=canary_outputs, from_backend=from_backend, show_data=show_data,
-                        shown_path=stack.shown_path, project_found=stack.project_found, now=moment(at), live=live)
+                        shown_path=stack.shown_path, project_found=stack.project_found, now=moment(at), live=live,
+                        show_all=show_all)
 
 
 @command(ProjectTarget)
