@@ -49,9 +49,14 @@ class StackPlan:
         return self.problem is not None or bool(mandatory(self.violations))
 
     def pools(self) -> dict[str, list[str]]:
+        """Released and held pools in words, for the text and markdown reports."""
         targets = [self.spec.pool_target(p) for p in self.spec.nodePools]
         return {"released": [f"{t.pool} ({t.driver}; {t.why})" for t in targets if not t.held],
                 "held": [f"{t.pool} ({t.driver}; {t.why})" for t in targets if t.held]}
+
+    def pool_models(self) -> list[schemas.FleetPlanPool]:
+        return [schemas.FleetPlanPool(name=t.pool, driver=t.driver, held=t.held, why=t.why)
+                for t in (self.spec.pool_target(p) for p in self.spec.nodePools)]
 
     def verdict(self) -> str:
         """`plan`'s verdict (:attr:`rollout.plan.Judged.verdict`), with what it counts."""
@@ -67,9 +72,9 @@ class StackPlan:
         spec = self.spec
         return schemas.FleetPlanStack(
             stack=self.stack, stage=spec.stage.value, cluster=spec.cluster.name,
-            driver={"from": self.moves_from[0], "fromSource": self.moves_from[1], "to": spec.driver.version,
-                    "owner": spec.driver.owner.value},
-            pools=self.pools(), refused=self.refused, verdict=self.verdict(), problem=self.problem,
+            driver=schemas.FleetPlanDriver(from_=self.moves_from[0], fromSource=self.moves_from[1],
+                                           to=spec.driver.version, owner=spec.driver.owner.value),
+            pools=self.pool_models(), refused=self.refused, verdict=self.verdict(), problem=self.problem,
             violations=[schemas.Violation.of(v) for v in self.violations])
 
 

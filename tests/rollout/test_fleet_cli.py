@@ -41,7 +41,8 @@ def test_the_shipped_fleet_plans_every_stack_in_wave_order_and_admits_them() -> 
     assert {k: lab["driver"][k] for k in ("from", "to", "owner")} == {"from": "580.173.02", "to": "580.173.02",
                                                                        "owner": "operator"}
     assert lab["driver"]["fromSource"].startswith("last deployment: Pulumi.existing-prod.yaml at ")
-    assert lab["pools"]["held"] == ["h100-serving (570.195.03; held: rollout.released is false)"]
+    assert [p for p in lab["pools"] if p["held"]] == [{"name": "h100-serving", "driver": "570.195.03", "held": True,
+                                                       "why": "held: rollout.released is false"}]
     assert doc["waves"][1]["waits"] == ("every stack's rollout complete; `verify --smoke` passing on each; 24 h since "
                                         "its last upgraded node finished")
 
