@@ -10,6 +10,7 @@ from typing import Any
 
 from cloud_pools.read import CloudPool, ManagedCluster
 from gpu_knowledge import cloud_gpus
+from fleetspec.pools import Generation
 
 AKS_OS_SKUS = ("Ubuntu", "Ubuntu2204", "Ubuntu2404", "AzureLinux", "AzureLinux3")  # fleetspec.pools.AksPool.osSku
 EKS_GENERATION = re.compile(r"^(?P<pool>.+)-g(?P<id>[1-9][0-9]*)$")  # how the program names a pool's generation
@@ -84,14 +85,17 @@ def _eks_pool(pool: CloudPool, gpu: cloud_gpus.CloudGpu, canary: bool, driver: s
         eks["launchTemplate"] = dict(pool.launch_template)
     elif pool.disk_size:
         eks["diskSize"] = pool.disk_size
-    generation: dict[str, Any] = {"id": int(named["id"]), "driverVersion": driver}
-    if pool.node_image:
-        generation["releaseVersion"] = pool.node_image
+    try:  # as the stack file's model reads it (fleetspec.pools.Generation), so a release it refuses is not written
+        generation = Generation(id=int(named["id"]), driverVersion=driver, releaseVersion=pool.node_image)
+    except ValueError:
+        notes.append(f"{pool.name}: releaseVersion {pool.node_image!r} is no AMI release a stack file takes: left out")
+        generation = Generation(id=int(named["id"]), driverVersion=driver)
     notes.append(f"{named['pool']}: generation {named['id']} is node group {pool.name}; its driverVersion is set to "
                  f"{driver}: put the driver its AMI release {pool.node_image or '?'} carries")
     return {"name": named["pool"], "role": "canary" if canary else "serving", "gpuProduct": gpu.product,
             "gpusPerNode": gpu.gpus, "nodeCount": pool.count, **({"nvswitch": True} if gpu.nvswitch else {}),
-            "rollout": _rollout(canary), "eks": eks, "generations": [generation]}
+            "rollout": _rollout(canary), "eks": eks,
+            "generations": [generation.model_dump(mode="json", exclude_none=True, exclude_defaults=True)]}
 
 
 def pools_of(cluster: ManagedCluster, cloud: str, canary_pools: tuple[str, ...], driver: str) -> Pools:
