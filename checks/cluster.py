@@ -1,5 +1,5 @@
 """The stack's cluster (runbook: "Which cluster the live commands reach", "Pool membership"):
-cluster-identity, pool-membership, pool-hardware.
+cluster-identity, pool-membership, pool-adopted, pool-hardware.
 
 Another cluster never gets this far: preflight refuses it before any check runs
 (:func:`checks.identity.refuse_if_refuted`); here an unconfirmed one is a warning.
@@ -17,6 +17,7 @@ from checks.objects import labels_of, name_of
 from checks.results import Finding, failed, few, passed, warned
 from gpu_knowledge import cloud_gpus, compat, labels
 from fleetspec.membership import CLOUD_POOL_LABELS, Via
+from renderers import manifests
 from fleetspec.model import Cloud, NodePool
 from vocabulary.check_ids import CheckId
 
@@ -55,6 +56,49 @@ def check_pool_membership(inv: Inventory) -> list[Finding]:
                                   f"of this stack adds it{held} through the pool's node labels"))
         else:
             results.append(passed(pool.name, f"{len(nodes)} node(s) carry {labels.POOL}={pool.name}"))
+    return results
+
+
+@check(CheckId.POOL_ADOPTED, CLUSTER)
+def check_pool_adopted(inv: Inventory) -> list[Finding]:
+    """On AKS and EKS, each cloud pool the stack declares is its own (its nodes carry the project's pool label, or
+    the stage's identity record says the stack has run `up` here), one it adopts (``aks.adopt``/``eks.adopt``), or
+    one the cluster does not run yet. Before a first deployment, a pool of that name the cluster runs already and the
+    stack does not adopt warns: the first `up` would try to create a second one beside the pool serving traffic (the
+    cloud refuses a second of one name, so that `up` fails). An adopted pool the cluster does not run fails."""
+    spec = inv.spec
+    cloud_label = CLOUD_POOL_LABELS.get(spec.cluster.cloud)
+    if cloud_label is None:
+        return []  # an existing cluster: the stack creates no cloud pool
+    # This stage's identity record: the stack has run `up` on this cluster, so its pools are its own (created or
+    # adopted then); only a first deployment can meet a pool of its name it did not make.
+    deployed = any(name_of(r) == manifests.identity_name(spec) for r in inv.identity_records)
+    results = []
+    for pool in spec.nodePools:
+        adopted = pool.adopted
+        for generation in manifests.pool_generations(pool):  # the cloud pools the program declares
+            name = pool.cloud_name(generation)
+            nodes = [n for n in inv.nodes if labels_of(n).get(cloud_label) == name]
+            ours = [n for n in nodes if labels_of(n).get(labels.POOL) == pool.name]
+            subject = pool.name if name == pool.name else f"{pool.name} ({name})"
+            if adopted is not None and adopted[0] == name:
+                results.append(passed(subject, f"adopts {cloud_label}={name} ({len(nodes)} node(s)): the first `up` "
+                                      "imports it") if nodes else
+                               failed(subject, f"adopts {adopted[1]}, but no node of the cluster carries "
+                                      f"{cloud_label}={name}: wrong ID, cluster or --context"))
+            elif len(ours) < len(nodes) and not deployed:
+                # Warned here, where the cluster is read as it stands; `plan --from-cluster`, which judges the change
+                # the first `up` makes, refuses it (rollout.plan.live_checks).
+                results.append(warned(subject, f"the cluster runs {cloud_label}={name} already ({len(nodes)} "
+                                      f"node(s)), not created by this stack (no {labels.POOL}): adopt it "
+                                      f"(nodePools[].{spec.cluster.cloud}.adopt: its ID, docs/adopt.md), else the "
+                                      "first `up` tries to create a second pool of that name"))
+            elif nodes:
+                results.append(passed(subject, f"{len(nodes)} node(s) of {name}, this stack's own (" + (
+                    f"they carry {labels.POOL})" if ours else f"its identity record {manifests.identity_name(spec)} "
+                    "says it has run `up` here)")))
+            else:
+                results.append(passed(subject, f"the cluster runs no {name} yet: the first `up` creates it"))
     return results
 
 

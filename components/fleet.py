@@ -89,6 +89,7 @@ def _cloud_pools(spec: FleetSpec, pool: NodePool, previous: PreviousDeployment |
             tags=manifests.cloud_pool_tags(spec, pool, _deployed_with(previous, name, record),
                                            None if on_eks else generation),
             release_version=manifests.eks_release_version(pool, generation) if on_eks else None,
+            adopt=pool.adopted[1] if pool.adopted is not None and pool.adopted[0] == name else None,
         ))
     return tuple(cloud_pools)
 

@@ -33,6 +33,9 @@ class CloudPool(ComponentArgs):
         "stack's previous deployment.")
     release_version: str | None = Field(
         None, description="EKS: the AMI release its node group is pinned to (manifests.eks_release_version).")
+    adopt: str | None = Field(
+        None, description="The import ID of the cloud pool the cluster runs already, adopted rather than created "
+        "(NodePool.adopted): declared with Pulumi's `import` resource option.")
 
 
 _AKS_API_VERSION_TYPE = re.compile(r"^azure-native:containerservice/v[0-9a-z]+:AgentPool$")
@@ -102,7 +105,8 @@ class AksGpuPool(pulumi.ComponentResource):
                     },
                     # AKS takes no node image as input: a generation's version is recorded as a tag and checked live.
                     tags=cloud_pool.tags,
-                    opts=child_options(self, opts, transformations=[_without_api_version_aliases]),
+                    opts=child_options(self, opts, transformations=[_without_api_version_aliases],
+                                       import_=cloud_pool.adopt),
                 )
             )
         self.register_outputs({"agentPoolNames": [p.name for p in self.agent_pools], "records": self.records})
@@ -159,7 +163,7 @@ class EksGpuPool(pulumi.ComponentResource):
                     labels=cloud_pool.labels,
                     taints=[{"key": key, "value": value, "effect": "NO_SCHEDULE"}],
                     tags=cloud_pool.tags,
-                    opts=child_options(self, opts),
+                    opts=child_options(self, opts, import_=cloud_pool.adopt),
                 )
             )
         self.register_outputs({"nodeGroupNames": [g.node_group_name for g in self.node_groups], "records": self.records})

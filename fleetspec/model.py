@@ -15,7 +15,7 @@ from typing import Annotated, Literal, Self, get_args
 
 from pydantic import ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
 
-from gpu_knowledge import capacity, compat
+from gpu_knowledge import capacity, cloud_ids, compat
 from gpu_knowledge.capacity import percent_of
 from fleetspec import stacks
 from fleetspec.notifications import Notifications
@@ -858,6 +858,31 @@ class FleetSpec(SpecModel):
                 "it runs now, so new nodes there do not get the new driver",
             )
 
+    def _check_adoption(self, pool: NodePool, where: tuple[str | int, ...]) -> None:
+        """An adopted pool is one of this stack's cluster, named as the cloud pool the program declares."""
+        adopted = pool.adopted
+        if adopted is None:
+            return
+        name, value = adopted
+        if pool.aks is not None and self.cluster.aks is not None:
+            key, found = (*where, "aks", "adopt"), cloud_ids.aks_agent_pool_id(value)
+            cluster = self.cluster.aks
+            if (found.group or "").lower() != cluster.resourceGroup.lower() or \
+                    found.cluster.lower() != cluster.clusterName.lower():
+                raise at(key, f"the agent pool is in resource group '{found.group}', cluster '{found.cluster}', not "
+                         f"this stack's cluster ({cluster.resourceGroup}/{cluster.clusterName}, cluster.aks)")
+        elif pool.eks is not None and self.cluster.eks is not None:
+            key, found = (*where, "eks", "adopt"), cloud_ids.eks_node_group_id(value)
+            if found.cluster != self.cluster.eks.clusterName:
+                raise at(key, f"the node group is in cluster '{found.cluster}', not this stack's cluster "
+                         f"'{self.cluster.eks.clusterName}' (cluster.eks.clusterName)")
+        else:
+            return
+        if found.pool != name:
+            raise at(key, f"it adopts '{found.pool}', but the program declares this pool's cloud pool as '{name}': "
+                     "name the pool after the one the cluster runs (a pool with generations adopts its oldest "
+                     "live generation's)")
+
     def _check_pools(self) -> None:
         seen: set[str] = set()
         cloud = self.cluster.cloud
@@ -873,6 +898,7 @@ class FleetSpec(SpecModel):
                 if cloud != block and present:
                     raise at((*where, block), foreign_pool_block(block, cloud))
             self._check_generations(pool, where)
+            self._check_adoption(pool, where)
             self._check_pool_upgrade_policy(pool, where)
             self._check_eks_pool(pool, where)
             self._check_operator_os(pool, where)

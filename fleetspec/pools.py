@@ -8,7 +8,7 @@ from typing import Literal, Self
 
 from pydantic import Field, StrictBool, field_validator, model_validator
 
-from gpu_knowledge import labels
+from gpu_knowledge import cloud_ids, labels
 from fleetspec.base import NonNegativeInt, PositiveInt, SpecModel, SurgeCount, at, check_label_map, int_or_percent
 from fleetspec.operator import UpgradePolicy
 from gpu_knowledge.capacity import EksCapacityType, EksUpdateStrategy
@@ -38,6 +38,21 @@ class AksPool(SpecModel):
                                             examples=[10])
     availabilityZones: list[str] | None = Field(None, description="Zones of the pool's nodes; none: AKS's choice.",
                                                 examples=[["1", "2"]])
+    adopt: str | None = Field(
+        None, description="Adopt the agent pool the cluster runs already instead of creating one: its resource ID "
+        "(`az aks nodepool show --query id`), in `cluster.aks`'s resource group and cluster, named as the pool (its "
+        "oldest live generation's cloud name where it has generations). The program declares it with Pulumi's "
+        "`import`; `gpu-rollout plan` marks it `adopt`. Declare the fields it runs (`init --from-cluster` reads "
+        "them): a field that differs is changed by the first `up` (docs/adopt.md).",
+        examples=["/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-inference/providers/"
+                  "Microsoft.ContainerService/managedClusters/aks-inference/agentPools/gpuh100"])
+
+    @field_validator("adopt")
+    @classmethod
+    def _adopt(cls, value: str | None) -> str | None:
+        if value is not None:
+            cloud_ids.aks_agent_pool_id(value)
+        return value
 
     @field_validator("maxSurge", mode="before")
     @classmethod
@@ -104,6 +119,19 @@ class EksPool(SpecModel):
         None, description="The launch template: required with `CAPACITY_BLOCK` (it sets the instance type and names "
         "the reservation) and for operator-owned pools (it names the custom Ubuntu AMI, its `ImageId`). `diskSize` "
         "and `remoteAccess` are never sent beside it.")
+    adopt: str | None = Field(
+        None, description="Adopt the managed node group the cluster runs already instead of creating one: "
+        "`<cluster>:<node group>`, in `cluster.eks.clusterName`, named as the pool (its oldest live generation's "
+        "cloud name where it has generations). The program declares it with Pulumi's `import`; `gpu-rollout plan` "
+        "marks it `adopt`. Declare the fields it runs (`init --from-cluster` reads them): a field that differs is "
+        "changed by the first `up` (docs/adopt.md).", examples=["eks-inference:gpu-h100"])
+
+    @field_validator("adopt")
+    @classmethod
+    def _adopt(cls, value: str | None) -> str | None:
+        if value is not None:
+            cloud_ids.eks_node_group_id(value)
+        return value
 
     @model_validator(mode="after")
     def _what_eks_accepts(self) -> Self:
@@ -279,6 +307,16 @@ class NodePool(SpecModel):
         """The live generation with the highest id: the one the pool's nodes move to (None without one)."""
         live = self.live_generations
         return max(live, key=lambda g: g.id) if live else None
+
+    @property
+    def adopted(self) -> tuple[str, str] | None:
+        """The cloud pool this stack adopts rather than creates, and its import ID (``aks.adopt``/``eks.adopt``):
+        the pool's own, or its oldest live generation's; None where it creates every one."""
+        block = self.aks or self.eks
+        if block is None or block.adopt is None:
+            return None
+        live = self.live_generations
+        return self.cloud_name(min(live, key=lambda g: g.id) if live else None), block.adopt
 
     def cloud_name(self, generation: Generation | None = None) -> str:
         """Name of the cloud pool: generations get a suffix so old and new can run side by side."""

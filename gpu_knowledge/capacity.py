@@ -276,6 +276,13 @@ class Disruption:
     def safe(self) -> bool:
         return self.covered and not self.below_min
 
+    @property
+    def pending_only(self) -> bool:
+        """Not covered, yet no workload drops below minAvailable: the evicted pods wait Pending for a node while
+        the PDBs hold. Preflight's spare-capacity warns here and the pack's spare-capacity advises (one node at a
+        time); below minAvailable both refuse."""
+        return not self.covered and not self.below_min
+
 
 def _worst_case_lost(workload: Workload, pool: PoolShape, nodes_out: int) -> int:
     """Replicas of ``workload`` on the nodes that are out, if the scheduler packed them there."""

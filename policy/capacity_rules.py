@@ -365,3 +365,30 @@ def spare_capacity(stack: StackFacts) -> Iterator[Finding]:
                 f"the pods of an upgrading node have nowhere to go{no_surge}",
                 pool.resources[0],
             )
+            continue
+        yield from _validation_hold(pool, shape, on_pool, stack.validation_gpus.get(pool.name, 0))
+
+
+def _validation_hold(
+    pool: facts.Pool, shape: capacity.PoolShape, on_pool: list[capacity.Workload], validating: int
+) -> Iterator[Finding]:
+    """One node upgrading while the validation job holds the node upgraded before it (the upgrade controller
+    moves on as soon as a node is done): preflight's spare-capacity judges the same with what it measures
+    (``capacity.take_nodes_out``; fail below minAvailable, warn where only pods wait Pending). A pool that moves by
+    generations validates new nodes beside the old ones, which keep serving: no hold there."""
+    if not validating or pool.moves_by_generations:
+        return
+    try:
+        outcome = capacity.take_nodes_out(shape, on_pool, min(1, shape.nodes), validating)
+    except ValueError as error:
+        yield Finding(f"pool {pool.name}: the validation job's request: {error}", pool.resources[0])
+        return
+    if outcome.safe:
+        return
+    text = (f"pool {pool.name}: one node upgrading and the validation job's {validating} GPUs on the node "
+            f"upgraded before it: {outcome.gpus_out} GPUs out but only {max(0, outcome.spare_gpus)} spare")
+    if outcome.below_min:
+        yield Finding(f"{text}; {', '.join(outcome.below_min)} could drop below minAvailable", pool.resources[0])
+    else:
+        yield advice(f"{text}; evicted pods stay Pending until a node is free (the PDBs still hold): add a node "
+                     "or surge", pool.resources[0])

@@ -1,6 +1,7 @@
 """A stack file's offline rendering, kept across runs: the outputs `plan` reads from the renderings it does not
 show (the canary's, which a prod stack's StackReference reads, and the last deployment's, the stack file at the
-base revision), stored under a key of everything that determines them, so an unchanged input is rendered once.
+base revision) and its custom resources (what `plan` marks each change against, :mod:`preview.changes`), stored
+under a key of everything that determines them, so an unchanged input is rendered once.
 
 The key (:func:`rendering_key`) is a sha256 over: the stack name and its config (the stack file as the engine
 reads it); the outputs given to the program's StackReferences (its last deployment, other stacks'); the program
@@ -31,12 +32,13 @@ from typing import Any
 
 from engine_contracts.attestation import ATTESTATION_DIR
 from preview import run as mock_runtime
+from preview.changes import Rendered
 from renderers.kubelogin import LOGIN_ENV
 from renderers.manifests import ORGANIZATION_ENV
 
 CACHE_ENV = "GPU_ROLLOUT_CACHE_DIR"
 CACHE_FOLDER = ".gpu-rollout-cache"
-FORMAT = 1  # of an entry; part of the key, so a new format never reads an old entry
+FORMAT = 2  # of an entry (2: the custom resources too); part of the key, so a new format never reads an old entry
 MAX_ENTRIES = 256  # the oldest beyond these are removed when an entry is written
 
 _IMPORT = re.compile(r"^\s*(?:from\s+([A-Za-z_]\w*)|import\s+([A-Za-z_][\w., \t]*))", re.MULTILINE)
@@ -125,23 +127,35 @@ def rendering_key(config: dict[str, str], stack: str, program: Path, previous_ou
     return hashlib.sha256(json.dumps(document, sort_keys=True, allow_nan=False).encode()).hexdigest()
 
 
-def _read(path: Path, key: str) -> dict[str, Any] | None:
+Rendering = tuple[dict[str, Any], list[Rendered]]  # the outputs, and the custom resources
+
+
+def _read(path: Path, key: str) -> Rendering | None:
     try:
         entry = json.loads(path.read_bytes())
     except (OSError, ValueError):
         return None
-    if not isinstance(entry, dict) or entry.get("key") != key or not isinstance(entry.get("outputs"), dict):
+    if not isinstance(entry, dict) or entry.get("key") != key or not isinstance(entry.get("outputs"), dict) or \
+            not isinstance(entry.get("resources"), list):
         return None
-    return entry["outputs"]
+    resources = [Rendered.of_json(r) for r in entry["resources"]]
+    if any(r is None for r in resources):
+        return None
+    return entry["outputs"], [r for r in resources if r is not None]
 
 
-def _write(folder: Path, key: str, stack: str, outputs: dict[str, Any]) -> None:
+def _of_run(run: mock_runtime.ProgramRun) -> Rendering:
+    return run.outputs, [Rendered(r.type, r.name, r.inputs, r.adopt) for r in run.custom_resources]
+
+
+def _write(folder: Path, key: str, stack: str, outputs: dict[str, Any], resources: list[dict[str, Any]]) -> None:
     try:
         if not folder.is_dir():
             folder.mkdir(parents=True, exist_ok=True)
             (folder / ".gitignore").write_text("# gpu-rollout's renderings (safe to delete)\n*\n", encoding="utf-8")
         with tempfile.NamedTemporaryFile("wb", dir=folder, prefix=".entry-", suffix=".tmp", delete=False) as handle:
-            handle.write(json.dumps({"key": key, "stack": stack, "outputs": outputs}, sort_keys=True).encode())
+            handle.write(json.dumps({"key": key, "stack": stack, "outputs": outputs, "resources": resources},
+                                    sort_keys=True).encode())
         os.replace(handle.name, folder / f"{key}.json")
         entries = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
         for stale in entries[:-MAX_ENTRIES]:
@@ -150,16 +164,15 @@ def _write(folder: Path, key: str, stack: str, outputs: dict[str, Any]) -> None:
         return  # a read-only or vanished folder: the rendering stands, uncached
 
 
-def rendered_outputs(config: dict[str, str], stack: str, program: Path,
-                     previous_outputs: dict[str, Any] | None = None,
-                     stack_outputs: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The outputs of ``program`` run on ``config`` as ``stack`` (``preview.run.run_program``), from the cache
-    when an entry has this key, else rendered and stored. The outputs are what JSON holds of them either way,
-    so a cached run and a fresh one hand the caller the same values."""
+def rendered(config: dict[str, str], stack: str, program: Path, previous_outputs: dict[str, Any] | None = None,
+             stack_outputs: dict[str, dict[str, Any]] | None = None) -> Rendering:
+    """The outputs and custom resources of ``program`` run on ``config`` as ``stack``
+    (``preview.run.run_program``), from the cache when an entry has this key, else rendered and stored. They are
+    what JSON holds of them either way, so a cached run and a fresh one hand the caller the same values."""
     try:
         key = rendering_key(config, stack, program, previous_outputs, stack_outputs)
     except (TypeError, ValueError):  # outputs given that JSON cannot hold: render, keep nothing
-        return mock_runtime.run_program(config, stack, program, previous_outputs, stack_outputs).outputs
+        return _of_run(mock_runtime.run_program(config, stack, program, previous_outputs, stack_outputs))
     folder = cache_dir(program.parent)
     cached = _read(folder / f"{key}.json", key)
     if cached is not None:
@@ -168,14 +181,22 @@ def rendered_outputs(config: dict[str, str], stack: str, program: Path,
         except OSError:
             pass
         return cached
-    outputs = mock_runtime.run_program(config, stack, program, previous_outputs, stack_outputs).outputs
+    outputs, resources = _of_run(mock_runtime.run_program(config, stack, program, previous_outputs, stack_outputs))
     try:
         kept = json.loads(json.dumps(outputs, allow_nan=False))
+        kept_resources = json.loads(json.dumps([r.as_json() for r in resources], allow_nan=False))
     except (TypeError, ValueError):
-        return outputs
-    _write(folder, key, stack, kept)
-    return kept
+        return outputs, resources
+    _write(folder, key, stack, kept, kept_resources)
+    return kept, [r for r in map(Rendered.of_json, kept_resources) if r is not None]
 
 
-__all__ = ["CACHE_ENV", "CACHE_FOLDER", "cache_dir", "installed_distributions", "program_digest", "rendered_outputs",
-           "rendering_key"]
+def rendered_outputs(config: dict[str, str], stack: str, program: Path,
+                     previous_outputs: dict[str, Any] | None = None,
+                     stack_outputs: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The outputs of :func:`rendered`."""
+    return rendered(config, stack, program, previous_outputs, stack_outputs)[0]
+
+
+__all__ = ["CACHE_ENV", "CACHE_FOLDER", "Rendering", "cache_dir", "installed_distributions", "program_digest",
+           "rendered", "rendered_outputs", "rendering_key"]

@@ -48,6 +48,7 @@ class RegisteredResource:
     outputs: dict[str, Any] = field(default_factory=dict)  # what a component registered (register_outputs)
     dependencies: tuple[str, ...] = ()  # URNs this resource waits for (depends_on and input dependencies)
     provider: str = ""  # "<provider URN>::<id>" of an explicit provider; empty for the default provider
+    adopt: str = ""  # the ID of the existing cloud resource it imports (Pulumi's `import` option); empty: created
 
 
 SECRET = "[secret]"
@@ -131,7 +132,10 @@ class RecordingMocks(pulumi.runtime.Mocks):
             # The engine refuses two resources with one URN; so must the offline preview.
             raise ValueError(f"duplicate resource {args.typ} named {args.name!r}")
         self.resources.append(
-            RegisteredResource(args.typ, args.name, _plain(dict(args.inputs)), bool(args.custom), provider=args.provider or "")
+            RegisteredResource(args.typ, args.name, _plain(dict(args.inputs)), bool(args.custom),
+                               provider=args.provider or "",
+                               # A registration's ID is its `import` option's: the resource is adopted, not created.
+                               adopt=(args.resource_id or "") if args.custom else "")
         )
         if args.typ == STACK_REFERENCE:
             outputs = self.referenced_outputs(args.inputs.get("name"))

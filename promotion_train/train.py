@@ -38,6 +38,8 @@ from checks.lease import PoolVerified
 from promotion_train import deploy_plan, waves as stack_waves
 from promotion_train.deploy_plan import Decision
 from promotion_train.stacks import StackFile
+from pulumi_backend import lenient_spec
+from pulumi_backend.pulumi_config import Update
 from simulate.fleet import spec_groups
 from gpu_knowledge import capacity
 from fleetspec.fleet_file import FleetFile, Wave
@@ -80,6 +82,15 @@ class StackWorld:
     locked: bool = False  # the backend holds a lock of it: an update in progress
     view: ClusterView | None = None  # its cluster now; None when not read (nothing deployed)
     view_error: str | None = None  # why its cluster could not be read
+    deployed_driver: str | None = None  # driver.version of its last succeeded update's config; None: none read
+
+    def moves_from(self) -> tuple[str | None, str]:
+        """The driver the stack moves from and where that was read: its last succeeded update's, as `plan
+        --from-backend` judges against, else (nothing deployed, or not read) the file's driver.previousVersion."""
+        if self.deployed_driver is not None:
+            return self.deployed_driver, "last deployment: its last succeeded update in the backend"
+        previous = self.spec.driver.previousVersion if self.spec is not None else None
+        return previous, "driver.previousVersion (no succeeded update in the backend)"
 
     @property
     def name(self) -> str:
@@ -179,7 +190,8 @@ class StackState:
         return {
             "stack": world.name, "stage": world.file.stage.value if world.file.stage else None,
             "cluster": world.cluster, "status": self.status.value, "reason": self.reason,
-            "driver": {"from": spec.driver.previousVersion, "to": spec.driver.version} if spec else None,
+            "driver": {"from": world.moves_from()[0], "fromSource": world.moves_from()[1],
+                       "to": spec.driver.version} if spec else None,
             "update": world.update, "deploy": world.decision.deploy, "packRef": world.decision.pack_ref,
             "verified": self.verified, "verifyFailures": self.verify_failures, "inFlight": self.in_flight,
             "view": world.view.as_json() if world.view else None,
@@ -519,7 +531,18 @@ def stack_world(stack: StackFile, spec: FleetSpec | None, deployed: deploy_plan.
     """The backend's side of a stack: deploy_plan's decision (its window judged at ``now``) and its last update."""
     decision = deploy_plan.within_window(deploy_plan.decide(stack, deployed, head, git), now)
     updates = [u for u in deployed.history or [] if u.kind in ("update", "destroy")]
-    return StackWorld(stack, spec, decision, updates[0].version if updates else None, locked)
+    return StackWorld(stack, spec, decision, updates[0].version if updates else None, locked,
+                      deployed_driver=_deployed_driver(updates))
+
+
+def _deployed_driver(updates: Sequence[Update]) -> str | None:
+    """driver.version of the newest succeeded update's config (read leniently: a key the model now refuses is
+    absent, a secret is never read); None where there is none."""
+    good = next((u for u in updates if u.good), None)
+    if good is None:
+        return None
+    version = lenient_spec.fleet(good.config).driver.version  # a leaf: the value as the config holds it
+    return version if isinstance(version, str) else None
 
 
 def needs_cluster(world: StackWorld) -> bool:

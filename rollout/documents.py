@@ -22,7 +22,7 @@ from refusals.exits import Exit
 from fleetspec.load import SpecProblem
 from vocabulary.errors import ErrorKind
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 1  # every document's but those whose model says another (:class:`rollout.schemas.Document`)
 
 
 def dumps(document: Document) -> str:
@@ -31,7 +31,8 @@ def dumps(document: Document) -> str:
 
     Python mode, then :func:`json.dumps`: the free-form payloads (a resource's inputs, a check's evidence) print
     as they always did (pydantic's JSON mode would turn an infinite float into null)."""
-    return json.dumps({"schemaVersion": SCHEMA_VERSION, **document.model_dump(exclude_unset=True)}, indent=2) + "\n"
+    return json.dumps({"schemaVersion": document.schemaVersion, **document.model_dump(exclude_unset=True, by_alias=True)},
+                      indent=2) + "\n"
 
 
 def write(document: Document) -> None:

@@ -523,7 +523,7 @@ def halt(project: FleetProject, clusters: Clusters, reason: str, as_json: bool, 
     found = Halts.of(records)
     first = found.waves.get(wave) if wave is not None else found.halt
     if as_json:
-        documents.write(schemas.FleetHaltDocument(halted=first.as_json() if first else None,
+        documents.write(schemas.FleetHaltDocument(halted=schemas.HaltRecord.model_validate(first.as_json()) if first else None,
                                                   records=[r.document() for r in records],
                                                   paused=[d.document() for d in done]))
     _say_paused(done, "pause")

@@ -1,5 +1,6 @@
 """`gpu-rollout fleet plan`: the train offline, wave by wave: each stack rendered as `gpu-rollout plan` renders it
-(the real program under mocks, the policy pack at the stack's stage's enforcement), the driver it moves from and to
+(the real program under mocks, the policy pack at the stack's stage's enforcement, on the last deployment and
+canary `plan` takes: :func:`rollout.plan.judge`), the driver it moves from (that last deployment's) and to
 and which pools it releases, and what each wave waits for before the next starts. No backend, no cluster.
 
 Exit 0 when every stack would be admitted; 1 when the pack would refuse one (a mandatory violation); 2 for a fleet
@@ -22,6 +23,7 @@ from rollout.fleet_project import FleetProject, load_project
 from fleetspec.fleet_file import Wave
 from fleetspec.load import SpecError
 from fleetspec.model import FleetSpec
+from vocabulary.verdicts import Verdict
 
 
 @dataclass
@@ -30,31 +32,49 @@ class StackPlan:
     spec: FleetSpec
     violations: list[Violation] = field(default_factory=list)
     problem: str | None = None  # it could not be rendered (an ownership conflict, say)
+    judged: stack_plan.Judged | None = None  # as `plan` judges it: same last deployment, same canary
+
+    @property
+    def moves_from(self) -> tuple[str | None, str]:
+        """The driver the stack moves from and where that was read: its last deployment's as `plan` takes it
+        (the merge base offline), else, before a first deployment, the file's driver.previousVersion."""
+        if self.judged is not None and self.judged.last_driver is not None:
+            last = self.judged.sources[0]
+            return self.judged.last_driver, f"last deployment: {last.text}" + (" (assumed offline)" if last.assumed else "")
+        return self.spec.driver.previousVersion, "driver.previousVersion (no last deployment known: " + (
+            self.judged.sources[0].text if self.judged is not None else "not rendered") + ")"
 
     @property
     def refused(self) -> bool:
         return self.problem is not None or bool(mandatory(self.violations))
 
     def pools(self) -> dict[str, list[str]]:
+        """Released and held pools in words, for the text and markdown reports."""
         targets = [self.spec.pool_target(p) for p in self.spec.nodePools]
         return {"released": [f"{t.pool} ({t.driver}; {t.why})" for t in targets if not t.held],
                 "held": [f"{t.pool} ({t.driver}; {t.why})" for t in targets if t.held]}
 
+    def pool_models(self) -> list[schemas.FleetPlanPool]:
+        return [schemas.FleetPlanPool(name=t.pool, driver=t.driver, held=t.held, why=t.why)
+                for t in (self.spec.pool_target(p) for p in self.spec.nodePools)]
+
     def verdict(self) -> str:
-        if self.problem is not None:
-            return f"refused: {self.problem}"
+        """`plan`'s verdict (:attr:`rollout.plan.Judged.verdict`), with what it counts."""
+        if self.problem is not None or self.judged is None:
+            return f"{Verdict.REFUSED}: {self.problem}"
         refused = mandatory(self.violations)
         if refused:
-            return "refused: " + "; ".join(f"{v.policy}: {v.message}" for v in refused)
+            return f"{Verdict.REFUSED}: " + "; ".join(f"{v.policy}: {v.message}" for v in refused)
         advice = [v for v in self.violations if v not in refused]
-        return "admitted" + (f" ({len(advice)} advisory finding(s))" if advice else "")
+        return self.judged.verdict.value + (f" ({len(advice)} advisory finding(s))" if advice else "")
 
     def document(self) -> schemas.FleetPlanStack:
         spec = self.spec
         return schemas.FleetPlanStack(
             stack=self.stack, stage=spec.stage.value, cluster=spec.cluster.name,
-            driver={"from": spec.driver.previousVersion, "to": spec.driver.version, "owner": spec.driver.owner.value},
-            pools=self.pools(), refused=self.refused, verdict=self.verdict(), problem=self.problem,
+            driver=schemas.FleetPlanDriver(from_=self.moves_from[0], fromSource=self.moves_from[1],
+                                           to=spec.driver.version, owner=spec.driver.owner.value),
+            pools=self.pool_models(), refused=self.refused, verdict=self.verdict(), problem=self.problem,
             violations=[schemas.Violation.of(v) for v in self.violations])
 
 
@@ -79,11 +99,12 @@ def plan_stacks(project: FleetProject, now: datetime | None) -> list[tuple[Wave,
             spec = project.specs[name]
             path = project.project_dir / project.stacks[name].file
             try:
-                rendered = stack_plan.run(name, path, project.project_dir)
+                # The one admission `plan` and `diff` make: the same last deployment and canary, the same pack.
+                judged = stack_plan.judge(name, path, project.project_dir, now=now)
             except SpecError as error:
                 plans.append(StackPlan(name, spec, problem="; ".join(str(p) for p in error.problems)))
                 continue
-            plans.append(StackPlan(name, spec, stack_plan.policy_report(rendered, now, project.project_dir)))
+            plans.append(StackPlan(name, spec, judged.violations, judged=judged))
         out.append((wave, plans))
     return out
 
@@ -101,7 +122,7 @@ def markdown(planned: list[tuple[Wave, list[StackPlan]]], project: FleetProject)
                   "| stack | cluster | driver | released | held | policy pack |", "|---|---|---|---|---|---|"]
         for p in plans:
             pools = p.pools()
-            lines.append(f"| `{p.stack}` | {p.spec.cluster.name} | {p.spec.driver.previousVersion} → "
+            lines.append(f"| `{p.stack}` | {p.spec.cluster.name} | {p.moves_from[0]} → "
                          f"{p.spec.driver.version} | {'<br>'.join(pools['released']) or '-'} | "
                          f"{'<br>'.join(pools['held']) or '-'} | {_cell(p.verdict())} |")
         lines += ["", f"Before the next wave: {waits(wave)}.", ""]
@@ -131,7 +152,8 @@ def execute(project_dir: Path, as_json: bool, as_markdown: bool, now: datetime |
             console.print(f"wave {index} {wave.name} ({wave.maxConcurrent} at once):", markup=False)
             for p in plans:
                 console.print(f"  {p.stack} ({p.spec.stage.value}, {p.spec.cluster.name}): driver "
-                              f"{p.spec.driver.previousVersion} -> {p.spec.driver.version}: {p.verdict()}",
+                              f"{p.moves_from[0]} -> {p.spec.driver.version}: {p.verdict()}",
                               markup=False, soft_wrap=True)
+                console.print(f"    from: {p.moves_from[1]}", markup=False, soft_wrap=True)
             console.print(f"  before the next wave: {waits(wave)}", markup=False, soft_wrap=True)
     return Exit.failed_if(refused)

@@ -13,7 +13,7 @@ import json
 import sys
 from collections.abc import Callable
 from datetime import datetime
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from checks.results import CheckResult, Status, any_failed
 from policy.evaluate import Violation, evaluate, from_registered, load_config, mandatory, pack_config_dir
-from preview.renderings import rendered_outputs
+from preview.changes import SIGN, Change, Marker, Rendered, compare, counts
+from preview.renderings import rendered, rendered_outputs
 from preview.run import PROGRAM_FILE, ProgramRun, recanaried, redeployed, run_program
 from preview.summary import payload_summary, payloads, review_fields
 from rollout import basis, documents, schemas
@@ -33,7 +35,9 @@ from fleetspec.model import PROJECT
 from renderers.ownership import shared_objects
 from engine_contracts.resource_facts import read_stack_outputs
 from fleetspec.stacks import stack_name
+from vocabulary.check_ids import CheckId
 from vocabulary.policy_ids import PolicyId
+from vocabulary.verdicts import Verdict
 
 # The one rule that reads the canary's outputs (through the promotion record, components/promotion.py).
 CANARY_GATE = PolicyId.CANARY_ATTESTED
@@ -120,6 +124,23 @@ def policy_report(result: ProgramRun, now: datetime | None = None, project_dir: 
     return evaluate(from_registered(result.resources), config, now)
 
 
+def live_checks(kube: Any, spec: Any, project_dir: Path) -> list[CheckResult]:
+    """``plan --from-cluster``: preflight's checks that ask a policy's own question (their ids are policy ids:
+    ``spare-capacity`` and the driver's and operator's compatibility), answered on what the cluster runs (its
+    nodes, their GPUs, the pods on them) rather than what the stack file declares, and ``pool-adopted`` (a cloud
+    pool the change would create that the cluster runs already, unadopted, refuses); one read, read-only, and
+    another cluster than the stack's is refused before any check runs, as preflight does."""
+    from checks import preflight
+    from checks.attested import read_attested
+
+    shared = {policy.value for policy in PolicyId} | {CheckId.POOL_ADOPTED.value}
+    found = [r for r in preflight.run_preflight(kube, spec, read_attested(project_dir, spec)) if r.id in shared]
+    # Preflight warns of a pool the cluster runs that the stack neither made nor adopts; the change judged here is
+    # the `up` that would create it again, so here it refuses.
+    return [replace(r, status=Status.FAIL) if r.id == CheckId.POOL_ADOPTED and r.status is Status.WARN else r
+            for r in found]
+
+
 # ---------------------------------------------------------------- what the judgement rests on
 
 
@@ -169,6 +190,30 @@ class Judged:
     violations: list[Violation]
     sources: tuple[basis.Source, ...]
     notes: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # The driver the last deployment ran (its outputs' driverVersion); None for a first deployment, or outputs
+    # that state none. Where it moves from: `fleet plan` shows it, not the file's previousVersion.
+    last_driver: str | None = None
+
+    # Each resource marked against the last deployment's rendering (:mod:`preview.changes`); None where the last
+    # deployment is known by its outputs alone (given, or the backend's).
+    changes: list[Change] | None = None
+    # With --from-cluster: what the live checks that judge a policy's own question found (:func:`live_checks`),
+    # and where they were read; None offline.
+    live: list[CheckResult] | None = None
+
+    @property
+    def refused(self) -> bool:
+        return bool(mandatory(self.violations)) or any_failed(self.live or [])
+
+    @property
+    def verdict(self) -> Verdict:
+        """The one verdict every verb that judges a change gives: refused on a mandatory finding (or a failed live
+        check), admitted with advice where an advisory finding (or a live warning) is left, else admitted."""
+        if self.refused:
+            return Verdict.REFUSED
+        if self.violations or any(r.status is not Status.PASS for r in self.live or []):
+            return Verdict.ADVISED
+        return Verdict.ADMITTED
 
     def violation_models(self) -> list[schemas.Violation]:
         return [schemas.Violation.of(v, self.notes.get(verdict_key(v))) for v in self.violations]
@@ -184,6 +229,7 @@ def judge(
     spec = spec_from_config(config, source=str(path))
     program = project_dir / PROGRAM_FILE
     same_as_file = False  # the last deployment is this very stack file
+    last_resources: list[Rendered] | None = None  # its rendering's resources, where it was rendered here
     if previous_file is not None:
         last = basis.given_outputs(previous_file, "last deployment", "--previous-outputs")
     elif from_backend:
@@ -195,11 +241,16 @@ def judge(
         if committed.config is None:
             last = basis.Source("last deployment", f"a first deployment ({committed.text})", True,
                                 basis.LAST_DEPLOYMENT_FLAGS)
+            last_resources = []
         else:
             last = basis.Source("last deployment", committed.text, True, basis.LAST_DEPLOYMENT_FLAGS)
             same_as_file = committed.config == config
             if not same_as_file:
-                previous_outputs = rendered_outputs(committed.config, stack, program)
+                # Rendered with the canary this stack is judged on: the promotion record's canary fields come from
+                # the canary, not from the change, so they never show as one.
+                previous_outputs, last_resources = rendered(
+                    committed.config, stack, program, None,
+                    canary_stack_outputs(config, path, program, canary_outputs, project_dir))
     canary: basis.Source | None = None
     if spec.promotion is not None:
         name = stack_name(spec.promotion.canaryStack)
@@ -222,10 +273,16 @@ def judge(
     result = render(canary_outputs)
     violations = policy_report(result, now, project_dir)
     sources = (last,) if canary is None else (last, canary)
+    deployed = result.outputs if same_as_file else previous_outputs
+    current = [Rendered(r.type, r.name, r.inputs, r.adopt) for r in result.custom_resources]
+    if same_as_file:
+        last_resources = current
     return Judged(result, violations, sources,
                   # Another canary changes only the promotion record's canary fields: no second rendering.
                   assumption_notes(result, violations, last, canary, lambda given: recanaried(result, given), now,
-                                   project_dir))
+                                   project_dir),
+                  read_stack_outputs(deployed).driver_version if deployed is not None else None,
+                  compare(current, last_resources) if last_resources is not None else None)
 
 
 def _shown(path: Path, project_dir: Path) -> str:
@@ -240,11 +297,18 @@ def _shown(path: Path, project_dir: Path) -> str:
 
 def render_json(result: ProgramRun, violations: list[Violation] | None = None, judged: Judged | None = None,
                 heading: schemas.Basis | None = None) -> str:
-    resources = [schemas.PlannedResource(type=r.type, name=r.name, inputs=r.inputs)
+    resources = [schemas.PlannedResource(type=r.type, name=r.name, inputs=r.inputs, adopt=r.adopt or None)
                  for r in sorted(result.custom_resources, key=lambda r: (r.type, r.name))]
+    if judged is None:
+        judged = Judged(result, list(violations or []), ())
     document = schemas.PlanDocument(
-        stack=result.stack, resources=resources, outputs=result.outputs,
-        violations=judged.violation_models() if judged is not None else [schemas.Violation.of(v) for v in violations or []])
+        stack=result.stack, resources=resources, outputs=result.outputs, violations=judged.violation_models(),
+        verdict=judged.verdict,
+        live=None if judged.live is None else [schemas.CheckResult.of(r) for r in judged.live],
+        changes=None if judged.changes is None else [
+            schemas.PlannedChange(marker=c.marker, type=c.type, name=c.name, replacedBy=list(c.replaced_by),
+                                  fields=[schemas.ChangedField(field=k, old=a, new=b) for k, a, b in c.fields])
+            for c in judged.changes])
     if heading is not None:
         document.basis = heading
     return documents.dumps(document).rstrip("\n")
@@ -279,18 +343,51 @@ def short_type(type_token: str) -> str:
     return type_token.rsplit(":", 1)[-1]
 
 
-def render_table(result: ProgramRun, console: Console) -> None:
-    """One row per resource: its kind above its name (the whole type token is in ``--json``), then what a
-    reviewer checks. No column cuts a value: a row folds rather than end in an ellipsis."""
+def change_summary(changes: list[Change] | None) -> str:
+    """The line near the top: how many resources of each marker, against the last deployment's rendering."""
+    if changes is None:
+        return ("changes: not marked (the last deployment is known by its outputs only; without --previous-outputs "
+                "and --from-backend plan renders it and marks each resource)")
+    tally = counts(changes)
+    return "changes against the last deployment: " + (", ".join(f"{n} {marker}" for marker, n in tally.items())
+                                                      or "no resources")
+
+
+def render_table(result: ProgramRun, console: Console, changes: list[Change] | None = None,
+                 show_all: bool = False) -> None:
+    """One row per resource: its kind above its name (the whole type token is in ``--json``), its change marker
+    where the last deployment's rendering is known, then what a reviewer checks: a changed field old → new. A
+    resource the same as deployed is folded into a count unless ``show_all``. No column cuts a value: a row folds
+    rather than end in an ellipsis."""
+    marked = {(c.type, c.name): c for c in changes or []}
     table = Table(title=f"gpu-driver-upgrade plan: stack {result.stack}", show_lines=True)
     table.add_column("resource", overflow="fold")
     table.add_column("what a reviewer checks", overflow="fold")
+    folded = 0
     for resource in sorted(result.custom_resources, key=lambda r: (r.type, r.name)):
+        change = marked.get((resource.type, resource.name))
+        if change is not None and change.marker is Marker.SAME and not show_all:
+            folded += 1
+            continue
         fields = review_fields(resource.type, resource.inputs)
+        if change is not None and change.marker in (Marker.UPDATE, Marker.REPLACE):
+            fields = [(k, f"{old} → {new}") for k, old, new in change.fields]
+            if change.replaced_by:
+                fields.append(("replaced because", ", ".join(change.replaced_by) + " cannot change in place"))
+        if resource.adopt:  # imported, not created: the engine reads the existing one into the stack
+            fields = [("adopt", f"the existing {resource.adopt} (not created)"), *fields]
+        mark = f"{SIGN[change.marker]} {change.marker.value} " if change is not None else ""
         # Values are text, not markup: "[secret]" or a selector in brackets must print as written.
-        table.add_row(f"[dim]{escape(short_type(resource.type))}[/]\n{escape(resource.name)}",
+        table.add_row(f"{escape(mark)}[dim]{escape(short_type(resource.type))}[/]\n{escape(resource.name)}",
                       escape("\n".join(f"{k}: {v}" for k, v in fields)))
-    console.print(table)
+    for change in changes or []:
+        if change.marker is Marker.DELETE:
+            table.add_row(f"{SIGN[change.marker]} delete [dim]{escape(short_type(change.type))}[/]\n"
+                          f"{escape(change.name)}", "in the last deployment, not in this one")
+    if table.row_count:
+        console.print(table)
+    if folded:
+        console.print(f"{folded} resource(s) the same as the last deployment, not shown (--all shows them)")
     outputs = read_stack_outputs(result.outputs)
     console.print(
         f"stage [bold]{outputs.stage}[/], driver [bold]{outputs.driver_version}[/]; "
@@ -309,6 +406,36 @@ def render_payloads(result: ProgramRun, console: Console) -> None:
             console.print(text, markup=False, highlight=False, soft_wrap=True, end="" if text.endswith("\n") else "\n")
 
 
+def render_live(results: list[CheckResult], console: Console) -> None:
+    """``--from-cluster``: the live checks that judge a policy's question, one row each."""
+    style = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red"}
+    table = Table(title="live checks (the policies' questions, on what the cluster runs)", show_lines=False)
+    for column in ("status", "check / subject", "finding"):
+        table.add_column(column, overflow="fold")
+    for r in results:
+        table.add_row(f"[{style[r.status]}]{r.status.value}[/]", f"{r.id}\n[dim]{escape(r.subject)}[/]",
+                      escape(r.message))
+    console.print(table)
+
+
+def verdict_line(judged: Judged, stack: str) -> str:
+    """The report's last line: the verdict, what it counts, and the next command."""
+    refused = mandatory(judged.violations)
+    failed = [r for r in judged.live or [] if r.status is Status.FAIL]
+    counts = [f"{len(refused)} mandatory finding(s)"] if refused else []
+    counts += [f"{len(failed)} failed live check(s)"] if failed else []
+    advice = len(judged.violations) - len(refused)
+    warned = sum(r.status is Status.WARN for r in judged.live or [])
+    if judged.verdict is Verdict.REFUSED:
+        return (f"verdict: refused ({', '.join(counts)}): fix them (each names what to edit) and run "
+                f"`gpu-rollout plan --stack {stack}` again")
+    notes = [f"{advice} advisory finding(s)"] if advice else []
+    notes += [f"{warned} live warning(s)"] if warned else []
+    said = f" ({', '.join(notes)} to read)" if notes else ""
+    return (f"verdict: {judged.verdict.value}{said}; next: `gpu-rollout diff --markdown` for the pull request; "
+            "once merged, the deploy workflow runs it (`fleet advance`)")
+
+
 def heading(stack: str, shown_path: str, project_dir: Path, project_found: str,
             sources: tuple[basis.Source, ...]) -> schemas.Basis:
     return schemas.Basis(stack=stack, stackFile=shown_path, projectDir=str(project_dir), projectFound=project_found,
@@ -325,11 +452,16 @@ def execute(
     canary_outputs: dict[str, Any] | None = None, *, previous_file: Path | None = None,
     canary_path: Path | None = None, from_backend: bool = False, show_data: bool = False,
     shown_path: str | None = None, project_found: str = "--project-dir", now: datetime | None = None,
+    live: Callable[[], tuple[list[CheckResult], str]] | None = None, show_all: bool = False,
 ) -> Exit:
     """Render, run the policies as of ``now``, print (table or one JSON document); 1 on a mandatory violation.
-    The first lines say what was read and what the judgement rests on."""
+    The first lines say what was read and what the judgement rests on. ``live`` (``--from-cluster``): the live
+    checks of the policies' questions and where they were read (a failed one refuses, as preflight would)."""
     judged = judge(stack, stack_file, project_dir, previous_outputs=previous_outputs, previous_file=previous_file,
                    canary_outputs=canary_outputs, canary_path=canary_path, from_backend=from_backend, now=now)
+    if live is not None:
+        judged.live, where = live()
+        judged.sources = (*judged.sources, basis.Source("cluster", where, False, ()))
     head = heading(stack, shown_path or str(stack_file), project_dir, project_found, judged.sources)
     if as_json:
         sys.stdout.write(render_json(judged.result, judged=judged, heading=head) + "\n")
@@ -337,8 +469,12 @@ def execute(
         console = consoles.stdout()
         for line in heading_lines(head, judged.sources):
             console.print(line, markup=False, highlight=False)
-        render_table(judged.result, console)
+        console.print(change_summary(judged.changes), markup=False, highlight=False)
+        render_table(judged.result, console, judged.changes, show_all)
         render_violations(judged.violations, console, judged.notes)
+        if judged.live is not None:
+            render_live(judged.live, console)
         if show_data:
             render_payloads(judged.result, console)
-    return Exit.failed_if(bool(mandatory(judged.violations)))
+        console.print(verdict_line(judged, stack), markup=False, highlight=False)
+    return Exit.failed_if(judged.refused)

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 import checks.results
 from checks.results import Status
+from vocabulary.verdicts import ChangeMarker, Verdict as PlanVerdict
 from vocabulary.errors import ErrorKind
 
 if TYPE_CHECKING:
@@ -143,6 +144,23 @@ class PlannedResource(_Shape):
     type: str
     name: str
     inputs: dict[str, Any]
+    adopt: str | None = Field(None, description="The ID of the existing cloud pool it adopts (Pulumi's `import`: "
+                              "nodePools[].aks.adopt / eks.adopt); null where it is created or managed already.")
+
+
+class ChangedField(_Shape):
+    field: str
+    old: str
+    new: str
+
+
+class PlannedChange(_Shape):
+    marker: ChangeMarker = Field(
+        description="Against the last deployment's rendering (preview/changes.py).")
+    type: str
+    name: str
+    fields: list[ChangedField] = Field(description="What a reviewer checks, old → new (update, replace).")
+    replacedBy: list[str] = Field(description="The replace-only fields that differ (replace).")
 
 
 class PlanDocument(Document):
@@ -151,6 +169,14 @@ class PlanDocument(Document):
     outputs: dict[str, Any] = Field(description="The stack outputs as `pulumi up` would export them.")
     basis: Basis | None = None
     violations: list[Violation]
+    verdict: PlanVerdict = Field(
+        description="The one verdict (vocabulary/verdicts.py): refused on a mandatory violation or, with "
+        "--from-cluster, a failed live check; admitted-with-advice where advisory ones are left; else admitted.")
+    live: list[CheckResult] | None = Field(None, description="With --from-cluster: preflight's checks of the "
+                                           "policies' own questions, on what the cluster runs; null offline.")
+    changes: list[PlannedChange] | None = Field(
+        None, description="Each resource marked against the last deployment's rendering; null where the last "
+        "deployment is known by its outputs alone (--previous-outputs, --from-backend).")
 
 
 class Revision(_Shape):
@@ -249,18 +275,148 @@ class DeployPlanDocument(Document):
     skip: list[Skipped]
 
 
+IntOrPercent = int | str  # an upgrade policy's maxUnavailable: a count or "25%"
+
+
+class SimulatedPolicy(_Shape):
+    policy: str = Field(description="The upgrade policy (the ClusterPolicy's, or a pool's NVIDIADriver's).")
+    pools: list[str]
+    autoUpgrade: bool
+    maxParallelUpgrades: int
+    maxUnavailable: IntOrPercent
+
+
+class SimulatedSpan(_Shape):
+    name: str = Field(description="The wave (its number) or the pool.")
+    nodes: int
+    startSeconds: Number | None = Field(description="null: it never started.")
+    endSeconds: Number | None = Field(description="null: it never ended.")
+    minutes: Number | None
+
+
+class SimulatedModel(_Shape):
+    model: str
+    replicas: int
+    minAvailable: int
+    availableAtStart: int
+    lowestAvailable: int
+    minutesBelowMinAvailable: Number
+
+
+class SimulatedStall(_Shape):
+    node: str
+    pool: str
+    state: str
+    cause: str
+    pdb: str | None = Field(description="namespace/name of the PodDisruptionBudget that blocked it; null: none.")
+    detail: str
+    sinceSeconds: Number
+    untilSeconds: Number | None = Field(description="null: it never ended (a stall for good).")
+
+
+class Prediction(_Shape):
+    seconds: Number | None = Field(description="null: the rollout never ends.")
+    minutes: Number | None
+    waves: list[SimulatedSpan]
+    pools: list[SimulatedSpan]
+    models: list[SimulatedModel]
+    stalls: list[SimulatedStall]
+    failedNodes: list[str]
+    peakUnavailableNodes: int
+    peakUnavailableGpus: int
+    replicasUnplacedAtStart: int
+    validationJobWaits: int
+
+
+class BoundPool(_Shape):
+    pool: str
+    wave: int
+    nodes: int
+    maxNodesOutAtOnce: int
+    nodeSeconds: Number
+    seconds: Number
+
+
+class BoundModel(_Shape):
+    model: str
+    evictions: int
+    allowance: int
+    loadSeconds: Number
+    seconds: Number
+
+
+class LowerBound(_Shape):
+    seconds: Number
+    minutes: Number
+    limitedBy: str
+    pools: list[BoundPool]
+    models: list[BoundModel]
+
+
+class Parallelism(_Shape):
+    maxParallelUpgrades: int
+    maxUnavailable: IntOrPercent
+
+
+class PolicyRecommendation(_Shape):
+    policy: str
+    pools: list[str]
+    nodes: int
+    maxParallelUpgrades: int | None = Field(description="null: none keeps every model at its minimum.")
+    maxUnavailable: IntOrPercent | None
+    reason: str = Field(description="How it was chosen, in words.")
+    runs: int
+    confirmed: Parallelism | None = Field(description="The values the whole-fleet simulation confirmed; null: none.")
+
+
+class StackChangeEntry(_Shape):
+    key: str = Field(description="The config key path, as `pulumi config set --path` takes it.")
+    value: int | str
+    pool: str | None = Field(None, description="The pool whose own upgradePolicy it is (per-pool recommendations).")
+
+
+class Recommendation(_Shape):
+    perPool: bool
+    maxParallelUpgrades: int | None
+    maxUnavailable: IntOrPercent | None
+    perPolicy: list[PolicyRecommendation]
+    predicted: Prediction | None = Field(description="The rollout with the recommendation; null: none found.")
+    ratio: Number | None
+    stackChange: list[StackChangeEntry] | None = Field(None, description="The stack-file change that applies it; "
+                                                      "present where a recommendation was found.")
+
+
+class ScheduleChange(_Shape):
+    waves: list[int]
+    pools: list[str]
+    seconds: Number | None
+
+
+class ScheduleHeld(_Shape):
+    waves: list[int]
+    pools: list[str]
+
+
+class Schedule(_Shape):
+    thisChange: ScheduleChange
+    held: ScheduleHeld
+    waveDwellHours: Number
+    upgradeSeconds: Number | None
+    wholeRolloutSeconds: Number | None
+
+
 class SimulateDocument(Document):
     stack: str
     source: str
     seed: int
-    policies: list[dict[str, Any]]
-    predicted: dict[str, Any]
-    lowerBound: dict[str, Any]
+    policies: list[SimulatedPolicy]
+    predicted: Prediction
+    lowerBound: LowerBound
     ratio: Number | None
-    recommended: dict[str, Any]
-    schedule: dict[str, Any] = Field(
-        default_factory=dict, description="This change's released waves and the held ones, and how long the change "
-        "and the whole rollout take with rollout.waveDwellHours between waves (simulate/schedule.py).")
+    recommended: Recommendation
+    schedule: Schedule = Field(description="This change's released waves and the held ones, and how long the change "
+                               "and the whole rollout take with rollout.waveDwellHours between waves "
+                               "(simulate/schedule.py).")
 
 
 class RollbackChange(_Shape):
@@ -417,12 +573,29 @@ class FleetWaitFor(_Shape):
     soakHours: Number
 
 
+class FleetPlanDriver(_Shape):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    from_: str | None = Field(alias="from", description="The last deployment's driver, as `plan` judges the stack "
+                              "against; driver.previousVersion before a first deployment.")
+    fromSource: str = Field(description="Where `from` was read.")
+    to: str = Field(description="driver.version.")
+    owner: Literal["operator", "image"]
+
+
+class FleetPlanPool(_Shape):
+    name: str
+    driver: str = Field(description="What the pool's nodes move to (FleetSpec.pool_target).")
+    held: bool
+    why: str = Field(description="Released in which wave, or why it is held, in words.")
+
+
 class FleetPlanStack(_Shape):
     stack: str
     stage: str
     cluster: str
-    driver: dict[str, Any] = Field(description="from, to (the driver versions) and owner.")
-    pools: dict[str, list[str]] = Field(description="released and held: each pool with its driver and why.")
+    driver: FleetPlanDriver
+    pools: list[FleetPlanPool] = Field(description="Each pool, released or held, with its driver and why.")
     refused: bool
     verdict: str
     problem: str | None = Field(description="Why the stack could not be rendered, if so.")
@@ -438,19 +611,35 @@ class FleetPlanWave(_Shape):
 
 
 class FleetPlanDocument(Document):
+    # 2: stacks' pools are objects (name, driver, held, why), no longer strings under released/held.
+    schemaVersion: Literal[2] = Field(2, description="The version of this document's shape (rollout/documents.py).")  # type: ignore[assignment]
     refused: bool
     waves: list[FleetPlanWave]
+
+
+class TrainHalt(_Shape):
+    stack: str
+    kind: str = Field(description="The trigger kind (fleet file haltOn).")
+    message: str
+
+
+class HaltRecord(_Shape):
+    cause: str
+    at: str = Field(description="When, as a Kubernetes MicroTime.")
+    by: str
+    wave: str | None = Field(None, description="A rollback's halt of this wave and those after it; absent: the "
+                             "whole train.")
 
 
 class FleetStatusDocument(Document):
     current: str | None
     complete: bool
     next: str
-    halt: dict[str, Any] | None
-    halted: dict[str, Any] | None = Field(description="The halt record (cause, at, by) while the train is halted: "
-                                          "the earliest found in any cluster of the fleet.")
-    wavesHalted: list[dict[str, Any]] = Field(default_factory=list, description="Each wave a rollback halted (cause, "
-                                              "at, by, wave): it and the waves after it stay where they are.")
+    halt: TrainHalt | None = Field(description="The bad sign that halts the train now; null: none.")
+    halted: HaltRecord | None = Field(description="The halt record (cause, at, by) while the train is halted: the "
+                                      "earliest found in any cluster of the fleet.")
+    wavesHalted: list[HaltRecord] = Field(default_factory=list, description="Each wave a rollback halted (cause, "
+                                          "at, by, wave): it and the waves after it stay where they are.")
     unread: list[str] = Field(default_factory=list, description="The clusters whose halt record could not be read, "
                               "and why.")
     lease: dict[str, Any] | None
@@ -524,7 +713,7 @@ class FleetAdvanceDocument(FleetStatusDocument):
 
 
 class FleetHaltDocument(Document):
-    halted: dict[str, Any] | None
+    halted: HaltRecord | None
     records: list[HaltRecordDocument] = Field(description="The halt record in each cluster of the fleet.")
     paused: list[StackPause | StackPauseError]
 

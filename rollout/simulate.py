@@ -88,14 +88,16 @@ def document(stack: str, assessment: Assessment) -> schemas.SimulateDocument:
     }
     if recommended.found:
         advice["stackChange"] = recommended_change(assessment.fleet, recommended)
-    return schemas.SimulateDocument(
+    # The simulator's records as plain values, read into the document's typed parts (rollout.schemas): a key the
+    # model does not declare is an error, so the schema and what is printed never part.
+    return schemas.SimulateDocument.model_validate(dict(
         stack=stack, source=assessment.fleet.source, seed=assessment.seed,
         policies=[{"policy": g.title, "pools": list(g.pools), "autoUpgrade": g.policy.auto_upgrade,
                    "maxParallelUpgrades": g.policy.max_parallel, "maxUnavailable": g.policy.max_unavailable}
                   for g in assessment.fleet.groups],
         predicted=assessment.outcome.as_json(), lowerBound=assessment.lower_bound.as_json(),
         ratio=None if assessment.ratio is None else round(assessment.ratio, 2), recommended=advice,
-        schedule=schedule(assessment.fleet, assessment.outcome).as_json())
+        schedule=schedule(assessment.fleet, assessment.outcome).as_json()))
 
 
 def execute(stack: str, read_fleet: Callable[[], Fleet], *, parallel: int | None, seed: int, as_json: bool) -> Exit:

@@ -28,6 +28,8 @@ check passed; exit 2 (nothing written) for a name, file or flag that cannot be u
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import json
 import re
 import sys
@@ -135,6 +137,16 @@ def made_from(example: Path, canary: str, prod: str, cluster: Cluster, change_ti
     return {"config": config}
 
 
+def adopt_pools(config: dict[str, Any], pools: list[dict[str, Any]], found: Any, cloud: str) -> None:
+    """``init --from-cluster``: the stack's pools are the cluster's (each adopted), its Kubernetes version the
+    cluster's; the example's models, which run on the example's pools, go (the team declares its own)."""
+    config[f"{PROJECT}:nodePools"] = pools
+    config[f"{PROJECT}:models"] = []
+    block = config[f"{PROJECT}:cluster"].get(cloud)
+    if isinstance(block, dict) and found.kubernetes_version:
+        block["kubernetesVersion"] = found.kubernetes_version
+
+
 def header(example: Path, is_prod: bool, canary: str) -> str:
     lines = [f"Made by `gpu-rollout init` from the example {example.name}: the cluster is yours, the pools and "
              "models are still the example's; edit them (docs/config.md) and check with `gpu-rollout plan`."]
@@ -177,9 +189,20 @@ def trust(pack_config: Path, entry_file: Path, prod: str) -> str:
 
 
 def execute(project_dir: Path, cluster: Cluster, canary: str, prod: str, change_ticket: str | None,
-            trust_key: Path | None) -> Exit:
+            trust_key: Path | None, from_cluster: Callable[[str], Any] | None = None) -> Exit:
     """Check everything, then write both stack files (and the pack config with ``trust_key``); print the next
-    steps. Exit 2, nothing written, when a flag, name or file cannot be used."""
+    steps. Exit 2, nothing written, when a flag, name or file cannot be used. ``from_cluster`` (``--from-cluster``):
+    the cluster's pools, read from its cloud, given the example's driver version (:mod:`rollout.adopted_pools`)."""
+    problems = _problems(project_dir, cluster, canary, prod)
+    if problems:
+        raise InvalidInput("\n".join(f"init: {problem}" for problem in problems))
+    canary_example, prod_example = (example_file(project_dir, s) for s in EXAMPLES[cluster.cloud])
+    return _write(project_dir, cluster, canary, prod, change_ticket, trust_key, from_cluster, canary_example,
+                  prod_example)
+
+
+def _problems(project_dir: Path, cluster: Cluster, canary: str, prod: str) -> list[str]:
+    """What stops init before it writes anything: a flag the cloud needs, a bad or taken stack name."""
     problems = [f"{flag}: needed for --cloud {cluster.cloud}" for flag in cluster.missing()]
     for flag, name in (("--canary", canary), ("--prod", prod)):
         if not stacks.is_stack_name(name):
@@ -193,12 +216,24 @@ def execute(project_dir: Path, cluster: Cluster, canary: str, prod: str, change_
     if folder is not None and folder.is_dir() and any(folder.iterdir()):
         problems.append(f"--canary: {folder.relative_to(project_dir)} already holds attestations (another canary's, "
                         "such as the example's): choose another name, so the gate reads only your canary's")
-    if problems:
-        raise InvalidInput("\n".join(f"init: {problem}" for problem in problems))
-    canary_example, prod_example = (example_file(project_dir, s) for s in EXAMPLES[cluster.cloud])
+    return problems
+
+
+def _write(project_dir: Path, cluster: Cluster, canary: str, prod: str, change_ticket: str | None,
+           trust_key: Path | None, from_cluster: Callable[[str], Any] | None, canary_example: Path,
+           prod_example: Path) -> Exit:
+    adopted = None
+    if from_cluster is not None:  # the cluster's own pools, read through its cloud's API (rollout.adopted_pools)
+        # What the pools run now, as far as the example says (driver.previousVersion): the generation an image-owned
+        # pool is adopted as runs it; the team corrects it (init's note).
+        driver = made_from(canary_example, canary, prod, cluster, change_ticket, False)["config"][f"{PROJECT}:driver"]
+        adopted = from_cluster(driver.get("previousVersion") or driver["version"])
     texts = {}
     for name, example, is_prod in ((canary, canary_example, False), (prod, prod_example, True)):
         document = made_from(example, canary, prod, cluster, change_ticket, is_prod)
+        if adopted is not None:
+            adopt_pools(document["config"], adopted.prod if is_prod else adopted.canary, adopted.cluster,
+                        cluster.cloud)
         spec_from_config(config_strings(document), source=f"Pulumi.{name}.yaml")  # refuse what plan would refuse
         texts[name] = header(example, is_prod, canary) + yaml.dump(document, Dumper=_Dumper, sort_keys=False, width=110)
     pack_text = None
@@ -217,6 +252,8 @@ def execute(project_dir: Path, cluster: Cluster, canary: str, prod: str, change_
         fleet_file.write_text(fleet_text, encoding="utf-8")
     sys.stdout.write(next_steps(canary, prod, canary_example, prod_example, change_ticket, trust_key,
                                 trusts_example_key(project_dir / PACK_CONFIG), fleet_text is not None))
+    if adopted is not None:
+        sys.stdout.write(adopted.summary())
     return Exit.OK
 
 

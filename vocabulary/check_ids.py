@@ -14,6 +14,7 @@ class CheckId(StrEnum):
     # checks.cluster: the stack's cluster
     CLUSTER_IDENTITY = "cluster-identity"
     POOL_MEMBERSHIP = "pool-membership"
+    POOL_ADOPTED = "pool-adopted"
     POOL_HARDWARE = "pool-hardware"
     # checks.owner: who owns the driver
     CLUSTER_POLICY = "cluster-policy"

@@ -11,7 +11,8 @@ import typer
 
 from refusals.exits import Exit
 from rollout.cli.running import command
-from rollout.cli.options import (AtOption, BackendStack, CanaryOutputsOption, Debugging, FromBackendOption,
+from rollout.cli.options import (AtOption, BackendStack, CanaryOutputsOption, ContextOption, Debugging, FromBackendOption,
+                                 KubeconfigOption,
                                  MarkdownOption, PreviousOutputsOption, ProjectSetup, ProjectTarget, StackTarget,
                                  in_words, moment, not_both, stage_of)
 
@@ -27,19 +28,45 @@ def plan(
         bool, typer.Option("--show-data", help="Also print large ConfigMap data (the validation program) whole, after "
                            "the report (the table shows its size and sha256; --json always holds it whole).")
     ] = False,
+    from_cluster: Annotated[
+        bool, typer.Option("--from-cluster", help="Also read the stack's cluster (read-only) and judge the policies' "
+                           "questions preflight can answer live (spare capacity, compatibility) on what it runs; a "
+                           "failed one refuses. Without it no cluster is reached.")
+    ] = False,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="Also list the resources the same as the last deployment (folded into a "
+                           "count by default).")
+    ] = False,
 ) -> Exit:
     """Offline preview of a stack: what `pulumi up` would send, with no cloud and no Pulumi CLI, and the policy
     pack's verdicts. The first lines say the stack file read, the project folder, and what the verdicts rest on:
-    the last deployment and the canary's outputs (given, --from-backend, or the offline assumption)."""
+    the last deployment and the canary's outputs (given, --from-backend, or the offline assumption); the last line
+    the verdict and the next command."""
     from rollout import plan as verb
 
+    if (kubeconfig or context) and not from_cluster:
+        raise typer.BadParameter("they choose a cluster to read: give them with --from-cluster (without it no "
+                                 "cluster is reached)", param_hint="--kubeconfig/--context")
     stack = target.resolve()
+    live = None
+    if from_cluster:
+        def live() -> tuple[list, str]:
+            from rollout import context as contexts
+
+            opened = contexts.open_live(target.stack, target.stack_file, target.project_dir, kubeconfig, context)
+            where = contexts.resolve_cluster(opened.spec, kubeconfig, context)
+            return (verb.live_checks(opened.kube, opened.spec, stack.project_dir),
+                    f"read live (--from-cluster): context {where.context or 'current'} of kubeconfig "
+                    f"{where.kubeconfig or 'default'}")
     previous = verb.read_previous_outputs(previous_outputs) if previous_outputs is not None else None
     canary = verb.read_previous_outputs(canary_outputs, "--canary-outputs") if canary_outputs is not None else None
     return verb.execute(stack.name, stack.path, as_json=target.as_json, project_dir=stack.project_dir,
                         previous_outputs=previous, canary_outputs=canary, previous_file=previous_outputs,
                         canary_path=canary_outputs, from_backend=from_backend, show_data=show_data,
-                        shown_path=stack.shown_path, project_found=stack.project_found, now=moment(at))
+                        shown_path=stack.shown_path, project_found=stack.project_found, now=moment(at), live=live,
+                        show_all=show_all)
 
 
 @command(ProjectSetup)
@@ -229,6 +256,23 @@ def init(
                                   "policy/prod.json's trustedKeys and remove the example key (default: leave "
                                   "policy/prod.json alone and print the step).")
     ] = None,
+    from_cluster: Annotated[
+        bool, typer.Option("--from-cluster", help="AKS/EKS: read the cluster's GPU pools through the cloud's API "
+                           "(Azure Resource Manager, EKS; read-only, your credentials) and write them, each adopted by "
+                           "its ID, instead of the example's (docs/adopt.md).")
+    ] = False,
+    canary_pools: Annotated[
+        list[str] | None, typer.Option("--canary-pool", help="With --from-cluster: a pool the canary stack takes "
+                                       "(repeatable); the others go to the prod stack.")
+    ] = None,
+    subscription: Annotated[
+        str | None, typer.Option("--subscription", help="AKS with --from-cluster: the cluster's subscription ID.")
+    ] = None,
+    api_endpoint: Annotated[
+        str | None, typer.Option("--api-endpoint", help="With --from-cluster: the cloud API's base URL (default: "
+                                 "https://management.azure.com, or https://eks.<region>.amazonaws.com); for a "
+                                 "sovereign cloud or a private endpoint.")
+    ] = None,
 ) -> Exit:
     """Write a team's first canary and prod stack files from the example of --cloud: the team's cluster, the
     prod stack promoted from the new canary (no example attestation, no example waivers), and, with
@@ -244,8 +288,27 @@ def init(
         raise typer.BadParameter("give the cluster's name", param_hint="--cluster")
     chosen = verb.Cluster(cloud, identity, resource_group, aks_cluster, location, region, eks_cluster,
                           node_role_arn, tuple(subnets or ()), kube_context, kubeconfig)
+    reader = None
+    if from_cluster:
+        from rollout import adopted_pools
+
+        if cloud == "existing":
+            raise typer.BadParameter("an existing cluster's pools are found by label, never created: nothing to adopt",
+                                     param_hint="--from-cluster")
+        if not canary_pools:
+            raise typer.BadParameter("name the pool(s) the canary stack takes", param_hint="--canary-pool")
+        if cloud == "aks" and not subscription:
+            raise typer.BadParameter("needed to read an AKS cluster", param_hint="--subscription")
+
+        def reader(driver: str) -> adopted_pools.Pools:
+            return adopted_pools.read(cloud, tuple(canary_pools or ()), driver, subscription=subscription,
+                                      group=resource_group, cluster={"aks": aks_cluster, "eks": eks_cluster}[cloud]
+                                      or identity, region=region, endpoint=api_endpoint)
+    elif canary_pools or subscription or api_endpoint:
+        raise typer.BadParameter("they say how to read the cluster: give them with --from-cluster",
+                                 param_hint="--canary-pool/--subscription/--api-endpoint")
     return verb.execute(target.project(), chosen, canary or f"{name}-canary", prod or f"{name}-prod", change_ticket,
-                        trust_key)
+                        trust_key, reader)
 
 
 @command(Debugging)

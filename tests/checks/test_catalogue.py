@@ -59,7 +59,7 @@ def test_a_module_declares_its_checks_in_the_order_it_writes_them_and_the_decora
     assert [c.id for c in declared(owner)] == ["cluster-policy", "driver-owner", "per-pool-mode",
                                                "two-driver-owners", "driver-versions", "running-today",
                                                "node-image", "node-os-channel"]
-    assert [c.id for c in CATALOGUE.checks("preflight")][3:11] == [c.id for c in declared(owner)]
+    assert [c.id for c in CATALOGUE.checks("preflight")][4:12] == [c.id for c in declared(owner)]
     elsewhere = types.ModuleType("elsewhere")
     elsewhere.check_driver_owner = owner.check_driver_owner  # type: ignore[attr-defined]  # imported, not declared
     assert declared(elsewhere) == []
@@ -155,7 +155,7 @@ def test_the_catalogue_loads_its_section_modules_itself() -> None:
             "print(len(ids), 'checks.owner' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT_DIR, check=True,
                          timeout=120).stdout.split()
-    assert out == [str(len(CATALOGUE.checks("preflight"))), "True"] and int(out[0]) == 29
+    assert out == [str(len(CATALOGUE.checks("preflight"))), "True"] and int(out[0]) == 30
 
 
 def test_every_module_that_declares_a_check_is_in_the_catalogue_and_none_is_loaded_by_string() -> None:

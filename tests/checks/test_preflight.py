@@ -32,6 +32,7 @@ A100 = "aks-gpua100-12345678-vmss000000"
 PREFLIGHT = {
     "cluster-identity": "The stack's cluster",
     "pool-membership": "The stack's cluster",
+    "pool-adopted": "The stack's cluster",
     "pool-hardware": "The stack's cluster",
     "cluster-policy": "Who owns the driver",
     "driver-owner": "Who owns the driver",
@@ -109,7 +110,20 @@ def _no_cache(fake: FakeKube) -> None:
             fake.update("pods", p["metadata"]["name"], {"spec": {"volumes": []}}, "inference")
 
 
+def _first_up_over_a_pool_it_did_not_make(fake: FakeKube) -> None:
+    """No identity record of the stack (it never ran `up` here) and an A100 node without the project's label: the
+    cluster runs agent pool gpua100 already, and the stack does not adopt it."""
+    for record in [c for c in fake.objects("configmaps") if c["metadata"]["name"].startswith("gpu-driver-upgrade-")]:
+        fake.remove("configmaps", record["metadata"]["name"], record["metadata"]["namespace"])
+    node = fake.obj("nodes", A100)
+    fake.remove("nodes", A100)
+    del node["metadata"]["labels"][labels.POOL]
+    fake.add(node)
+
+
 BREAKS: dict[str, tuple[Callable[[FakeKube], None], Status]] = {
+    # Issue 32: a first deployment would create gpua100 again (warned here; `plan --from-cluster` refuses it).
+    "pool-adopted": (_first_up_over_a_pool_it_did_not_make, Status.WARN),
     # Issue 30: GFD sees another GPU than the pool declares.
     "pool-hardware": (lambda f: f.update("nodes", A100, {"metadata": {"labels": {labels.GPU_PRODUCT:
                                                                                    "NVIDIA-A100-SXM4-80GB"}}}), Status.FAIL),

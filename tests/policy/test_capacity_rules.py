@@ -14,7 +14,7 @@ from gpu_knowledge import labels
 from engine_contracts import resource_facts as rf
 from tests.conftest import stack_config
 from tests.policy.rules import edit_named, of_type, resources, spec_edit, stack
-from tests.policy.variants import change, eks_pool, pool
+from tests.policy.variants import change, eks_pool, model, pool
 
 
 # ---------------------------------------------------------------- canary-one-node-at-a-time
@@ -268,3 +268,58 @@ def test_a_canary_pools_own_upgrade_policy_is_held_to_one_node_at_a_time():
     assert [(v.resource, "maxParallelUpgrades must be 1, not 2" in v.message) for v in found] == [
         ("gpu-gpucanary", True)]
     assert "nodePools[].upgradePolicy.maxParallelUpgrades" in found[0].config_keys
+
+
+# ---------------------------------------------------------------- the validation job's GPUs (issue 32, point 2)
+# While a node upgrades, the validation job holds the GPUs of the node upgraded before it (the upgrade controller
+# moves on as soon as a node is done): both capacity rules count them, as preflight's spare-capacity does.
+
+
+def _without_validation(config: dict[str, str]) -> dict[str, str]:
+    config = dict(config)
+    del config["gpu-driver-upgrade:validation"]
+    return config
+
+
+def test_parallelism_counts_the_nodes_the_validation_job_holds():
+    # gput4: 4 nodes of 4 GPUs, rerank-sglang 2 replicas keeping 1: 14 spare. Three nodes at once: 12 GPUs out,
+    # covered; with the job's 4 on the node upgraded before them, 16: rerank-sglang may lose both replicas.
+    three = change(stack_config("prod"), "nodePools",
+                   pool("gput4", upgradePolicy={"maxParallelUpgrades": 3, "maxUnavailable": 3}))
+    (finding,) = [f for f in capacity_rules.parallelism_within_spare_capacity(stack(resources(run_program(three, "prod"))))
+                  if "gput4" in f.message]
+    assert not finding.advisory
+    assert "16 GPUs out (the validation job's 4 per node just upgraded included) but only 14 spare" in finding.message
+    assert "rerank-sglang could drop below minAvailable" in finding.message
+    unvalidated = resources(run_program(_without_validation(three), "prod"))
+    assert stack(unvalidated).validation_gpus == {}
+    assert [f for f in capacity_rules.parallelism_within_spare_capacity(stack(unvalidated)) if "gput4" in f.message] == []
+
+
+def test_spare_capacity_advises_where_the_validation_hold_leaves_pods_pending(rendered):
+    # gpucanary: 3 nodes of 1 GPU, llm-chat-canary 2 replicas keeping 1: one spare GPU covers one node, not one
+    # node and the job's GPU on the node before it; the PDB still holds, so advice (preflight warns there).
+    items = resources(rendered["canary"])
+    assert stack(items).validation_gpus["gpucanary"] == 1
+    (finding,) = [f for f in capacity_rules.spare_capacity(stack(items)) if "gpucanary" in f.message]
+    assert finding.advisory
+    assert "one node upgrading and the validation job's 1 GPUs on the node upgraded before it: 2 GPUs out but " \
+        "only 1 spare" in finding.message
+    unvalidated = resources(run_program(_without_validation(stack_config("canary")), "canary"))
+    assert [f for f in capacity_rules.spare_capacity(stack(unvalidated)) if "gpucanary" in f.message] == []
+
+
+def test_spare_capacity_refuses_where_the_validation_hold_drops_a_model_below_min_available():
+    config = change(stack_config("canary"), "models", model("llm-chat-canary", minAvailable=2))
+    (finding,) = [f for f in capacity_rules.spare_capacity(stack(resources(run_program(config, "canary"))))
+                  if "gpucanary" in f.message]
+    assert not finding.advisory and "llm-chat-canary could drop below minAvailable" in finding.message
+    unvalidated = resources(run_program(_without_validation(config), "canary"))
+    assert [f for f in capacity_rules.spare_capacity(stack(unvalidated)) if "gpucanary" in f.message] == []
+
+
+def test_a_pool_that_moves_by_generations_has_no_validation_hold(rendered):
+    # New generations are validated beside the old nodes, which keep serving.
+    items = resources(rendered["eks-canary"])
+    assert stack(items).validation_gpus.get("gpu-canary") == 4
+    assert [f for f in capacity_rules.spare_capacity(stack(items)) if "gpu-canary:" in f.message] == []

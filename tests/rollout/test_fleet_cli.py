@@ -37,19 +37,26 @@ def test_the_shipped_fleet_plans_every_stack_in_wave_order_and_admits_them() -> 
     assert sorted(s["stack"] for s in stacks) == sorted(EXAMPLE_STACKS)
     assert not doc["refused"] and all(s["verdict"].startswith("admitted") for s in stacks)
     lab = doc["waves"][1]["stacks"][0]
-    assert lab["driver"] == {"from": "570.195.03", "to": "580.173.02", "owner": "operator"}
-    assert lab["pools"]["held"] == ["h100-serving (570.195.03; held: rollout.released is false)"]
+    # Judged as plan judges it: the committed file is its last deployment, so it moves from the driver that ran.
+    assert {k: lab["driver"][k] for k in ("from", "to", "owner")} == {"from": "580.173.02", "to": "580.173.02",
+                                                                       "owner": "operator"}
+    assert lab["driver"]["fromSource"].startswith("last deployment: Pulumi.existing-prod.yaml at ")
+    assert [p for p in lab["pools"] if p["held"]] == [{"name": "h100-serving", "driver": "570.195.03", "held": True,
+                                                       "why": "held: rollout.released is false"}]
     assert doc["waves"][1]["waits"] == ("every stack's rollout complete; `verify --smoke` passing on each; 24 h since "
                                         "its last upgraded node finished")
 
 
 def test_a_stack_the_pack_would_refuse_fails_the_plan_and_the_comment_names_it(repo: GitRepo) -> None:
-    # No attestation in this repository: every prod stack's driver is unattested for the prod gate.
+    # No attestation in this repository: a prod stack moved to another driver is unattested for the prod gate.
+    for stack in ("existing-prod", "prod"):
+        repo.edit(stack, "driver", lambda d: d.update(version="595.91.07"))
     result = runner.invoke(app, ["fleet", "plan", "--markdown", "--at", INSIDE_THE_WINDOWS, "--project-dir",
                                  str(repo.root)])
     assert result.exit_code == 1, result.output
     assert result.stdout.startswith("### Fleet plan: 3 wave(s), 6 stack(s)")
-    assert "**Refused:** `existing-prod`, `prod`, `eks-prod`" in result.stdout
+    assert "**Refused:** `existing-prod`, `prod`" in result.stdout
+    assert "| 580.173.02 → 595.91.07 |" in result.stdout
     assert "#### Wave 2: `prod-lab` (1 at once)" in result.stdout
     assert "refused: canary-attested: " in result.stdout
 

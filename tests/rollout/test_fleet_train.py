@@ -307,3 +307,46 @@ def test_the_most_gpus_a_rollout_takes_out_at_once() -> None:
     # existing-canary: one of l40s-canary's 1-GPU nodes (+1 validating) and the one 8-GPU h100-canary node.
     assert worst_gpus_unavailable(SPECS["existing-canary"]) == 2 + 8
     assert worst_gpus_unavailable(SPECS["eks-prod"]) == 0  # the node image owns the driver
+
+
+def test_a_stack_moves_from_the_driver_its_last_succeeded_update_ran() -> None:
+    """Issue 32, point 2: fleet status and advance take the driver a stack moves from where plan --from-backend
+    takes it, its last succeeded update's config, and say so; driver.previousVersion only before any."""
+    from promotion_train.train import stack_world
+    from pulumi_backend import pulumi_config
+    from fleetspec.load import read_stack_file
+
+    (stack,) = [s for s in stack_files(PROJECT_DIR) if s.name == "prod"]
+    spec = load_stack_file(PROJECT_DIR / "Pulumi.prod.yaml")
+    deployed_config = {k: {"value": v, "secret": False} for k, v in read_stack_file(PROJECT_DIR / "Pulumi.prod.yaml")
+                       .items()}
+    deployed_config["gpu-driver-upgrade:driver"]["value"] = (
+        '{"owner": "operator", "version": "575.57.08", "previousVersion": "570.195.03"}')
+
+    def update(version: int, result: str, driver_config: dict) -> pulumi_config.Update:
+        return pulumi_config.Update(version, "update", result, True, "2026-12-09T10:00:00Z",
+                                    pulumi_config.parse_config(driver_config), "up", {"git.head": "abc"})
+
+    class Git:
+        def is_ancestor(self, ancestor: str, commit: str) -> bool:
+            return True
+
+        def first_parent(self, commit: str) -> str | None:
+            return None
+
+        def first_parent_history(self, since: str | None, until: str) -> list:
+            return []
+
+        def added_on_first_parent_line(self, name: str, until: str) -> None:
+            return None
+
+    failed_newer = update(2, "failed", {k: v for k, v in deployed_config.items() if "driver" not in k})
+    history = deploy_plan.Deployed([failed_newer, update(1, "succeeded", deployed_config)])
+    from datetime import UTC, datetime
+
+    now = datetime.fromtimestamp(NOW, UTC)
+    found = stack_world(stack, spec, history, "abc", Git(), now)
+    assert found.moves_from() == ("575.57.08", "last deployment: its last succeeded update in the backend")
+    never = stack_world(stack, spec, deploy_plan.Deployed(None), "abc", Git(), now)
+    assert never.moves_from() == (spec.driver.previousVersion,
+                                  "driver.previousVersion (no succeeded update in the backend)")

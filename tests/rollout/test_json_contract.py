@@ -22,6 +22,8 @@ from fleetspec.load import SpecProblem
 from tests.conftest import PROJECT_DIR
 from tests.rollout.json_contract import conforms, error_of
 
+BUMPED = {"fleet-plan": 2}
+
 
 def _json_verbs() -> set[str]:
     """Every command (fleet's as fleet-<verb>) that has a --json option."""
@@ -51,7 +53,9 @@ def test_the_committed_schemas_are_what_the_models_give() -> None:
 def test_each_schema_is_valid_and_pins_the_version(verb: str) -> None:
     schema = json.loads((SCHEMA_DIR / f"{verb}.schema.json").read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator.check_schema(schema)
-    assert schema["properties"]["schemaVersion"]["const"] == SCHEMA_VERSION and "schemaVersion" in schema["required"]
+    # A document whose shape changed says so by its own version (fleet-plan 2: pools as objects, issue 32).
+    assert schema["properties"]["schemaVersion"]["const"] == BUMPED.get(verb, SCHEMA_VERSION)
+    assert "schemaVersion" in schema["required"]
     assert schema["additionalProperties"] is False  # a key the model does not declare breaks the contract
 
 

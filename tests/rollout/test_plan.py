@@ -28,7 +28,7 @@ def plan(*args: str) -> tuple[int, str, str]:
 
 
 def test_plan_table_shows_what_a_reviewer_checks() -> None:
-    code, out, _ = plan("--stack", "prod")
+    code, out, _ = plan("--stack", "prod", "--all")
     assert code == 0, out  # the prod gate passes: the example ships its canary's attestation
     # The gate's rows are advice only: the example key (trusted on the example fleets), gput4's waiver, the held
     # pools' pin admitted by promotion.runningToday, and the canary's kube-system UID not compared offline.
@@ -215,3 +215,46 @@ def test_a_second_plan_renders_neither_its_last_deployment_nor_its_canary_again(
     assert "Pulumi.prod.yaml at the merge base with main" in cold[1] and cold[0] == 1  # unattested: refused
     shutil.rmtree(renderings.cache_dir(repo.root))  # safe to delete: rendered again, the same document
     assert planned() == cold and len(rendered) == 4
+
+
+def test_plan_marks_each_change_against_the_last_deployment_and_closes_with_the_verdict(tmp_path: Path) -> None:
+    """Issue 32, point 3: against the stack file at the merge base, each resource is marked create, update or same
+    (unchanged ones folded into a count), a changed field is shown old → new, the summary comes before the table
+    and the verdict is the last line."""
+    from tests.rollout.gitrepo import GIT_ENV, GitRepo
+
+    repo = GitRepo(tmp_path / "fleet")
+    repo.pool("canary", "gpucanary", lambda pool: pool.update(nodeCount=4))
+    result = runner.invoke(app, ["plan", "--stack", "canary", "--project-dir", str(repo.root)],
+                           env={**GIT_ENV, "COLUMNS": "100"})
+    lines = result.stdout.splitlines()
+    (summary,) = [i for i, line in enumerate(lines) if line.startswith("changes against the last deployment: ")]
+    assert summary < 6 and "1 update" in lines[summary] and " same" in lines[summary]
+    assert "~ update AgentPool" in result.stdout
+    assert "vm: Standard_NC40ads_H100_v5 x3 → Standard_NC40ads_H100_v5 x4" in result.stdout
+    assert "resource(s) the same as the last deployment, not shown (--all shows them)" in result.stdout
+    assert len(lines) < 60 and max(len(line) for line in lines) <= 100
+    assert " ".join(lines[-2:]).startswith("verdict: admitted")
+    document = json.loads(runner.invoke(app, ["plan", "--stack", "canary", "--project-dir", str(repo.root), "--json"],
+                                        env=GIT_ENV).stdout)
+    (pool,) = [c for c in document["changes"] if c["name"] == "gpucanary"]
+    assert pool["marker"] == "update" and {"field": "vm", "old": "Standard_NC40ads_H100_v5 x3",
+                                           "new": "Standard_NC40ads_H100_v5 x4"} in pool["fields"]
+    assert {c["marker"] for c in document["changes"]} == {"update", "same"}
+
+
+def test_a_replace_only_field_is_marked_replace_and_a_first_deployment_creates(tmp_path: Path) -> None:
+    from tests.rollout.gitrepo import GIT_ENV, GitRepo
+
+    repo = GitRepo(tmp_path / "fleet")
+    repo.pool("canary", "gpucanary", lambda pool: pool["aks"].update(vmSize="Standard_NC80adis_H100_v5"))
+    document = json.loads(runner.invoke(app, ["plan", "--stack", "canary", "--project-dir", str(repo.root), "--json"],
+                                        env=GIT_ENV).stdout)
+    (pool,) = [c for c in document["changes"] if c["name"] == "gpucanary"]
+    assert pool["marker"] == "replace" and pool["replacedBy"] == ["vmSize"]
+    first = tmp_path / "elsewhere" / "Pulumi.canary.yaml"
+    first.parent.mkdir()
+    first.write_text((repo.root / "Pulumi.canary.yaml").read_text())
+    document = json.loads(runner.invoke(app, ["plan", "--stack-file", str(first), "--project-dir", str(repo.root),
+                                              "--json"], env=GIT_ENV).stdout)
+    assert {c["marker"] for c in document["changes"]} == {"create"}

@@ -34,7 +34,7 @@ def canary_json() -> dict:
 
 @pytest.mark.parametrize("stack", ["canary", "prod", "eks-prod"])
 def test_at_100_columns_no_line_is_wider_and_no_value_is_cut(stack: str) -> None:
-    code, out, err = plan("--stack", stack, columns=100)
+    code, out, err = plan("--stack", stack, "--all", columns=100)
     assert code == 0, err
     assert max(len(line) for line in out.splitlines()) <= 100
     assert "…" not in out  # nothing ends in an ellipsis
@@ -57,7 +57,7 @@ def test_piped_output_follows_columns(columns: int) -> None:
 
 
 def test_a_canary_plan_shows_the_validation_program_by_size_and_digest(canary_json: dict) -> None:
-    code, out, _ = plan("--stack", "canary", columns=100)
+    code, out, _ = plan("--stack", "canary", "--all", columns=100)
     assert code == 0
     (program,) = [r for r in canary_json["resources"] if r["name"] == "gpu-validation-program"]
     data = program["inputs"]["data"]
@@ -89,16 +89,16 @@ def test_the_first_lines_say_the_stack_the_file_and_the_project(monkeypatch: pyt
 
 
 def test_an_image_owned_held_pool_is_not_said_to_be_held_by_the_skip_label() -> None:
-    _, out, _ = plan("--stack", "eks-prod", columns=200)
+    _, out, _ = plan("--stack", "eks-prod", "--all", columns=200)
     held = [line for line in out.splitlines() if "HELD" in line]
     assert held and all("keeps its node image" in line and "skip label" not in line for line in held)
-    _, aks, _ = plan("--stack", "prod", columns=200)
+    _, aks, _ = plan("--stack", "prod", "--all", columns=200)
     assert "HELD (skip label)" in aks  # operator-owned: the label is the brake
 
 
 def test_the_provider_row_never_points_at_the_current_context() -> None:
-    _, aks, _ = plan("--stack", "prod", columns=200)
+    _, aks, _ = plan("--stack", "prod", "--all", columns=200)
     assert "current-context" not in aks
     assert "the stack's own cluster credentials" in aks
-    _, existing, _ = plan("--stack", "existing-prod", columns=200)
+    _, existing, _ = plan("--stack", "existing-prod", "--all", columns=200)
     assert "context lab-gpu-1" in existing  # the declared context, by name
