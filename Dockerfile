@@ -10,6 +10,7 @@ WORKDIR /src
 COPY pyproject.toml constraints.txt README.md ./
 COPY announcements announcements
 COPY cloud_credentials cloud_credentials
+COPY cloud_pools cloud_pools
 COPY checks checks
 COPY components components
 COPY engine_contracts engine_contracts
