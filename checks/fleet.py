@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checks.quota import CloudQuotas
+from checks.registry import Registry
+from cloud_credentials.azure_management import AzureManagement
 from checks import kube as k
 from checks import soak, validation
 from checks.catalogue import CATALOGUE
@@ -133,21 +135,26 @@ def smoke_verify(kube: k.Kube, spec: FleetSpec) -> list[CheckResult]:
 
 
 # The preflight checks that gate the train's `up`s: each compares what the stack declares with what the cluster
-# shows, which no `up` changes (the hardware, the driver a held pool runs, who owns the driver, the node image, the
-# models' metrics watch reads: a prod model watched blind is no `up`'s to fix). The
+# (or its registry, quota and managed cluster) shows, which no `up` changes (the hardware, the driver a held pool
+# runs, who owns the driver, the node image and its channel, the precompiled driver the kernels need, the quota
+# surge needs, the models' metrics watch reads: a prod model watched blind is no `up`'s to fix). The
 # checks of what the `up` itself makes or protects (its pools, its PDBs, the spare capacity its upgrade policy and
 # PDBs govern) stay a person's to weigh with `gpu-rollout preflight`, where a first deployment would fail them.
 GATING_CHECKS = frozenset({CheckId.POOL_HARDWARE, CheckId.RUNNING_TODAY, CheckId.DRIVER_OWNER,
                            CheckId.TWO_DRIVER_OWNERS, CheckId.DRIVER_VERSIONS, CheckId.NODE_IMAGE,
-                           CheckId.ATTESTED_KERNEL, CheckId.SURGE_QUOTA, CheckId.MODEL_METRICS})
+                           CheckId.ATTESTED_KERNEL, CheckId.SURGE_QUOTA, CheckId.MODEL_METRICS,
+                           CheckId.KERNEL_PRECOMPILED, CheckId.NODE_OS_CHANNEL})
 
 
 def preflight_failures(kube: k.Kube, spec: FleetSpec, attested: AttestedDrivers,
-                       quotas: CloudQuotas | None = None) -> list[CheckResult]:
-    """The failed gating checks of `gpu-rollout preflight` on the stack (``GATING_CHECKS``), with the canary's
-    attestations of its promoted drivers and the cloud's quota reader (surge-quota): the train brings no stack up
-    past one. Another cluster than the stack's is refused by the identity check, which raises."""
-    return [r for r in run_preflight(kube, spec, attested, quotas=quotas)
+                       quotas: CloudQuotas | None = None, registry: Registry | None = None,
+                       management: AzureManagement | None = None) -> list[CheckResult]:
+    """The failed gating checks of `gpu-rollout preflight` on the stack (``GATING_CHECKS``), with what the verb
+    asks besides the cluster: the canary's attestations of its promoted drivers, the cloud's quota reader
+    (surge-quota), the driver image's registry (kernel-precompiled) and Resource Manager (node-os-channel). The
+    train brings no stack up past one. Another cluster than the stack's is refused by the identity check, which
+    raises."""
+    return [r for r in run_preflight(kube, spec, attested, registry, management, quotas)
             if r.status == Status.FAIL and r.id in GATING_CHECKS]
 
 

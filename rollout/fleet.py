@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 from checks import fleet as live
 from checks import quota
+from checks.registry import Registry
 from checks.attested import read_attested
 from checks import kube as k
 from checks.errors import ClusterError
@@ -47,6 +48,7 @@ from git_revisions.repository import Repository
 from pulumi_backend import backend as backends
 from promotion_train import deploy_plan, train, waves
 from rollout import context, documents, fleet_announce, schemas
+from rollout import preflight as preflight_verb
 from rollout.console import say, stdout
 from rollout.engine import UpResult
 from refusals.exits import Exit
@@ -899,7 +901,7 @@ def _preflight_holds(project: FleetProject, clusters: Clusters, stack: str) -> s
     spec = project.specs[stack]
     try:
         failed = live.preflight_failures(clusters.connect(stack, spec), spec, read_attested(project.project_dir, spec),
-                                         quota.reader_for(spec))
+                                         quota.reader_for(spec), Registry(), preflight_verb.azure_management(spec))
     except ClusterError as error:  # another cluster than the stack's, an unusable kubeconfig, an API error
         return f"preflight could not judge its cluster: {error}"
     if failed:
