@@ -95,7 +95,7 @@ def _path(obj: dict) -> str:
 
 
 def seed_fleet(rest: Rest) -> None:
-    for namespace in (fleet.OPERATOR_NAMESPACE, fleet.MODEL_NAMESPACE):
+    for namespace in (fleet.OPERATOR_NAMESPACE, fleet.MODEL_NAMESPACE, fleet.MONITORING_NAMESPACE):
         rest.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                             "metadata": {"name": namespace}})
     for node in fleet.nodes():

@@ -23,6 +23,9 @@ Obj = dict[str, Any]
 OLD_DRIVER = "570.195.03"  # what every GPU node runs before the rollout (the stacks' previousVersion)
 OPERATOR_NAMESPACE = "gpu-operator"
 MODEL_NAMESPACE = "inference"
+# Where the existing-prod stack's Prometheus Service lives (validation.prometheus: monitoring/prometheus-k8s): the
+# namespace a real cluster has, where the guard's Role to reach Prometheus through the API server goes.
+MONITORING_NAMESPACE = "monitoring"
 POOL_LABEL = "gpu.example.com/pool"  # the platform team's pool label: the stacks' existing.nodeSelector
 KERNEL = "6.8.0-1020-nvidia"
 DRIVER_DAEMONSET = "nvidia-gpu-driver-ubuntu22.04-7b6f8d9c5d"
