@@ -128,6 +128,22 @@ def _list_decoder(shape: Any) -> msgspec.json.Decoder[Any]:
     document = TypedDict(f"{shape.__name__}List", {"metadata": slim.ListMeta | None,  # type: ignore[misc]
                                                    "items": list[shape] | None}, total=False)
     return msgspec.json.Decoder(document)
+
+
+class _WatchEvent(msgspec.Struct):
+    type: str = ""
+    object: msgspec.Raw = msgspec.Raw(b"{}")
+
+
+_EVENT = msgspec.json.Decoder(_WatchEvent)
+
+
+@functools.cache
+def _object_decoder(shape: Any) -> msgspec.json.Decoder[Any]:
+    """A decoder of one object that keeps only ``shape``'s fields."""
+    return msgspec.json.Decoder(shape)
+
+
 FIELD_MANAGER = "gpu-rollout"
 MAX_PLUGIN_MESSAGE = 600  # characters of a failed credentials plugin's own message quoted
 
@@ -242,6 +258,16 @@ class Kube:
         field_selector: str | None = None,
     ) -> list[Obj]:
         """Every matching object, page by page. Raises rather than return a partial list."""
+        return self.list_at(resource, namespace, label_selector, field_selector)[0]
+
+    def list_at(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[builtins.list[Obj], str]:
+        """:meth:`list`, and the list's ``resourceVersion``: where a watch of the same objects starts."""
         query: list[tuple[str, object]] = [("limit", self.settings.page_size)]
         if label_selector:
             query.append(("labelSelector", label_selector))
@@ -265,7 +291,61 @@ class Kube:
             items.extend(doc.get("items") or [])
             token = (doc.get("metadata") or {}).get("continue") or None
             if not token:
-                return items
+                return items, str((doc.get("metadata") or {}).get("resourceVersion") or "")
+
+    def watch(self, resource: Resource, resource_version: str, namespace: str | None = None,
+              label_selector: str | None = None, field_selector: str | None = None,
+              timeout_seconds: int = 300) -> Iterator[tuple[str, Obj]]:
+        """The changes after ``resource_version``, as (type, object) while the server streams them: ``ADDED``,
+        ``MODIFIED``, ``DELETED`` (objects in the resource's slim shape, as :meth:`list` keeps them) and
+        ``BOOKMARK`` (only ``metadata.resourceVersion``: where to start again). Ends when the server closes the
+        stream (``timeout_seconds`` at the latest); :class:`Expired` (410 Gone) when ``resource_version`` is older
+        than the server keeps, so the caller lists again. Opening the stream is bounded and retried as every request
+        is; a stream that breaks is the caller's to open again from the last version it saw."""
+        query: builtins.list[tuple[str, object]] = [
+            ("watch", "true"), ("allowWatchBookmarks", "true"), ("resourceVersion", resource_version),
+            ("timeoutSeconds", timeout_seconds)]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        what = f"watch {resource.kind_name}" + (f" in namespace {namespace}" if namespace else "")
+        response = self._request("GET", resource.path(namespace), query, verb="watch", resource=resource,
+                                 namespace=namespace, stream=True)
+        decoder = _object_decoder(resource.shape) if resource.shape is not None else _WHOLE
+        raw = response.response  # urllib3's, read line by line as the server writes
+        try:
+            pending = b""
+            while True:
+                try:
+                    chunk = raw.read1(65536) if hasattr(raw, "read1") else raw.read(65536)
+                except urllib3.exceptions.HTTPError as exc:
+                    raise RetryableError(f"{what}: the stream broke ({_unreachable(exc, self.where)})") from exc
+                if not chunk:
+                    return
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    try:
+                        event = _EVENT.decode(line)
+                        kind = event.type
+                        obj = (_WHOLE if kind == "ERROR" else decoder).decode(event.object)
+                    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                        raise RetryableError(f"{what}: the server sent a line that is no watch event") from exc
+                    if not isinstance(obj, dict):
+                        raise RetryableError(f"{what}: the server sent an event whose object is no object")
+                    if kind == "ERROR":
+                        code = int(obj.get("code") or 0)
+                        message = str(obj.get("message") or obj.get("reason") or "")
+                        if code == 410:
+                            raise Expired(f"{what}: {message or 'resource version too old'}")
+                        raise (RetryableError if code == 429 or code >= 500 else PermanentError)(
+                            f"{what}: HTTP {code} ({message})")
+                    yield kind, obj
+        finally:
+            raw.release_conn()
 
     def list_optional(self, resource: Resource, **kwargs: Any) -> builtins.list[Obj] | None:
         """Like :meth:`list`, but None when the resource type itself is not served (CRD not installed)."""
@@ -348,14 +428,15 @@ class Kube:
     def _request(self, method: str, path: str, query: builtins.list[tuple[str, object]], *, verb: str, resource: Resource,
                  namespace: str | None, body: Any = None, content_type: str | None = None,
                  decoder: msgspec.json.Decoder[Any] = _WHOLE, retry_throttled: bool = True,
-                 form: builtins.list[tuple[str, str]] | None = None, headers: dict[str, str] | None = None) -> Obj:
+                 form: builtins.list[tuple[str, str]] | None = None, headers: dict[str, str] | None = None,
+                 stream: bool = False) -> Any:
         settings = self.settings
         start = self._monotonic()
         last: RetryableError | None = None
         for attempt in range(settings.attempts):
             try:
                 return self._once(method, path, query, verb, resource, namespace, body, content_type, decoder, form,
-                                  headers)
+                                  headers, stream)
             except RetryableError as exc:
                 if not retry_throttled and isinstance(exc, TooManyRequestsError):
                     raise
@@ -373,7 +454,8 @@ class Kube:
 
     def _once(self, method: str, path: str, query: builtins.list[tuple[str, object]], verb: str, resource: Resource,
               namespace: str | None, body: Any, content_type: str | None, decoder: msgspec.json.Decoder[Any],
-              form: builtins.list[tuple[str, str]] | None = None, extra: dict[str, str] | None = None) -> Obj:
+              form: builtins.list[tuple[str, str]] | None = None, extra: dict[str, str] | None = None,
+              stream: bool = False) -> Any:
         headers = {**(extra or {}), "Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
@@ -383,7 +465,11 @@ class Kube:
         )
         what = f"{verb} {resource.kind_name}" + (f" in namespace {namespace}" if namespace else "")
         try:
-            response = self.api.call_api(*request, _request_timeout=self.settings.request_timeout)
+            # A watch waits on the server between events: only connecting is bounded, the stream's own timeout ends it.
+            timeout = (self.settings.request_timeout, None) if stream else self.settings.request_timeout
+            response = self.api.call_api(*request, _request_timeout=timeout)
+            if stream and 200 <= response.status < 300:
+                return response
             data = response.read()
         except urllib3.exceptions.HTTPError as exc:  # timeouts, refused or dropped connections
             raise RetryableError(f"{what}: {_unreachable(exc, self.where)}") from exc
@@ -408,8 +494,11 @@ class Kube:
                          self.advice)
 
 
-class _Expired(PermanentError):
-    """410 Gone: a continue token expired."""
+class Expired(PermanentError):
+    """410 Gone: a continue token expired, or a watch asked for a version older than the server keeps."""
+
+
+_Expired = Expired
 
 
 def _unreachable(exc: urllib3.exceptions.HTTPError, where: str) -> str:

@@ -62,6 +62,7 @@ class LeaseState:
     raw: Obj
     verified: dict[str, int] = field(default_factory=dict)  # stack -> the update whose verify --smoke passed
     wave_halts: dict[str, HaltRecord] = field(default_factory=dict)  # wave -> the rollback's halt of it
+    guards: dict[str, dict[str, Any]] = field(default_factory=dict)  # stack -> what its guard saw last (JSON)
 
     @property
     def halts(self) -> list[HaltRecord]:
@@ -130,11 +131,21 @@ def _verified_of(obj: Obj) -> dict[str, int]:
             if isinstance(update, int) and not isinstance(update, bool)}
 
 
+def _guards_of(obj: Obj) -> dict[str, dict[str, Any]]:
+    try:
+        doc = json.loads(annotations_of(obj).get(labels.ANNOTATION_GUARD_STATUS) or "{}")
+    except ValueError:
+        return {}  # unreadable: as if no guard had written (the fleet reads the cluster itself)
+    if not isinstance(doc, dict):
+        return {}
+    return {str(stack): status for stack, status in doc.items() if isinstance(status, dict)}
+
+
 def _state(obj: Obj) -> LeaseState:
     spec = spec_of(obj)
     return LeaseState(spec.get("holderIdentity") or None, epoch(spec.get("renewTime") or spec.get("acquireTime")),
                       int(spec.get("leaseDurationSeconds") or 0), _halt_of(obj), obj, _verified_of(obj),
-                      _wave_halts_of(obj))
+                      _wave_halts_of(obj), _guards_of(obj))
 
 
 class TrainLease:
@@ -275,6 +286,18 @@ class TrainLease:
             if current.verified == merged:
                 return None
             return self._replacing(current, {}, {labels.ANNOTATION_FLEET_VERIFIED: text})
+
+        self._write(recorded)
+
+    def record_guard(self, stack: str, status: dict[str, Any]) -> None:
+        """Write what ``stack``'s guard saw (its entry replaced; other stacks' kept), whoever holds the lease."""
+
+        def recorded(current: LeaseState | None) -> Obj:
+            merged = {**(current.guards if current else {}), stack: status}
+            text = json.dumps(dict(sorted(merged.items())), sort_keys=True)
+            if current is None:
+                return self._new({"leaseDurationSeconds": self.duration}, {labels.ANNOTATION_GUARD_STATUS: text})
+            return self._replacing(current, {}, {labels.ANNOTATION_GUARD_STATUS: text})
 
         self._write(recorded)
 

@@ -119,6 +119,11 @@ ANNOTATION_FLEET_HALTED = f"{DOMAIN}/fleet-halted"
 ANNOTATION_FLEET_WAVES_HALTED = f"{DOMAIN}/fleet-waves-halted"
 # ... and, per stack, the update whose `verify --smoke` passed (JSON: stack -> update version), so it is not asked again.
 ANNOTATION_FLEET_VERIFIED = f"{DOMAIN}/fleet-verified"
+# ... and, per stack, what its guard (`gpu-rollout guard`, docs/guard.md) saw last (JSON: stack -> at, holder, paused,
+# triggers, drift), so `fleet status` and `advance` take a cluster's triggers seconds old.
+ANNOTATION_GUARD_STATUS = f"{DOMAIN}/guard-status"
+# The guard's own annotations on nodes start so (its patch of nodes is narrowed to them and the pause's).
+ANNOTATION_GUARD_PREFIX = f"{DOMAIN}/guard-"
 # A model's pod template annotated so declares its weights baked into (and pre-pulled with) the image.
 ANNOTATION_WEIGHTS_IN_IMAGE = f"{DOMAIN}/weights-in-image"
 
