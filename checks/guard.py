@@ -50,6 +50,7 @@ from checks.progress import StateTracker, Trigger, epoch, model_key, model_selec
 from checks.prometheus import Prometheus
 from checks.watch import EVENT_SELECTOR, ClusterObjects, Snapshot, snapshot_of
 from fleetspec.fleet_file import LEASE_NAME, LEASE_NAMESPACE
+from fleetspec.membership import Membership
 from fleetspec.model import DriverOwner, FleetSpec
 from gpu_knowledge import kinds, labels
 from workload import result as job_result
@@ -83,6 +84,9 @@ class Assessment:
     drift: list[Drift]
     nodes: list[Obj]  # the stack's nodes, as judged
     error: str | None = None  # why the triggers could not be judged (no node of the stack's pools...)
+    states: Counter[tuple[str, str]] = field(default_factory=Counter)  # (pool, upgrade state or "none") -> nodes
+    validation: dict[str, tuple[Counter[str], float | None]] = field(default_factory=dict)  # validation_ages
+    seconds: float = 0.0  # how long judging took
 
     @property
     def triggers(self) -> list[Trigger]:
@@ -218,6 +222,7 @@ class Guard:
     def assess(self, now: float | None = None) -> Assessment:
         """Judge what the streams hold now: the watch's triggers and the drift."""
         now = self.clock() if now is None else now
+        started = time.monotonic()
         seen = self.objects()
         nodes = pool_nodes_of(self.spec, seen.nodes)
         ask = self.prometheus is not None and (
@@ -238,7 +243,9 @@ class Guard:
             self._metric_drift = metric_drift(self.prometheus, nodes)
             self._asked_prometheus = now
         drift = node_drift(self.spec, nodes, now, self.settings.validation_deadline) + self._metric_drift
-        return Assessment(now, snapshot, drift, [n for n, _ in nodes], error)
+        states = Counter((m.pool.name, labels_of(n).get(labels.UPGRADE_STATE) or "none") for n, m in nodes)
+        return Assessment(now, snapshot, drift, [n for n, _ in nodes], error, states,
+                          validation_ages(nodes, now), time.monotonic() - started)
 
     def look(self, now: float | None = None) -> Assessment:
         """One look: judge, act where this replica leads, publish."""
@@ -446,11 +453,12 @@ class Guard:
                 self.notify(f"look failed: {error}")
 
 
-def validation_ages(spec: FleetSpec, nodes: list[Obj], now: float) -> dict[str, tuple[Counter[str], float | None]]:
-    """Per pool: its nodes by their validation verdict for the driver they run (``passed``, ``failed``, ``none``),
+def validation_ages(nodes: list[tuple[Obj, Membership]],
+                    now: float) -> dict[str, tuple[Counter[str], float | None]]:
+    """Per pool: its nodes (``pool_nodes_of``) by their last validation verdict (``passed``, ``failed``, ``none``),
     and the age in seconds of its newest result (None: none)."""
     out: dict[str, tuple[Counter[str], float | None]] = {}
-    for node, membership in pool_nodes_of(spec, nodes):
+    for node, membership in nodes:
         counts, newest = out.get(membership.pool.name, (Counter(), None))
         node_labels = labels_of(node)
         validated = node_labels.get(job_result.LABEL_VALIDATED_DRIVER)

@@ -179,8 +179,10 @@ def _plugin_failure(messages: builtins.list[str], config_file: str, context: str
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None, settings: ClientSettings | None = None,
-            advice: kubeconfig_files.Advice | None = None, notify: Callable[[str], None] | None = None) -> Kube:
-    """An adapter from ``kubeconfig`` (else ``KUBECONFIG``, else ~/.kube/config, else in-cluster) and
+            advice: kubeconfig_files.Advice | None = None, notify: Callable[[str], None] | None = None,
+            in_cluster: bool = False) -> Kube:
+    """An adapter from ``kubeconfig`` (else ``KUBECONFIG``, else ~/.kube/config, else in-cluster; ``in_cluster``:
+    the pod's ServiceAccount whatever else there is, as `gpu-rollout guard --in-cluster` runs) and
     ``context`` (else the kubeconfig's current context). The CLI decides which of its flags and the
     stack's ``cluster.existing`` fill these; no environment variable is read here but ``KUBECONFIG``.
     ``advice`` words what to do about a kubeconfig that does not work for the stack's cloud; ``notify``
@@ -191,7 +193,11 @@ def connect(kubeconfig: str | None = None, context: str | None = None, settings:
     configuration = k8s_client.Configuration()
     where = "in-cluster service account"
     try:
-        if path or default.exists():
+        if in_cluster:
+            if kubeconfig or context:
+                raise ConfigError("--in-cluster uses the pod's ServiceAccount: give no --kubeconfig or --context")
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        elif path or default.exists():
             config_file = path or str(default)
             # Refuse a broken file in one line naming it, before the client trips over it.
             context = kubeconfig_files.validate(config_file, context, advice)

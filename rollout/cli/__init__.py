@@ -100,6 +100,7 @@ VERBS: tuple[tuple[str, Callable[..., None], str], ...] = (
     ("rollback", offline.rollback, "Go back to an earlier good update from `pulumi stack history`."),
     ("verify", live.verify, "Validate the upgraded nodes; a passing canary writes a signed attestation."),
     ("soak", live.soak, "Is this canary ready to attest, and when will it be."),
+    ("guard", live.guard, "Watch the cluster without a person: pause on a trigger, alert on drift, /metrics."),
     ("init", offline.init, "Make a team's first canary and prod stack files from the example of its cloud."),
     ("keygen", offline.keygen, "Make an Ed25519 key pair for signing canary attestations."),
 )

@@ -13,6 +13,7 @@ import pytest
 
 from checks import kube as k
 from checks.guard import REASON_DRIFT, REASON_TRIGGER, Guard, GuardSettings, validation_ages
+from checks.inventory import pool_nodes_of
 from checks.progress import epoch
 from fleetspec.fleet_file import LEASE_NAME, LEASE_NAMESPACE
 from fleetspec.model import FleetSpec
@@ -221,5 +222,5 @@ def test_validation_ages_count_verdicts_per_pool(prod: FakeKube, prod_spec: Flee
         "annotations": {job_result.result_annotation(target): result}}})
     finished = epoch("2026-12-01T10:00:00Z")
     assert finished is not None
-    counts, age = validation_ages(prod_spec, prod.objects("nodes"), finished + 600)["gput4"]
+    counts, age = validation_ages(pool_nodes_of(prod_spec, prod.objects("nodes")), finished + 600)["gput4"]
     assert counts["passed"] == 1 and counts["none"] == len(nodes) - 1 and age == 600.0

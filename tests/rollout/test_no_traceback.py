@@ -51,7 +51,8 @@ SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=N
 FED_ELSEWHERE = {"diff", "rollback", "deploy-plan", "stacks", "keygen",  # keygen: tests/rollout/test_keygen.py
                  "init",  # init: tests/rollout/test_init.py (flags and example stack files, never a stack file given)
                  "fleet",  # fleet plan/status/advance read Fleet.yaml: tests/fleetspec/test_fleet_file.py, test_fleet_cli.py
-                 "doctor"}  # doctor github reads the GitHub API: tests/rollout/test_doctor_github.py
+                 "doctor",  # doctor github reads the GitHub API: tests/rollout/test_doctor_github.py
+                 "guard"}  # runs until stopped: tests/rollout/test_guard_metrics.py (a process; a bad --listen)
 
 
 def test_every_registered_verb_is_fed() -> None:
