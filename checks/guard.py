@@ -102,6 +102,10 @@ class Leadership:
     holder: str | None = None
     renewed: float | None = None  # when this replica last renewed (leader) or read the Lease (follower)
     transitions: int = 0  # times this replica became the leader
+    silenced_until: float | None = None  # ANNOTATION_GUARD_SILENCED_UNTIL on the Lease, as last read
+
+    def silenced(self, now: float) -> bool:
+        return self.silenced_until is not None and now < self.silenced_until
 
 
 @dataclass
@@ -207,11 +211,13 @@ class Guard:
                 me.transitions += 1
                 self.notify(f"leading: Lease {self.election.namespace}/{self.election.name} taken")
             me.leader, me.holder, me.renewed = True, state.holder, now
+            me.silenced_until = _silenced_until(state.raw)
         except LeaseHeld:
             if me.leader:
                 self.notify("no longer leading: another replica holds the Lease")
             current = self.election.read()
             me.leader, me.holder, me.renewed = False, current.holder if current else None, now
+            me.silenced_until = _silenced_until(current.raw) if current else None
         except ClusterError as error:
             self.notify(f"Lease {self.election.namespace}/{self.election.name}: {error}")
             if me.leader and (me.renewed is None or now - me.renewed > self.settings.lease_duration):
@@ -260,6 +266,9 @@ class Guard:
     # ------------------------------------------------------------ what the leader does
 
     def act(self, found: Assessment) -> None:
+        if self.leadership.silenced(found.at):  # planned work: judged and reported, nothing written but the status
+            self._write_status(found)
+            return
         triggers = found.triggers
         self._paused_now = 0
         standing = {(t.kind.value, t.subject) for t in triggers}
@@ -384,7 +393,9 @@ class Guard:
 
     def status(self, found: Assessment) -> dict[str, Any]:
         """What the fleet reads of this guard (``ANNOTATION_GUARD_STATUS``)."""
+        until = self.leadership.silenced_until if self.leadership.silenced(found.at) else None
         return {"at": micro_time(found.at), "holder": self.leadership.identity,
+                "silencedUntil": micro_time(until) if until is not None else None,
                 "paused": self.paused_nodes(found) > 0, "error": found.error,
                 "triggers": [t.as_json() for t in found.triggers[:SHOWN]],
                 "drift": [d.as_json() for d in found.drift[:SHOWN]], "driftCount": len(found.drift)}
@@ -471,6 +482,12 @@ def validation_ages(nodes: list[tuple[Obj, Membership]],
             newest = age if newest is None else min(newest, age)
         out[membership.pool.name] = (counts, newest)
     return out
+
+
+def _silenced_until(lease: Obj) -> float | None:
+    """When a person's silence on the guard's Lease ends; an unreadable one silences nothing (and is said in the
+    metrics as not silenced)."""
+    return epoch(annotations_of(lease).get(labels.ANNOTATION_GUARD_SILENCED_UNTIL))
 
 
 def _finished_at(text: str | None) -> float | None:

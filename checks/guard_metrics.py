@@ -19,6 +19,7 @@ PREFIX = "gpu_rollout_guard_"
 FAMILIES: dict[str, tuple[str, str]] = {
     "up": ("gauge", "1 while every watch stream is live and the Lease current (as /healthz answers 200)"),
     "leader": ("gauge", "1 on the replica that leads (the only one that pauses and writes)"),
+    "silenced": ("gauge", "1 while a person's silence on the guard's Lease holds (planned work: nothing is paused)"),
     "watch_live": ("gauge", "1 while the watch stream of this kind is live"),
     "relists_total": ("counter", "LISTs of this kind: the first, then one per 410 Gone"),
     "nodes": ("gauge", "the stack's nodes per pool per upgrade state (none: no upgrade-state label)"),
@@ -51,6 +52,7 @@ def _samples(guard: Guard) -> Iterable[tuple[str, dict[str, str], float]]:
     stack = {"stack": guard.stack}
     yield "up", stack, float(guard.healthy())
     yield "leader", stack, float(guard.leadership.leader)
+    yield "silenced", stack, float(guard.leadership.silenced(guard.clock()))
     for kind, informer in sorted(guard.informers.items()):
         yield "watch_live", {**stack, "kind": kind}, float(informer.live)
         yield "relists_total", {**stack, "kind": kind}, float(informer.lists)

@@ -224,3 +224,26 @@ def test_validation_ages_count_verdicts_per_pool(prod: FakeKube, prod_spec: Flee
     assert finished is not None
     counts, age = validation_ages(pool_nodes_of(prod_spec, prod.objects("nodes")), finished + 600)["gput4"]
     assert counts["passed"] == 1 and counts["none"] == len(nodes) - 1 and age == 600.0
+
+
+def test_a_silence_on_its_lease_keeps_it_from_pausing_during_planned_work(
+        prod: FakeKube, prod_spec: FleetSpec, guards: Callable[..., Guard]) -> None:
+    clock = Clock()
+    guard = guards(prod_spec, clock=clock)
+    assert guard.elect().leader
+    until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(clock.now + HOUR))
+    prod.update("leases", "gpu-rollout-guard", {"metadata": {"annotations": {
+        labels.ANNOTATION_GUARD_SILENCED_UNTIL: until}}}, NAMESPACE)
+    assert guard.elect().silenced(clock.now)
+    node = t4_nodes(prod)[0]
+    move_node(prod, node, "upgrade-failed")
+    caught_up(guard, prod)
+    assert [t.kind for t in guard.look().triggers] == [TriggerKind.UPGRADE_FAILED]  # judged and reported...
+    assert labels.SKIP_UPGRADE not in prod.obj("nodes", node)["metadata"]["labels"]  # ...not paused
+    assert events(prod, REASON_TRIGGER) == []
+    status = json.loads(fleet_lease(prod)["metadata"]["annotations"][labels.ANNOTATION_GUARD_STATUS])["prod"]
+    assert status["silencedUntil"] and status["triggers"]
+    clock.now += 2 * HOUR  # the silence is over: the standing trigger is acted on
+    guard.elect()
+    guard.look()
+    assert prod.obj("nodes", node)["metadata"]["labels"][labels.SKIP_UPGRADE] == "true"
