@@ -60,6 +60,7 @@ REASON_TRIGGER = "GPURolloutPaused"
 REASON_DRIFT = "GPUFleetDrift"
 EVENT_NAMESPACE = "default"  # where a cluster-scoped object's Events go, as kubectl's do
 SHOWN = 20  # triggers and drift written in the status annotation
+EVENTS_PER_LOOK = 20  # new triggers, and new drift, recorded as Events in one look: a burst is not a flood
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,7 @@ class Guard:
         self._pause_pending = False
         self._paused_now = 0  # nodes the last pause of this look holds (the streams see them at the next look)
         self._evicting_since: float | None = None
+        self._evicted_at: float | None = None
         self._metric_drift: list[Drift] = []
         self._slo_triggers: list[Trigger] = []
         self._asked_prometheus: float | None = None
@@ -276,9 +278,10 @@ class Guard:
         self._acted &= standing  # a trigger that went and comes back is acted on again
         if triggers and (new or self._pause_pending):
             self._pause(triggers)
-            for trigger in new:
+            for index, trigger in enumerate(new):
                 self.counters.triggers[trigger.kind.value] += 1
-                self._record(trigger, found)
+                if index < EVENTS_PER_LOOK:  # the rest are in the pause's reason, the status and the metrics
+                    self._record(trigger, found)
             bad = [t for t in new if t.kind.bad_sign]
             if bad:
                 self._halt(bad)
@@ -286,7 +289,7 @@ class Guard:
         if found.snapshot is not None and found.snapshot.held:
             self._evict(found)
         else:
-            self._evicting_since = None
+            self._evicting_since = self._evicted_at = None
         self._say_drift(found.drift, found.nodes)
         self._write_status(found)
 
@@ -317,6 +320,9 @@ class Guard:
             self._evicting_since = now
         if now - self._evicting_since > self.settings.stuck_after:
             return  # as watch: asked for stuck_after at most, never forced
+        if self._evicted_at is not None and now - self._evicted_at < self.settings.tick:
+            return  # a refusal is asked again a tick later, not at every change
+        self._evicted_at = now
         try:
             done = evict_model_pods(self.kube, self.spec, found.snapshot.held)
         except ClusterError as error:
@@ -347,13 +353,15 @@ class Guard:
         by_name = {name_of(n): n for n in nodes}
         standing = {(d.kind.value, d.subject) for d in drift}
         self._drift_said &= standing
+        said = 0
         for item in drift:
             key = (item.kind.value, item.subject)
             if key in self._drift_said:
                 continue
             self._drift_said.add(key)
             node = by_name.get(item.subject)
-            if node is not None:
+            if node is not None and said < EVENTS_PER_LOOK:  # beyond: the metrics and the status count it
+                said += 1
                 self._event(node, REASON_DRIFT, f"{item.kind}: {item.message} (an alert: nothing was paused)",
                             self.clock())
 

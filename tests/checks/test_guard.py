@@ -247,3 +247,70 @@ def test_a_silence_on_its_lease_keeps_it_from_pausing_during_planned_work(
     guard.elect()
     guard.look()
     assert prod.obj("nodes", node)["metadata"]["labels"][labels.SKIP_UPGRADE] == "true"
+
+
+def test_a_node_a_failed_validation_holds_has_its_model_pods_moved_off_through_the_eviction_api(
+        fake: FakeKube, kube: k.Kube) -> None:
+    from tests.checks.test_validation_hold import fail_validation, model_pods_on, nodes
+    from tests.fakekube.fixtures import seed
+    from tests.fakekube.plugin import stack_spec
+
+    spec = stack_spec("canary")
+    seed(fake, spec)
+    fake.bookmark_interval = 0.05
+    guard = Guard(kube, spec, "canary", "guard-0", lease_namespace=NAMESPACE)
+    try:
+        guard.sync()
+        guard.stream()
+        assert guard.elect().leader
+        first = nodes(spec)[0]
+        [on_first] = model_pods_on(fake, first)
+        fail_validation(fake, spec, first)
+        caught_up(guard, fake)
+        found = guard.look()
+        assert [(t.kind, t.subject) for t in found.triggers] == [(TriggerKind.VALIDATION_FAILED, first)]
+        assert model_pods_on(fake, first) == [] and guard.counters.evictions == 1
+        assert fake.counts["delete"] == 0 and fake.counts_by_resource[("create", "pods")] == 1  # an Eviction
+        assert on_first not in [p["metadata"]["name"] for p in fake.objects("pods")]
+    finally:
+        guard.stop()
+        fake.drop_watches()
+
+
+def test_an_image_owned_stack_is_judged_for_drift_only(eks: FakeKube, kube: k.Kube, eks_spec: FleetSpec) -> None:
+    eks.bookmark_interval = 0.05
+    guard = Guard(kube, eks_spec, "eks-prod", "guard-0", lease_namespace=NAMESPACE)
+    try:
+        guard.sync()
+        guard.stream()
+        assert guard.elect().leader and set(guard.informers) == {"nodes"}
+        node = sorted(n["metadata"]["name"] for n in eks.objects("nodes"))[0]
+        eks.update("nodes", node, {"metadata": {"labels": {labels.GPU_COUNT: "3"}}})
+        caught_up(guard, eks)
+        found = guard.look()
+        assert found.snapshot is None and found.triggers == []
+        assert (DriftKind.GFD_LABELS, node) in {(d.kind, d.subject) for d in found.drift}
+        assert not any((n["metadata"].get("labels") or {}).get(labels.SKIP_UPGRADE) == "true"
+                       for n in eks.objects("nodes") if n["metadata"]["name"] == node)
+    finally:
+        guard.stop()
+        eks.drop_watches()
+
+
+def test_a_burst_is_recorded_as_a_few_events_and_counted_whole(prod: FakeKube, prod_spec: FleetSpec,
+                                                                guards: Callable[..., Guard],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import checks.guard
+
+    monkeypatch.setattr(checks.guard, "EVENTS_PER_LOOK", 1)
+    guard = guards(prod_spec)
+    assert guard.elect().leader
+    nodes = t4_nodes(prod)[:2]
+    for node in nodes:
+        prod.update("nodes", node, {"metadata": {"labels": {labels.GPU_COUNT: "3"}}})
+    caught_up(guard, prod)
+    found = guard.look()
+    assert sum(d.kind == DriftKind.GFD_LABELS for d in found.drift) == 2
+    assert len(events(prod, REASON_DRIFT)) == 1
+    status = json.loads(fleet_lease(prod)["metadata"]["annotations"][labels.ANNOTATION_GUARD_STATUS])["prod"]
+    assert status["driftCount"] == 2
