@@ -107,3 +107,39 @@ def test_an_optional_kind_that_is_not_served_is_no_failure(fake: FakeKube, kube:
     informer = Informer(kube, k.NVIDIA_DRIVERS, optional=True)
     informer.relist()
     assert informer.values() == [] and not informer.served and informer.live
+
+
+def test_a_watch_the_identity_may_not_open_says_which_permission(fake: FakeKube, kube: k.Kube) -> None:
+    from checks.errors import AccessDeniedError
+    from tests.fakekube.server import Fault
+
+    fake.faults.append(Fault(403, "watch", "nodes"))
+    with pytest.raises(AccessDeniedError, match="'watch' 'nodes' cluster-wide"):
+        list(kube.watch(k.NODES, "1", timeout_seconds=0))
+
+
+def test_the_informer_says_a_failure_and_watches_again(fake: FakeKube, kube: k.Kube) -> None:
+    from tests.fakekube.server import Fault
+
+    fake.add(node("a"))
+    said: list[str] = []
+    informer = Informer(kube, k.NODES, notify=said.append, timeout_seconds=30, backoff_cap=0.05)
+    fake.faults.append(Fault(403, "watch", "nodes"))
+    stop = threading.Event()
+    thread = threading.Thread(target=informer.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: said and fake.watching == 1, "the failure said, then watching again")
+        assert "forbidden (403)" in said[0] and "watching again in" in said[0]
+        wait_for(lambda: informer.live, "live again")
+    finally:
+        stop.set()
+        fake.drop_watches()
+        thread.join(10)
+
+
+def test_in_cluster_takes_no_kubeconfig(tmp_path) -> None:
+    from checks.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--in-cluster uses the pod's ServiceAccount"):
+        k.connect(str(tmp_path / "kubeconfig"), in_cluster=True)
