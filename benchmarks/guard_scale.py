@@ -27,6 +27,7 @@ from checks import kube as k
 from checks.guard import Assessment, Guard, GuardSettings
 from fleetspec.discipline import WEEKDAYS, MaintenanceWindow, WeeklyWindow
 from fleetspec.model import FleetSpec
+from gpu_knowledge import labels
 from tests.fakekube.fixtures import seed
 from tests.fakekube.server import FakeKube
 
@@ -53,14 +54,13 @@ def serve(nodes: int) -> None:
         path = fake.write_kubeconfig(Path(tmp) / "kubeconfig")
         released = {p.name for p in spec.nodePools if not spec.pool_held(p)}
         names = sorted(n["metadata"]["name"] for n in fake.objects("nodes")
-                       if (n["metadata"].get("labels") or {}).get("gpu-driver-upgrade.io/pool") in released)
+                       if (n["metadata"].get("labels") or {}).get(labels.POOL) in released)
         print(json.dumps({"kubeconfig": str(path), "nodes": len(fake.store["nodes"])}), flush=True)
         for line in sys.stdin:
             count = int(line.split()[1])
             moved: dict[str, float] = {}
             for name in names[:count]:
-                fake.update("nodes", name, {"metadata": {"labels": {"nvidia.com/gpu-driver-upgrade-state":
-                                                                    "upgrade-failed"}}})
+                fake.update("nodes", name, {"metadata": {"labels": {labels.UPGRADE_STATE: labels.UPGRADE_FAILED}}})
                 moved[name] = time.time()
             print(json.dumps(moved), flush=True)
 

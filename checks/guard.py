@@ -60,6 +60,9 @@ REASON_TRIGGER = "GPURolloutPaused"
 REASON_DRIFT = "GPUFleetDrift"
 EVENT_NAMESPACE = "default"  # where a cluster-scoped object's Events go, as kubectl's do
 SHOWN = 20  # triggers and drift written in the status annotation
+# The streams, by the kind they follow (the metrics' ``kind`` label); a model's pods are "pods:<namespace>/<name>".
+NODES, DEPLOYMENTS, EVENTS = kinds.NODE.plural, kinds.DEPLOYMENT.plural, kinds.EVENT.plural
+POLICIES, DRIVERS = kinds.CLUSTER_POLICY.plural, kinds.NVIDIA_DRIVER.plural
 EVENTS_PER_LOOK = 20  # new triggers, and new drift, recorded as Events in one look: a burst is not a flood
 
 
@@ -162,12 +165,12 @@ class Guard:
             return Informer(self.kube, resource, on_change=self._changed.set, notify=self.notify,
                             timeout_seconds=self.settings.watch_timeout, **kwargs)
 
-        found = {"nodes": informer(k.NODES)}
+        found = {NODES: informer(k.NODES)}
         if self.operator_owned:
-            found["deployments"] = informer(k.DEPLOYMENTS)
-            found["events"] = informer(k.EVENTS, field_selector=EVENT_SELECTOR)
-            found["clusterpolicies"] = informer(k.CLUSTER_POLICIES, optional=True)
-            found["nvidiadrivers"] = informer(k.NVIDIA_DRIVERS, optional=True)
+            found[DEPLOYMENTS] = informer(k.DEPLOYMENTS)
+            found[EVENTS] = informer(k.EVENTS, field_selector=EVENT_SELECTOR)
+            found[POLICIES] = informer(k.CLUSTER_POLICIES, optional=True)
+            found[DRIVERS] = informer(k.NVIDIA_DRIVERS, optional=True)
             for model in self.spec.models:
                 found[f"pods:{model_key(model)}"] = informer(k.PODS, namespace=model.namespace,
                                                              label_selector=model_selector(model))
@@ -181,8 +184,8 @@ class Guard:
         def values(name: str) -> list[Obj]:
             return got[name].values() if name in got else []
 
-        return ClusterObjects(values("nodes"), values("deployments"), pods, values("events"),
-                              values("clusterpolicies"), values("nvidiadrivers"))
+        return ClusterObjects(values(NODES), values(DEPLOYMENTS), pods, values(EVENTS), values(POLICIES),
+                              values(DRIVERS))
 
     @property
     def live(self) -> bool:
@@ -201,7 +204,7 @@ class Guard:
         for informer in self.informers.values():
             informer.relist()
         if self.identity is None:
-            self.identity = require_stack_cluster(self.kube, self.spec, self.informers["nodes"].values())
+            self.identity = require_stack_cluster(self.kube, self.spec, self.informers[NODES].values())
 
     def elect(self) -> Leadership:
         """Take or renew the guard's Lease; a replica that cannot tell (the API fails) stops leading once its
@@ -334,8 +337,8 @@ class Guard:
     def _owners(self, node: Obj | None, found: Assessment) -> list[Obj]:
         """The operator objects a trigger is recorded on: the NVIDIADriver owning the node, else the
         ClusterPolicies (for a trigger about no node: every NVIDIADriver where there is no ClusterPolicy)."""
-        drivers = self.informers["nvidiadrivers"].values() if "nvidiadrivers" in self.informers else []
-        policies = self.informers["clusterpolicies"].values() if "clusterpolicies" in self.informers else []
+        drivers = self.informers[DRIVERS].values() if DRIVERS in self.informers else []
+        policies = self.informers[POLICIES].values() if POLICIES in self.informers else []
         if node is not None:
             owner = driver_owner_among(drivers, node, True)
             if owner is not None:

@@ -125,8 +125,6 @@ ANNOTATION_GUARD_STATUS = f"{DOMAIN}/guard-status"
 # On the guard's election Lease, set by a person for planned work: until then (RFC 3339) the guard judges and reports
 # but pauses, evicts and records nothing (docs/guard.md, "Silencing it").
 ANNOTATION_GUARD_SILENCED_UNTIL = f"{DOMAIN}/guard-silenced-until"
-# The guard's own annotations on nodes start so (its patch of nodes is narrowed to them and the pause's).
-ANNOTATION_GUARD_PREFIX = f"{DOMAIN}/guard-"
 # A model's pod template annotated so declares its weights baked into (and pre-pulled with) the image.
 ANNOTATION_WEIGHTS_IN_IMAGE = f"{DOMAIN}/weights-in-image"
 

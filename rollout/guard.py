@@ -89,6 +89,12 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, listen: str, lease_nam
     guard = Guard(kube, spec, stack, identity(), lease_namespace=lease_namespace, lease_name=lease_name,
                   settings=settings, prometheus=prometheus, notify=say)
     server = serve(guard, host, port)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        guard.stop()
+
+    for each in (signal.SIGTERM, signal.SIGINT):  # before anything runs: a stop while syncing is a stop too
+        signal.signal(each, stop)
     try:
         guard.start()
         if guard.identity is not None:
@@ -96,12 +102,6 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, listen: str, lease_nam
         say(f"guarding stack {stack} as {guard.leadership.identity} "
             f"({'leading' if guard.leadership.leader else 'following ' + str(guard.leadership.holder)}); "
             f"/metrics and /healthz on {host}:{server.server_address[1]}")
-
-        def stop(signum: int, frame: FrameType | None) -> None:
-            guard.stop()
-
-        for each in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(each, stop)
         guard.wait()
     finally:
         guard.stop()
