@@ -121,6 +121,7 @@ class Counters:
     events: int = 0
     event_failures: int = 0
     looks: int = 0
+    look_failures: int = 0
 
 
 class Guard:
@@ -193,9 +194,11 @@ class Guard:
         return all(i.live for i in self.informers.values())
 
     def healthy(self) -> bool:
-        """Watching, and the Lease current: the leader renewed, or the follower read it, within its duration."""
-        renewed = self.leadership.renewed
-        return self.live and renewed is not None and self.clock() - renewed <= self.settings.lease_duration
+        """Watching, looking (the last look within four ticks and a minute), and the Lease current: the leader
+        renewed, or the follower read it, within its duration."""
+        renewed, last, now = self.leadership.renewed, self.last, self.clock()
+        return (self.live and renewed is not None and now - renewed <= self.settings.lease_duration
+                and last is not None and now - last.at <= 4 * self.settings.tick + 60)
 
     # ------------------------------------------------------------ one step at a time
 
@@ -471,8 +474,9 @@ class Guard:
                 self._changed.clear()
             try:
                 self.look()
-            except ClusterError as error:  # e.g. a Lease write that failed: said, and looked at again
-                self.notify(f"look failed: {error}")
+            except Exception as error:  # noqa: BLE001 - a daemon: said and counted (/healthz fails), looked at again
+                self.counters.look_failures += 1
+                self.notify(f"look failed: {type(error).__name__}: {error}")
 
 
 def validation_ages(nodes: list[tuple[Obj, Membership]],

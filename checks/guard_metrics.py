@@ -36,6 +36,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "pause_failures_total": ("counter", "pauses that failed (tried again at the next look)"),
     "evictions_total": ("counter", "model pods evicted from nodes a failed validation holds"),
     "events_total": ("counter", "Events written"),
+    "look_failures_total": ("counter", "looks that failed (said on stderr; /healthz fails while none succeeds)"),
 }
 
 
@@ -63,6 +64,7 @@ def _samples(guard: Guard) -> Iterable[tuple[str, dict[str, str], float]]:
     yield "pause_failures_total", stack, float(counters.pause_failures)
     yield "evictions_total", stack, float(counters.evictions)
     yield "events_total", stack, float(counters.events)
+    yield "look_failures_total", stack, float(counters.look_failures)
     found = guard.last
     if found is None:
         return

@@ -317,7 +317,7 @@ class Kube:
             query.append(("fieldSelector", field_selector))
         what = f"watch {resource.kind_name}" + (f" in namespace {namespace}" if namespace else "")
         response = self._request("GET", resource.path(namespace), query, verb="watch", resource=resource,
-                                 namespace=namespace, stream=True)
+                                 namespace=namespace, stream=timeout_seconds)
         decoder = _object_decoder(resource.shape) if resource.shape is not None else _WHOLE
         raw = response.response  # urllib3's, read line by line as the server writes
         try:
@@ -435,7 +435,7 @@ class Kube:
                  namespace: str | None, body: Any = None, content_type: str | None = None,
                  decoder: msgspec.json.Decoder[Any] = _WHOLE, retry_throttled: bool = True,
                  form: builtins.list[tuple[str, str]] | None = None, headers: dict[str, str] | None = None,
-                 stream: bool = False) -> Any:
+                 stream: int | None = None) -> Any:
         settings = self.settings
         start = self._monotonic()
         last: RetryableError | None = None
@@ -461,7 +461,7 @@ class Kube:
     def _once(self, method: str, path: str, query: builtins.list[tuple[str, object]], verb: str, resource: Resource,
               namespace: str | None, body: Any, content_type: str | None, decoder: msgspec.json.Decoder[Any],
               form: builtins.list[tuple[str, str]] | None = None, extra: dict[str, str] | None = None,
-              stream: bool = False) -> Any:
+              stream: int | None = None) -> Any:
         headers = {**(extra or {}), "Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
@@ -471,10 +471,12 @@ class Kube:
         )
         what = f"{verb} {resource.kind_name}" + (f" in namespace {namespace}" if namespace else "")
         try:
-            # A watch waits on the server between events: only connecting is bounded, the stream's own timeout ends it.
-            timeout = (self.settings.request_timeout, None) if stream else self.settings.request_timeout
+            # A watch (``stream``: its timeoutSeconds) waits on the server between events: a read is bounded by the
+            # stream's own end, a little later, so a connection that died without a word is noticed and reopened.
+            timeout: Any = (self.settings.request_timeout, stream + 30.0) if stream is not None \
+                else self.settings.request_timeout
             response = self.api.call_api(*request, _request_timeout=timeout)
-            if stream and 200 <= response.status < 300:
+            if stream is not None and 200 <= response.status < 300:
                 return response
             data = response.read()
         except urllib3.exceptions.HTTPError as exc:  # timeouts, refused or dropped connections
