@@ -314,3 +314,31 @@ def test_a_burst_is_recorded_as_a_few_events_and_counted_whole(prod: FakeKube, p
     assert len(events(prod, REASON_DRIFT)) == 1
     status = json.loads(fleet_lease(prod)["metadata"]["annotations"][labels.ANNOTATION_GUARD_STATUS])["prod"]
     assert status["driftCount"] == 2
+
+
+def test_prometheus_is_asked_at_most_once_a_minute_and_its_answer_stands_between(
+        prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec) -> None:
+    from checks.prometheus import Prometheus
+    from tests.checks.test_drift import Answers
+
+    clock = Clock()
+    prod.bookmark_interval = 0.05
+    names = sorted(n["metadata"]["name"] for n in prod.objects("nodes"))
+    answers = Answers(gpu_util=names[1:], xids={})
+    prometheus = Prometheus(transport=answers)
+    guard = Guard(kube, prod_spec, "prod", "guard-0", lease_namespace=NAMESPACE, clock=clock, prometheus=prometheus,
+                  settings=GuardSettings(prometheus_every=60.0))
+    try:
+        guard.sync()
+        silent = {(d.kind, d.subject) for d in guard.look().drift if d.kind == DriftKind.DCGM_SILENT}
+        asked = prometheus.requests
+        assert silent and asked > 0
+        clock.now += 30
+        assert {(d.kind, d.subject) for d in guard.look().drift if d.kind == DriftKind.DCGM_SILENT} == silent
+        assert prometheus.requests == asked  # not asked again within the minute; the last answer stands
+        clock.now += 31
+        answers.gpu_util = names  # the exporter is back
+        assert not [d for d in guard.look().drift if d.kind == DriftKind.DCGM_SILENT]
+        assert prometheus.requests > asked
+    finally:
+        guard.stop()
