@@ -106,3 +106,24 @@ def test_an_image_owned_stack_reports_a_breach_and_pauses_nothing(fake: ProxyKub
     assert trigger.kind == "slo-breach" and trigger.message.startswith(
         "model inference/llm-chat-canary on pool gpu-canary: error rate 10.00%")
     assert outcome.paused is None
+
+
+def test_the_guard_pauses_on_the_same_breach(fake: ProxyKube, tmp_path: Path) -> None:
+    """The guard (checks/guard.py) judges the SLO by the same function, on what its informers listed."""
+    from checks.guard import Guard
+
+    world = _world(fake, tmp_path, errorRate="1%", **{"for": "10m"})
+    soak = Soak(errors=lambda at: 0.05 if at > world.now - 20 * MINUTE else 0.0)
+    kube = kube_module.connect(str(world.fake.write_kubeconfig(tmp_path / "kubeconfig")), settings=FAST)
+    with start(history(world, soak=soak), tmp_path / "prometheus") as url:
+        guard = Guard(kube, world.spec, "canary", "guard-0", lease_namespace="gpu-rollout-guard",
+                      clock=lambda: world.now, prometheus=Prometheus(url))
+        try:
+            guard.sync()
+            assert guard.elect().leader
+            found = guard.look()
+        finally:
+            guard.stop()
+    (trigger,) = found.triggers
+    assert trigger.kind == "slo-breach" and trigger.subject == "inference/llm-chat-canary@gpucanary"
+    assert guard.counters.pauses == 1 and guard.counters.triggers["slo-breach"] == 1
