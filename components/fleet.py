@@ -13,10 +13,11 @@ from typing import Any
 import pulumi
 from pydantic import Field
 
-from components import validation
+from components import guard, validation
 from components.args import ComponentArgs
 from components.cluster import ClusterIdentity, ClusterIdentityArgs, kubernetes_provider
 from components.disruption import ModelBudget, ModelBudgetArgs
+from components.guard import Guard, GuardArgs
 from components.gpu_operator import DriverPolicy, DriverPolicyArgs, PoolDriver, PoolDriverArgs
 from components.node_pools import (
     AksGpuPool,
@@ -154,6 +155,20 @@ def validation_job_args(spec: FleetSpec) -> ValidationJobArgs:
     )
 
 
+def guard_args(spec: FleetSpec, stack: str) -> GuardArgs:
+    """``stack``: the stack's own name, which the guard's process loads (Pulumi.<stack>.yaml)."""
+    return GuardArgs(
+        namespace=spec.guard.namespace,
+        cluster_scoped_name=guard.cluster_scoped_name(spec),
+        cluster_role_rules=guard.cluster_role_rules(),
+        roles=guard.namespaced_roles(spec),
+        admission_policy=guard.admission_policy_spec(spec),
+        project_files=guard.project_files(spec, stack),
+        deployment=guard.deployment_body(spec, stack) if spec.guard.image is not None else None,
+        monitoring_labels=dict(spec.guard.monitoringLabels) if spec.guard.prometheusOperator else None,
+    )
+
+
 def canary_gate_args(spec: FleetSpec) -> CanaryGateArgs:
     assert spec.promotion is not None
     return CanaryGateArgs(
@@ -236,6 +251,10 @@ class GpuFleet(pulumi.ComponentResource):
         # The post-upgrade validation job (docs/validation.md): its pods place themselves on upgraded nodes.
         if spec.validation is not None:
             ValidationJob("validation", validation_job_args(spec), opts=k8s_opts)
+
+        # The in-cluster guard (on by default in prod): it watches every rollout and the fleet between them.
+        if spec.guard_enabled:
+            Guard("guard", guard_args(spec, pulumi.get_stack()), opts=k8s_opts)
 
         # The prod gate (canary-attested): the canary's attestations and drivers, where the pack sees them.
         if spec.stage == Stage.PROD and spec.promotion is not None:

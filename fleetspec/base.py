@@ -86,6 +86,14 @@ def check_label_map(value: dict[str, str], what: str = "label") -> dict[str, str
     return value
 
 
+def check_pinned_image(value: str) -> str:
+    """An image with an explicit tag or a digest, never ``latest`` or no tag at all (which means latest)."""
+    last = value.rsplit("/", 1)[-1]
+    if "@sha256:" not in value and (":" not in last or last.endswith(":latest")):
+        raise ValueError(f"image '{value}' must carry an explicit tag or digest, not latest")
+    return value
+
+
 def kubernetes_name(name: str) -> str:
     """A cloud pool name as a Kubernetes object name (EKS allows '_' and capitals, Kubernetes does not)."""
     return re.sub(r"[^a-z0-9-]", "-", name.lower()).strip("-")

@@ -35,6 +35,7 @@ from fleetspec.base import (
     Stage,
     at,
     check_label_map,
+    check_pinned_image,
     int_or_percent,
     kubernetes_name,
 )
@@ -44,13 +45,14 @@ from gpu_knowledge.platform import EKS_AMI_OS, aks_os, eks_os
 from fleetspec.observability import (DecimalPercent, Duration, PrometheusDeclared, PrometheusSettings, decimal_percent,
                                     duration_seconds, parse_prometheus)
 from fleetspec.simulation import Simulation
+from fleetspec.guard import Guard
 from fleetspec.discipline import MaintenanceWindow, RolloutSettings, WeeklyWindow
 from gpu_knowledge.node_images import is_nvidia_ami
 from gpu_knowledge.versions import CudaVersion, DriverVersion, driver_given_for, is_branch_only, parse_driver
 
 __all__ = [
     "PROJECT", "AksCluster", "AksPool", "Cloud", "Cluster", "ClusterPolicyMode", "Drain", "Driver", "DriverOwner",
-    "EksCluster", "EksPool", "ExistingCluster", "ExistingPool", "FleetSpec", "Generation", "GpuOperator", "LaunchTemplate", "LocatedError", "Model",
+    "EksCluster", "EksPool", "ExistingCluster", "ExistingPool", "FleetSpec", "Generation", "Guard", "GpuOperator", "LaunchTemplate", "LocatedError", "Model",
     "ModelQueries", "ModelServing", "ModelSlo", "ServingEngine",
     "MaintenanceWindow", "NodePool", "NonNegativeInt", "PodDeletion", "PoolRollout", "PoolTarget", "PositiveInt",
     "Promotion", "RolloutSettings", "Simulation", "Stage", "UpgradePolicy", "Validation", "WAIVABLE_DIFFERENCES",
@@ -325,10 +327,7 @@ class Model(SpecModel):
     @field_validator("image")
     @classmethod
     def _pinned_image(cls, value: str) -> str:
-        last = value.rsplit("/", 1)[-1]
-        if "@sha256:" not in value and (":" not in last or last.endswith(":latest")):
-            raise ValueError(f"image '{value}' must carry an explicit tag or digest, not latest")
-        return value
+        return check_pinned_image(value)
 
 
 # ---------------------------------------------------------------- validation (issue 10; docs/validation.md)
@@ -504,10 +503,7 @@ class Validation(SpecModel):
     @field_validator("image")
     @classmethod
     def _pinned_image(cls, value: str) -> str:
-        last = value.rsplit("/", 1)[-1]
-        if "@sha256:" not in value and (":" not in last or last.endswith(":latest")):
-            raise ValueError(f"image '{value}' must carry an explicit tag or digest, not latest")
-        return value
+        return check_pinned_image(value)
 
     @field_validator("modelPath")
     @classmethod
@@ -726,6 +722,9 @@ class FleetSpec(SpecModel):
     simulation: Simulation = Field(
         Simulation(), description="How long the steps of a rollout take, for `gpu-rollout simulate` "
         "(docs/simulate.md).")
+    guard: Guard = Field(
+        Guard(), description="The in-cluster guard the program declares for this stack (gpu-rollout's guard verb), on by "
+        "default in prod, with its RBAC and admission policy (components/guard.py).")
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -734,7 +733,20 @@ class FleetSpec(SpecModel):
         self._check_models()
         self._check_validation()
         self._check_promotion()
+        self._check_guard()
         return self
+
+    def _check_guard(self) -> None:
+        # Asked for in words: the image is needed. Left on by prod's default, a missing image is policy
+        # `guard-image-digest`'s to refuse, so a stack file written before the guard existed still renders.
+        if self.guard.enabled is True and self.guard.image is None:
+            raise at(("guard", "image"), "the guard is enabled (guard.enabled): give its image, pinned by digest "
+                     "(registry/name@sha256:<64 hex>)")
+
+    @property
+    def guard_enabled(self) -> bool:
+        """Whether the program declares the in-cluster guard (guard.enabled, else on in prod)."""
+        return self.guard.enabled_in(self.stage)
 
     def _check_promotion(self) -> None:
         if self.promotion is None:

@@ -32,7 +32,7 @@ EVENT = Kind("", "v1", "Event", "events", namespaced=True)
 CONFIG_MAP = Kind("", "v1", "ConfigMap", "configmaps", namespaced=True)
 NAMESPACE = Kind("", "v1", "Namespace", "namespaces", namespaced=False)
 SERVICE_ACCOUNT = Kind("", "v1", "ServiceAccount", "serviceaccounts", namespaced=True)
-SERVICE = Kind("", "v1", "Service", "services", namespaced=True)  # only its proxy: an in-cluster Prometheus
+SERVICE = Kind("", "v1", "Service", "services", namespaced=True)  # an in-cluster Prometheus's proxy; the guard's
 
 # Workloads and their disruption budgets.
 DEPLOYMENT = Kind("apps", "v1", "Deployment", "deployments", namespaced=True)
@@ -49,6 +49,11 @@ LEASE = Kind("coordination.k8s.io", "v1", "Lease", "leases", namespaced=True)
 RBAC_GROUP = "rbac.authorization.k8s.io"
 CLUSTER_ROLE = Kind(RBAC_GROUP, "v1", "ClusterRole", "clusterroles", namespaced=False)
 CLUSTER_ROLE_BINDING = Kind(RBAC_GROUP, "v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False)
+# The guard's namespaced grants: its own Lease, the fleet's halt record, a Prometheus Service's proxy.
+ROLE = Kind(RBAC_GROUP, "v1", "Role", "roles", namespaced=True)
+ROLE_BINDING = Kind(RBAC_GROUP, "v1", "RoleBinding", "rolebindings", namespaced=True)
+# The guard records why it paused as Events of either API (core v1 and events.k8s.io).
+EVENTS_EVENT = Kind("events.k8s.io", "v1", "Event", "events", namespaced=True)
 ADMISSION_GROUP = "admissionregistration.k8s.io"
 VALIDATING_ADMISSION_POLICY = Kind(ADMISSION_GROUP, "v1", "ValidatingAdmissionPolicy",
                                    "validatingadmissionpolicies", namespaced=False)
@@ -59,3 +64,9 @@ VALIDATING_ADMISSION_POLICY_BINDING = Kind(ADMISSION_GROUP, "v1", "ValidatingAdm
 NVIDIA_GROUP = "nvidia.com"
 CLUSTER_POLICY = Kind(NVIDIA_GROUP, "v1", "ClusterPolicy", "clusterpolicies", namespaced=False)
 NVIDIA_DRIVER = Kind(NVIDIA_GROUP, "v1alpha1", "NVIDIADriver", "nvidiadrivers", namespaced=False)
+
+# The Prometheus Operator's custom resources (their CRDs: tests/data/monitoring-crds/), declared for the guard
+# where a stack says the cluster has them (guard.prometheusOperator).
+MONITORING_GROUP = "monitoring.coreos.com"
+SERVICE_MONITOR = Kind(MONITORING_GROUP, "v1", "ServiceMonitor", "servicemonitors", namespaced=True)
+PROMETHEUS_RULE = Kind(MONITORING_GROUP, "v1", "PrometheusRule", "prometheusrules", namespaced=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 TOPOLOGY_REGION = "topology.kubernetes.io/region"  # the cloud region of a node (EKS: the cluster's region)
 # The node's VM size (AKS) or EC2 instance type (EKS), as the cloud provider sets it.
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+HOSTNAME = "kubernetes.io/hostname"  # one value per node: the topology of "not on the same node"
 
 # ---------------------------------------------------------------- GPU Feature Discovery and Node Feature Discovery
 
@@ -111,6 +112,9 @@ ANNOTATION_BATCH_SELECTORS = f"{DOMAIN}/batch-job-selectors"  # newline-separate
 # gpu-rollout pause: the stack that set a node's skip label, and why (resume removes only its own).
 ANNOTATION_PAUSED_BY = f"{DOMAIN}/paused-by"
 ANNOTATION_PAUSED_REASON = f"{DOMAIN}/paused-reason"
+# The in-cluster guard's own node annotations all start so (its admission policy lets it write only these besides
+# the pause label and annotations).
+GUARD_ANNOTATION_PREFIX = f"{DOMAIN}/guard-"
 # The fleet's train (fleetspec/fleet_file.py): on its Lease, why and since when it is halted (JSON: cause, at, by); nothing moves
 # until `gpu-rollout fleet resume` removes it. Each cluster of the fleet holds its own record, on a Lease of the same name
 # (the lease stack's cluster: the train's lock itself), so a halt is recorded wherever it can reach.

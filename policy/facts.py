@@ -297,7 +297,7 @@ class ModelBudget:
 
 
 def model_budget(res: Resource) -> ModelBudget | None:
-    if res.type != rf.PDB:
+    if not rf.is_model_budget(res.type, res.props):  # the in-cluster guard's own budget guards no model
         return None
     return ModelBudget(res, rf.read_model(res.props, res.name))
 

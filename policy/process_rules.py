@@ -12,6 +12,7 @@ from policy.findings import Finding, advice
 from policy.metadata import Severity, stack_policy
 from engine_contracts import resource_facts as rf
 from fleetspec.base import Stage
+from fleetspec.guard import has_digest
 from vocabulary.policy_ids import PolicyId
 
 
@@ -56,3 +57,33 @@ def facts_readable(stack: StackFacts) -> Iterator[Finding]:
                           f"{record.resource.name}); this pack reads facts up to version "
                           f"{rf.READABLE_FACTS_VERSION}: it is older than the program, and would misread them",
                           record.resource)
+
+
+@stack_policy(
+    PolicyId.GUARD_IMAGE_DIGEST,
+    "Checks that a prod stack's in-cluster guard runs an image pinned by digest, so what watches and pauses the "
+    "rollout is the image that was built and reviewed, not whatever a tag points at today.",
+    severity=Severity.HIGH, topics=("process", "supply-chain"),
+    remediation="Set guard.image to the digest .github/workflows/guard-image.yml pushed "
+    "(registry/name@sha256:<64 hex>), or switch the guard off with guard.enabled: false.",
+    config_keys=("guard.image", "guard.enabled"),
+)
+def guard_image_digest(stack: StackFacts) -> Iterator[Finding]:
+    """Prod runs the guard (on by default) from an image pinned by digest: a tag can be moved under it."""
+    if stack.stage is not Stage.PROD:
+        return
+    namespaces = [r for r in stack.resources if rf.is_guard_namespace(r.type, r.props)]
+    deployments = [(r, images) for r in stack.resources
+                   if (images := rf.read_guard_images(r.type, r.props)) is not None]
+    if not namespaces and not deployments:
+        yield advice("prod declares no in-cluster guard (guard.enabled: false): nothing watches a rollout or the "
+                     "fleet between rollouts unless someone runs `gpu-rollout watch`")
+        return
+    if not deployments:
+        yield Finding("prod runs the in-cluster guard (guard.enabled defaults to true in prod) but guard.image is not "
+                      "set: give the image pinned by digest, or set guard.enabled: false", namespaces[0])
+    for resource, images in deployments:
+        for image in images:
+            if not has_digest(image):
+                yield Finding(f"guard image '{image}' carries no digest (@sha256:<64 hex>): a tag can be moved to "
+                              "another image under a running prod guard; pin guard.image by digest", resource)

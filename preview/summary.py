@@ -202,11 +202,16 @@ def review_fields(type_token: str, inputs: dict[str, Any]) -> list[tuple[str, st
         spec = inputs.get("spec") or {}
         selector = (spec.get("selector") or {}).get("matchLabels") or {}
         replicas = (meta.get("annotations") or {}).get(labels.ANNOTATION_REPLICAS, "?")
+        budget = (("maxUnavailable", str(spec["maxUnavailable"])) if "maxUnavailable" in spec
+                  else ("minAvailable", f"{spec.get('minAvailable')} of {replicas} replicas"))
         return [
             ("pdb", f"{meta.get('namespace')}/{meta.get('name')}"),
-            ("minAvailable", f"{spec.get('minAvailable')} of {replicas} replicas"),
+            budget,
             ("selector", ", ".join(f"{k}={v}" for k, v in selector.items())),
         ]
+    images = rf.read_guard_images(type_token, inputs)
+    if images is not None:  # the in-cluster guard: what it runs, and how many
+        return [("image", ", ".join(images)), ("replicas", str((inputs.get("spec") or {}).get("replicas")))]
     if type_token == rf.KUBERNETES_PROVIDER:
         return [("cluster", _provider(inputs))]
     if type_token == rf.CONFIG_MAP:

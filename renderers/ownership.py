@@ -24,6 +24,8 @@ def owned_objects(spec: FleetSpec) -> set[str]:
         owned.add(f"{kinds.CLUSTER_POLICY.kind} {manifests.CLUSTER_POLICY_NAME}")
     for model in spec.models:
         owned.add(f"{kinds.POD_DISRUPTION_BUDGET.kind} {model.namespace}/{manifests.pdb_name(model)}")
+    if spec.guard_enabled:  # the in-cluster guard's objects live in its namespace (cluster-scoped ones per stage)
+        owned.add(f"{kinds.NAMESPACE.kind} {spec.guard.namespace}")
     return owned
 
 

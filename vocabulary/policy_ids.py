@@ -38,6 +38,7 @@ class PolicyId(StrEnum):
     # policy.process_rules
     CHANGE_TICKET = "change-ticket"
     FACTS_READABLE = "facts-readable"
+    GUARD_IMAGE_DIGEST = "guard-image-digest"
     # policy.upgrade_rules
     UPGRADE_CONTROLLER_ENABLED = "upgrade-controller-enabled"
     WAIT_FOR_BATCH_JOBS = "wait-for-batch-jobs"

@@ -26,6 +26,7 @@ from engine_contracts.resource_facts.tokens import (
     CONFIG_MAP,
     NAMESPACE,
     DAEMON_SET,
+    DEPLOYMENT,
     KUBERNETES_PROVIDER,
     STACK_REFERENCE,
     PREVIOUS_DEPLOYMENT_COMPONENT,
@@ -99,6 +100,14 @@ from engine_contracts.resource_facts.models import (
     model_labels,
     model_annotations,
     read_model,
+)
+from engine_contracts.resource_facts.guard import (
+    GUARD_NAME,
+    guard_labels,
+    is_guard,
+    is_guard_namespace,
+    is_model_budget,
+    read_guard_images,
 )
 from engine_contracts.resource_facts.records import (
     IdentityFacts,
@@ -184,6 +193,7 @@ __all__ = [
     "CONFIG_MAP",
     "NAMESPACE",
     "DAEMON_SET",
+    "DEPLOYMENT",
     "KUBERNETES_PROVIDER",
     "STACK_REFERENCE",
     "PREVIOUS_DEPLOYMENT_COMPONENT",
@@ -281,6 +291,12 @@ __all__ = [
     "read_previous_deployment",
     "previous_deployment_outputs",
     "validation_daemonset_labels",
+    "GUARD_NAME",
+    "guard_labels",
+    "is_guard",
+    "is_guard_namespace",
+    "is_model_budget",
+    "read_guard_images",
     "read_validation_gpus",
     "PromotionFacts",
     "InstallFacts",

@@ -23,6 +23,7 @@ PDB = kubernetes_type(kinds.POD_DISRUPTION_BUDGET)
 NAMESPACE = kubernetes_type(kinds.NAMESPACE)  # read, never managed: the cluster identity's kube-system UID
 CONFIG_MAP = kubernetes_type(kinds.CONFIG_MAP)  # the records: cluster identity, a pool of an existing cluster
 DAEMON_SET = kubernetes_type(kinds.DAEMON_SET)  # the validation job's, one per pool it validates
+DEPLOYMENT = kubernetes_type(kinds.DEPLOYMENT)  # the in-cluster guard's
 KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"
 STACK_REFERENCE = "pulumi:pulumi:StackReference"  # the stack's own last deployment (components/previous.py)
 # The component that holds that reference and registers its outputs: stack policies see a component's

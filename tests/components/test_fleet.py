@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import contextvars
 import json
+from collections import Counter
 
 import pulumi
 import pytest
 
-from components import validation
+from components import guard, validation
 from components.program_config import runtime_config
 from preview.run import OFFLINE_SERVER, SECRET, ProgramRun, run_program
 from gpu_knowledge import labels
@@ -23,6 +24,11 @@ CLUSTER_POLICY = "kubernetes:nvidia.com/v1:ClusterPolicyPatch"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 PDB = "kubernetes:policy/v1:PodDisruptionBudget"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+# What a prod stack's in-cluster guard adds (components/guard.py): one of each of its objects, a Role and binding in
+# its namespace and in kube-system, its project ConfigMap and its PDB; no monitoring unless declared.
+GUARD_OBJECTS = Counter({token: 1 for token in guard.RESOURCE_TYPES if token not in guard.MONITORING_TYPES}) + Counter({
+    "kubernetes:rbac.authorization.k8s.io/v1:Role": 1, "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": 1,
+    CONFIG_MAP: 1, PDB: 1})
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 
 
@@ -90,9 +96,9 @@ def test_prod_counts(rendered: dict[str, ProgramRun]) -> None:
     # ConfigMaps: the cluster-identity record, the promotion record (components/promotion.py) and the validation
     # job's program; the job validates the one released pool (a DaemonSet).
     validation_job = {token: 1 for token in validation.RESOURCE_TYPES}
-    assert type_counts(rendered["prod"]) == {
+    assert type_counts(rendered["prod"]) == dict(Counter({
         AGENT_POOL: 3, CLUSTER_POLICY: 1, NVIDIA_DRIVER: 3, PDB: 4, CONFIG_MAP: 3, K8S_PROVIDER: 1, **validation_job
-    }
+    }) + GUARD_OBJECTS)
 
 
 def test_prod_pins_one_driver_per_pool_and_holds_unreleased_pools(rendered: dict[str, ProgramRun]) -> None:
@@ -131,6 +137,7 @@ def test_prod_patches_the_cluster_policy_with_crd_field_names(rendered: dict[str
 def test_prod_pdbs_carry_the_model_facts(rendered: dict[str, ProgramRun]) -> None:
     pdbs = by_name(rendered["prod"], PDB)
     assert set(pdbs) == {
+        "gpu-rollout-guard",  # the in-cluster guard's own (tests/components/test_guard.py)
         "inference-llm-chat-pdb",
         "inference-embed-triton-pdb",
         "inference-code-tgi-pdb",
@@ -158,7 +165,8 @@ def test_children_are_parented_to_their_components(rendered: dict[str, ProgramRu
     (record,) = [r for r in rendered["prod"].custom_resources if r.name == promotion]
     assert parent_type(record.urn) == "gpu-driver-upgrade:promotion:CanaryGate"
     parents = {r.type: parent_type(r.urn) for r in rendered["prod"].custom_resources
-               if r.name != promotion and parent_type(r.urn) != "gpu-driver-upgrade:validation:ValidationJob"}
+               if r.name != promotion and parent_type(r.urn) not in (
+                   "gpu-driver-upgrade:validation:ValidationJob", "gpu-driver-upgrade:guard:Guard")}
     assert parents == {
         AGENT_POOL: "gpu-driver-upgrade:pools:AksGpuPool",
         CLUSTER_POLICY: "gpu-driver-upgrade:operator:DriverPolicy",
@@ -291,8 +299,8 @@ def test_eks_prod_drops_retired_generations_and_pins_every_release(rendered: dic
 def test_eks_prod_installs_the_operator_with_driver_and_toolkit_disabled(rendered: dict[str, ProgramRun]) -> None:
     # The validation job (issue 23) on its two released pools, its program in a second ConfigMap.
     validation_job = {**{token: 1 for token in validation.RESOURCE_TYPES}, "kubernetes:apps/v1:DaemonSet": 2}
-    assert type_counts(rendered["eks-prod"]) == {NODE_GROUP: 4, HELM_RELEASE: 1, PDB: 4, CONFIG_MAP: 3, K8S_PROVIDER: 1,
-                                                 **validation_job}
+    assert type_counts(rendered["eks-prod"]) == dict(Counter({
+        NODE_GROUP: 4, HELM_RELEASE: 1, PDB: 4, CONFIG_MAP: 3, K8S_PROVIDER: 1, **validation_job}) + GUARD_OBJECTS)
     (release,) = rendered["eks-prod"].of_type(HELM_RELEASE)
     values = release.inputs["values"]
     assert values["driver"] == {"enabled": False}

@@ -81,7 +81,7 @@ COMPONENTS = _components()
 def test_every_component_is_found() -> None:
     assert {c.__name__ for c in COMPONENTS} == {
         "AksGpuPool", "CanaryGate", "ClusterIdentity", "DriverPolicy", "EksGpuPool", "ExistingGpuPool", "GpuFleet",
-        "ModelBudget", "PoolDriver", "PreviousDeployment", "ValidationJob"}
+        "Guard", "ModelBudget", "PoolDriver", "PreviousDeployment", "ValidationJob"}
 
 
 @pytest.mark.parametrize("component", COMPONENTS, ids=lambda c: c.__name__)

@@ -32,6 +32,7 @@ CONTROL_PLANE_TOOLS = ("etcd", "kube-apiserver", "kube-controller-manager", "kub
 # controller stays off: kwok's nodes have no kubelet heartbeat to keep them Ready.
 CONTROLLERS = ",".join(f"{name}-controller" for name in (
     "deployment", "replicaset", "daemonset", "disruption", "serviceaccount", "garbage-collector", "namespace",
+    "endpoints", "endpointslice",  # a Service's `up` waits for its endpoints (the in-cluster guard's Service)
 ))
 
 TOKEN = "e2e-admin-token"  # noqa: S105 - a throwaway credential of a loopback-only test cluster
@@ -227,6 +228,21 @@ class ControlPlane:
                 last = str(exc)
             time.sleep(0.25)
         raise RuntimeError(f"{name} not ready after {timeout:.0f}s ({last}):\n{self.logs()}")
+
+
+def impersonated_patch(control_plane: ControlPlane, path: str, body: dict,
+                       impersonation: dict[str, str]) -> tuple[int, str]:
+    """A merge patch through the admin credential as the identity the ``Impersonate-*`` headers name: the API
+    server's authorizer and admission answer as for that identity's own token. (status, error text)."""
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/merge-patch+json",
+               "Accept": "application/json", **impersonation}
+    request = urllib.request.Request(f"{control_plane.server}{path}", method="PATCH",
+                                     data=json.dumps(body).encode(), headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30, context=control_plane.ssl_context()) as response:  # noqa: S310
+            return response.status, ""
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
 
 
 class ApiError(RuntimeError):

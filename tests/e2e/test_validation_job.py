@@ -30,7 +30,7 @@ import pytest
 from components import validation
 from tests.e2e import fleet
 from tests.e2e.conftest import ready, wait_for
-from tests.e2e.controlplane import TOKEN, ControlPlane, Rest
+from tests.e2e.controlplane import ControlPlane, Rest, impersonated_patch
 from tests.e2e.pulumi_cli import CHECKOUT
 from tests.e2e.test_live_verbs import gpu_rollout
 from tests.workload.conftest import MODEL, program_config
@@ -83,20 +83,11 @@ def test_the_service_account_may_patch_nodes_and_nothing_else(canary_up, cluster
 
 
 def _patch_as_the_job(control_plane: ControlPlane, node: str, body: dict, on_node: str) -> tuple[int, str]:
-    """A merge patch of ``node`` as the job's pod on ``on_node`` sends it (impersonated)."""
-    headers = {
-        "Authorization": f"Bearer {TOKEN}", "Content-Type": "application/merge-patch+json",
-        "Accept": "application/json", "Impersonate-User": USER,
-        f"Impersonate-Extra-{urllib.parse.quote(validation.NODE_NAME_CLAIM, safe='')}": on_node,
-    }
-    # The binding names the ServiceAccount's user; the API server adds system:authenticated itself.
-    request = urllib.request.Request(f"{control_plane.server}/api/v1/nodes/{node}", method="PATCH",
-                                     data=json.dumps(body).encode(), headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=30, context=control_plane.ssl_context()) as response:  # noqa: S310
-            return response.status, ""
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode(errors="replace")
+    """A merge patch of ``node`` as the job's pod on ``on_node`` sends it (impersonated). The binding names the
+    ServiceAccount's user; the API server adds system:authenticated itself."""
+    return impersonated_patch(control_plane, f"/api/v1/nodes/{node}", body, {
+        "Impersonate-User": USER,
+        f"Impersonate-Extra-{urllib.parse.quote(validation.NODE_NAME_CLAIM, safe='')}": on_node})
 
 
 def _canary_nodes(cluster: Rest) -> tuple[str, str]:

@@ -1,7 +1,7 @@
 """Stacks of their own beside the session's: the existing-cluster examples with their pools renamed (selecting the
-same nodes) and models whose PDBs select no pod, without the validation job. Their records shared with the
+same nodes) and models whose PDBs select no pod, without the validation job and the in-cluster guard. Their records shared with the
 session's stacks (kube-system/gpu-driver-upgrade-<stage>, the promotion record) are taken over with the provider's
-patch force. The session's prod stack owns the cluster's prod validation job, so these prod stacks are judged by
+patch force. The session's prod stack owns the cluster's prod validation job and guard, so these prod stacks are judged by
 the prod pack config with `validation-job-required` disabled, written beside the project."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ def own_pools(config: dict, renamed: dict[str, str], prefix: str) -> None:
     for pool in config["nodePools"]:
         pool["name"] = renamed[pool["name"]]
     config.pop("validation", None)
+    config["guard"] = {"enabled": False}  # the session's prod stack's guard is the cluster's (its namespace, its roles)
     for model in config["models"]:
         model["name"] = f"{prefix}-{model['name']}"
         model["nodePools"] = [renamed[p] for p in model["nodePools"]]

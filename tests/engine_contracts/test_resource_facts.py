@@ -17,7 +17,7 @@ from preview.run import ProgramRun, RegisteredResource, run_program
 from gpu_knowledge import labels
 from renderers import manifests
 from gpu_knowledge import replacement
-from components import validation
+from components import guard, validation
 from engine_contracts import resource_facts as rf
 from fleetspec.load import SpecError, spec_from_config
 from fleetspec.model import Cloud, ClusterPolicyMode, DriverOwner, FleetSpec, NodePool, Stage, UpgradePolicy
@@ -148,7 +148,7 @@ def check_round_trip(spec: FleetSpec, run: ProgramRun) -> None:
     drivers = {r.name: rf.read_operator_driver(r.type, r.inputs) for r in items if r.type in rf.DRIVER_TYPES}
     assert drivers == expected_drivers(spec)
 
-    models = [rf.read_model(r.inputs, r.name) for r in items if r.type == rf.PDB]
+    models = [rf.read_model(r.inputs, r.name) for r in items if rf.is_model_budget(r.type, r.inputs)]
     assert {m.name: m for m in models} == expected_models(spec) and len(models) == len(spec.models)
 
     identities = [r for r in items if rf.record_kind(r.inputs) == labels.RECORD_CLUSTER_IDENTITY]
@@ -223,7 +223,8 @@ def test_the_type_tokens_are_what_the_program_registers(rendered):
                   if not r.type.startswith("gpu-driver-upgrade:")}
     tokens = {rf.AKS_POOL, rf.EKS_NODE_GROUP, rf.CLUSTER_POLICY_PATCH, rf.NVIDIA_DRIVER, rf.HELM_RELEASE, rf.PDB,
               rf.CONFIG_MAP, rf.KUBERNETES_PROVIDER, rf.STACK_REFERENCE,
-              *validation.RESOURCE_TYPES}  # the validation job's: the canary examples declare one
+              *validation.RESOURCE_TYPES,  # the validation job's: the canary examples declare one
+              *(t for t in guard.RESOURCE_TYPES if t not in guard.MONITORING_TYPES)}  # the guard's: prod declares one
     assert tokens <= registered  # no token names something the program does not register
     # The whole ClusterPolicy is what the pack sees from a stack that registers the CR itself.
     assert rf.CLUSTER_POLICY_CR in rf.DRIVER_TYPES and rf.CLUSTER_POLICY_CR not in registered

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -18,11 +19,14 @@ from tests.conftest import OPERATOR_CRDS, PROJECT_DIR
 KUBERNETES_VERSION = "1.33.0"
 CRD_RELEASES = ("v26.7.0", "v26.3.3", "v25.10.1")  # tests/data/crds/PROVENANCE.md
 ALL = [value for value in vars(kinds).values() if isinstance(value, kinds.Kind)]
-BUILT_IN = [kind for kind in ALL if kind.group != kinds.NVIDIA_GROUP]
+BUILT_IN = [kind for kind in ALL if kind.group not in (kinds.NVIDIA_GROUP, kinds.MONITORING_GROUP)]
+MONITORING_CRDS = PROJECT_DIR / "tests" / "data" / "monitoring-crds"  # PROVENANCE.md there
 
 
 def test_every_kind_is_listed_once() -> None:
-    assert len(ALL) == 18  # Lease: the fleet train's lock (checks/lease.py)
+    # Lease: the fleet train's lock (checks/lease.py); Role, RoleBinding, events.k8s.io Event, ServiceMonitor and
+    # PrometheusRule: the in-cluster guard's (components/guard.py).
+    assert len(ALL) == 23
     assert len({(k.group, k.kind) for k in ALL}) == len(ALL)
     assert len({(k.group, k.plural) for k in ALL}) == len(ALL)
 
@@ -65,6 +69,25 @@ def test_the_operator_kinds_are_what_its_crds_define(release: str, kind: kinds.K
     assert (crd["group"], crd["names"]["kind"], crd["names"]["plural"]) == (kind.group, kind.kind, kind.plural)
     assert crd["scope"] == ("Namespaced" if kind.namespaced else "Cluster")
     assert kind.version in [v["name"] for v in crd["versions"] if v.get("served")]
+
+
+@pytest.mark.parametrize("kind", [kinds.SERVICE_MONITOR, kinds.PROMETHEUS_RULE], ids=lambda k: k.kind)
+def test_the_monitoring_kinds_are_what_the_prometheus_operator_crds_define(kind: kinds.Kind) -> None:
+    crd = yaml.safe_load((MONITORING_CRDS / f"{kind.group}_{kind.plural}.yaml").read_text())["spec"]
+    assert (crd["group"], crd["names"]["kind"], crd["names"]["plural"]) == (kind.group, kind.kind, kind.plural)
+    assert crd["scope"] == "Namespaced" and kind.namespaced
+    assert kind.version in [v["name"] for v in crd["versions"] if v.get("served")]
+
+
+def test_the_monitoring_crd_copies_are_the_ones_their_provenance_names() -> None:
+    import hashlib
+
+    notes = (MONITORING_CRDS / "PROVENANCE.md").read_text()
+    listed = dict(re.findall(r"^\| (monitoring\.coreos\.com_\w+\.yaml) \| ([0-9a-f]{64}) \|$", notes, re.MULTILINE))
+    files = {p.name: p for p in MONITORING_CRDS.glob("*.yaml")}
+    assert set(listed) == set(files) and len(files) == 2
+    for name, path in files.items():
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == listed[name], name
 
 
 def test_the_type_tokens_are_pulumi_kubernetes_spelling_of_the_kinds() -> None:

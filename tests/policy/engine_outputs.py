@@ -48,7 +48,7 @@ from pulumi_policy import PolicyCustomTimeouts, PolicyResource, PolicyResourceOp
 from pulumi_policy.deserialize import SPECIAL_SECRET_SIG, SPECIAL_SIG_KEY, deserialize_properties
 from pulumi_policy.proxy import unknown_checking_proxy
 
-from components import validation
+from components import guard, validation
 from engine_contracts import resource_facts as rf
 from preview.run import SECRET, ProgramRun, RegisteredResource
 
@@ -455,7 +455,8 @@ OUTPUTS: dict[str, Callable[[Mapping[str, Any], str], dict[str, Any]]] = {
     rf.CLUSTER_POLICY_PATCH: lambda inputs, _name: cluster_policy_outputs(inputs),
     rf.HELM_RELEASE: lambda inputs, _name: helm_release_outputs(inputs),
     "pulumi:providers:kubernetes": lambda inputs, _name: provider_outputs(inputs),
-    **{token: lambda inputs, _name: kubernetes_object_outputs(inputs) for token in validation.RESOURCE_TYPES},
+    **{token: lambda inputs, _name: kubernetes_object_outputs(inputs)
+       for token in (*validation.RESOURCE_TYPES, *guard.RESOURCE_TYPES)},
 }
 
 
@@ -499,6 +500,11 @@ def component_outputs(run: ProgramRun, component: RegisteredResource) -> dict[st
     if kind == "PoolDriver":
         drivers = [c for c in children if c.type == rf.NVIDIA_DRIVER]
         return {"version": drivers[0].inputs["spec"]["version"]} if drivers else {}
+    if kind == "Guard":
+        deployments = [c for c in children if c.type == rf.DEPLOYMENT]
+        (namespace,) = [c for c in children if c.type == rf.NAMESPACE]
+        return {"namespace": namespace.inputs["metadata"]["name"],
+                "deployment": deployments[0].inputs["metadata"]["name"] if deployments else None}
     if kind == "CanaryGate":
         (record,) = [c for c in children if c.type == rf.CONFIG_MAP]
         return {"canaryStack": record.inputs["data"]["canaryStack"]}

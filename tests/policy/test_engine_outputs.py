@@ -439,6 +439,12 @@ OUTPUT_VARIANTS: dict[str, tuple[str, list[tuple[str, str | None, Callable[[dict
         "prod", [(rf.CONFIG_MAP, "gpu-driver-upgrade-promotion", lambda p: p["data"].update(minSoakHours="12"))],
         "soak-floor", "promotion.minSoakHours is 12",
     ),
+    # Issue 35: prod's in-cluster guard, as the engine hands its Deployment over.
+    "guard-deployment-running-a-tag": (
+        "prod", [(rf.DEPLOYMENT, "gpu-rollout-guard", lambda p: p["spec"]["template"]["spec"]["containers"][0].update(
+            image="ghcr.io/example-org/gpu-driver-upgrade:v1.4.0"))],
+        "guard-image-digest", "guard image 'ghcr.io/example-org/gpu-driver-upgrade:v1.4.0' carries no digest",
+    ),
     "identity-record-without-a-window": (
         "prod", [(rf.CONFIG_MAP, "gpu-driver-upgrade-prod", lambda p: p["data"].pop("maintenanceWindow"))],
         "maintenance-window", "prod declares no maintenance window",

@@ -36,6 +36,7 @@ STACK_RULES = {
     "facts-readable",
     "waves-in-order", "old-generation-kept", "validation-job-required", "soak-floor", "maintenance-window",  # issue 23
     "pool-hardware-matches-size",  # issue 30
+    "guard-image-digest",  # issue 35
 }
 
 

@@ -26,6 +26,7 @@ ISSUE_IDS = {
     # issue 23: the rollout's discipline
     "waves-in-order", "old-generation-kept", "validation-job-required", "soak-floor", "maintenance-window",
     "pool-hardware-matches-size",  # issue 30: a pool's declared hardware against its VM size or instance type
+    "guard-image-digest",  # issue 35: prod's in-cluster guard runs an image pinned by digest
 }
 
 

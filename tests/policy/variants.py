@@ -133,6 +133,10 @@ VARIANTS: dict[str, tuple[str, Callable[[], dict[str, str]], str]] = {
     # Issue 23. The L40S pool (wave 2) stays released while the A10G batch pool (wave 1) goes back to being held.
     "waves-in-order": ("eks-prod", lambda: change(stack_config("eks-prod"), "nodePools", _a10g_held), "mandatory"),
     "validation-job-required": ("prod", lambda: _without("prod", "validation"), "mandatory"),
+    "guard-image-digest": (
+        "prod", lambda: change(stack_config("prod"), "guard", lambda g: g.update(
+            image="ghcr.io/example-org/gpu-driver-upgrade:v1.4.0")), "mandatory",
+    ),
     "soak-floor": (
         "prod", lambda: change(stack_config("prod"), "promotion", lambda p: p.update(minSoakHours=12)), "mandatory",
     ),
@@ -217,6 +221,8 @@ MORE_VARIANTS: dict[str, tuple[str, str, Callable[[], dict[str, str]], str]] = {
         lambda: change(stack_config("eks-canary"), "nodePools", pool("gpu-canary", nodeCount=1)),
         "mandatory",
     ),
+    # Prod runs the guard by default: a stack file without its image (from before the guard) fails until it says.
+    "guard-without-image": ("guard-image-digest", "prod", lambda: _without("prod", "guard"), "mandatory"),
     "batch-selectors-in-helm-mode": (
         "wait-for-batch-jobs", "prod", lambda: _helm_without_nvidiadrivers(["workload-class=finetune"]), "advisory",
     ),

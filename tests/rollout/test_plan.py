@@ -57,7 +57,7 @@ def test_plan_json_is_one_document_with_engine_inputs() -> None:
     assert document["stack"] == "prod"
     types = [r["type"] for r in document["resources"]]
     assert types.count("kubernetes:nvidia.com/v1alpha1:NVIDIADriver") == 3
-    assert types.count("kubernetes:policy/v1:PodDisruptionBudget") == 4
+    assert types.count("kubernetes:policy/v1:PodDisruptionBudget") == 5  # the four models' and the guard's
     pools = [r for r in document["resources"] if r["type"] == "azure-native:containerservice:AgentPool"]
     assert {p["inputs"]["gpuProfile"]["driver"] for p in pools} == {"None"}
     assert all(isinstance(p["inputs"]["count"], int) for p in pools)  # numbers as JSON shows them
