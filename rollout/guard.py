@@ -68,13 +68,9 @@ def serve(guard: Guard, host: str, port: int) -> ThreadingHTTPServer:
     return server
 
 
-DEFAULT_DEADLINE_MINUTES = 30.0
-
-
 def declared_deadline_minutes(spec: FleetSpec) -> float:
-    """The stack's ``guard.validationDeadlineMinutes`` where its model has the guard section, else 30."""
-    declared = getattr(getattr(spec, "guard", None), "validationDeadlineMinutes", None)
-    return float(declared) if isinstance(declared, int | float) and declared > 0 else DEFAULT_DEADLINE_MINUTES
+    """The stack's ``guard.validationDeadlineMinutes`` (30 unless it says)."""
+    return float(spec.guard.validationDeadlineMinutes)
 
 
 def identity() -> str:
