@@ -150,3 +150,11 @@ def test_a_bad_listen_address_exits_2_naming_the_flag(prod: FakeKube, kubeconfig
                            "--listen", "nowhere"], cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "--listen: 'nowhere' is not HOST:PORT" in done.stderr
     assert prod.writes == 0
+
+
+def test_the_validation_deadline_is_the_stacks_unless_the_flag_says(prod_spec: FleetSpec) -> None:
+    from rollout.guard import declared_deadline_minutes
+
+    assert declared_deadline_minutes(prod_spec) == 30.0
+    later = prod_spec.model_copy(update={"guard": prod_spec.guard.model_copy(update={"validationDeadlineMinutes": 45})})
+    assert declared_deadline_minutes(later) == 45.0
