@@ -100,6 +100,7 @@ bench: venv prometheus
 	$(BIN)/python -m benchmarks.simulate_scale
 	$(BIN)/python -m benchmarks.verify_soak
 	$(BIN)/python -m benchmarks.fleet_scale
+	$(BIN)/python -m benchmarks.guard_scale
 
 # The config reference from the model (fleetspec/reference.py): docs/config.md and the JSON Schema of a stack file,
 # docs/schemas/stack-config.schema.json; and the JSON Schema of each verb's --json document (rollout/schemas.py),

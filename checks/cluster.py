@@ -140,6 +140,15 @@ def _judge_gfd(seen: _Seen, name: str, node_labels: dict[str, str], pool: NodePo
         seen.wrong.append(f"{name} shows {', '.join(shows)}")
 
 
+def gfd_contradiction(name: str, node_labels: dict[str, str], pool: NodePool) -> str | None:
+    """What a node's GFD labels show against its pool's declared product and count (None: as declared, or not
+    labelled yet), as pool-hardware judges it; the guard's ``gfd-labels`` drift (checks/drift.py) reads it."""
+    seen = _Seen()
+    _judge_gfd(seen, name, node_labels, pool, pool.migConfig != labels.MIG_CONFIG_DISABLED)
+    found = seen.wrong + seen.unreadable
+    return found[0] if found else None
+
+
 def _judge_size(seen: _Seen, name: str, size: str | None, declared: cloud_gpus.Declared, template_only: bool) -> None:
     row = cloud_gpus.any_size(size) if size else None
     if row is not None:

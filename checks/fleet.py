@@ -13,9 +13,9 @@ check fails it), and :func:`soak_of` what `gpu-rollout soak` reads: when the sta
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from checks.quota import CloudQuotas
@@ -30,13 +30,14 @@ from checks.identity import ClusterIdentity, Verdict
 from checks.attested import AttestedDrivers
 from checks.preflight import run_preflight
 from checks.prometheus import Prometheus, for_stack
-from checks.progress import Trigger
+from checks.progress import Trigger, epoch
 from checks.results import CheckResult, Status
 from checks.verify_read import gather
 from checks.watch import Snapshot, watch
 from gpu_knowledge import labels
 from fleetspec.model import DriverOwner, FleetSpec
 from vocabulary.check_ids import CheckId
+from vocabulary.triggers import TriggerKind
 
 STUCK_AFTER = 3600.0  # seconds in one upgrade state before a node counts as stuck (watch's default)
 
@@ -56,12 +57,14 @@ class ClusterView:
     gpus_unavailable: int  # GPUs of nodes in an upgrade's disruptive states (operator) or not Ready (image)
     pools: list[dict[str, Any]] = field(default_factory=list)
     identity: str = ""  # how the cluster's identity was judged, when not confirmed
+    guard: dict[str, Any] | None = None  # what the stack's guard last saw (with_guard); None: it has none
 
     def as_json(self) -> dict[str, Any]:
         return {"stack": self.stack, "cluster": self.cluster, "owner": self.owner, "complete": self.complete,
                 "nodes": self.nodes, "done": self.done, "paused": self.paused,
                 "gpusUnavailable": self.gpus_unavailable, "pools": self.pools,
-                "triggers": [t.as_json() for t in self.triggers], "identity": self.identity or None}
+                "triggers": [t.as_json() for t in self.triggers], "identity": self.identity or None,
+                "guard": self.guard}
 
 
 def _gpus_per_node(spec: FleetSpec) -> dict[str, int]:
@@ -94,6 +97,46 @@ def observe(kube: k.Kube, spec: FleetSpec, stack: str, now: Callable[[], float] 
                     on_identity=noted.append, prometheus=stack_prometheus(kube, spec))
     identity = noted[0].message if noted and noted[0].verdict != Verdict.CONFIRMED else ""
     return view_of(stack, spec, outcome.snapshot, identity)
+
+
+GUARD_FRESH = 300.0  # seconds: an older guard status is a guard that stopped looking (down, or cannot write)
+
+
+def with_guard(view: ClusterView, status: Mapping[str, Any] | None, now: float,
+               fresh: float = GUARD_FRESH) -> ClusterView:
+    """``view`` with what the stack's guard (`gpu-rollout guard`, docs/guard.md) wrote on the cluster's fleet Lease:
+    where that status is at most ``fresh`` seconds old, the triggers it sees join the poll's (the guard looks every
+    few seconds, this poll once), so the train halts on them as on its own; an older one is said, and taken for
+    nothing. A stack without a guard keeps its poll alone (``guard`` None). A trigger kind this release does not know
+    is named in ``guard.unknown`` and halts nothing here (the guard's own halt record does)."""
+    if status is None:
+        return view
+    at = epoch(str(status.get("at") or ""))
+    age = None if at is None else max(0.0, now - at)
+    current = age is not None and age <= fresh
+    seen = [t for t in status.get("triggers") or [] if isinstance(t, dict)]
+    known = {kind.value for kind in TriggerKind}
+    guard = {"at": status.get("at"), "ageSeconds": None if age is None else round(age), "fresh": current,
+             "holder": status.get("holder"), "paused": bool(status.get("paused")), "triggers": seen,
+             "driftCount": status.get("driftCount") or 0, "drift": status.get("drift") or [],
+             "unknown": sorted({str(t.get("kind")) for t in seen} - known)}
+    triggers = list(view.triggers)
+    if current:
+        have = {(t.kind.value, t.subject) for t in triggers}
+        triggers += [Trigger(TriggerKind(t["kind"]), str(t.get("subject", "")), f"(guard) {t.get('message', '')}")
+                     for t in seen if t.get("kind") in known and (t["kind"], str(t.get("subject", ""))) not in have]
+    return replace(view, triggers=triggers, guard=guard)
+
+
+def guard_summary(guard: Mapping[str, Any]) -> str:
+    """One line of what a stack's guard said (``ClusterView.guard``), for `fleet status`."""
+    age = guard.get("ageSeconds")
+    when = "at an unreadable time" if age is None else f"{age} s ago"
+    if not guard.get("fresh"):
+        return f"last looked {when}: stopped looking (down, or cannot write); its view is not taken"
+    triggers = guard.get("triggers") or []
+    return (f"looked {when}" + (", paused" if guard.get("paused") else "")
+            + f"; {len(triggers)} trigger(s), {guard.get('driftCount') or 0} drift")
 
 
 @dataclass(frozen=True)

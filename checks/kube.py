@@ -130,6 +130,22 @@ def _list_decoder(shape: Any) -> msgspec.json.Decoder[Any]:
     document = TypedDict(f"{shape.__name__}List", {"metadata": slim.ListMeta | None,  # type: ignore[misc]
                                                    "items": list[shape] | None}, total=False)
     return msgspec.json.Decoder(document)
+
+
+class _WatchEvent(msgspec.Struct):
+    type: str = ""
+    object: msgspec.Raw = msgspec.Raw(b"{}")
+
+
+_EVENT = msgspec.json.Decoder(_WatchEvent)
+
+
+@functools.cache
+def _object_decoder(shape: Any) -> msgspec.json.Decoder[Any]:
+    """A decoder of one object that keeps only ``shape``'s fields."""
+    return msgspec.json.Decoder(shape)
+
+
 FIELD_MANAGER = "gpu-rollout"
 MAX_PLUGIN_MESSAGE = 600  # characters of a failed credentials plugin's own message quoted
 
@@ -165,8 +181,10 @@ def _plugin_failure(messages: builtins.list[str], config_file: str, context: str
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None, settings: ClientSettings | None = None,
-            advice: kubeconfig_files.Advice | None = None, notify: Callable[[str], None] | None = None) -> Kube:
-    """An adapter from ``kubeconfig`` (else ``KUBECONFIG``, else ~/.kube/config, else in-cluster) and
+            advice: kubeconfig_files.Advice | None = None, notify: Callable[[str], None] | None = None,
+            in_cluster: bool = False) -> Kube:
+    """An adapter from ``kubeconfig`` (else ``KUBECONFIG``, else ~/.kube/config, else in-cluster; ``in_cluster``:
+    the pod's ServiceAccount whatever else there is, as `gpu-rollout guard --in-cluster` runs) and
     ``context`` (else the kubeconfig's current context). The CLI decides which of its flags and the
     stack's ``cluster.existing`` fill these; no environment variable is read here but ``KUBECONFIG``.
     ``advice`` words what to do about a kubeconfig that does not work for the stack's cloud; ``notify``
@@ -177,7 +195,11 @@ def connect(kubeconfig: str | None = None, context: str | None = None, settings:
     configuration = k8s_client.Configuration()
     where = "in-cluster service account"
     try:
-        if path or default.exists():
+        if in_cluster:
+            if kubeconfig or context:
+                raise ConfigError("--in-cluster uses the pod's ServiceAccount: give no --kubeconfig or --context")
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        elif path or default.exists():
             config_file = path or str(default)
             # Refuse a broken file in one line naming it, before the client trips over it.
             context = kubeconfig_files.validate(config_file, context, advice)
@@ -244,6 +266,16 @@ class Kube:
         field_selector: str | None = None,
     ) -> list[Obj]:
         """Every matching object, page by page. Raises rather than return a partial list."""
+        return self.list_at(resource, namespace, label_selector, field_selector)[0]
+
+    def list_at(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[builtins.list[Obj], str]:
+        """:meth:`list`, and the list's ``resourceVersion``: where a watch of the same objects starts."""
         query: list[tuple[str, object]] = [("limit", self.settings.page_size)]
         if label_selector:
             query.append(("labelSelector", label_selector))
@@ -267,7 +299,61 @@ class Kube:
             items.extend(doc.get("items") or [])
             token = (doc.get("metadata") or {}).get("continue") or None
             if not token:
-                return items
+                return items, str((doc.get("metadata") or {}).get("resourceVersion") or "")
+
+    def watch(self, resource: Resource, resource_version: str, namespace: str | None = None,
+              label_selector: str | None = None, field_selector: str | None = None,
+              timeout_seconds: int = 300) -> Iterator[tuple[str, Obj]]:
+        """The changes after ``resource_version``, as (type, object) while the server streams them: ``ADDED``,
+        ``MODIFIED``, ``DELETED`` (objects in the resource's slim shape, as :meth:`list` keeps them) and
+        ``BOOKMARK`` (only ``metadata.resourceVersion``: where to start again). Ends when the server closes the
+        stream (``timeout_seconds`` at the latest); :class:`Expired` (410 Gone) when ``resource_version`` is older
+        than the server keeps, so the caller lists again. Opening the stream is bounded and retried as every request
+        is; a stream that breaks is the caller's to open again from the last version it saw."""
+        query: builtins.list[tuple[str, object]] = [
+            ("watch", "true"), ("allowWatchBookmarks", "true"), ("resourceVersion", resource_version),
+            ("timeoutSeconds", timeout_seconds)]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        what = f"watch {resource.kind_name}" + (f" in namespace {namespace}" if namespace else "")
+        response = self._request("GET", resource.path(namespace), query, verb="watch", resource=resource,
+                                 namespace=namespace, stream=timeout_seconds)
+        decoder = _object_decoder(resource.shape) if resource.shape is not None else _WHOLE
+        raw = response.response  # urllib3's, read line by line as the server writes
+        try:
+            pending = b""
+            while True:
+                try:
+                    chunk = raw.read1(65536) if hasattr(raw, "read1") else raw.read(65536)
+                except urllib3.exceptions.HTTPError as exc:
+                    raise RetryableError(f"{what}: the stream broke ({_unreachable(exc, self.where)})") from exc
+                if not chunk:
+                    return
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    try:
+                        event = _EVENT.decode(line)
+                        kind = event.type
+                        obj = (_WHOLE if kind == "ERROR" else decoder).decode(event.object)
+                    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                        raise RetryableError(f"{what}: the server sent a line that is no watch event") from exc
+                    if not isinstance(obj, dict):
+                        raise RetryableError(f"{what}: the server sent an event whose object is no object")
+                    if kind == "ERROR":
+                        code = int(obj.get("code") or 0)
+                        message = str(obj.get("message") or obj.get("reason") or "")
+                        if code == 410:
+                            raise Expired(f"{what}: {message or 'resource version too old'}")
+                        raise (RetryableError if code == 429 or code >= 500 else PermanentError)(
+                            f"{what}: HTTP {code} ({message})")
+                    yield kind, obj
+        finally:
+            raw.release_conn()
 
     def list_optional(self, resource: Resource, **kwargs: Any) -> builtins.list[Obj] | None:
         """Like :meth:`list`, but None when the resource type itself is not served (CRD not installed)."""
@@ -350,14 +436,15 @@ class Kube:
     def _request(self, method: str, path: str, query: builtins.list[tuple[str, object]], *, verb: str, resource: Resource,
                  namespace: str | None, body: Any = None, content_type: str | None = None,
                  decoder: msgspec.json.Decoder[Any] = _WHOLE, retry_throttled: bool = True,
-                 form: builtins.list[tuple[str, str]] | None = None, headers: dict[str, str] | None = None) -> Obj:
+                 form: builtins.list[tuple[str, str]] | None = None, headers: dict[str, str] | None = None,
+                 stream: int | None = None) -> Any:
         settings = self.settings
         start = self._monotonic()
         last: RetryableError | None = None
         for attempt in range(settings.attempts):
             try:
                 return self._once(method, path, query, verb, resource, namespace, body, content_type, decoder, form,
-                                  headers)
+                                  headers, stream)
             except RetryableError as exc:
                 if not retry_throttled and isinstance(exc, TooManyRequestsError):
                     raise
@@ -375,7 +462,8 @@ class Kube:
 
     def _once(self, method: str, path: str, query: builtins.list[tuple[str, object]], verb: str, resource: Resource,
               namespace: str | None, body: Any, content_type: str | None, decoder: msgspec.json.Decoder[Any],
-              form: builtins.list[tuple[str, str]] | None = None, extra: dict[str, str] | None = None) -> Obj:
+              form: builtins.list[tuple[str, str]] | None = None, extra: dict[str, str] | None = None,
+              stream: int | None = None) -> Any:
         headers = {**(extra or {}), "Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
@@ -385,7 +473,13 @@ class Kube:
         )
         what = f"{verb} {resource.kind_name}" + (f" in namespace {namespace}" if namespace else "")
         try:
-            response = self.api.call_api(*request, _request_timeout=self.settings.request_timeout)
+            # A watch (``stream``: its timeoutSeconds) waits on the server between events: a read is bounded by the
+            # stream's own end, a little later, so a connection that died without a word is noticed and reopened.
+            timeout: Any = (self.settings.request_timeout, stream + 30.0) if stream is not None \
+                else self.settings.request_timeout
+            response = self.api.call_api(*request, _request_timeout=timeout)
+            if stream is not None and 200 <= response.status < 300:
+                return response
             data = response.read()
         except urllib3.exceptions.HTTPError as exc:  # timeouts, refused or dropped connections
             raise RetryableError(f"{what}: {_unreachable(exc, self.where)}") from exc
@@ -410,8 +504,11 @@ class Kube:
                          self.advice)
 
 
-class _Expired(PermanentError):
-    """410 Gone: a continue token expired."""
+class Expired(PermanentError):
+    """410 Gone: a continue token expired, or a watch asked for a version older than the server keeps."""
+
+
+_Expired = Expired
 
 
 def _unreachable(exc: urllib3.exceptions.HTTPError, where: str) -> str:

@@ -81,6 +81,7 @@ class LeaseState:
     verified: dict[str, int] = field(default_factory=dict)  # stack -> the update whose verify --smoke passed
     wave_halts: dict[str, HaltRecord] = field(default_factory=dict)  # wave -> the rollback's halt of it
     pools_verified: dict[str, dict[str, PoolVerified]] = field(default_factory=dict)  # stack -> pool -> record
+    guards: dict[str, dict[str, Any]] = field(default_factory=dict)  # stack -> what its guard saw last (JSON)
 
     @property
     def halts(self) -> list[HaltRecord]:
@@ -172,13 +173,21 @@ def _pools_verified_of(obj: Obj) -> dict[str, dict[str, PoolVerified]]:
             if read:
                 out[str(stack)] = read
     return out
+def _guards_of(obj: Obj) -> dict[str, dict[str, Any]]:
+    try:
+        doc = json.loads(annotations_of(obj).get(labels.ANNOTATION_GUARD_STATUS) or "{}")
+    except ValueError:
+        return {}  # unreadable: as if no guard had written (the fleet reads the cluster itself)
+    if not isinstance(doc, dict):
+        return {}
+    return {str(stack): status for stack, status in doc.items() if isinstance(status, dict)}
 
 
 def _state(obj: Obj) -> LeaseState:
     spec = spec_of(obj)
     return LeaseState(spec.get("holderIdentity") or None, epoch(spec.get("renewTime") or spec.get("acquireTime")),
                       int(spec.get("leaseDurationSeconds") or 0), _halt_of(obj), obj, _verified_of(obj),
-                      _wave_halts_of(obj), _pools_verified_of(obj))
+                      _wave_halts_of(obj), _pools_verified_of(obj), _guards_of(obj))
 
 
 class TrainLease:
@@ -339,6 +348,18 @@ class TrainLease:
                 return self._new({"leaseDurationSeconds": self.duration},
                                  {labels.ANNOTATION_FLEET_POOLS_VERIFIED: text})
             return self._replacing(current, {}, {labels.ANNOTATION_FLEET_POOLS_VERIFIED: text})
+
+        self._write(recorded)
+
+    def record_guard(self, stack: str, status: dict[str, Any]) -> None:
+        """Write what ``stack``'s guard saw (its entry replaced; other stacks' kept), whoever holds the lease."""
+
+        def recorded(current: LeaseState | None) -> Obj:
+            merged = {**(current.guards if current else {}), stack: status}
+            text = json.dumps(dict(sorted(merged.items())), sort_keys=True)
+            if current is None:
+                return self._new({"leaseDurationSeconds": self.duration}, {labels.ANNOTATION_GUARD_STATUS: text})
+            return self._replacing(current, {}, {labels.ANNOTATION_GUARD_STATUS: text})
 
         self._write(recorded)
 

@@ -62,8 +62,12 @@ def _is_default(nvd: Obj) -> bool:
 def driver_owner_of(inv: Inventory, node: Obj, default_supported: bool) -> str | None:
     """The NVIDIADriver that owns ``node`` in per-pool mode: a non-default one whose selector matches
     (no selector: every GPU node), else the default one (``spec.default: true``, operator v26.7.0+)."""
+    return driver_owner_among(inv.nvidia_drivers or [], node, default_supported)
+
+
+def driver_owner_among(drivers: list[Obj], node: Obj, default_supported: bool) -> str | None:
+    """:func:`driver_owner_of` over NVIDIADrivers as read (the guard's, from its watch)."""
     node_labels = labels_of(node)
-    drivers = inv.nvidia_drivers or []
     for nvd in drivers:
         if _is_default(nvd):
             continue

@@ -43,7 +43,8 @@ JSON of the operator snapshot (:meth:`Snapshot.as_json`; ``gpu-rollout watch --j
      "models": [{"model": "ns/name", "available", "minAvailable", "replicas"}],
      "operator": [{"kind", "name", "state"}], "events": [{"node", "message"}],
      "triggers": [{"kind": "upgrade-failed" | "validation-failed" | "below-min-available" | "stuck" |
-                   "outside-window" | "slo-breach" | "slo-no-data", "subject", "message"}],
+                   "outside-window" | "slo-breach" | "slo-no-data" | "validation-missing" (the guard's), "subject",
+                   "message"}],
      "slo": [{"model", "pool", "metric", "objective", "forSeconds", "latest", "breached", "noData", "default",
               "baseline", "figures", "expected", "pods", "error"}]}
 
@@ -74,8 +75,10 @@ from checks.prometheus import Prometheus
 from checks.results import few
 from checks.slo import SloReading, slo_of
 from gpu_knowledge import kinds, labels
+from fleetspec.membership import Membership
 from fleetspec.model import DriverOwner, FleetSpec, NodePool
 from vocabulary.triggers import TriggerKind
+from workload import result as job_result
 
 EVENT_REASON = "GPUDriverUpgrade"
 
@@ -148,58 +151,123 @@ def _entered_at(events: list[Obj]) -> dict[tuple[str, str], float]:
     return out
 
 
+@dataclass(frozen=True)
+class ClusterObjects:
+    """What one look at the cluster reads, whoever reads it: `watch` by LISTs (:func:`read_objects`), the guard
+    from its watch streams (:mod:`checks.guard`). Both judge it with :func:`snapshot_of`, so each trigger has one
+    home."""
+
+    nodes: list[Obj]  # every node (the stack's are found by membership)
+    deployments: list[Obj]
+    pods: dict[str, list[Obj]]  # each declared model's pods ("namespace/name" -> pods)
+    events: list[Obj]  # the operator's GPUDriverUpgrade events about nodes
+    policies: list[Obj]  # ClusterPolicies
+    drivers: list[Obj]  # NVIDIADrivers
+
+
+EVENT_SELECTOR = f"involvedObject.kind={kinds.NODE.kind},reason={EVENT_REASON}"
+
+
+def read_objects(kube: k.Kube, spec: FleetSpec, listed: list[Obj] | None = None) -> ClusterObjects:
+    """One poll's LISTs: nodes (unless ``listed`` holds every node already), Deployments, the operator's events,
+    ClusterPolicies, NVIDIADrivers and each model's pods, whatever the fleet's size."""
+    return ClusterObjects(kube.list(k.NODES) if listed is None else listed, kube.list(k.DEPLOYMENTS),
+                          list_model_pods(kube, spec), kube.list(k.EVENTS, field_selector=EVENT_SELECTOR),
+                          kube.list_optional(k.CLUSTER_POLICIES) or [], kube.list_optional(k.NVIDIA_DRIVERS) or [])
+
+
 def take_snapshot(kube: k.Kube, spec: FleetSpec, tracker: StateTracker, now: float,
                   stuck_after: float, listed: list[Obj] | None = None, prometheus: Prometheus | None = None) -> Snapshot:
-    """One poll: nodes (unless ``listed`` holds every node already), Deployments, events, ClusterPolicies,
-    NVIDIADrivers and each model's pods, whatever the fleet's size; with ``prometheus``, the models' SLOs on the
-    pools being upgraded (:mod:`checks.slo`)."""
-    nodes = pool_nodes_of(spec, kube.list(k.NODES) if listed is None else listed)
-    require_nodes(nodes, spec, "watch")
-    deployments = kube.list(k.DEPLOYMENTS)
-    pods = list_model_pods(kube, spec)
-    events = kube.list(k.EVENTS, field_selector=f"involvedObject.kind={kinds.NODE.kind},reason={EVENT_REASON}")
-    policies: list[Obj] = kube.list_optional(k.CLUSTER_POLICIES) or []
-    drivers: list[Obj] = kube.list_optional(k.NVIDIA_DRIVERS) or []
-    entered = _entered_at(events)
+    """One poll (:func:`read_objects`), judged by :func:`snapshot_of`."""
+    return snapshot_of(spec, read_objects(kube, spec, listed), tracker, now, stuck_after, prometheus)
+
+
+def snapshot_of(spec: FleetSpec, seen: ClusterObjects, tracker: StateTracker, now: float, stuck_after: float,
+                prometheus: Prometheus | None = None, validation_deadline: float | None = None,
+                what: str = "watch") -> Snapshot:
+    """Every trigger on what was read: each node's (``upgrade-failed``, ``stuck``), ``outside-window``, the
+    validation's holds (``validation-failed``), with ``validation_deadline`` (seconds) a node upgraded without a
+    result for longer (``validation-missing``), the models (``below-min-available``) and, with ``prometheus``,
+    their SLOs on the pools being upgraded (``slo-breach``)."""
+    nodes = pool_nodes_of(spec, seen.nodes)
+    require_nodes(nodes, spec, what)
+    entered = _entered_at(seen.events)
     progress, triggers = [], []
     for node, membership in nodes:
-        node_labels = labels_of(node)
-        name, pool_name = name_of(node), membership.pool.name
-        state = node_labels.get(labels.UPGRADE_STATE, "")
-        driver = node_driver_version(node)
-        done = node_done(spec, node)
-        since = None
-        if state:
-            seen = [entered.get((name, state)), label_written_at(node, labels.UPGRADE_STATE),
-                    tracker.since(name, state, now)]
-            since = min(t for t in seen if t is not None)
-        seconds = None if since is None else max(0.0, now - since)
-        progress.append(NodeProgress(name, pool_name, state, driver, done, seconds,
-                                     node_labels.get(labels.SKIP_UPGRADE) == "true",
-                                     annotations_of(node).get(labels.ANNOTATION_PAUSED_BY) or None))
-        if state == labels.UPGRADE_FAILED:
-            triggers.append(Trigger(TriggerKind.UPGRADE_FAILED, name,
-                                    f"node {name} (pool {pool_name}) is in {labels.UPGRADE_FAILED}"))
-        elif state in labels.UPGRADE_IN_PROGRESS and seconds is not None:
-            limit, why = stuck_limit(spec, membership.pool, state, stuck_after)
-            if seconds > limit:
-                triggers.append(Trigger(TriggerKind.STUCK, name,
-                                        f"node {name} has been in {state} for {seconds / 60:.0f} min "
-                                        f"(threshold {limit / 60:.0f} min{why})"))
+        row = _progress_of(spec, node, membership.pool, entered, tracker, now)
+        progress.append(row)
+        triggers += node_triggers(spec, row, membership.pool, stuck_after)
     triggers += _outside_window(spec, progress, now)
     held = held_nodes(nodes)
     triggers += [h.trigger() for h in held]
-    models, model_triggers = model_rows(spec, deployments, pods)
+    if validation_deadline is not None:
+        triggers += validation_missing(spec, nodes, progress, validation_deadline)
+    models, model_triggers = model_rows(spec, seen.deployments, seen.pods)
     triggers += model_triggers
-    slo = slo_of(prometheus, spec, pods, nodes, now)
+    slo = slo_of(prometheus, spec, seen.pods, nodes, now)
     triggers += [r.trigger() for r in slo if r.triggered]
     operator = [{"kind": o.get("kind", kind), "name": name_of(o), "state": str(status_of(o).get("state", "?"))}
-                for kind, objs in ((kinds.CLUSTER_POLICY.kind, policies), (kinds.NVIDIA_DRIVER.kind, drivers))
+                for kind, objs in ((kinds.CLUSTER_POLICY.kind, seen.policies), (kinds.NVIDIA_DRIVER.kind, seen.drivers))
                 for o in objs]
-    recent = sorted(events, key=lambda e: epoch(e.get("lastTimestamp") or meta(e).get("creationTimestamp")) or 0)
+    recent = sorted(seen.events,
+                    key=lambda e: epoch(e.get("lastTimestamp") or meta(e).get("creationTimestamp")) or 0)
     event_rows = [{"node": (e.get("involvedObject") or {}).get("name", ""), "message": e.get("message", "")}
                   for e in recent[-10:]]
     return Snapshot(now, progress, models, operator, event_rows, triggers, held, slo)
+
+
+def _progress_of(spec: FleetSpec, node: Obj, pool: NodePool, entered: dict[tuple[str, str], float],
+                 tracker: StateTracker, now: float) -> NodeProgress:
+    node_labels = labels_of(node)
+    name = name_of(node)
+    state = node_labels.get(labels.UPGRADE_STATE, "")
+    since = None
+    if state:
+        seen = [entered.get((name, state)), label_written_at(node, labels.UPGRADE_STATE), tracker.since(name, state, now)]
+        since = min(t for t in seen if t is not None)
+    seconds = None if since is None else max(0.0, now - since)
+    return NodeProgress(name, pool.name, state, node_driver_version(node), node_done(spec, node), seconds,
+                        node_labels.get(labels.SKIP_UPGRADE) == "true",
+                        annotations_of(node).get(labels.ANNOTATION_PAUSED_BY) or None)
+
+
+def node_triggers(spec: FleetSpec, row: NodeProgress, pool: NodePool, stuck_after: float) -> list[Trigger]:
+    """``upgrade-failed`` and ``stuck``: what one node's upgrade state says."""
+    if row.state == labels.UPGRADE_FAILED:
+        return [Trigger(TriggerKind.UPGRADE_FAILED, row.name,
+                        f"node {row.name} (pool {row.pool}) is in {labels.UPGRADE_FAILED}")]
+    if row.state in labels.UPGRADE_IN_PROGRESS and row.seconds_in_state is not None:
+        limit, why = stuck_limit(spec, pool, row.state, stuck_after)
+        if row.seconds_in_state > limit:
+            return [Trigger(TriggerKind.STUCK, row.name,
+                            f"node {row.name} has been in {row.state} for {row.seconds_in_state / 60:.0f} min "
+                            f"(threshold {limit / 60:.0f} min{why})")]
+    return []
+
+
+def validation_missing(spec: FleetSpec, nodes: list[tuple[Obj, Membership]], progress: list[NodeProgress],
+                       deadline: float) -> list[Trigger]:
+    """``validation-missing``: a node of a validated pool (``validation`` set, the pool released) that finished its
+    upgrade on its pool's target driver longer than ``deadline`` seconds ago with no validation result for that
+    driver (neither passed nor failed: the job never ran there, e.g. its GPUs were never freed or its image never
+    pulled). A failed result is ``validation-failed``; without a result the operator would move on to the next node."""
+    if spec.validation is None:
+        return []
+    rows = {row.name: row for row in progress}
+    out = []
+    for node, membership in nodes:
+        row = rows[name_of(node)]
+        if (spec.pool_held(membership.pool) or not row.done or row.state != labels.UPGRADE_DONE
+                or row.seconds_in_state is None or row.seconds_in_state <= deadline or row.driver is None):
+            continue
+        validated = labels_of(node).get(job_result.LABEL_VALIDATED_DRIVER)
+        if validated and job_result.driver_matches(validated, row.driver):
+            continue
+        out.append(Trigger(TriggerKind.VALIDATION_MISSING, row.name,
+                           f"node {row.name} (pool {row.pool}) finished its upgrade to {row.driver} "
+                           f"{row.seconds_in_state / 60:.0f} min ago and has no validation result for it (deadline "
+                           f"{deadline / 60:.0f} min): the validation job did not run there"))
+    return out
 
 
 # The in-progress states where the upgrade controller itself waits up to a timeout of the upgrade policy.

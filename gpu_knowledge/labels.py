@@ -131,6 +131,12 @@ ANNOTATION_FLEET_VERIFIED = f"{DOMAIN}/fleet-verified"
 # ... and, per stack and pool, the target its nodes were first seen complete on by a passing verify, and when (JSON:
 # stack -> pool -> {target, at}): the next wave's dwell, and an old generation's keep, count from it.
 ANNOTATION_FLEET_POOLS_VERIFIED = f"{DOMAIN}/fleet-pools-verified"
+# ... and, per stack, what its guard (`gpu-rollout guard`, docs/guard.md) saw last (JSON: stack -> at, holder, paused,
+# triggers, drift), so `fleet status` and `advance` take a cluster's triggers seconds old.
+ANNOTATION_GUARD_STATUS = f"{DOMAIN}/guard-status"
+# On the guard's election Lease, set by a person for planned work: until then (RFC 3339) the guard judges and reports
+# but pauses, evicts and records nothing (docs/guard.md, "Silencing it").
+ANNOTATION_GUARD_SILENCED_UNTIL = f"{DOMAIN}/guard-silenced-until"
 # A model's pod template annotated so declares its weights baked into (and pre-pulled with) the image.
 ANNOTATION_WEIGHTS_IN_IMAGE = f"{DOMAIN}/weights-in-image"
 

@@ -136,7 +136,7 @@ class Live:
 
 
 def open_live(stack: str | None, stack_file: Path | None, project_dir: Path | None, kubeconfig: str | None,
-              context: str | None, settings: kube_module.ClientSettings | None = None) -> Live:
+              context: str | None, settings: kube_module.ClientSettings | None = None, in_cluster: bool = False) -> Live:
     """Resolve the stack, load its file and connect to its cluster. A bad stack file raises
     :class:`fleetspec.load.SpecError`, an unusable kubeconfig or context :class:`checks.errors.ConfigError`
     (both exit 2); nothing has reached the cluster yet."""
@@ -146,6 +146,9 @@ def open_live(stack: str | None, stack_file: Path | None, project_dir: Path | No
 
     ref = resolve_stack(stack, stack_file, project_dir)
     spec = load.load_stack_file(ref.path)
+    if in_cluster:  # the pod's ServiceAccount: the stack's cluster is the one the pod runs in
+        return Live(ref, spec, kube_module.connect(kubeconfig, context, settings, advice=advice_for(spec.cluster),
+                                                   notify=say, in_cluster=True))
     cluster = resolve_cluster(spec, kubeconfig, context)
     # Errors say what to do for this stack's cloud; retries and notes are one line each on stderr.
     return Live(ref, spec, kube_module.connect(cluster.kubeconfig, cluster.context, settings,

@@ -29,7 +29,7 @@ import time
 import uuid
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -150,9 +150,11 @@ class Clusters:
 
 
 def read_worlds(project: FleetProject, backend: Backend, clusters: Clusters, now: datetime,
-                head: str | None = None) -> tuple[dict[str, train.StackWorld], str]:
+                head: str | None = None, guards: Mapping[str, Mapping[str, Any]] | None = None
+                ) -> tuple[dict[str, train.StackWorld], str]:
     """Each stack's record (deploy_plan's decision at main's head, its window judged at ``now``) and, for a stack
-    deployed, its cluster now (read concurrently)."""
+    deployed, its cluster now (read concurrently), with what its guard saw (``guards``: stack -> its status on the
+    cluster's fleet Lease; :func:`checks.fleet.with_guard`)."""
     repo = Repository(project.project_dir)
     commit = repo.commit(head or "HEAD", "--head")
     files = list(project.stacks.values())
@@ -163,7 +165,8 @@ def read_worlds(project: FleetProject, backend: Backend, clusters: Clusters, now
                for name, world in worlds.items() if train.needs_cluster(world)]
     for name, seen in live.observe_all(targets).items():
         worlds[name] = (replace(worlds[name], view_error=str(seen)) if isinstance(seen, ClusterError)
-                        else replace(worlds[name], view=seen))
+                        else replace(worlds[name], view=live.with_guard(seen, (guards or {}).get(name),
+                                                                        now.timestamp())))
     return worlds, commit
 
 
@@ -300,6 +303,7 @@ class Halts:
     halt: HaltRecord | None
     waves: dict[str, HaltRecord]
     unread: dict[str, str]  # cluster -> why
+    guards: dict[str, dict[str, Any]] = field(default_factory=dict)  # stack -> what its guard last wrote there
 
     @classmethod
     def of(cls, records: list[ClusterRecord]) -> Halts:
@@ -308,8 +312,10 @@ class Halts:
         for record in records:
             for wave, found in (record.state.wave_halts if record.state is not None else {}).items():
                 waves.setdefault(wave, found)
+        guards = {stack: status for r in records if r.state is not None for stack, status in r.state.guards.items()
+                  if stack in r.stacks}
         return cls(min(halts, key=lambda h: h.at) if halts else None, waves,
-                   {r.cluster: r.error for r in records if r.error is not None})
+                   {r.cluster: r.error for r in records if r.error is not None}, guards)
 
     def halted_waves(self, project: FleetProject) -> dict[str, str]:
         """wave -> why; a record naming no wave of the fleet file halts the first wave (whatever it meant)."""
@@ -384,6 +390,8 @@ def render(found: train.Train, lease: LeaseState | None, now: float, halts: Halt
                      "out" if seen else "")
             verified = "; verified" if state.verified else ""
             line(f"  {world.name} ({world.cluster}, {driver}): {state.status.value}: {state.reason}{pools}{verified}")
+            if seen is not None and seen.guard is not None:
+                line(f"    guard: {live.guard_summary(seen.guard)}")
         for waiting in wave.waiting:
             line(f"  waits for {waiting}")
     for sign in found.signs:
@@ -404,7 +412,7 @@ def status(project: FleetProject, backend: Backend, clusters: Clusters, as_json:
     moment = now()
     records = halt_records(project, clusters)
     halts, lease = Halts.of(records), _lease_state(project, records)
-    worlds, _ = read_worlds(project, backend, clusters, datetime.fromtimestamp(moment, UTC))
+    worlds, _ = read_worlds(project, backend, clusters, datetime.fromtimestamp(moment, UTC), guards=halts.guards)
     found = train.assess(project.fleet, worlds, _RecordedOnly(LiveProbe(project, clusters, moment)), moment,
                          halted=halts.halt is not None, halted_waves=halts.halted_waves(project),
                          verified=lease.verified if lease else {},
@@ -770,7 +778,8 @@ def _read(project: FleetProject, backend: Backend, clusters: Clusters, moment: f
           ) -> tuple[train.Train, dict[str, train.StackWorld], str, Halts, list[ClusterRecord]]:
     records = records if records is not None else halt_records(project, clusters)
     halts = Halts.of(records)
-    worlds, commit = read_worlds(project, backend, clusters, datetime.fromtimestamp(moment, UTC))
+    worlds, commit = read_worlds(project, backend, clusters, datetime.fromtimestamp(moment, UTC),
+                                 guards=halts.guards)
     found = train.assess(project.fleet, worlds, probe, moment, halted=halts.halt is not None,
                          halted_waves=halts.halted_waves(project), verified=lease.verified if lease else {},
                          pools_verified=lease.pools_verified if lease else {},

@@ -51,3 +51,11 @@ def test_the_fleet_benchmark_reads_every_cluster_and_grows_with_them() -> None:
     one, three = fleet_measure(1, nodes=12, pods_per_node=4), fleet_measure(3, nodes=12, pods_per_node=4)
     assert (one["clusters"], one["nodes"]) == (1, 12) and (three["clusters"], three["nodes"]) == (3, 36)
     assert three["peak_mb"] > 0
+
+
+def test_the_guard_benchmark_runs_and_sees_every_trigger_of_its_burst() -> None:
+    from benchmarks.guard_scale import measure as guard_measure
+
+    row = guard_measure(60, 12)
+    assert row["nodes"] >= 60 and row["burst"] == 12 and row["seen"] == 12
+    assert not row["leader"] and row["peak_mb"] > 0 and row["latency_max"] is not None

@@ -16,6 +16,7 @@ class TriggerKind(StrEnum):
     UPGRADE_FAILED = labels.UPGRADE_FAILED  # a node in the upgrade controller's failed state (its own spelling;
     # the operator-owned watch, checks/watch.py)
     VALIDATION_FAILED = "validation-failed"  # the validation job failed on a node (checks/hold.py)
+    VALIDATION_MISSING = "validation-missing"  # no validation result past the guard's deadline (checks/watch.py)
     BELOW_MIN_AVAILABLE = "below-min-available"  # a model below its minAvailable (checks/progress.py)
     STUCK = "stuck"  # a node in one upgrade state for longer than the stack allows (checks/watch.py)
     VERIFY_FAILED = "verify-failed"  # the fleet train's own sign: `gpu-rollout verify --smoke` failed on a stack
@@ -32,3 +33,13 @@ class TriggerKind(StrEnum):
 
 # Every bad sign, in the order above: what haltOn accepts.
 BAD_SIGNS: tuple[TriggerKind, ...] = tuple(kind for kind in TriggerKind if kind.bad_sign)
+
+
+class DriftKind(StrEnum):
+    """What the guard (checks/drift.py) sees wrong between rollouts: each raises an alert, never a pause."""
+
+    OTHER_DRIVER = "other-driver"  # a node, not upgrading, runs another driver than its pool's target
+    UNVALIDATED = "unvalidated"  # a GPU node without a passing validation result for the driver it runs
+    GFD_LABELS = "gfd-labels"  # a node's GFD product or GPU count contradicts its pool's declaration
+    XID = "xid"  # a node's GPUs reported an Xid error lately (Prometheus, DCGM Exporter)
+    DCGM_SILENT = "dcgm-silent"  # no DCGM Exporter series for a node (Prometheus)

@@ -102,6 +102,7 @@ VERBS: tuple[tuple[str, Callable[..., None], str], ...] = (
     ("verify", live.verify, "Validate the upgraded nodes; a passing canary writes a signed attestation."),
     ("soak", live.soak, "Is this canary ready to attest, and when will it be."),
     ("runbook", offline.runbook, "docs/runbook.md with your stack names in every command."),
+    ("guard", live.guard, "Watch the cluster without a person: pause on a trigger, alert on drift, /metrics."),
     ("init", offline.init, "Make a team's first canary and prod stack files from the example of its cloud."),
     ("keygen", offline.keygen, "Make an Ed25519 key pair for signing canary attestations."),
 )

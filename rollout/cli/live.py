@@ -10,7 +10,7 @@ import typer
 
 from refusals.exits import Exit
 from rollout.cli.running import command
-from rollout.cli.options import LiveTarget, PrometheusOption, SigningKeyOption, prometheus_url
+from rollout.cli.options import GuardTarget, LiveTarget, PrometheusOption, SigningKeyOption, prometheus_url
 
 live_verb = command(LiveTarget)
 
@@ -177,3 +177,42 @@ def soak(target: LiveTarget) -> Exit:
     live = target.open()
     return verb.execute(live.stack.name, live.spec, live.kube, project_dir=live.stack.project_dir,
                         as_json=target.as_json)
+
+
+@command(GuardTarget)
+def guard(
+    target: GuardTarget,
+    in_cluster: Annotated[
+        bool, typer.Option("--in-cluster", help="Reach the cluster as the pod's ServiceAccount (the guard's "
+                           "Deployment), not through a kubeconfig.")
+    ] = False,
+    listen: Annotated[str, typer.Option("--listen", help="HOST:PORT of /metrics and /healthz.")] = "0.0.0.0:9400",
+    lease_namespace: Annotated[
+        str, typer.Option("--lease-namespace", help="Namespace of the leader election's Lease (guard.namespace).")
+    ] = "gpu-rollout-guard",
+    lease_name: Annotated[str, typer.Option("--lease-name", help="The leader election's Lease.")] = "gpu-rollout-guard",
+    validation_deadline_minutes: Annotated[
+        float | None, typer.Option("--validation-deadline-minutes", min=1.0,
+                                   help="Minutes after its upgrade a node must have a validation result (default: "
+                                   "the stack's guard.validationDeadlineMinutes, else 30).")
+    ] = None,
+    stuck_after: Annotated[
+        float, typer.Option("--stuck-after", min=1.0, help="Minutes in one upgrade state before a node counts as "
+                            "stuck.")
+    ] = 60.0,
+    prometheus: PrometheusOption = None,
+) -> Exit:
+    """Watch the stack's cluster without a person (the watch API): pause on the watch's triggers, alert on drift
+    between rollouts, serve /metrics and /healthz; of several replicas one leads (docs/guard.md).
+
+    Runs until stopped (SIGTERM); exit 2 before anything runs on another cluster or a bad flag.
+    """
+    from checks.guard import GuardSettings
+    from rollout import guard as verb
+
+    url = prometheus_url(prometheus)
+    live = target.open(in_cluster)
+    deadline = validation_deadline_minutes or verb.declared_deadline_minutes(live.spec)
+    settings = GuardSettings(stuck_after=stuck_after * 60, validation_deadline=deadline * 60)
+    return verb.execute(live.stack.name, live.spec, live.kube, listen=listen, lease_namespace=lease_namespace,
+                        lease_name=lease_name, settings=settings, prometheus_url=url)

@@ -6,6 +6,7 @@ one value of the group.
 | group | options | verbs |
 |---|---|---|
 | :class:`LiveTarget` | the stack, the project, the cluster | the live verbs |
+| :class:`GuardTarget` | the stack, the project, the cluster (no ``--json``) | guard |
 | :class:`StackTarget` | the stack, the project | plan |
 | :class:`ProjectTarget` | the project | diff, deploy-plan, stacks, fleet plan |
 | :class:`BackendStack` | a stack in the backend, the project | rollback |
@@ -99,6 +100,28 @@ class LiveTarget(StackTarget):
         from rollout import context
 
         return context.open_live(self.stack, self.stack_file, self.project_dir, self.kubeconfig, self.context)
+
+
+@dataclass(frozen=True)
+class GuardTarget:
+    """`gpu-rollout guard`: a live verb that runs until stopped and writes no document (no ``--json``): which stack,
+    which cluster (or, with ``--in-cluster``, the pod's ServiceAccount)."""
+
+    NOUN: ClassVar[str] = "guard verb"
+
+    stack: StackOption = None
+    stack_file: StackFileOption = None
+    project_dir: ProjectDirOption = None
+    kubeconfig: KubeconfigOption = None
+    context: ContextOption = None
+    debug: DebugOption = False
+
+    def open(self, in_cluster: bool = False) -> Live:
+        """The stack's spec and an adapter to its cluster (:func:`rollout.context.open_live`)."""
+        from rollout import context
+
+        return context.open_live(self.stack, self.stack_file, self.project_dir, self.kubeconfig, self.context,
+                                 in_cluster=in_cluster)
 
 
 @dataclass(frozen=True)

@@ -237,3 +237,24 @@ def test_a_model_that_served_nothing_is_no_gap(fake: ProxyKube, tmp_path: Path) 
         outcome = _watch_once(world, tmp_path, url)
     (reading,) = outcome.snapshot.slo
     assert reading.figures == [] and not reading.no_data and not outcome.triggered
+
+
+def test_the_guard_pauses_on_the_same_breach(fake: ProxyKube, tmp_path: Path) -> None:
+    """The guard (checks/guard.py) judges the SLO by the same function, on what its informers listed."""
+    from checks.guard import Guard
+
+    world = _world(fake, tmp_path, errorRate="1%", **{"for": "10m"})
+    soak = Soak(errors=lambda at: 0.05 if at > world.now - 20 * MINUTE else 0.0)
+    kube = kube_module.connect(str(world.fake.write_kubeconfig(tmp_path / "kubeconfig")), settings=FAST)
+    with start(history(world, soak=soak), tmp_path / "prometheus") as url:
+        guard = Guard(kube, world.spec, "canary", "guard-0", lease_namespace="gpu-rollout-guard",
+                      clock=lambda: world.now, prometheus=Prometheus(url))
+        try:
+            guard.sync()
+            assert guard.elect().leader
+            found = guard.look()
+        finally:
+            guard.stop()
+    (trigger,) = found.triggers
+    assert trigger.kind == "slo-breach" and trigger.subject == "inference/llm-chat-canary@gpucanary"
+    assert guard.counters.pauses == 1 and guard.counters.triggers["slo-breach"] == 1

@@ -18,12 +18,19 @@ Where the real API server has rules our code could trip over, the fake keeps the
   than one PDB cannot be evicted (500);
 - Deployment and StatefulSet status (replicas, ready, available) come from the pods their selector matches;
 - writes record ``metadata.managedFields`` for labels and annotations (manager from ``fieldManager``
-  or the User-Agent, ``time`` of the manager's last change), the only fields the checks read there.
+  or the User-Agent, ``time`` of the manager's last change), the only fields the checks read there;
+- the watch protocol (``?watch=true``): every write has a ``resourceVersion`` from one counter, a LIST answers the
+  version it was taken at, and a watch from a version streams each change after it (ADDED, MODIFIED, DELETED; an
+  object that stops or starts matching the selectors is DELETED or ADDED), ``BOOKMARK`` events every
+  ``bookmark_interval`` seconds where ``allowWatchBookmarks`` asks, and ends at ``timeoutSeconds``; a version older
+  than the changes kept (``history_size``, or ``compact()``) is answered with an ERROR event carrying 410 Gone, as
+  the real server does, so the client lists again. ``drop_watches()`` ends every open stream (a restarted server).
 """
 
 from __future__ import annotations
 
 import base64
+import bisect
 import copy
 import itertools
 import json
@@ -298,6 +305,15 @@ class FakeKube:
         self._snapshots: OrderedDict[str, list[Obj]] = OrderedDict()  # continue snapshots, oldest first
         self.max_snapshots = 64
         self._rv = itertools.count(1000)
+        self.last_rv = 999  # the newest version written (a watch's bookmark names it)
+        # The watch protocol: every change since ``floor``, oldest first, as (version, plural, type, before, after).
+        self.history: list[tuple[int, str, str, Obj | None, Obj | None]] = []
+        self.history_size = 50_000
+        self.floor = 0  # a watch from a version below this is answered 410 Gone
+        self.bookmark_interval = 1.0
+        self.changed = threading.Condition(self.lock)
+        self._generation = 0  # drop_watches() moves it: every open stream ends
+        self.watching = 0  # streams open now
         self._server: ThreadingHTTPServer | None = None
         # Every cluster has kube-system; its uid is the API server's, one per cluster (verify attests it).
         self.store["namespaces"][("", "kube-system")] = {
@@ -315,6 +331,7 @@ class FakeKube:
 
     def __exit__(self, *exc: object) -> None:
         assert self._server is not None
+        self.drop_watches()
         self._server.shutdown()
         self._server.server_close()
 
@@ -373,23 +390,46 @@ class FakeKube:
             if manager:
                 track_fields(old, new, manager, at)
             self.store[plural][key] = self._stamp(new)
+            self._changed(plural, "MODIFIED", old, new)
             return copy.deepcopy(self.store[plural][key])
-
-    def compact(self) -> None:
-        """What etcd compaction does to LISTs in flight: every continue token handed out expires (410)."""
-        with self.lock:
-            self._snapshots.clear()
 
     def remove(self, plural: str, name: str, namespace: str = "") -> None:
         with self.lock:
-            del self.store[plural][(namespace, name)]
+            old = self.store[plural].pop((namespace, name))
+            self._changed(plural, "DELETED", old, None)
 
     # ------------------------------------------------------------ the API's behaviour
 
     def _stamp(self, obj: Obj) -> Obj:
         # A fresh metadata dict: list snapshots may still hold the previous version of the object.
-        obj["metadata"] = {**(obj.get("metadata") or {}), "resourceVersion": str(next(self._rv))}
+        self.last_rv = next(self._rv)
+        obj["metadata"] = {**(obj.get("metadata") or {}), "resourceVersion": str(self.last_rv)}
         return obj
+
+    def _changed(self, plural: str, kind: str, before: Obj | None, after: Obj | None) -> None:
+        """Keep a write for the watches (``after`` is the stored object, stamped; a delete takes a version of its own)."""
+        if kind == "DELETED":
+            self.last_rv = next(self._rv)
+        if len(self.history) >= self.history_size:
+            cut = len(self.history) // 2
+            self.floor = self.history[cut - 1][0]
+            del self.history[:cut]
+        self.history.append((self.last_rv, plural, kind, before, after))
+        self.changed.notify_all()
+
+    def compact(self) -> None:
+        """What etcd compaction does: every continue token handed out expires (410), and so does a watch from a
+        version before now."""
+        with self.lock:
+            self._snapshots.clear()
+            self.floor = self.last_rv
+            self.history.clear()
+
+    def drop_watches(self) -> None:
+        """End every open watch stream, as an API server restart does (clients watch again from their version)."""
+        with self.lock:
+            self._generation += 1
+            self.changed.notify_all()
 
     def _create(self, plural: str, namespace: str, obj: Obj, manager: str | None = None) -> Obj:
         group, version, namespaced, kind = KINDS[plural]
@@ -414,6 +454,7 @@ class FakeKube:
         if manager:
             track_fields(None, obj, manager)
         self.store[plural][key] = self._stamp(obj)
+        self._changed(plural, "ADDED", None, obj)
         return copy.deepcopy(self.store[plural][key])
 
     def _matching_pods(self, namespace: str, selector: Obj | None) -> list[Obj]:
@@ -473,7 +514,7 @@ class FakeKube:
                 if not (not pod_ready(pod) and (always or healthy_budget)) and status["disruptionsAllowed"] <= 0:
                     raise ApiError(429, "TooManyRequests",
                                    "Cannot evict pod as it would violate the pod's disruption budget.")
-        del self.store["pods"][(namespace, name)]
+        self._changed("pods", "DELETED", self.store["pods"].pop((namespace, name)), None)
         return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
 
     def _patch(self, plural: str, current: Obj, body: Any, content_type: str) -> Obj:
@@ -527,7 +568,9 @@ class FakeKube:
             if verb == "get":
                 return self._computed(plural, copy.deepcopy(store[key]))
             if verb == "delete":
-                return store.pop(key)
+                gone = store.pop(key)
+                self._changed(plural, "DELETED", gone, None)
+                return gone
             if verb == "update":
                 # Optimistic concurrency, as the API server keeps it: a replace naming another version is refused.
                 sent = ((body or {}).get("metadata") or {}).get("resourceVersion")
@@ -536,8 +579,97 @@ class FakeKube:
                                    "has been modified; please apply your changes to the latest version and try again")
             new = copy.deepcopy(body) if verb == "update" else self._patch(plural, store[key], body, content_type)
             track_fields(store[key], new, manager)
+            old = store[key]
             store[key] = self._stamp(new)
+            self._changed(plural, "MODIFIED", old, new)
             return self._computed(plural, copy.deepcopy(store[key]))
+
+    def watch(self, path: str, query: dict[str, list[str]], write: Any) -> None:
+        """Serve one watch stream through ``write(bytes)``: one JSON event a line (see the module's docstring)."""
+        plural, namespace, _name, _sub = _route(path)
+        if plural not in self.served:
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
+        try:
+            by_label = label_selector(query.get("labelSelector", [""])[0])
+            by_field = field_selector(query.get("fieldSelector", [""])[0], FIELD_SELECTORS[plural], FIELD_PATHS,
+                                      FIELD_DEFAULTS)
+        except ValueError as exc:
+            raise ApiError(400, "BadRequest", str(exc)) from exc
+        with self.lock:
+            self.counts["watch"] += 1
+            self.counts_by_resource[("watch", plural)] += 1
+            fault = next((f for f in self.faults if f.applies("watch", plural)), None)
+        if fault is not None and fault.status not in ("timeout", 200):
+            raise ApiError(int(fault.status), "Injected", f"injected fault on watch {plural}", fault.retry_after)
+
+        def selected(obj: Obj | None) -> bool:
+            return obj is not None and (not namespace or obj["metadata"].get("namespace", "") == namespace) \
+                and by_label(obj["metadata"].get("labels") or {}) and by_field(obj)
+
+        def event(kind: str, obj: Obj) -> bytes:
+            return json.dumps({"type": kind, "object": self._computed(plural, copy.deepcopy(obj))}).encode() + b"\n"
+
+        bookmarks = query.get("allowWatchBookmarks", [""])[0] == "true"
+        deadline = time.monotonic() + float(query.get("timeoutSeconds", ["1800"])[0] or 1800)
+        with self.lock:
+            generation = self._generation
+            start = query.get("resourceVersion", [""])[0]
+            if start in ("", "0"):  # no version: every object now, as ADDED, then what follows
+                lines = [event("ADDED", o) for _, o in sorted(self.store[plural].items()) if selected(o)]
+                version = self.last_rv
+            else:
+                lines, version = [], int(start)
+            self.watching += 1
+        try:
+            write(b"".join(lines))
+            next_bookmark = time.monotonic() + self.bookmark_interval
+            while True:
+                with self.changed:
+                    if version < self.floor:
+                        status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410,
+                                  "reason": "Expired", "message": f"too old resource version: {version} ({self.floor})"}
+                        write(json.dumps({"type": "ERROR", "object": status}).encode() + b"\n")
+                        return
+                    if generation != self._generation:
+                        return
+                    at = bisect.bisect_right(self.history, version, key=lambda change: change[0])
+                    changes = self.history[at:]
+                    if not changes:
+                        now = time.monotonic()
+                        if now >= deadline:
+                            return
+                        if bookmarks and now >= next_bookmark:
+                            version = max(version, self.last_rv)
+                            next_bookmark = now + self.bookmark_interval
+                            mark = {"kind": KINDS[plural][3], "apiVersion": "v1",
+                                    "metadata": {"resourceVersion": str(version)}}
+                            lines = [json.dumps({"type": "BOOKMARK", "object": mark}).encode() + b"\n"]
+                        else:
+                            self.changed.wait(min(deadline, next_bookmark) - now if bookmarks else deadline - now)
+                            continue
+                    else:
+                        lines = [self._watch_line(change, selected, event) for change in changes
+                                 if change[1] == plural]
+                        version = changes[-1][0]
+                write(b"".join(lines))
+        finally:
+            with self.lock:
+                self.watching -= 1
+
+    @staticmethod
+    def _watch_line(change: tuple[int, str, str, Obj | None, Obj | None], selected: Any, event: Any) -> bytes:
+        """One change as the watch that ``selected`` filters sees it (nothing: b"")."""
+        rv, _plural, kind, before, after = change
+        was, now_is = selected(before), selected(after)
+        if kind == "ADDED" and now_is:
+            return event("ADDED", after)
+        if kind == "DELETED" and was:
+            gone = copy.deepcopy(before)
+            gone["metadata"] = {**gone["metadata"], "resourceVersion": str(rv)}
+            return event("DELETED", gone)
+        if kind == "MODIFIED" and (was or now_is):
+            return event("MODIFIED" if was and now_is else "ADDED" if now_is else "DELETED", after)
+        return b""
 
     def _list(self, plural: str, namespace: str, query: dict[str, list[str]]) -> Obj:
         limit = int(query.get("limit", ["0"])[0] or 0)
@@ -563,7 +695,8 @@ class FakeKube:
                 o for (ns, _), o in sorted(self.store[plural].items())
                 if (not namespace or ns == namespace) and by_label(o["metadata"].get("labels") or {}) and by_field(o)
             ]
-            snapshot_id, start = str(next(self._rv)), 0
+            self.last_rv = next(self._rv)
+            snapshot_id, start = str(self.last_rv), 0
         end = start + limit if limit else len(items)
         page = [self._computed(plural, copy.deepcopy(o)) for o in items[start:end]]
         meta: Obj = {"resourceVersion": snapshot_id}
@@ -602,6 +735,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self) -> None:
         url = urlsplit(self.path)
+        query = parse_qs(url.query)
+        if self.command == "GET" and query.get("watch", [""])[0] in ("true", "1"):
+            self._watch(url.path, query)
+            return
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         extra: dict[str, str] = {}
@@ -633,5 +770,38 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(payload)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client timed out and hung up
+
+    def _watch(self, path: str, query: dict[str, list[str]]) -> None:
+        """A watch: a 200 whose body is the stream, to the end of which the connection is closed."""
+        started = False
+
+        def write(data: bytes) -> None:
+            nonlocal started
+            if not started:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                started = True
+            if data:
+                self.wfile.write(data)
+                self.wfile.flush()
+
+        self.close_connection = True
+        try:
+            self.fake.watch(path, query, write)
+            write(b"")
+        except ApiError as exc:
+            if started:
+                return
+            payload = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": exc.message,
+                                  "reason": exc.reason, "code": exc.code}).encode()
+            self.send_response(exc.code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client hung up
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve

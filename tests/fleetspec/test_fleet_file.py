@@ -54,8 +54,8 @@ def test_defaults_one_at_a_time_smoke_verify_no_limits_every_sign_halts() -> Non
     assert all(fleet.halts(sign) for sign in HALT_SIGNS)
     assert fleet.haltOn == list(HALT_SIGNS) == [kind for kind in TriggerKind if kind != TriggerKind.OUTSIDE_WINDOW]
     # The default as before haltOn could name slo-breach and not-ready: every bad sign, in this order.
-    assert fleet.haltOn == ["upgrade-failed", "validation-failed", "below-min-available", "stuck", "verify-failed",
-                            "slo-breach", "slo-no-data", "not-ready"]
+    assert fleet.haltOn == ["upgrade-failed", "validation-failed", "validation-missing", "below-min-available",
+                            "stuck", "verify-failed", "slo-breach", "slo-no-data", "not-ready"]
     assert not fleet.halts("outside-window")  # pauses its own stack, as watch does
     assert fleet.halts("xid-79")  # a sign this file cannot name halts: unknown is never safe
 
@@ -108,7 +108,8 @@ def test_outside_window_is_refused_in_halt_on_with_the_reason(tmp_path: Path) ->
     (lambda d: d["waves"][2]["stacks"].append("existing-prod"),
      "waves[2].stacks[2]: existing-prod is already in wave prod-lab: a stack moves in one wave"),
     (lambda d: d.update(haltOn=["upgrade-failed", "xid-79"]), "haltOn[1]: Input should be 'upgrade-failed', "
-     "'validation-failed', 'below-min-available', 'stuck', 'verify-failed', 'slo-breach', 'slo-no-data' or 'not-ready'"),
+     "'validation-failed', 'validation-missing', 'below-min-available', 'stuck', 'verify-failed', 'slo-breach', "
+     "'slo-no-data' or 'not-ready'"),
     (lambda d: d.update(haltOn=["stuck", "stuck"]), "haltOn: stuck given twice"),
     (lambda d: d["lease"].update(stack="prod-2"), "lease.stack: prod-2 is in no wave"),
     (lambda d: d["lease"].update(durationSeconds=5), "lease.durationSeconds: Input should be greater than or equal"),

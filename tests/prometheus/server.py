@@ -76,8 +76,9 @@ def _free_port() -> int:
 
 
 @contextmanager
-def start(history: History, workdir: Path, timeout: float = 60.0) -> Iterator[str]:
-    """A Prometheus serving ``history`` on 127.0.0.1; yields its base URL and stops it afterwards."""
+def start(history: History, workdir: Path, timeout: float = 60.0, scrape: tuple[str, ...] = ()) -> Iterator[str]:
+    """A Prometheus serving ``history`` on 127.0.0.1; yields its base URL and stops it afterwards. ``scrape``:
+    loopback ``host:port`` targets it scrapes every second (job ``scraped``), beside the history."""
     prometheus, promtool = binary("prometheus"), binary("promtool")
     assert prometheus is not None and promtool is not None, MISSING
     data = workdir / "tsdb"
@@ -89,7 +90,11 @@ def start(history: History, workdir: Path, timeout: float = 60.0) -> Iterator[st
         subprocess.run([str(promtool), "tsdb", "create-blocks-from", "openmetrics", "--max-block-duration=24h",
                         str(source), str(data)], check=True, capture_output=True, timeout=timeout * 4)
     config = workdir / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 1h\n", encoding="utf-8")  # scrapes nothing: history only
+    text = "global:\n  scrape_interval: 1h\n"  # without scrape targets: history only
+    if scrape:
+        text += ("scrape_configs:\n  - job_name: scraped\n    scrape_interval: 1s\n    scrape_timeout: 1s\n"
+                 f"    static_configs:\n      - targets: [{', '.join(repr(t) for t in scrape)}]\n")
+    config.write_text(text, encoding="utf-8")
     port = _free_port()
     log = (workdir / "prometheus.log").open("wb")
     process = subprocess.Popen(

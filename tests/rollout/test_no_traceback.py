@@ -53,7 +53,8 @@ FED_ELSEWHERE = {"diff", "rollback", "deploy-plan", "stacks", "keygen",  # keyge
                  "runbook",  # runbook: tests/rollout/test_team_runbook.py (a stack's name; its file read as plan reads it)
                  "fleet",  # fleet plan/status/advance read Fleet.yaml: tests/fleetspec/test_fleet_file.py, test_fleet_cli.py
                  "doctor",  # doctor github reads the GitHub API: tests/rollout/test_doctor_github.py
-                 "review"}  # review reads every stack file of a project: tests/rollout/test_review.py
+                 "review",  # review reads every stack file of a project: tests/rollout/test_review.py
+                 "guard"}  # runs until stopped: tests/rollout/test_guard_metrics.py (a process; a bad --listen)
 
 
 def test_every_registered_verb_is_fed() -> None:
