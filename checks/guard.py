@@ -131,10 +131,12 @@ class Guard:
                  lease_name: str = COMPONENT, settings: GuardSettings | None = None,
                  prometheus: Prometheus | None = None, clock: Callable[[], float] = time.time,
                  notify: Callable[[str], None] = lambda line: None,
-                 on_look: Callable[[Assessment], None] = lambda a: None) -> None:
+                 on_look: Callable[[Assessment], None] = lambda a: None,
+                 on_pause: Callable[[list[Trigger]], None] = lambda triggers: None) -> None:
         self.kube, self.spec, self.stack = kube, spec, stack
         self.settings = settings or GuardSettings()
         self.prometheus, self.clock, self.notify, self.on_look = prometheus, clock, notify, on_look
+        self.on_pause = on_pause  # after a pause this replica made: who else is told (the model owners' webhook)
         self.operator_owned = spec.driver.owner == DriverOwner.OPERATOR
         self.leadership = Leadership(identity)
         self.election = TrainLease(kube, lease_namespace, lease_name, identity, self.settings.lease_duration, clock)
@@ -318,6 +320,8 @@ class Guard:
         self.counters.pauses += 1
         self.notify(f"paused {self.stack}: {len(report.changed)} node(s) labelled, {len(report.unchanged)} already "
                     f"paused; {reason}")
+        if report.changed:
+            self.on_pause(triggers)
 
     def _evict(self, found: Assessment) -> None:
         assert found.snapshot is not None

@@ -32,6 +32,7 @@ from fleetspec.fleet_file import LEASE_NAME as HALT_RECORD_LEASE, LEASE_NAMESPAC
 from fleetspec.membership import pool_node_selectors
 from fleetspec.model import FleetSpec
 from fleetspec.observability import PrometheusService, prometheus_access
+from fleetspec.notifications import WEBHOOK_NAMESPACE
 from gpu_knowledge import kinds, labels
 from renderers.manifests import RECORD_NAMESPACE
 
@@ -205,6 +206,10 @@ def namespaced_roles(spec: FleetSpec) -> dict[str, list[dict[str, Any]]]:
         [_rule(kinds.LEASE, ["get", "update", "patch"], names=[HALT_RECORD_LEASE]), _rule(kinds.LEASE, ["create"])])
     # The cluster identity records, read by label (checks/identity.py).
     roles.setdefault(RECORD_NAMESPACE, []).append(_rule(kinds.CONFIG_MAP, ["get", "list"]))
+    # The model owners' webhook URL (announcements/), where the stack names one: that one Secret, read only.
+    webhook = spec.notifications.webhook if spec.notifications else None
+    if webhook is not None:
+        roles.setdefault(WEBHOOK_NAMESPACE, []).append(_rule(kinds.SECRET, ["get"], names=[webhook.secret]))
     validation = spec.validation
     access = prometheus_access(validation.prometheus) if validation and validation.prometheus else None
     if isinstance(access, PrometheusService):

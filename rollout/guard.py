@@ -13,13 +13,16 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 
+from announcements.events import EventKind
 from checks import kube as k
 from checks.guard import Guard, GuardSettings
 from checks.guard_metrics import render
+from checks.progress import Trigger
 from checks.prometheus import for_stack
 from fleetspec.model import FleetSpec
 from refusals.errors import FlagError
 from refusals.exits import Exit
+from rollout import fleet_announce
 from rollout.console import say
 from rollout.live import note_identity
 
@@ -73,6 +76,15 @@ def declared_deadline_minutes(spec: FleetSpec) -> float:
     return float(spec.guard.validationDeadlineMinutes)
 
 
+def tell_owners(kube: k.Kube, spec: FleetSpec, stack: str, triggers: list[Trigger]) -> None:
+    """The model owners told that their pools paused, once per event: the first trigger is the occurrence, spelled
+    as `fleet advance` spells the sign it pauses on, so whichever of the two sees it first sends it."""
+    first = triggers[0]
+    cause = f"{first.kind.value}: {first.message}"
+    fleet_announce.tell({stack: spec}, lambda name, stack_spec: kube, f"gpu-rollout-guard/{stack}",
+                        [(stack, EventKind.PAUSED, cause, cause)])
+
+
 def identity() -> str:
     """Who this replica is in the leader election: the pod's name (the downward API's POD_NAME), else the host's."""
     return os.environ.get("POD_NAME") or socket.gethostname()
@@ -83,7 +95,8 @@ def execute(stack: str, spec: FleetSpec, kube: k.Kube, *, listen: str, lease_nam
     host, port = address(listen)
     prometheus = for_stack(spec.validation.prometheus if spec.validation else None, kube, prometheus_url)
     guard = Guard(kube, spec, stack, identity(), lease_namespace=lease_namespace, lease_name=lease_name,
-                  settings=settings, prometheus=prometheus, notify=say)
+                  settings=settings, prometheus=prometheus, notify=say,
+                  on_pause=lambda triggers: tell_owners(kube, spec, stack, triggers))
     server = serve(guard, host, port)
 
     def stop(signum: int, frame: FrameType | None) -> None:
