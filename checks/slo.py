@@ -15,7 +15,8 @@ the whole ``for``. A breach is a trigger (``slo-breach``) naming the model, the 
 rollout as ``upgrade-failed`` does. **No data** for the whole ``for`` (Prometheus holds no series of the model's pods
 there) pauses it too (``slo-no-data``): a rollout is not watched blind. A model whose pods are there but served
 nothing (its series there, no request) is no gap: nothing to judge, nothing missing. A query Prometheus does not
-answer is the reading's error, named on every poll: one poll cannot tell for how long it has not answered.
+answer is the reading's error, named on every poll; once the watch (or the guard) has seen it unanswered for as long
+as the SLO's ``for``, poll after poll (:func:`unanswered_since`), that is a gap too (``slo-no-data``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checks.objects import Obj, name_of, spec_of
-from checks.progress import Trigger, model_key
+from checks.progress import StateTracker, Trigger, model_key
 from checks.prometheus import Prometheus, PrometheusError, finite, split_query
 from checks.serving import ENGINE_PARTS, EngineParts, Parts, engine_of, figures, fill
 from checks.soak_metrics import pod_pattern
@@ -55,6 +56,8 @@ class SloReading:
     baseline: float | None = None  # no models[].slo: the model's own figure a day before
     default: bool = False  # no models[].slo: the objective is relative to the baseline
     no_data: bool = False  # Prometheus holds no series of the pods over the whole span
+    unanswered: bool = False  # Prometheus did not answer this reading (``error`` says how)
+    unanswered_for: float | None = None  # seconds this watch has seen it unanswered, poll after poll
 
     @property
     def breached(self) -> bool:
@@ -90,6 +93,10 @@ class SloReading:
         return f"no models[].slo: its own {self.show(self.baseline)} a day before {how}"
 
     def describe(self) -> str:
+        if self.no_data and self.unanswered_for is not None:
+            return (f"model {self.model} on pool {self.pool}: no {self.what} figure for "
+                    f"{self.unanswered_for / 60:.0f} min, the SLO's {self.span} and more: Prometheus has not answered "
+                    f"({self.error}): no data is no sign of health")
         if self.no_data:
             return (f"model {self.model} on pool {self.pool}: no {self.what} figure for {self.span} (Prometheus holds "
                     "no series of its pods there): no data is no sign of health")
@@ -160,7 +167,8 @@ def _read(prometheus: Prometheus, model: Model, pods: list[str], reading: SloRea
                     for at, value in series.points:
                         _add(by_time.setdefault(round(at, 3), Parts()), part, series.labels, value)
         except PrometheusError as exc:
-            reading.error = str(exc)  # not a gap Prometheus shows: how long it has not answered, one poll cannot tell
+            # Not a gap Prometheus shows: how long it has not answered, the watch's polls tell (unanswered_since).
+            reading.error, reading.unanswered = str(exc), True
             return
     reading.no_data = not by_time
     for at in sorted(by_time):
@@ -194,7 +202,7 @@ def _relative(prometheus: Prometheus, model: Model, all_pods: list[Obj], reading
     try:
         baseline = _baseline(prometheus, ENGINE_PARTS[engine], model, pattern, reading.metric, now)
     except PrometheusError as exc:
-        reading.error = f"its baseline: {exc}"
+        reading.error, reading.unanswered = f"its baseline: {exc}", True
         return
     if baseline is None:
         reading.error = ("no baseline: the model's pods served nothing over the hour a day before; set "
@@ -239,3 +247,13 @@ def slo_of(prometheus: Prometheus | None, spec: FleetSpec, pods: dict[str, list[
     for node, membership in nodes:
         pool_nodes.setdefault(membership.pool.name, set()).add(name_of(node))
     return read_slos(prometheus, spec, pods, pool_nodes, now)
+
+
+def unanswered_since(readings: list[SloReading], tracker: StateTracker, now: float) -> None:
+    """Mark each reading Prometheus has left unanswered since at least its ``for`` as no data: ``tracker`` holds,
+    across polls, when this watch first saw it unanswered (an answer resets it)."""
+    for reading in readings:
+        key = f"slo/{reading.model}@{reading.pool}/{reading.metric}"
+        since = tracker.since(key, "unanswered" if reading.unanswered else "answered", now)
+        if reading.unanswered and now - since >= reading.sustained:
+            reading.no_data, reading.unanswered_for = True, now - since

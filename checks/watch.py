@@ -73,7 +73,7 @@ from checks.pause import ChangeInterrupted, PauseReport, pause
 from checks.progress import StateTracker, Trigger, epoch, label_written_at, list_model_pods, model_rows
 from checks.prometheus import Prometheus
 from checks.results import few
-from checks.slo import SloReading, slo_of
+from checks.slo import SloReading, slo_of, unanswered_since
 from gpu_knowledge import kinds, labels
 from fleetspec.membership import Membership
 from fleetspec.model import DriverOwner, FleetSpec, NodePool
@@ -205,6 +205,7 @@ def snapshot_of(spec: FleetSpec, seen: ClusterObjects, tracker: StateTracker, no
     models, model_triggers = model_rows(spec, seen.deployments, seen.pods)
     triggers += model_triggers
     slo = slo_of(prometheus, spec, seen.pods, nodes, now)
+    unanswered_since(slo, tracker, now)
     triggers += [r.trigger() for r in slo if r.triggered]
     operator = [{"kind": o.get("kind", kind), "name": name_of(o), "state": str(status_of(o).get("state", "?"))}
                 for kind, objs in ((kinds.CLUSTER_POLICY.kind, seen.policies), (kinds.NVIDIA_DRIVER.kind, seen.drivers))

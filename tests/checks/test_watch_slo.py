@@ -258,3 +258,29 @@ def test_the_guard_pauses_on_the_same_breach(fake: ProxyKube, tmp_path: Path) ->
     (trigger,) = found.triggers
     assert trigger.kind == "slo-breach" and trigger.subject == "inference/llm-chat-canary@gpucanary"
     assert guard.counters.pauses == 1 and guard.counters.triggers["slo-breach"] == 1
+
+
+def test_a_prometheus_unanswered_for_as_long_as_the_window_is_a_gap_poll_after_poll() -> None:
+    """One poll cannot tell how long Prometheus has not answered; the watch's tracker can: unanswered from the
+    first poll on for the SLO's whole `for`, the reading is no data (slo-no-data); an answer in between resets it."""
+    from checks.progress import StateTracker
+    from checks.slo import SloReading, unanswered_since
+
+    def reading(unanswered: bool) -> SloReading:
+        return SloReading("inference/llm-chat", "gpua100", "errorRate", 0.01, 600, ["llm-chat-0"],
+                          error="Prometheus at http://127.0.0.1:9/ did not answer" if unanswered else None,
+                          unanswered=unanswered)
+
+    tracker, start_at = StateTracker(), 1_000_000.0
+    for offset, unanswered, gap in ((0, True, False), (300, True, False), (600, True, True)):
+        found = reading(unanswered)
+        unanswered_since([found], tracker, start_at + offset)
+        assert found.no_data is gap and found.triggered is gap
+    assert found.trigger().kind == "slo-no-data"
+    assert "no error rate figure for 10 min, the SLO's 10m and more: Prometheus has not answered" in \
+        found.trigger().message
+    answered = reading(False)
+    unanswered_since([answered], tracker, start_at + 660)
+    again = reading(True)
+    unanswered_since([again], tracker, start_at + 900)
+    assert not again.no_data  # unanswered for 4 min since the answer: not yet a gap
