@@ -141,26 +141,45 @@ def lock_files(workspace: auto.LocalWorkspace, stack: str) -> list[str]:
     return found
 
 
-def stack_outputs(project_dir: Path, stack: str) -> dict[str, Any] | None:
-    """The stack's outputs as `pulumi stack output --json` prints them (the backend and passphrase from the
-    environment, as every `pulumi` command reads them); None when the backend holds no such stack. Secret
-    outputs stay ``[secret]``: none of those the verbs read is one."""
-    command = [CLI, "stack", "output", "--json", "--stack", stack, "--non-interactive"]
+def _cli_document(project_dir: Path, stack: str, args: list[str]) -> Any:
+    """What `pulumi <args> --stack <stack>` prints as JSON (the backend and passphrase from the environment, as
+    every `pulumi` command reads them); None when the backend holds no such stack."""
+    command = [CLI, *args, "--stack", stack, "--non-interactive"]
+    shown = f"`pulumi {' '.join(args)} --stack {stack}`"
     try:
         done = subprocess.run(command, cwd=project_dir, capture_output=True, text=True, check=False,
                               env={**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"})
     except FileNotFoundError:
-        raise BackendError(f"--from-backend: the pulumi CLI is not installed or not on PATH (it reads the "
-                           f"outputs of stack '{stack}')") from None
+        raise BackendError(f"--from-backend: the pulumi CLI is not installed or not on PATH (it reads {shown})") \
+            from None
     if done.returncode != 0:
         line = first_error_line(Exception(done.stderr or done.stdout))
         if NO_SUCH_STACK in line:
             return None
-        raise BackendError(f"--from-backend: `pulumi stack output --json --stack {stack}` failed: {line}")
+        raise BackendError(f"--from-backend: {shown} failed: {line}")
     try:
-        document = json.loads(done.stdout or "{}")
+        return json.loads(done.stdout or "null")
     except json.JSONDecodeError:
-        raise BackendError(f"--from-backend: `pulumi stack output --json --stack {stack}` printed no JSON") from None
+        raise BackendError(f"--from-backend: {shown} printed no JSON") from None
+
+
+def stack_outputs(project_dir: Path, stack: str) -> dict[str, Any] | None:
+    """The stack's outputs as `pulumi stack output --json` prints them; None when the backend holds no such stack.
+    Secret outputs stay ``[secret]``: none of those the verbs read is one."""
+    document = _cli_document(project_dir, stack, ["stack", "output", "--json"])
+    if document is None:
+        return None
     if not isinstance(document, dict):
         raise BackendError(f"--from-backend: the outputs of stack '{stack}' are not a JSON object")
     return document
+
+
+def last_good_update(project_dir: Path, stack: str) -> pulumi_config.Update | None:
+    """The stack's last succeeded update as `pulumi stack history --json` lists it (secrets left out: only its
+    commit is read); None when the backend holds no such stack or no such update."""
+    document = _cli_document(project_dir, stack, ["stack", "history", "--json", "--page-size", str(HISTORY_PAGE)])
+    if document is None:
+        return None
+    if not isinstance(document, list):
+        raise BackendError(f"--from-backend: the history of stack '{stack}' is not a JSON list")
+    return next((u for u in pulumi_config.parse_history(document) if u.good), None)

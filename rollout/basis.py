@@ -72,11 +72,44 @@ def committed_base(project_dir: Path, path: Path) -> Committed:
         repo = Repository(project_dir)
         base = repo.default_base()
         label = f"{repo.prefix}{path.name} at the merge base with {repo.default_branch()} ({base[:12]})"
-        data = repo.file_at(base, path.name)
     except RevisionError as error:
         return Committed(None, f"none: {error}")
     except OSError as error:  # no git on this machine: plan needs none
         return Committed(None, f"none: git cannot be run ({error.strerror or error})")
+    return _stack_file_at(repo, base, path, label)
+
+
+def backend_base(project_dir: Path, path: Path, stack: str) -> Committed:
+    """The stack file ``path`` as the stack's last succeeded update ran it: at the commit `pulumi stack history`
+    records for that update (``git.head``). None config (with the reason) where the backend holds no such update,
+    recorded no commit, or ran from a checkout with changes beyond it (the commit alone does not say what ran)."""
+    update = backend.last_good_update(project_dir, stack)
+    if update is None:
+        return Committed(None, f"none: the backend holds no succeeded update of stack '{stack}'")
+    commit = update.commit
+    if commit is None:
+        return Committed(None, f"none: update {update.version} of stack '{stack}' recorded no commit (git.head)")
+    if update.dirty:
+        return Committed(None, f"none: update {update.version} of stack '{stack}' ran from a checkout with changes "
+                               f"beyond {commit[:12]} (git.dirty)")
+    if path.resolve().parent != project_dir.resolve():
+        return Committed(None, f"none: {path} is outside the project folder's git history")
+    try:
+        repo = Repository(project_dir)
+        label = (f"{repo.prefix}{path.name} at {commit[:12]}, the commit of update {update.version} of stack "
+                 f"'{stack}' (pulumi stack history)")
+    except RevisionError as error:
+        return Committed(None, f"none: {error}")
+    except OSError as error:
+        return Committed(None, f"none: git cannot be run ({error.strerror or error})")
+    return _stack_file_at(repo, commit, path, label)
+
+
+def _stack_file_at(repo: Repository, revision: str, path: Path, label: str) -> Committed:
+    try:
+        data = repo.file_at(revision, path.name)
+    except (RevisionError, OSError) as error:
+        return Committed(None, f"none: {error}")
     if data is None:
         return Committed(None, f"none: {label} does not exist")
     with tempfile.TemporaryDirectory(prefix="gpu-rollout-base-") as folder:
@@ -101,5 +134,5 @@ def given_outputs(path: Path, role: str, flag: str) -> Source:
     return Source(role, f"{flag} {path}", False, ())
 
 
-__all__ = ["either", "CANARY_FLAGS", "LAST_DEPLOYMENT_FLAGS", "Committed", "Source", "backend_outputs", "committed_base",
-           "given_outputs"]
+__all__ = ["either", "CANARY_FLAGS", "LAST_DEPLOYMENT_FLAGS", "Committed", "Source", "backend_base", "backend_outputs",
+           "committed_base", "given_outputs"]

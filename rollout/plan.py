@@ -266,6 +266,16 @@ def judge(
                 f"none: no {stack_file(Path(), name)} beside the stack file or in the project folder, so it shows no driver"
             canary = basis.Source(role, text, True, basis.CANARY_FLAGS)
 
+    if from_backend and previous_outputs is not None and program.is_file():
+        # The markers' base: the stack file as its last succeeded update ran it (the commit the history records),
+        # rendered on the canary this stack is judged on; the outputs stay the backend's own.
+        ran = basis.backend_base(project_dir, path, stack)
+        if ran.config is not None:
+            _, last_resources = rendered(
+                ran.config, stack, program, None, canary_stack_outputs(config, path, program, canary_outputs, project_dir))
+        last = replace(last, text=f"{last.text}; changes marked against {ran.text}" if ran.config is not None
+                       else f"{last.text}; changes not marked ({ran.text})")
+
     def render(canary_given: dict[str, Any] | None) -> ProgramRun:
         rendered = run(stack, path, project_dir, None if same_as_file else previous_outputs, canary_given)
         return redeployed(rendered) if same_as_file else rendered
@@ -346,8 +356,8 @@ def short_type(type_token: str) -> str:
 def change_summary(changes: list[Change] | None) -> str:
     """The line near the top: how many resources of each marker, against the last deployment's rendering."""
     if changes is None:
-        return ("changes: not marked (the last deployment is known by its outputs only; without --previous-outputs "
-                "and --from-backend plan renders it and marks each resource)")
+        return ("changes: not marked (the last deployment is known by its outputs only: with --previous-outputs, "
+                "or --from-backend where its update recorded no clean commit, nothing is rendered to compare with)")
     tally = counts(changes)
     return "changes against the last deployment: " + (", ".join(f"{n} {marker}" for marker, n in tally.items())
                                                       or "no resources")

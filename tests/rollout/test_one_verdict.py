@@ -121,23 +121,31 @@ import json, os, sys
 args = sys.argv[1:]
 stack = args[args.index("--stack") + 1]
 path = os.path.join({folder!r}, stack + ".json")
-if args[:3] != ["stack", "output", "--json"]:
+if args[:3] not in (["stack", "output", "--json"], ["stack", "history", "--json"]):
     sys.exit(2)
 if not os.path.exists(path):
     sys.stderr.write("error: no stack named '" + stack + "' found\\n")
     sys.exit(255)
-sys.stdout.write(open(path).read())
+if args[1] == "history":
+    history = os.path.join({folder!r}, stack + ".history.json")
+    sys.stdout.write(open(history).read() if os.path.exists(history) else "[]")
+else:
+    sys.stdout.write(open(path).read())
 """
 
 
-def fake_pulumi(tmp_path: Path, outputs: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """A `pulumi` on PATH that answers `pulumi stack output --json --stack S` from ``outputs``, as the real CLI
-    does (a stack the backend lacks: its error line)."""
+def fake_pulumi(tmp_path: Path, outputs: dict[str, dict[str, Any]],
+                histories: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, str]:
+    """A `pulumi` on PATH that answers `pulumi stack output --json --stack S` from ``outputs`` and `pulumi stack
+    history --json --stack S` from ``histories`` (none: no update), as the real CLI does (a stack the backend
+    lacks: its error line)."""
     folder, bin_dir = tmp_path / "backend", tmp_path / "bin"
     folder.mkdir()
     bin_dir.mkdir()
     for stack, values in outputs.items():
         (folder / f"{stack}.json").write_text(json.dumps(values))
+    for stack, updates in (histories or {}).items():
+        (folder / f"{stack}.history.json").write_text(json.dumps(updates))
     cli = bin_dir / "pulumi"
     cli.write_text(FAKE_PULUMI.format(python=sys.executable, folder=str(folder)))
     cli.chmod(cli.stat().st_mode | stat.S_IXUSR)
@@ -152,11 +160,50 @@ def test_from_backend_reads_both_from_the_stacks(repo: GitRepo, tmp_path: Path) 
     assert code in (0, 1), err
     last, canary = found["basis"]["sources"]
     assert (last["assumed"], canary["assumed"]) == (False, False)
-    assert last["source"] == "stack 'prod' in the backend (pulumi stack output --json)"
+    assert last["source"] == ("stack 'prod' in the backend (pulumi stack output --json); changes not marked (none: "
+                              "the backend holds no succeeded update of stack 'prod')")
     assert canary["source"] == "none: the backend holds no stack 'canary' (not deployed)"
     assert not any("assumption" in v for v in found["violations"])
     shows_none = [v for v in found["violations"] if v["policy"] == GATE and "shows no driver" in v["message"]]
     assert shows_none and all(v["enforcement"] == "advisory" for v in shows_none)  # prod already runs it
+
+
+def _update(commit: str, dirty: bool = False, result: str = "succeeded") -> dict[str, Any]:
+    """One update as `pulumi stack history --json` lists it, with the checkout's commit the CLI records."""
+    return {"version": 0, "kind": "update", "result": result, "startTime": "2026-12-01T10:00:00Z",
+            "endTime": "2026-12-01T10:05:00Z", "message": "deploy", "config": {},
+            "environment": {"git.head": commit, "git.dirty": "true" if dirty else "false"}}
+
+
+def test_from_backend_marks_changes_against_the_stack_file_its_last_update_ran(repo: GitRepo, tmp_path: Path) -> None:
+    deployed = repo.git("rev-parse", "HEAD")
+    _, before, _ = plan(repo)
+    bump_prod(repo)
+    repo.commit("prod on 595")
+    env = fake_pulumi(tmp_path, {"prod": before["outputs"]},
+                      {"prod": [_update("f" * 40, result="failed"), _update(deployed)]})
+    code, found, err = plan(repo, "--from-backend", env=env)
+    assert code in (0, 1), err
+    last = found["basis"]["sources"][0]
+    assert last["source"] == (f"stack 'prod' in the backend (pulumi stack output --json); changes marked against "
+                              f"Pulumi.prod.yaml at {deployed[:12]}, the commit of update 1 of stack 'prod' (pulumi "
+                              "stack history)")
+    changed = {(c["type"], c["name"]) for c in found["changes"] if c["marker"] == "update"}
+    assert ("kubernetes:nvidia.com/v1alpha1:NVIDIADriver", "gpu-gput4") in changed  # the driver it moves
+    # The failed update after it ran nothing: the markers rest on the last succeeded one.
+
+
+def test_from_backend_does_not_mark_changes_an_update_from_a_dirty_checkout_ran(repo: GitRepo, tmp_path: Path) -> None:
+    deployed = repo.git("rev-parse", "HEAD")
+    _, before, _ = plan(repo)
+    bump_prod(repo)
+    env = fake_pulumi(tmp_path, {"prod": before["outputs"]}, {"prod": [_update(deployed, dirty=True)]})
+    code, found, err = plan(repo, "--from-backend", env=env)
+    assert code in (0, 1), err
+    assert found["changes"] is None
+    assert found["basis"]["sources"][0]["source"].endswith(
+        f"changes not marked (none: update 1 of stack 'prod' ran from a checkout with changes beyond "
+        f"{deployed[:12]} (git.dirty))")
 
 
 def test_from_backend_without_the_pulumi_cli_exits_1_saying_so(repo: GitRepo, tmp_path: Path) -> None:
