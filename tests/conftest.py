@@ -166,7 +166,7 @@ def eks_operator_owned() -> dict[str, str]:
     config = edited("eks-prod", "driver", lambda d: d.update(owner="operator", previousVersion="570.195.03"))
     # The operator owns the driver now: the stack declares the DCGM Exporter it runs (dcgm-exporter-supports-driver).
     config = change(config, "gpuOperator",
-                    lambda op: op.update(useNvidiaDriverCrd=True, dcgmExporterVersion="4.4.1-4.6.0-ubuntu22.04"))
+                    lambda op: op.update(useNvidiaDriverCrd=True, dcgmExporterVersion="4.5.2-4.8.1-ubuntu22.04"))
 
     def custom_ubuntu(pools: list[dict]) -> None:
         for index, pool in enumerate(pools):

@@ -41,6 +41,8 @@ ALLOWED = [
     ("update", "leases", "coordination.k8s.io", "kube-system", "", "gpu-driver-upgrade-fleet"),
     ("create", "leases", "coordination.k8s.io", "kube-system", "", ""),
     ("list", "configmaps", "", "kube-system", "", ""), ("get", "namespaces", "", "", "", "kube-system"),
+    # existing-prod reads Prometheus through the API server (validation.prometheus): that one Service's proxy.
+    ("create", "services", "", "monitoring", "proxy", "prometheus-k8s:9090"),
 ]
 DENIED = [
     ("update", "nodes", "", "", "", ""), ("delete", "nodes", "", "", "", ""),
@@ -57,7 +59,8 @@ DENIED = [
     ("update", "leases", "coordination.k8s.io", NAMESPACE, "", "another-lease"),
     ("create", "configmaps", "", "kube-system", "", ""), ("update", "configmaps", "", "kube-system", "", ""),
     ("get", "namespaces", "", "", "", "default"), ("list", "namespaces", "", "", "", ""),
-    ("create", "services", "", "monitoring", "proxy", "prometheus-k8s:9090"),  # no Prometheus Service declared
+    ("create", "services", "", "monitoring", "proxy", "alertmanager:9093"),  # another Service of its namespace
+    ("create", "services", "", "inference", "proxy", "prometheus-k8s:9090"),  # the same name elsewhere
     ("create", "serviceaccounts", "", NAMESPACE, "token", ""), ("impersonate", "users", "", "", "", ""),
     ("bind", "clusterroles", "rbac.authorization.k8s.io", "", "", ""),
     ("escalate", "clusterroles", "rbac.authorization.k8s.io", "", "", ""),
@@ -82,7 +85,8 @@ def test_the_guard_may_do_what_its_process_needs_and_nothing_beyond(prod_up, clu
     assert refused == []
     granted = [d for d in DENIED if _review(cluster, *d)]
     assert granted == []
-    # Its only bindings are the program's: the ClusterRole's and a Role's in its namespace and in kube-system.
+    # Its only bindings are the program's: the ClusterRole's and a Role's in its namespace, in kube-system and
+    # in Prometheus's.
     bindings = [
         (kind, b["metadata"].get("namespace", ""), b["roleRef"]["name"])
         for kind, path in (("ClusterRoleBinding", "clusterrolebindings"), ("RoleBinding", "rolebindings"))
@@ -92,7 +96,7 @@ def test_the_guard_may_do_what_its_process_needs_and_nothing_beyond(prod_up, clu
     ]
     role = "gpu-driver-upgrade-guard-prod"
     assert sorted(bindings) == [("ClusterRoleBinding", "", role), ("RoleBinding", NAMESPACE, role),
-                                ("RoleBinding", "kube-system", role)]
+                                ("RoleBinding", "kube-system", role), ("RoleBinding", "monitoring", role)]
 
 
 def test_its_deployment_runs_on_the_cpu_nodes_only(prod_up, cluster: Rest) -> None:

@@ -356,7 +356,7 @@ CHART_CLUSTER_POLICY: dict[str, Any] = {
                          "version": "v0.18.1", "imagePullPolicy": "IfNotPresent"},
         "dcgm": {"enabled": False},
         "dcgmExporter": {"enabled": True, "repository": "nvcr.io/nvidia/k8s", "image": "dcgm-exporter",
-                         "version": "4.4.1-4.6.0-ubuntu22.04", "imagePullPolicy": "IfNotPresent",
+                         "version": "4.5.2-4.8.1-ubuntu22.04", "imagePullPolicy": "IfNotPresent",
                          "serviceMonitor": {"enabled": False, "interval": "15s", "honorLabels": False}},
         "gfd": {"enabled": True, "repository": "nvcr.io/nvidia", "image": "k8s-device-plugin", "version": "v0.18.1",
                 "imagePullPolicy": "IfNotPresent",

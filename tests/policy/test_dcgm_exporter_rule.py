@@ -51,9 +51,9 @@ def test_the_declared_exporter_is_pinned_where_the_stack_owns_the_cluster_policy
     """Patch mode writes it into ClusterPolicy spec.dcgmExporter.version, helm mode into the chart's value (a
     Release carries no annotations, so the pack reads the value there)."""
     spec = spec_from_config(stack_config("prod"))
-    assert manifests.cluster_policy_spec(spec)["dcgmExporter"] == {"version": "4.4.1-4.6.0-ubuntu22.04"}
+    assert manifests.cluster_policy_spec(spec)["dcgmExporter"] == {"version": "4.5.2-4.8.1-ubuntu22.04"}
     helm = spec.model_copy(update={"gpuOperator": spec.gpuOperator.model_copy(update={"clusterPolicy": "helm"})})
-    assert manifests.helm_values(helm)["dcgmExporter"] == {"version": "4.4.1-4.6.0-ubuntu22.04"}
+    assert manifests.helm_values(helm)["dcgmExporter"] == {"version": "4.5.2-4.8.1-ubuntu22.04"}
 
 
 def test_a_helm_release_is_judged_by_its_chart_value() -> None:

@@ -58,9 +58,7 @@ def test_a_stack_the_pack_would_refuse_fails_the_plan_and_the_comment_names_it(r
     assert "**Refused:** `existing-prod`, `prod`" in result.stdout
     assert "| 580.173.02 → 595.91.07 |" in result.stdout
     assert "#### Wave 2: `prod-lab` (1 at once)" in result.stdout
-    # Each refusal is named: the prod gate, and the DCGM Exporter the stacks declare, older than R595 needs.
-    assert "canary-attested: driver 595.91.07" in result.stdout
-    assert "refused: dcgm-exporter-supports-driver: " in result.stdout
+    assert "refused: canary-attested: driver 595.91.07" in result.stdout
 
 
 @pytest.mark.parametrize("verb", ["plan", "status", "advance", "resume"])
