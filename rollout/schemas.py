@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 import checks.results
 from checks.results import Status
+from engine_contracts.resource_facts import outputs_json_schema
 from vocabulary.verdicts import ChangeMarker, Verdict as PlanVerdict
 from vocabulary.errors import ErrorKind
 
@@ -166,7 +167,8 @@ class PlannedChange(_Shape):
 class PlanDocument(Document):
     stack: str
     resources: list[PlannedResource]
-    outputs: dict[str, Any] = Field(description="The stack outputs as `pulumi up` would export them.")
+    outputs: Annotated[dict[str, Any], WithJsonSchema(outputs_json_schema())] = Field(
+        description="The stack outputs as `pulumi up` would export them (engine_contracts.resource_facts.outputs).")
     basis: Basis | None = None
     violations: list[Violation]
     verdict: PlanVerdict = Field(

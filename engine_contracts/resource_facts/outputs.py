@@ -220,6 +220,43 @@ class StackOutputs:
         }
 
 
+def outputs_json_schema() -> dict[str, Any]:
+    """The JSON Schema of the outputs object the program exports (``StackOutputs.as_outputs``), for the verbs that
+    print it (`plan --json`): every output and every key of its values named, none other admitted. No key is
+    required: the engine sends no key whose value is null, and a stack deployed by an older release lacks the
+    newer ones."""
+
+    def maybe(kind: str) -> dict[str, Any]:
+        return {"type": [kind, "null"]}
+
+    def closed(properties: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "object", "properties": properties, "additionalProperties": False}
+
+    def mapping(values: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "object", "additionalProperties": values}
+
+    text, names = {"type": "string"}, {"type": "array", "items": {"type": "string"}}
+    generation = closed({GENERATION_ID: maybe("integer"), DRIVER_VERSION: maybe("string"), IMAGE: maybe("string"),
+                         RETIRED: {"type": "boolean"}})
+    pool = closed({ROLE: maybe("string"), WAVE: maybe("integer"), HELD: maybe("boolean"),
+                   DRIVER_VERSION: maybe("string"), IMAGE: maybe("string"),
+                   GENERATIONS: {"type": "array", "items": generation}})
+    timeline = closed({WAVES_RELEASED: mapping(text), GENERATIONS_DEPLOYED: mapping(mapping(text)),
+                       DRIVERS_RUN: mapping(names), HELD_ON_DECLARED: mapping(text)})
+    identity = {**closed({IDENTITY_STACK: maybe("string"), IDENTITY_STAGE: maybe("string"),
+                          IDENTITY_CLUSTER: maybe("string"), IDENTITY_CLOUD_ID: maybe("string"),
+                          IDENTITY_KUBE_SYSTEM_UID: text, IDENTITY_CLUSTER_READ: {"type": "boolean"}}),
+                "type": ["object", "null"]}
+    properties = {
+        STAGE: maybe("string"), CLUSTER: maybe("string"), DRIVER_VERSION: maybe("string"), POOLS: mapping(pool),
+        RELEASED_POOLS: names, HELD_POOLS: names, CLOUD_POOLS: mapping(text), OPERATOR_VERSION: maybe("string"),
+        PER_POOL_DRIVERS: maybe("boolean"), PREVIOUS_DRIVER_VERSION: maybe("string"), TIMELINE: timeline,
+        IDENTITY: identity,
+    }
+    assert set(properties) == set(OUTPUT_NAMES)
+    return closed(properties)
+
+
 # ---------------------------------------------------------------- reading
 
 

@@ -258,3 +258,21 @@ def test_a_replace_only_field_is_marked_replace_and_a_first_deployment_creates(t
     document = json.loads(runner.invoke(app, ["plan", "--stack-file", str(first), "--project-dir", str(repo.root),
                                               "--json"], env=GIT_ENV).stdout)
     assert {c["marker"] for c in document["changes"]} == {"create"}
+
+
+@pytest.mark.parametrize("stack", ["canary", "prod", "eks-prod", "existing-prod"])
+def test_plan_outputs_are_typed_and_an_undeclared_one_breaks_the_schema(stack: str) -> None:
+    """Issue 32, point 6: plan's outputs are the program's exports as engine_contracts types them, every key named;
+    a key nobody declared (or a pool summary key) breaks docs/schemas/plan.schema.json."""
+    from tests.rollout.json_contract import conforms
+
+    _, out, _ = plan("--stack", stack, "--json")
+    document = document_of("plan", out)
+    outputs = document["outputs"]
+    assert outputs["pools"] and outputs["identity"]["stack"].endswith(stack)
+    with pytest.raises(AssertionError, match="breaks docs/schemas/plan.schema.json"):
+        conforms("plan", {**document, "outputs": {**outputs, "driverVersoin": "580.173.02"}})
+    pool = next(iter(outputs["pools"]))
+    broken = {**outputs, "pools": {**outputs["pools"], pool: {**outputs["pools"][pool], "heldd": True}}}
+    with pytest.raises(AssertionError, match="breaks docs/schemas/plan.schema.json"):
+        conforms("plan", {**document, "outputs": broken})
