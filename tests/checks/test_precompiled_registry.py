@@ -134,3 +134,19 @@ def test_a_docker_config_login_reads_by_host() -> None:
     (host, login), = logins_of(secret, "pull secret ns/hub").items()
     assert host == DOCKER_HUB and (login.username, login.password) == ("u", "p")
     assert Presence.MISSING.value == "missing"
+
+
+def test_the_train_s_preflight_asks_the_registry_and_a_missing_image_holds_the_stack(
+        prod: FakeKube, kube: k.Kube, prod_spec: FleetSpec, tmp_path: Path) -> None:
+    """The train gates its ups on what preflight fails (checks.fleet.preflight_failures): given the registry, a
+    kernel with no precompiled driver of the target branch is one of them; without it, nothing is known and
+    nothing is claimed (a warning, which gates nothing)."""
+    from checks.fleet import preflight_failures
+
+    _precompiled(prod)
+    spec = _mirror(prod_spec, "registry.invalid")
+    assert not [r for r in preflight_failures(kube, spec, None) if r.id == "kernel-precompiled"]
+    with serve(tmp_path, {("nvidia/driver", f"570-{KERNEL}-ubuntu22.04")}) as registry:
+        failed = preflight_failures(kube, _mirror(prod_spec, registry.host), None,
+                                    registry=Registry(ca_file=registry.ca_file))
+    assert [(r.id, r.subject) for r in failed if r.id == "kernel-precompiled"] == [("kernel-precompiled", "gput4")]
