@@ -34,6 +34,7 @@ from fleetspec.model import FleetSpec
 from fleetspec.observability import PrometheusService, prometheus_access
 from fleetspec.notifications import WEBHOOK_NAMESPACE
 from gpu_knowledge import kinds, labels
+from renderers.node_admission import node_patch_policy, unchanged_except
 from renderers.manifests import RECORD_NAMESPACE
 
 NAME = rf.GUARD_NAME  # Deployment, ServiceAccount, Service, PodDisruptionBudget and the leader's Lease
@@ -227,45 +228,25 @@ def admission_policy_spec(spec: FleetSpec) -> dict[str, Any]:
     allowed_annotations = "[" + ", ".join(f"'{key}'" for key in PAUSE_ANNOTATIONS) + "]"
     prefix = labels.GUARD_ANNOTATION_PREFIX
 
-    def unchanged_except(new: str, old: str, allowed_key: str) -> str:
-        return (f"{new}.all(k, {allowed_key} || (k in {old} && {old}[k] == {new}[k])) && "
-                f"{old}.all(k, {allowed_key} || k in {new})")
-
     def same(path: str) -> str:
         return (f"has(object.{path}) == has(oldObject.{path}) && "
                 f"(!has(object.{path}) || object.{path} == oldObject.{path})")
 
-    return {
-        "failurePolicy": "Fail",
-        "matchConstraints": {"resourceRules": [{
-            "apiGroups": [kinds.NODE.group], "apiVersions": ["*"], "operations": ["UPDATE"],
-            "resources": [kinds.NODE.plural, f"{kinds.NODE.plural}/status"]}]},
-        "matchConditions": [{"name": "gpu-rollout-guard",
-                             "expression": f"request.userInfo.username == '{service_account_user(spec)}'"}],
-        "variables": [
-            {"name": "newLabels", "expression": "has(object.metadata.labels) ? object.metadata.labels : {}"},
-            {"name": "oldLabels", "expression": "has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
-            {"name": "newAnnotations",
-             "expression": "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
-            {"name": "oldAnnotations",
-             "expression": "has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}"},
-        ],
-        "validations": [
-            {"expression": "!has(request.subResource) || request.subResource == ''",
-             "message": "the guard may not change a node's status", "reason": "Forbidden"},
-            {"expression": unchanged_except("variables.newLabels", "variables.oldLabels", f"k == '{pause_label}'"),
-             "message": f"the guard may change only the pause label ({pause_label}) of a node",
-             "reason": "Forbidden"},
-            {"expression": unchanged_except("variables.newAnnotations", "variables.oldAnnotations",
-                                            f"k in {allowed_annotations} || k.startsWith('{prefix}')"),
-             "message": f"the guard may change only the pause annotations ({', '.join(PAUSE_ANNOTATIONS)}) and its "
-                        f"own ({prefix}*) of a node",
-             "reason": "Forbidden"},
-            {"expression": " && ".join([same("spec"), same("metadata.ownerReferences"), same("metadata.finalizers")]),
-             "message": "the guard may not change a node's spec (taints, unschedulable, ...), owners or finalizers",
-             "reason": "Forbidden"},
-        ],
-    }
+    return node_patch_policy("gpu-rollout-guard", service_account_user(spec), [
+        {"expression": "!has(request.subResource) || request.subResource == ''",
+         "message": "the guard may not change a node's status", "reason": "Forbidden"},
+        {"expression": unchanged_except("variables.newLabels", "variables.oldLabels", f"k == '{pause_label}'"),
+         "message": f"the guard may change only the pause label ({pause_label}) of a node",
+         "reason": "Forbidden"},
+        {"expression": unchanged_except("variables.newAnnotations", "variables.oldAnnotations",
+                                        f"k in {allowed_annotations} || k.startsWith('{prefix}')"),
+         "message": f"the guard may change only the pause annotations ({', '.join(PAUSE_ANNOTATIONS)}) and its "
+                    f"own ({prefix}*) of a node",
+         "reason": "Forbidden"},
+        {"expression": " && ".join([same("spec"), same("metadata.ownerReferences"), same("metadata.finalizers")]),
+         "message": "the guard may not change a node's spec (taints, unschedulable, ...), owners or finalizers",
+         "reason": "Forbidden"},
+    ])
 
 
 # ---------------------------------------------------------------- watching the watcher

@@ -40,6 +40,7 @@ from engine_contracts import resource_facts as rf
 from fleetspec.membership import pool_node_selectors
 from fleetspec.model import DriverOwner, FleetSpec, NodePool, Validation, kubernetes_name
 from gpu_knowledge.capacity import percent_of
+from renderers.node_admission import node_patch_policy, unchanged_except
 from workload import result
 
 WORKLOAD_DIR = Path(result.__file__).resolve().parent
@@ -319,10 +320,6 @@ def admission_policy_spec(spec: FleetSpec) -> dict[str, Any]:
     failed = (f"('{result.LABEL_OUTCOME}' in variables.newLabels && "
               f"variables.newLabels['{result.LABEL_OUTCOME}'] == '{result.FAILED}')")
 
-    def unchanged_except(new: str, old: str, allowed_key: str) -> str:
-        return (f"{new}.all(k, {allowed_key} || (k in {old} && {old}[k] == {new}[k])) && "
-                f"{old}.all(k, {allowed_key} || k in {new})")
-
     def same_field(name: str) -> str:
         new, old = f"object.spec.{name}", f"oldObject.spec.{name}"
         return (f"(has({new}) ? (has(oldObject.spec) && has({old}) && {new} == {old}) "
@@ -333,73 +330,56 @@ def admission_policy_spec(spec: FleetSpec) -> dict[str, Any]:
         *(same_field(name) for name in NODE_SPEC_FIELDS),
         f"'{hold}' in variables.newAnnotations", failed,
     ])
-    return {
-        "failurePolicy": "Fail",
-        "matchConstraints": {
-            "resourceRules": [{"apiGroups": [kinds.NODE.group], "apiVersions": ["*"], "operations": ["UPDATE"],
-                               "resources": [kinds.NODE.plural, f"{kinds.NODE.plural}/status"]}],
+    return node_patch_policy("validation-job", service_account_user(spec), [
+        {
+            # An absent subresource is no key at all in CEL (the real API server says "no such key").
+            "expression": (f"(!has(request.subResource) || request.subResource == '') && "
+                           f"has(request.userInfo.extra) && "
+                           f"'{NODE_NAME_CLAIM}' in request.userInfo.extra && "
+                           f"request.userInfo.extra['{NODE_NAME_CLAIM}'].exists(n, n == object.metadata.name)"),
+            "message": "the validation job may change only the node its pod runs on",
+            "reason": "Forbidden",
         },
-        "matchConditions": [{"name": "validation-job",
-                             "expression": f"request.userInfo.username == '{service_account_user(spec)}'"}],
-        "variables": [
-            {"name": "newLabels", "expression": "has(object.metadata.labels) ? object.metadata.labels : {}"},
-            {"name": "oldLabels", "expression": "has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
-            {"name": "newAnnotations",
-             "expression": "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
-            {"name": "oldAnnotations",
-             "expression": "has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}"},
-        ],
-        "validations": [
-            {
-                # An absent subresource is no key at all in CEL (the real API server says "no such key").
-                "expression": (f"(!has(request.subResource) || request.subResource == '') && "
-                               f"has(request.userInfo.extra) && "
-                               f"'{NODE_NAME_CLAIM}' in request.userInfo.extra && "
-                               f"request.userInfo.extra['{NODE_NAME_CLAIM}'].exists(n, n == object.metadata.name)"),
-                "message": "the validation job may change only the node its pod runs on",
-                "reason": "Forbidden",
-            },
-            {
-                "expression": unchanged_except("variables.newLabels", "variables.oldLabels", f"k in {allowed}"),
-                "message": f"the validation job may change only its own node labels ({', '.join(result.NODE_LABELS)})",
-                "reason": "Forbidden",
-            },
-            {
-                "expression": unchanged_except("variables.newAnnotations", "variables.oldAnnotations",
-                                               f"k.startsWith('{prefix}') || k == '{hold}'"),
-                "message": f"the validation job may change only its result annotations ({prefix}<driver>) and "
-                           f"its hold record ({hold})",
-                "reason": "Forbidden",
-            },
-            {
-                # A person releases a held node (gpu-rollout release-node); the job only ever adds a hold.
-                "expression": (f"(!('{hold}' in variables.oldAnnotations) || '{hold}' in variables.newAnnotations) "
-                               f"&& (!('{hold}' in variables.newAnnotations) || "
-                               f"('{hold}' in variables.oldAnnotations && "
-                               f"variables.oldAnnotations['{hold}'] == variables.newAnnotations['{hold}']) || {failed})"),
-                "message": f"the validation job may record a hold ({hold}) only with a failed result, and never "
-                           "remove one",
-                "reason": "Forbidden",
-            },
-            {
-                "expression": ("(has(object.spec) == has(oldObject.spec) && "
-                               f"(!has(object.spec) || object.spec == oldObject.spec)) || (has(object.spec) && {cordon})"),
-                "message": ("the validation job may not change a node's spec (taints, unschedulable, ...) except to "
-                            "cordon its own node, with a failed result and its hold record"),
-                "reason": "Forbidden",
-            },
-            {
-                "expression": ("has(object.metadata.ownerReferences) == has(oldObject.metadata.ownerReferences) && "
-                               "(!has(object.metadata.ownerReferences) || "
-                               "object.metadata.ownerReferences == oldObject.metadata.ownerReferences) && "
-                               "has(object.metadata.finalizers) == has(oldObject.metadata.finalizers) && "
-                               "(!has(object.metadata.finalizers) || "
-                               "object.metadata.finalizers == oldObject.metadata.finalizers)"),
-                "message": "the validation job may not change a node's owners or finalizers",
-                "reason": "Forbidden",
-            },
-        ],
-    }
+        {
+            "expression": unchanged_except("variables.newLabels", "variables.oldLabels", f"k in {allowed}"),
+            "message": f"the validation job may change only its own node labels ({', '.join(result.NODE_LABELS)})",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": unchanged_except("variables.newAnnotations", "variables.oldAnnotations",
+                                           f"k.startsWith('{prefix}') || k == '{hold}'"),
+            "message": f"the validation job may change only its result annotations ({prefix}<driver>) and "
+                       f"its hold record ({hold})",
+            "reason": "Forbidden",
+        },
+        {
+            # A person releases a held node (gpu-rollout release-node); the job only ever adds a hold.
+            "expression": (f"(!('{hold}' in variables.oldAnnotations) || '{hold}' in variables.newAnnotations) "
+                           f"&& (!('{hold}' in variables.newAnnotations) || "
+                           f"('{hold}' in variables.oldAnnotations && "
+                           f"variables.oldAnnotations['{hold}'] == variables.newAnnotations['{hold}']) || {failed})"),
+            "message": f"the validation job may record a hold ({hold}) only with a failed result, and never "
+                       "remove one",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": ("(has(object.spec) == has(oldObject.spec) && "
+                           f"(!has(object.spec) || object.spec == oldObject.spec)) || (has(object.spec) && {cordon})"),
+            "message": ("the validation job may not change a node's spec (taints, unschedulable, ...) except to "
+                        "cordon its own node, with a failed result and its hold record"),
+            "reason": "Forbidden",
+        },
+        {
+            "expression": ("has(object.metadata.ownerReferences) == has(oldObject.metadata.ownerReferences) && "
+                           "(!has(object.metadata.ownerReferences) || "
+                           "object.metadata.ownerReferences == oldObject.metadata.ownerReferences) && "
+                           "has(object.metadata.finalizers) == has(oldObject.metadata.finalizers) && "
+                           "(!has(object.metadata.finalizers) || "
+                           "object.metadata.finalizers == oldObject.metadata.finalizers)"),
+            "message": "the validation job may not change a node's owners or finalizers",
+            "reason": "Forbidden",
+        },
+    ])
 
 
 # ---------------------------------------------------------------- the component
