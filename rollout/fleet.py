@@ -35,8 +35,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from checks import fleet as live
-from checks import quota
-from checks.registry import Registry
 from checks.attested import read_attested
 from checks import kube as k
 from checks.errors import ClusterError
@@ -909,8 +907,9 @@ def _preflight_holds(project: FleetProject, clusters: Clusters, stack: str) -> s
     evidence is no pass), or None: the live checks gate the train, not only a person who remembers to run them."""
     spec = project.specs[stack]
     try:
+        registry, management, quotas = preflight_verb.askers(spec)
         failed = live.preflight_failures(clusters.connect(stack, spec), spec, read_attested(project.project_dir, spec),
-                                         quota.reader_for(spec), Registry(), preflight_verb.azure_management(spec))
+                                         quotas, registry, management)
     except ClusterError as error:  # another cluster than the stack's, an unusable kubeconfig, an API error
         return f"preflight could not judge its cluster: {error}"
     if failed:

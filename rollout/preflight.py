@@ -40,13 +40,18 @@ def azure_management(spec: FleetSpec) -> AzureManagement | None:
     return AzureManagement() if spec.cluster.cloud == Cloud.AKS else None
 
 
+def askers(spec: FleetSpec) -> tuple[Registry, AzureManagement | None, quota.CloudQuotas | None]:
+    """What preflight asks besides the cluster, for the verb and the train alike: the driver image's registry
+    (kernel-precompiled asks it for the precompiled images the change needs), on AKS Resource Manager
+    (node-os-channel reads the managed cluster's node OS upgrade channel), and the cloud's quota, read with the
+    stack's cloud identity (surge-quota; not read: a warning)."""
+    return Registry(), azure_management(spec), quota.reader_for(spec)
+
+
 def execute(stack: str, spec: FleetSpec, kube: k.Kube, as_json: bool, project_dir: Path) -> Exit:
-    # The canary's attestations of the drivers prod moves to, from the project: attested-kernel compares them; the
-    # driver image's registry: kernel-precompiled asks it for the precompiled images the change needs.
-    # On AKS, Resource Manager: node-os-channel reads the managed cluster's node OS upgrade channel.
-    # The cloud's quota against surge is read with the stack's cloud identity (surge-quota; not read: a warning).
-    results = preflight.run_preflight(kube, spec, read_attested(project_dir, spec), Registry(),
-                                      azure_management(spec), quota.reader_for(spec))
+    # The canary's attestations of the drivers prod moves to, from the project: attested-kernel compares them.
+    registry, management, quotas = askers(spec)
+    results = preflight.run_preflight(kube, spec, read_attested(project_dir, spec), registry, management, quotas)
     if as_json:
         documents.write(schemas.PreflightDocument(stack=stack, checks=[schemas.CheckResult.of(r) for r in results]))
     else:
