@@ -159,14 +159,15 @@ def validation_job_args(spec: FleetSpec) -> ValidationJobArgs:
 
 def guard_args(spec: FleetSpec, stack: str) -> GuardArgs:
     """``stack``: the stack's own name, which the guard's process loads (Pulumi.<stack>.yaml)."""
+    files = guard.project_files(spec, stack)
     return GuardArgs(
         namespace=spec.guard.namespace,
         cluster_scoped_name=guard.cluster_scoped_name(spec),
         cluster_role_rules=guard.cluster_role_rules(),
         roles=guard.namespaced_roles(spec),
         admission_policy=guard.admission_policy_spec(spec),
-        project_files=guard.project_files(spec, stack),
-        deployment=guard.deployment_body(spec, stack) if spec.guard.image is not None else None,
+        project_files=files,
+        deployment=guard.deployment_body(spec, stack, files) if spec.guard.image is not None else None,
         monitoring_labels=dict(spec.guard.monitoringLabels) if spec.guard.prometheusOperator else None,
     )
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import gc
 import json
 import os
 import runpy
@@ -29,6 +28,7 @@ from pulumi.runtime.proto import source_pb2
 
 from engine_contracts import resource_facts
 from fleetspec.model import PROJECT
+from preview.garbage import cyclic_gc_paused
 from fleetspec.stacks import stack_name
 from renderers.manifests import DEFAULT_ORGANIZATION
 
@@ -111,6 +111,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
         stack: str | None = None, cluster_objects: dict[tuple[str, str], dict[str, Any]] | None = None,
     ) -> None:
         self.resources: list[RegisteredResource] = []
+        self._registered: set[tuple[str, str]] = set()  # (type, name) of each in resources
         self.previous_outputs = dict(previous_outputs or {})
         self.stack_outputs = {name: dict(outputs) for name, outputs in (stack_outputs or {}).items()}
         self.stack = stack
@@ -128,9 +129,10 @@ class RecordingMocks(pulumi.runtime.Mocks):
             # Offline the object is known and empty: a property left out would be unknown in a preview, and an
             # unknown in the identity output would leave every export unresolved.
             return args.resource_id, dict(self.cluster_objects.get((args.typ, args.resource_id), {"metadata": {}}))
-        if any(r.type == args.typ and r.name == args.name for r in self.resources):
+        if (args.typ, args.name) in self._registered:
             # The engine refuses two resources with one URN; so must the offline preview.
             raise ValueError(f"duplicate resource {args.typ} named {args.name!r}")
+        self._registered.add((args.typ, args.name))
         self.resources.append(
             RegisteredResource(args.typ, args.name, _plain(dict(args.inputs)), bool(args.custom),
                                provider=args.provider or "",
@@ -182,22 +184,6 @@ class ProgramRun:
 
     def of_type(self, type_token: str) -> list[RegisteredResource]:
         return [r for r in self.resources if r.type == type_token]
-
-
-@contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while the mock engine runs a program. The run allocates thousands of
-    Outputs and futures per pool while the SDKs' modules hold millions of live objects, so each full
-    collection walks them all again: with collection on, a 150-pool plan took 4.8 s, without it 2.7 s, for
-    5 MB more peak memory (benchmarks/plan_scale.py). What the run leaves behind is collected afterwards as
-    usual. Only the offline preview runs here; under `pulumi up` the language host runs the program."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _no_stack_trace() -> source_pb2.StackTrace:
@@ -256,7 +242,7 @@ def run_program(
     # would otherwise leak into the preview through the runtime's environment fallback.
     ambient = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("PULUMI_CONFIG")}
     working_dir, program = Path.cwd(), program.absolute()
-    with _cyclic_gc_paused(), _stack_traces_off():
+    with cyclic_gc_paused(), _stack_traces_off():
         try:
             os.chdir(program.parent)
             pulumi.runtime.reset_options(project=PROJECT, stack=stack, preview=True)

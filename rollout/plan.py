@@ -66,14 +66,15 @@ def canary_file(path: Path, canary: str, project_dir: Path | None = None) -> Pat
 
 def run(
     stack: str, path: Path, project_dir: Path, previous_outputs: dict[str, Any] | None = None,
-    canary_outputs: dict[str, Any] | None = None,
+    canary_outputs: dict[str, Any] | None = None, config: dict[str, str] | None = None,
 ) -> ProgramRun:
-    """Render ``stack`` from its stack file with the project's program; SpecError means exit 2."""
+    """Render ``stack`` from its stack file with the project's program; SpecError means exit 2. ``config``: the
+    stack file as already read (:func:`read_stack_file`), else it is read here."""
     program = project_dir / PROGRAM_FILE
     if not program.is_file():
         raise SpecError([SpecProblem("--project-dir", f"no Pulumi program {program}: run from the project "
                                      "folder (the one with Pulumi.yaml) or pass --project-dir")])
-    config = read_stack_file(path)
+    config = read_stack_file(path) if config is None else config
     check_ownership(config, path, project_dir)
     referenced = canary_stack_outputs(config, path, program, canary_outputs, project_dir)
     return run_program(config, stack, program, previous_outputs, referenced)
@@ -277,7 +278,7 @@ def judge(
                        else f"{last.text}; changes not marked ({ran.text})")
 
     def render(canary_given: dict[str, Any] | None) -> ProgramRun:
-        rendered = run(stack, path, project_dir, None if same_as_file else previous_outputs, canary_given)
+        rendered = run(stack, path, project_dir, None if same_as_file else previous_outputs, canary_given, config)
         return redeployed(rendered) if same_as_file else rendered
 
     result = render(canary_outputs)

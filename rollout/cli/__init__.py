@@ -24,6 +24,7 @@ from typing import Annotated
 
 import typer
 
+from preview.garbage import leave_garbage_to_exit
 from refusals.exits import Exit
 from rollout.cli.running import command, internal_error, live_verb, refusal_of, run, spec_error_text
 
@@ -125,6 +126,8 @@ def main() -> None:
     # click's exit 1, which reads as a mandatory violation.
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # One command, then exit: a rendering's cyclic garbage is left for the exit to free, not walked first.
+    leave_garbage_to_exit()
     app()
 
 

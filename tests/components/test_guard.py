@@ -274,7 +274,7 @@ def test_a_changed_stack_file_restarts_the_guard() -> None:
     digest = guard.ANNOTATION_PROJECT
 
     def annotation(s: Any) -> str:
-        return str(guard.deployment_body(s, "prod")["spec"]["template"]["metadata"]["annotations"][digest])
+        return str(guard.deployment_body(s, "prod", guard.project_files(s, "prod"))["spec"]["template"]["metadata"]["annotations"][digest])
 
     assert annotation(spec) == annotation(spec_from_config(stack_config("prod")))
     assert annotation(spec) != annotation(changed)
@@ -306,3 +306,13 @@ def test_promtool_accepts_the_alert_rules(prometheus_prod: ProgramRun, tmp_path:
     done = subprocess.run([str(promtool), "check", "rules", str(rules)], capture_output=True, text=True,
                           check=False, timeout=60)
     assert done.returncode == 0 and "SUCCESS: 3 rules found" in done.stdout, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("stack", EXAMPLE_STACKS)
+def test_the_project_files_are_the_text_pyyaml_s_own_emitter_writes(stack: str) -> None:
+    # libyaml's emitter writes them (speed); the digest that restarts the guard must not depend on which one ran.
+    spec = spec_from_config(stack_config(stack))
+    values = spec.model_dump(mode="json", exclude_unset=True)
+    config = {f"gpu-driver-upgrade:{key}": value for key, value in values.items()}
+    pure = yaml.dump({"config": config}, Dumper=yaml.SafeDumper, sort_keys=False, width=120)
+    assert guard.project_files(spec, stack)[f"Pulumi.{stack}.yaml"] == pure

@@ -10,7 +10,8 @@ import os
 import pulumi
 import pytest
 
-from preview import run as preview_run
+from preview import garbage, run as preview_run
+from preview.garbage import leave_garbage_to_exit
 from preview.run import RecordingMocks, recanaried, redeployed, run_program
 from engine_contracts import resource_facts as rf
 from tests.conftest import EXAMPLE_STACKS, edited, stack_config
@@ -125,3 +126,40 @@ def test_a_stack_redeployed_on_its_own_outputs_is_its_first_rendering_plus_them(
     (component,) = [r for r in redeployed(first).resources if r.type == rf.PREVIOUS_DEPLOYMENT_COMPONENT]
     assert first.outputs and component.outputs["outputs"]["driverVersion"] == first.outputs["driverVersion"]
     assert component.outputs["outputs"].keys() == first.outputs.keys()
+
+
+def _garbage_left_after(runs: int) -> int:
+    """Objects the cyclic collector frees once ``runs`` runs of the canary ended, in a process that leaves each
+    run's garbage to exit."""
+    gc.collect()
+    leave_garbage_to_exit()
+    try:
+        for _ in range(runs):
+            run_program(stack_config("canary"), "canary")
+            assert gc.isenabled() and gc.get_freeze_count() > 0  # left uncollected, collection back on
+    finally:
+        leave_garbage_to_exit(False)  # unfreezes what the last run left
+    assert gc.get_freeze_count() == 0
+    return gc.collect()
+
+
+def test_a_one_shot_process_leaves_a_run_s_garbage_to_exit_but_never_more_than_one_run_s() -> None:
+    one, two = _garbage_left_after(1), _garbage_left_after(2)
+    assert one > 1_000  # a run's Outputs and futures were left, not collected when it ended
+    assert two < 1.5 * one  # the second run collected the first's before making its own
+    # By default (a process that renders many times) each run's garbage is collected as before: nothing frozen.
+    run_program(stack_config("canary"), "canary")
+    assert gc.get_freeze_count() == 0
+
+
+def test_gpu_rollout_s_entry_point_is_a_one_shot_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rollout import cli
+
+    seen: list[bool] = []
+    monkeypatch.setattr(cli.signal, "signal", lambda *args: None)  # keep this process's SIGPIPE as it is
+    monkeypatch.setattr(cli, "app", lambda: seen.append(garbage._GARBAGE.left_to_exit))
+    try:
+        cli.main()
+    finally:
+        leave_garbage_to_exit(False)
+    assert seen == [True]
