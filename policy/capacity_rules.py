@@ -118,21 +118,20 @@ def _operator_rolls_drivers(stack: StackFacts) -> bool:
 def _policy_groups(stack: StackFacts) -> list[tuple[facts.OperatorDriver, list[facts.Pool]]]:
     """Each upgrade policy with the pools it rolls (an NVIDIADriver that carries its own upgradePolicy,
     else the cluster-wide one over every pool the operator's driver covers)."""
-    pools = stack.pools
     cluster = [d for d in stack.drivers if d.cluster_wide and d.facts.enabled]
     groups: list[tuple[facts.OperatorDriver, list[facts.Pool]]] = []
     inherited: list[facts.Pool] = []
     for driver in stack.drivers:
         if driver.cluster_wide:
             continue
-        selected = [p for p in pools.values() if driver.selects(p.labels)]
+        selected = stack.pools_selected_by(driver)
         if driver.facts.upgrade_policy:
             groups.append((driver, selected))
         else:
             inherited.extend(selected)
     for driver in cluster:
         if driver.facts.upgrade_policy:
-            covered = [p for p in pools.values() if driver.selects(p.labels)] + inherited
+            covered = stack.pools_selected_by(driver) + inherited
             groups.append((driver, covered))
     return groups
 

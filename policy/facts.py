@@ -365,16 +365,42 @@ class StackFacts:
         return operator_drivers(self.resources)
 
     @cached_property
+    def _pools_by_label(self) -> dict[tuple[str, str], set[str]]:
+        """Pool names by each label and value their nodes carry (a selector's pools: the sets of its pairs, met)."""
+        index: dict[tuple[str, str], set[str]] = {}
+        for pool in self.pools.values():
+            for key, value in pool.labels.items():
+                if isinstance(value, str):
+                    index.setdefault((key, value), set()).add(pool.name)
+        return index
+
+    def pools_selected_by(self, driver: OperatorDriver) -> list[Pool]:
+        """The pools whose nodes ``driver`` selects (``OperatorDriver.selects``), in pool order, found through the
+        label index rather than by matching every pool: rules ask it of every driver, so matching would grow with
+        pools times drivers (22,500 matches per rule at 150 pools)."""
+        if driver.cluster_wide or driver.facts.default or not isinstance(driver.facts.selector, Mapping) or \
+                not all(isinstance(v, str) for v in driver.facts.selector.values()):
+            return [p for p in self.pools.values() if driver.selects(p.labels)]
+        names = set(self.pools)
+        for pair in driver.facts.selector.items():
+            names &= self._pools_by_label.get(pair, set())
+        return [p for p in self.pools.values() if p.name in names]
+
+    @cached_property
     def _drivers_by_pool(self) -> dict[str, list[OperatorDriver]]:
-        return {}
+        found: dict[str, list[OperatorDriver]] = {name: [] for name in self.pools}
+        for driver in self.drivers:
+            if driver.facts.enabled:
+                for pool in self.pools_selected_by(driver):
+                    found[pool.name].append(driver)
+        return found
 
     def drivers_of(self, pool: Pool) -> list[OperatorDriver]:
-        """The operator drivers that install on the pool's nodes (``drivers_for_pool``), matched once per pool
-        for every rule: each rule asking per pool and model would otherwise match every driver again."""
+        """The operator drivers that install on the pool's nodes (``drivers_for_pool``), in driver order, found
+        once for every pool and rule: each rule asking per pool and model would otherwise match every driver
+        again."""
         found = self._drivers_by_pool.get(pool.name)
-        if found is None:
-            found = self._drivers_by_pool[pool.name] = drivers_for_pool(pool, self.drivers)
-        return found
+        return list(found) if found is not None else drivers_for_pool(pool, self.drivers)
 
     def driver_versions_of(self, pool: Pool) -> list[tuple[str, Resource]]:
         """Every driver version the pool's nodes run, with the resource that pins it: its operator drivers' and the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from hypothesis import given, settings, strategies as st
 from pulumi_policy import PolicyResource, StackValidationArgs
 
 from policy import facts, pack
@@ -99,3 +100,27 @@ def test_a_pools_generations_are_oldest_first_by_id_not_by_name():
 
     (pool,) = facts.pools([group(10), group(2), group(9)]).values()
     assert [r.name for r in pool.resources] == ["gpu-l40s-g2", "gpu-l40s-g9", "gpu-l40s-g10"]
+
+
+_LABEL_KEYS = ("pool", "tier", "zone")
+_LABEL_VALUES = ("a", "b", "c")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    pools=st.lists(st.dictionaries(st.sampled_from(_LABEL_KEYS), st.sampled_from(_LABEL_VALUES)), max_size=6),
+    selectors=st.lists(st.tuples(
+        st.dictionaries(st.sampled_from(_LABEL_KEYS), st.one_of(st.sampled_from(_LABEL_VALUES), st.integers(0, 1))),
+        st.booleans()), max_size=5),
+)
+def test_the_pools_a_driver_selects_are_found_by_index_as_by_matching_each(pools, selectors):
+    # The label index (StackFacts.pools_selected_by, drivers_of) answers what matching every pool would.
+    items = [facts.Resource(rf.EKS_NODE_GROUP, f"p{i}-g1", {"labels": {labels.POOL: f"p{i}", **extra}})
+             for i, extra in enumerate(pools)]
+    items += [facts.Resource(rf.NVIDIA_DRIVER, f"d{i}", {"spec": {"nodeSelector": selector, "default": default}})
+              for i, (selector, default) in enumerate(selectors)]
+    stack = StackFacts(items)
+    for driver in stack.drivers:
+        assert stack.pools_selected_by(driver) == [p for p in stack.pools.values() if driver.selects(p.labels)]
+    for pool in [*stack.pools.values(), Pool("named-only")]:
+        assert stack.drivers_of(pool) == facts.drivers_for_pool(pool, stack.drivers)

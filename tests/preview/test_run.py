@@ -3,12 +3,16 @@ refuses, and never read the engine's ambient config."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import os
 
+from typing import Any
+
 import pulumi
 import pytest
+from pulumi.runtime.mocks import MockMonitor
 
 from preview import garbage, run as preview_run
 from preview.garbage import leave_garbage_to_exit
@@ -163,3 +167,30 @@ def test_gpu_rollout_s_entry_point_is_a_one_shot_process(monkeypatch: pytest.Mon
     finally:
         leave_garbage_to_exit(False)
     assert seen == [True]
+
+
+@pytest.mark.parametrize("stack", EXAMPLE_STACKS)
+def test_answering_with_the_request_s_own_bytes_changes_nothing_the_program_sees(
+    stack: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answered: list[str] = []
+    echoed = preview_run._DependencyRecordingMonitor._register_echoed
+
+    def spy(self: preview_run._DependencyRecordingMonitor, request: Any) -> Any:
+        answered.append(request.type)
+        return echoed(self, request)
+
+    monkeypatch.setattr(preview_run._DependencyRecordingMonitor, "_register_echoed", spy)
+    fast = run_program(stack_config(stack), stack)
+    assert len(answered) > 20  # the fast answer was taken
+    # MockMonitor's own answer: the state deserialized and serialized again.
+    monkeypatch.setattr(preview_run._DependencyRecordingMonitor, "_register_echoed",
+                        lambda self, request: MockMonitor.RegisterResource(self, request))
+    slow = run_program(stack_config(stack), stack)
+
+    def seen(run: preview_run.ProgramRun) -> str:  # an unknown is an object of its own in each run: named by its type
+        # Dependencies arrive in the SDK's order, which differs between runs: compared as sets.
+        resources = [{**dataclasses.asdict(r), "dependencies": sorted(r.dependencies)} for r in run.resources]
+        return json.dumps([run.outputs, resources], default=lambda value: type(value).__name__)
+
+    assert seen(fast) == seen(slow)  # outputs; each resource's inputs, dependencies and registered outputs
