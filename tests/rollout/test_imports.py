@@ -15,7 +15,8 @@ from tests.conftest import PROJECT_DIR
 from tests.fakekube.server import FakeKube
 
 # Runs `gpu-rollout ARGS` in this interpreter, then writes its exit code and every loaded module of the
-# Pulumi SDKs (and of preview/, which imports them) to REPORT.
+# Pulumi SDKs (and of preview/, which imports them, but for preview.garbage: the entry point's collection policy,
+# plain Python) to REPORT.
 PROBE = """
 import json, os, sys
 from rollout import cli
@@ -25,7 +26,8 @@ try:
     code = 0
 except SystemExit as exit_:
     code = exit_.code
-sdk = sorted(m for m in sys.modules if m.split(".")[0].startswith("pulumi") or m.split(".")[0] == "preview")
+sdk = sorted(m for m in sys.modules if m.split(".")[0].startswith("pulumi")
+             or (m.split(".")[0] == "preview" and m not in ("preview", "preview.garbage")))
 heavy = sorted(m for m in ("kubernetes", "fleetspec.model", "checks.kube") if m in sys.modules)
 with open(os.environ["REPORT"], "w", encoding="utf-8") as report:
     json.dump({"code": code, "sdk": sdk, "heavy": heavy}, report)
