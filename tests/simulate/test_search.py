@@ -27,6 +27,18 @@ def test_the_lower_bound_by_hand() -> None:
     assert assessment.ratio == pytest.approx(1230 / 800)
 
 
+def test_the_lower_bound_counts_gpu_time_where_every_node_of_a_pool_moves() -> None:
+    # 4 nodes x 1 GPU; 3 replicas keeping 2: 2 nodes out at once, ceil(4 / 2) x 400 = 800. In GPU-seconds over
+    # the span T: 2 GPUs stay under kept replicas, so 2 x T >= 4 nodes x 400 out + 2 kept replacements x 100
+    # loading + 3 evicted replicas x 10 terminating, T >= 915.
+    fleet = one_pool(4, 1, [model("m", 3, 2)], Policy(max_parallel=2, max_unavailable="100%", deletion_timeout=0))
+    out = simulate(fleet)
+    bound = lower_bound(fleet, out.models)
+    assert [(p.at_once, p.seconds) for p in bound.pools] == [(2, pytest.approx(915))]
+    assert bound.seconds == pytest.approx(915)
+    assert out.seconds is not None and out.seconds >= 915
+
+
 def test_the_search_finds_the_largest_parallelism_that_stops_nothing() -> None:
     # 6 nodes x 1 GPU, 4 replicas keeping 3, 2 nodes spare; pod deletion gives up after 300 s, a replacement
     # loads in 100 s. Every node at once: the PDB refuses too long. One at a time is safe.
