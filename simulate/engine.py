@@ -101,6 +101,8 @@ class _Run:
         self.stalls: list[Stall] = []
         self.failed: list[int] = []
         self.validation_waits = 0
+        self.deletion_since = [0.0] * n  # when each node entered pod-deletion-required
+        self.longest_deletion = 0.0  # the longest pod deletion that finished (its pods gone)
 
         # Groups: the upgrade controller's counts, per policy.
         groups = fleet.groups
@@ -372,6 +374,8 @@ class _Run:
             if policy.wait_timeout:
                 self._at(policy.wait_timeout, _TIMEOUT, i, token)
         elif state in (POD_DELETION, DRAIN):
+            if state == POD_DELETION:
+                self.deletion_since[i] = self.now
             force = policy.deletion_force if state == POD_DELETION else policy.drain_force
             timeout = policy.deletion_timeout if state == POD_DELETION else policy.drain_timeout
             if not force and any(not self.pod_managed[p] for p in self.pods_on[i]):
@@ -546,6 +550,7 @@ class _Run:
     def _pods_gone(self, i: int) -> None:
         self._close_stall(i)
         if self.state[i] == POD_DELETION:
+            self.longest_deletion = max(self.longest_deletion, self.now - self.deletion_since[i])
             self.state[i] = DRAIN  # drain-required: no other pods are modelled, so it passes at once
         self._enter(i, POD_RESTART)
 
@@ -711,7 +716,7 @@ class _Run:
             failed=tuple(sorted(self.names[i] for i in self.failed)),
             peak_unavailable_nodes=self.peak_nodes, peak_unavailable_gpus=self.peak_gpus,
             unplaced_at_start=self.unplaced_at_start, validation_job_waits=self.validation_waits,
-            aborted=self.aborted,
+            aborted=self.aborted, longest_pod_deletion=self.longest_deletion,
         )
 
     def _never_done_stalls(self) -> None:
