@@ -32,6 +32,7 @@ UNLIMITED = "100%"
 # remediation advises (300-900 s), so a PDB that never lets go still fails a node within a quarter hour.
 DELETION_TIMEOUT_CAP = 900
 DELETION_TIMEOUT_MARGIN = 2  # the timeout set is this many times the longest pod deletion the confirming run saw
+LONGER_TIMEOUT_PRECISION = 32  # the search with a longer timeout stops within 1/32 of the largest safe value
 
 
 @dataclass(frozen=True)
@@ -118,12 +119,12 @@ def recommend_group(fleet: Fleet, group: int, seed: int, longer_timeout_up_to: i
             good = middle
         else:
             bad = middle
-    while good > 0 and not safe(good, full=True):
-        good //= 2
     if longer_timeout_up_to is not None and bad < nodes and good < longer_timeout_up_to:
         longer = _longer_timeout(alone, group, prober, good, bad, min(nodes, longer_timeout_up_to), down)
         if longer is not None:
             return longer
+    while good > 0 and not safe(good, full=True):
+        good //= 2
     if good == 0:
         return found(None, "even one node at a time drops a model below its minimum or stops a node on a PDB: add "
                      "spare capacity, lower minAvailable, cache the weights or raise podDeletion.timeoutSeconds")
@@ -132,7 +133,9 @@ def recommend_group(fleet: Fleet, group: int, seed: int, longer_timeout_up_to: i
 
 
 def _largest_safe(safe: Callable[[int], bool], low: int, most: int) -> int:
-    """The largest value up to ``most`` that ``safe`` passes, ``low`` known safe: doubling, then halving the gap."""
+    """The largest value up to ``most`` that ``safe`` passes, ``low`` taken as safe: doubling, then halving the gap
+    until it is within :data:`LONGER_TIMEOUT_PRECISION` of the value (each probe of a large fleet runs thousands of
+    nodes)."""
     high = most + 1
     probe = min(most, max(1, low * 2))
     while probe < high:
@@ -142,7 +145,7 @@ def _largest_safe(safe: Callable[[int], bool], low: int, most: int) -> int:
             return most
         else:
             low, probe = probe, min(most, probe * 2)
-    while high - low > 1:
+    while high - low > max(1, low // LONGER_TIMEOUT_PRECISION):
         middle = (low + high) // 2
         if safe(middle):
             low = middle
@@ -172,7 +175,7 @@ def _longer_timeout(alone: Fleet, group: int, prober: _Prober, good: int, bad: i
         horizon = None if full else min(nodes, max(MIN_PROBE_NODES, ROUNDS * parallel))
         return prober.run(alone.with_policy(group, policy), horizon)
 
-    # A run safe at the configured timeout never reached it: at a longer one it is the same run, so ``good`` holds.
+    # A probe safe at the configured timeout never reached it: at a longer one it is the same run, so ``good`` holds.
     low = _largest_safe(lambda parallel: not run(parallel, full=False).disruptive, good, most)
     while low > good:
         confirmed = run(low, full=True)
