@@ -181,7 +181,11 @@ def _longer_timeout(alone: Fleet, group: int, prober: _Prober, good: int, bad: i
         confirmed = run(low, full=True)
         if not confirmed.disruptive:
             seen = confirmed.longest_pod_deletion
-            timeout = max(configured + 60, 60 * math.ceil(DELETION_TIMEOUT_MARGIN * seen / 60))
+            timeout = 60 * math.ceil(DELETION_TIMEOUT_MARGIN * seen / 60)
+            if timeout <= configured:  # the configured one already leaves the margin
+                return Recommendation(target.title, target.pools, nodes, low, low + down,
+                                      f"{low} at once: its longest pod deletion, {seen:.0f} s, ends well within "
+                                      f"podDeletion.timeoutSeconds {configured}", prober.runs)
             reason = (f"podDeletion.timeoutSeconds {configured} stops a node on a PDB at {bad} at once; {timeout} "
                       f"({DELETION_TIMEOUT_MARGIN} x the longest pod deletion seen, {seen:.0f} s; at most "
                       f"{DELETION_TIMEOUT_CAP}) lets {low} at once wait for their PDBs instead")
