@@ -11,8 +11,8 @@ capacity (7, 6, 5 and 4 replicas per 8 GPUs), each pool its own policy (``nodePo
 one node at a time (the replicas placed by the simulator's scheduler, ties at random as kube-scheduler breaks
 them). Prints the predicted duration as configured and under the recommendation, each over the lower
 bound (target for the recommendation: within 1.25x), the fewest Ready replicas any model had against its minimum
-(target: never below), and the search's cost (target: under 10 s at 10,000 nodes). Figures only; nothing is
-asserted about time.
+(target: never below), the parallelism and pod-deletion timeouts recommended per pool, and the search's cost
+(target: under 10 s at 10,000 nodes). Figures only; nothing is asserted about time.
 
     .venv/bin/python -m benchmarks.simulate_scale
 """
@@ -105,11 +105,13 @@ def near_the_bound(name: str, fleet: Fleet) -> dict[str, object]:
     lowest = min(((m.lowest - m.minimum) for m in outcome.models), default=0) if outcome is not None else None
     values = sorted({pair[0] for pair in recommended.values if pair is not None}) if recommended.per_pool else \
         [recommended.max_parallel]
+    timeouts = sorted({t for t in recommended.timeouts if t is not None})
     return {"fleet": name, "nodes": len(fleet.nodes), "lower_bound_h": assessment.lower_bound.seconds / 3600,
             "configured_h": (assessment.outcome.seconds or 0) / 3600, "configured_ratio": assessment.ratio,
             "recommended_h": None if outcome is None or outcome.seconds is None else outcome.seconds / 3600,
             "recommended_ratio": assessment.recommended_ratio, "margin": lowest,
-            "values": ", ".join(str(v) for v in values), "search_seconds": seconds}
+            "values": ", ".join(str(v) for v in values), "timeouts": ", ".join(str(t) for t in timeouts) or "-",
+            "search_seconds": seconds}
 
 
 def _ratio(value: object) -> str:
@@ -127,14 +129,14 @@ def main() -> None:
     print("near the lower bound (each pool its own policy; target: recommended / bound within 1.25, no model below "
           "its minimum, search under 10 s at 10,000 nodes)")
     print(f"{'fleet':>22} {'nodes':>6} {'bound h':>8} {'configured h':>13} {'ratio':>6} {'recommended h':>14} "
-          f"{'ratio':>6} {'min margin':>11} {'per pool':>14} {'search s':>9}")
+          f"{'ratio':>6} {'min margin':>11} {'per pool':>18} {'timeouts s':>10} {'search s':>9}")
     rows = [_fresh("--prod", 0), *(_fresh("--spread", n) for n in (1_000, 10_000))]
     for row in rows:
         recommended = "-" if row["recommended_h"] is None else f"{row['recommended_h']:.2f}"
         print(f"{row['fleet']:>22} {row['nodes']:>6} {row['lower_bound_h']:>8.2f} {row['configured_h']:>13.2f} "
               f"{_ratio(row['configured_ratio']):>6} {recommended:>14} {_ratio(row['recommended_ratio']):>6} "
-              f"{row['margin'] if row['margin'] is not None else '-':>11} {row['values']:>14} "
-              f"{row['search_seconds']:>9.2f}")
+              f"{row['margin'] if row['margin'] is not None else '-':>11} {row['values']:>18} "
+              f"{row['timeouts']:>10} {row['search_seconds']:>9.2f}")
 
 
 def _fresh(what: str, nodes: int) -> dict[str, Any]:

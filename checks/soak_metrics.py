@@ -40,7 +40,7 @@ from checks.verify_facts import (DCGM_DRIVER_LABEL, DCGM_SERIES, DCGM_XID, DCGM_
                                  BucketFigures, Comparison, DcgmCoverage, DcgmNode, NodeXids, Restart, Restarts, UpgradedNode,
                                  VerifyFacts, Window, XidEvent)
 from gpu_knowledge import gpu_products, labels
-from fleetspec.model import FleetSpec, Model, ServingEngine
+from fleetspec.model import FleetSpec, Model, ServingEngine, UpgradePolicy
 
 # The labels that can name the node a DCGM series is about: Hostname (dcgm-exporter; hostname in newer
 # templates) where the exporter embeds the host engine, kubernetes_node/node where a relabelling adds it.
@@ -58,22 +58,38 @@ BEFORE_SPAN = 86400.0  # and lasts a day: a whole daily cycle of traffic
 
 
 def before_guard(spec: FleetSpec) -> tuple[float, str]:
-    """How long before the first node finished its upgrade the window before it must end, and why: the stack's
-    ``waitForCompletion`` (when it waits for pods), ``podDeletion`` and ``drain`` (when enabled) timeouts, and
-    a margin; a step with no timeout (0) counts as a day, and the reason says so."""
-    policy = spec.gpuOperator.upgradePolicy
+    """How long before the first node finished its upgrade the window before it must end, and why: the
+    ``waitForCompletion`` (when it waits for pods), ``podDeletion`` and ``drain`` (when enabled) timeouts of the
+    policy that bounds them longest (the stack's, or a pool's own: ``FleetSpec.upgrade_policy``), and a margin;
+    a step with no timeout (0) counts as a day, and the reason says so."""
+    stack = spec.gpuOperator.upgradePolicy
+    seconds, parts, whose = _guard_steps(stack), _guard_parts(stack), ""
+    for pool in spec.nodePools:
+        own = spec.upgrade_policy(pool) if spec.per_pool_upgrade_policies else stack
+        if _guard_steps(own) > seconds:
+            seconds, parts, whose = _guard_steps(own), _guard_parts(own), f" (pool {pool.name}'s own upgradePolicy)"
+    hours, minutes = divmod(round(seconds) // 60, 60)
+    return seconds, (f"ends {hours} h {minutes:02d} min before the first node finished its upgrade: "
+                     f"{' + '.join(parts)}{whose} + a {BEFORE_MARGIN / 3600:g} h margin, so no pod drained for the "
+                     "upgrade is in it")
+
+
+def _guard_timeouts(policy: UpgradePolicy) -> list[tuple[str, int]]:
     steps = [("podDeletion", policy.podDeletion.timeoutSeconds)]
     if policy.waitForCompletion.podSelector:
         steps.insert(0, ("waitForCompletion", policy.waitForCompletion.timeoutSeconds))
     if policy.drain.enable:
         steps.append(("drain", policy.drain.timeoutSeconds))
-    seconds = BEFORE_MARGIN + sum(float(t) if t else UNBOUNDED_STEP for _, t in steps)
-    parts = [f"{name}.timeoutSeconds {t}" if t else f"{name}.timeoutSeconds 0 (no bound: taken as a day)"
-             for name, t in steps]
-    hours, minutes = divmod(round(seconds) // 60, 60)
-    return seconds, (f"ends {hours} h {minutes:02d} min before the first node finished its upgrade: "
-                     f"{' + '.join(parts)} + a {BEFORE_MARGIN / 3600:g} h margin, so no pod drained for the upgrade "
-                     "is in it")
+    return steps
+
+
+def _guard_steps(policy: UpgradePolicy) -> float:
+    return BEFORE_MARGIN + sum(float(t) if t else UNBOUNDED_STEP for _, t in _guard_timeouts(policy))
+
+
+def _guard_parts(policy: UpgradePolicy) -> list[str]:
+    return [f"{name}.timeoutSeconds {t}" if t else f"{name}.timeoutSeconds 0 (no bound: taken as a day)"
+            for name, t in _guard_timeouts(policy)]
 
 
 def baseline_selector(model: Model) -> str:

@@ -109,18 +109,24 @@ def pdb_disruptions_allowed(
     ``healthy`` is the number of healthy pods (default: every replica, the plan-time case). Raises
     ``ValueError`` for a malformed value or both fields set.
     """
+    desired = pdb_desired_healthy(min_available, max_unavailable, replicas)
+    current = replicas if healthy is None else healthy
+    return max(0, current - desired)
+
+
+def pdb_desired_healthy(min_available: IntOrPercent | None, max_unavailable: IntOrPercent | None,
+                        replicas: int) -> int:
+    """The disruption controller's ``desiredHealthy`` (:func:`pdb_disruptions_allowed`): the healthy pods the PDB
+    keeps, whatever number are healthy now."""
     if replicas < 0:
         raise ValueError(f"replicas must not be negative, got {replicas}")
     if min_available is not None and max_unavailable is not None:
         raise ValueError("a PodDisruptionBudget sets minAvailable or maxUnavailable, not both")
     if max_unavailable is not None:
-        desired = max(0, replicas - scaled_value(max_unavailable, replicas, round_up=True))
-    elif min_available is not None:
-        desired = scaled_value(min_available, replicas, round_up=True)
-    else:
-        desired = 0
-    current = replicas if healthy is None else healthy
-    return max(0, current - desired)
+        return max(0, replicas - scaled_value(max_unavailable, replicas, round_up=True))
+    if min_available is not None:
+        return scaled_value(min_available, replicas, round_up=True)
+    return 0
 
 
 def upgrade_slots(
@@ -431,6 +437,7 @@ __all__ = [
     "nodes_out_within_budgets",
     "node_group_surges",
     "node_group_unavailable",
+    "pdb_desired_healthy",
     "pdb_disruptions_allowed",
     "policy_nodes_out",
     "requested_gpus",

@@ -358,6 +358,8 @@ class LowerBound(_Shape):
 class Parallelism(_Shape):
     maxParallelUpgrades: int
     maxUnavailable: IntOrPercent
+    podDeletionTimeoutSeconds: int | None = Field(None, description="podDeletion.timeoutSeconds set with it (per "
+                                                  "pool); null: the configured one is kept.")
 
 
 class PolicyRecommendation(_Shape):
@@ -366,6 +368,8 @@ class PolicyRecommendation(_Shape):
     nodes: int
     maxParallelUpgrades: int | None = Field(description="null: none keeps every model at its minimum.")
     maxUnavailable: IntOrPercent | None
+    podDeletionTimeoutSeconds: int | None = Field(None, description="The pod-deletion timeout that parallelism "
+                                                  "needs (per pool); null: the configured one.")
     reason: str = Field(description="How it was chosen, in words.")
     runs: int
     confirmed: Parallelism | None = Field(description="The values the whole-fleet simulation confirmed; null: none.")

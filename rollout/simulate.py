@@ -25,7 +25,7 @@ from refusals.exits import Exit
 from simulate.assess import Assessment, assess
 from simulate.fleet import Fleet, NotSimulated, fleet_from_spec
 from simulate.outcome import Outcome
-from simulate.search import Recommended
+from simulate.search import DELETION_TIMEOUT_CAP, Recommended
 from simulate.schedule import Schedule, schedule
 from fleetspec import load
 from fleetspec.model import PROJECT, FleetSpec
@@ -38,11 +38,14 @@ POOL_POLICY_KEY = "nodePools[{index}].upgradePolicy"  # a pool's own, for its NV
 STALLS_SHOWN = 20
 
 
-def stack_change(max_parallel: int, max_unavailable: int, key: str = POLICY_KEY) -> list[dict[str, Any]]:
+def stack_change(max_parallel: int, max_unavailable: int, key: str = POLICY_KEY,
+                 deletion_timeout: int | None = None) -> list[dict[str, Any]]:
     """The stack-file keys (full config key paths, as `pulumi config set --path` spells them) and values that apply
-    a recommendation."""
+    a recommendation (``podDeletion.timeoutSeconds`` where it sets one)."""
+    timeout = [] if deletion_timeout is None else [
+        {"key": f"{PROJECT}:{key}.podDeletion.timeoutSeconds", "value": deletion_timeout}]
     return [{"key": f"{PROJECT}:{key}.maxParallelUpgrades", "value": max_parallel},
-            {"key": f"{PROJECT}:{key}.maxUnavailable", "value": max_unavailable}]
+            {"key": f"{PROJECT}:{key}.maxUnavailable", "value": max_unavailable}, *timeout]
 
 
 def recommended_change(fleet: Fleet, recommended: Recommended) -> list[dict[str, Any]]:
@@ -55,10 +58,11 @@ def recommended_change(fleet: Fleet, recommended: Recommended) -> list[dict[str,
         assert recommended.max_parallel is not None and recommended.max_unavailable is not None
         return stack_change(recommended.max_parallel, recommended.max_unavailable)
     index = {pool.name: k for k, pool in enumerate(fleet.pools)}
+    timeouts = recommended.timeouts or (None,) * len(fleet.groups)
     return [{**entry, "pool": pool}
-            for group, pair in zip(fleet.groups, recommended.values, strict=True) if pair is not None
+            for group, pair, timeout in zip(fleet.groups, recommended.values, timeouts, strict=True) if pair is not None
             for pool in group.pools
-            for entry in stack_change(*pair, key=POOL_POLICY_KEY.format(index=index[pool]))]
+            for entry in stack_change(*pair, key=POOL_POLICY_KEY.format(index=index[pool]), deletion_timeout=timeout)]
 
 
 def stack_fleet(path: Path) -> Fleet:
@@ -80,9 +84,12 @@ def document(stack: str, assessment: Assessment) -> schemas.SimulateDocument:
         "perPool": recommended.per_pool,
         "maxParallelUpgrades": recommended.max_parallel, "maxUnavailable": recommended.max_unavailable,
         "perPolicy": [{**r.as_json(), "confirmed": None if pair is None else
-                       {"maxParallelUpgrades": pair[0], "maxUnavailable": pair[1]}}
-                      for r, pair in zip(recommended.per_policy, recommended.values or
-                                         [None] * len(recommended.per_policy), strict=True)],
+                       {"maxParallelUpgrades": pair[0], "maxUnavailable": pair[1],
+                        "podDeletionTimeoutSeconds": timeout}}
+                      for r, pair, timeout in zip(recommended.per_policy, recommended.values or
+                                                  [None] * len(recommended.per_policy),
+                                                  recommended.timeouts or [None] * len(recommended.per_policy),
+                                                  strict=True)],
         "predicted": None if recommended.outcome is None else recommended.outcome.as_json(),
         "ratio": None if assessment.recommended_ratio is None else round(assessment.recommended_ratio, 2),
     }
@@ -213,8 +220,13 @@ def how_chosen(recommended: Recommended) -> str:
     if recommended.per_pool:
         stepped = [r.group for r, pair in zip(recommended.per_policy, recommended.values or (), strict=False)
                    if pair is not None and r.max_parallel is not None and pair[0] < r.max_parallel]
+        timed = [r.group for r, t in zip(recommended.per_policy, recommended.timeouts, strict=False) if t is not None]
         return ("each pool its own: the most nodes at once its simulation alone keeps every model at its minimum "
-                "with, no more than the policy pack admits; confirmed by a run of the whole fleet"
+                "with, no more than the policy pack admits"
+                + (f" ({', '.join(timed)} with a longer podDeletion.timeoutSeconds, at most "
+                   f"{DELETION_TIMEOUT_CAP} s, where the configured one stops a drain that honours the PDBs)"
+                   if timed else "")
+                + "; confirmed by a run of the whole fleet"
                 + (f", where {', '.join(stepped)} stepped down until that run was safe" if stepped else ""))
     fewest = min(values) if values else None
     halved = fewest is not None and recommended.max_parallel is not None and recommended.max_parallel < fewest

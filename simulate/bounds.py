@@ -7,7 +7,8 @@ move) take at least ``(ceil(E / a) - 1)`` load times, and the last node then sti
 service (the shortest the spread allows); and no more nodes can be out at once than
 :func:`gpu_knowledge.capacity.nodes_out_within_budgets` allows, since the replicas each PDB keeps (of the models that run on
 that pool alone) must still fit on the others. With identical steps, ``n`` nodes at most ``k`` at a time take at least
-``ceil(n / k)`` steps. Waves run one after the other, with the configured gap between them, and each lasts at least
+``ceil(n / k)`` steps; where every node of a pool moves, a count of GPU-seconds bounds it too (:func:`_gpu_time`:
+the nodes out, the kept replicas Ready, their replacements loading, the evicted terminating). Waves run one after the other, with the configured gap between them, and each lasts at least
 as long as the bound of any model whose evictions all fall within it. Everything ignored
 (waiting for slots, evictions, jobs, loads, models spanning pools) only makes real schedules longer, so the bound
 holds for any schedule that honours the PDBs: the simulator's included.
@@ -19,7 +20,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from simulate.fleet import Fleet
+from simulate.fleet import Fleet, Node
 from simulate.outcome import ModelOutcome
 from gpu_knowledge import capacity, labels
 from fleetspec.simulation import VALIDATION_TIMEOUT_SECONDS
@@ -94,6 +95,8 @@ def lower_bound(fleet: Fleet, models: tuple[ModelOutcome, ...]) -> LowerBound:
         shape = capacity.PoolShape(pool.name, len(members), max(largest, 1))
         at_once = max(1, capacity.nodes_out_within_budgets(shape, kept))
         seconds = math.ceil(moving / at_once) * node_seconds if moving else 0.0
+        if moving and moving == len(members):
+            seconds = max(seconds, _gpu_time(fleet, pool.name, members, started, node_seconds))
         bounds.append(PoolBound(pool.name, pool.wave, moving, at_once, node_seconds, seconds))
     waves = sorted({p.wave for p in fleet.pools})
     limits = _model_bounds(fleet, started, node_seconds)
@@ -102,6 +105,35 @@ def lower_bound(fleet: Fleet, models: tuple[ModelOutcome, ...]) -> LowerBound:
                      *(m.seconds for m in limits if within.get(m.model) == w)]) for w in waves)
     total += durations.waveGapSeconds * max(0, len(waves) - 1)
     return LowerBound(max([total, *(m.seconds for m in limits)]), tuple(bounds), limits)
+
+
+def _gpu_time(fleet: Fleet, pool: str, members: list[Node], started: dict[str, int], node_seconds: float) -> float:
+    """The pool's bound in GPU-seconds, when every node of it moves (so it holds at the pool's end no replica that
+    did not land after its node's upgrade). At any moment each GPU of the pool is at most one of: on a node out
+    for its install and validation, under a Ready replica, under a replica loading, under an evicted replica
+    terminating. Over the pool's span ``T``: every node is out ``node_seconds``; the replicas each PDB keeps of the
+    pool's own models are Ready throughout; at the end at least as many are Ready on upgraded nodes, each loaded
+    there within ``T``; and every replica Ready at the start is evicted and terminates within ``T``. So
+    ``T x total >= total x node_seconds + kept x T + kept x load + started x termination`` (in GPUs)."""
+    durations = fleet.durations
+    shortest = 1 - durations.jitter
+    total = sum(n.gpus for n in members)
+    kept_gpus = 0
+    loading = 0.0
+    terminating = 0.0
+    for model in fleet.models:
+        if model.pools != (pool,):
+            continue
+        ready = started.get(model.name, model.replicas)
+        kept = min(model.kept, ready)
+        kept_gpus += kept * model.gpus_per_replica
+        loading += kept * model.gpus_per_replica * shortest * model.load_seconds
+        if fleet.place_replicas:
+            terminating += ready * model.gpus_per_replica * shortest * durations.podTerminationSeconds
+    spare = total - kept_gpus
+    if spare <= 0:
+        return 0.0  # the kept replicas leave no room: nothing moves, no bound is needed
+    return (total * node_seconds + loading + terminating) / spare
 
 
 def _wave_of_models(fleet: Fleet) -> dict[str, int]:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections import deque
+from dataclasses import dataclass
 
 from simulate import outcome as why
 from simulate.fleet import Fleet, Node
@@ -95,12 +96,13 @@ class _Run:
         self.token = [0] * n  # bumps on every state change: events of an older state are stale
         self.jobs = [node.jobs for node in nodes]
         self.skip = [node.skip for node in nodes]
-        self.pods_on: list[set[int]] = [set() for _ in range(n)]
         self.terminating = [0] * n
         self.blocked: dict[int, tuple[str, str, str | None, float]] = {}  # node -> open stall
         self.stalls: list[Stall] = []
         self.failed: list[int] = []
         self.validation_waits = 0
+        self.deletion_since = [0.0] * n  # when each node entered pod-deletion-required
+        self.longest_deletion = 0.0  # the longest pod deletion that finished (its pods gone)
 
         # Groups: the upgrade controller's counts, per policy.
         groups = fleet.groups
@@ -125,47 +127,28 @@ class _Run:
         self.pool_start: list[float | None] = [None] * len(pools)
         self.pool_end: list[float | None] = [None] * len(pools)
 
-        # The scheduler: per pool, per free-GPU count, a heap of node ranks (stale entries skipped when popped).
-        # Among equally empty nodes kube-scheduler picks one at random (selectHost's reservoir sampling), so where
-        # the simulator places the replicas itself, ties go by a permutation drawn from the seed; in name order a
-        # model's replicas would sit on consecutive nodes, which the controller (also in name order) takes together.
-        # Pods found on a cluster keep their nodes, and ties there go by name.
-        self.buckets: list[list[list[int]]] = [[[] for _ in range(p.gpus_per_node + 1)] for p in pools]
-        self.node_at_rank = list(range(len(nodes)))
-        if fleet.place_replicas:
-            random.Random(f"placement-{seed}").shuffle(self.node_at_rank)
-        self.rank = [0] * len(nodes)
-        for r, i in enumerate(self.node_at_rank):
-            self.rank[i] = r
-        self.pending: list[dict[int, deque[int]]] = [{} for _ in pools]
-
         # Models and pods.
         models = fleet.models
         self.models = models
         self.model_pools = [[self.pool_index[p] for p in m.pools if p in self.pool_index] for m in models]
-        self.ready_count = [0] * len(models)
         self.lowest = [m.replicas for m in models]
         self.below_since: list[float | None] = [None] * len(models)
         self.below_total = [0.0] * len(models)
         # Per model, the nodes whose evictions its PDB refused (a heap, lowest node first, and its members).
         self.waiters: list[list[int]] = [[] for _ in models]
         self.waiting: list[set[int]] = [set() for _ in models]
-        self.pod_model: list[int] = []
-        self.pod_node: list[int] = []
-        self.pod_gpus: list[int] = []
-        self.pod_ready: list[bool] = []
-        self.pod_managed: list[bool] = []
-        self.pod_state: list[int] = []
-        self.unplaced_at_start = 0
 
         for i in range(n):
             g = self.node_group[i]
             self.total[g] += 1
-            if not self.cordoned[i] and self.ready[i]:
-                self._push_free(i)
             if self.cordoned[i] or not self.ready[i]:
                 self._set_unavailable(i, +1)
-        self._place_initial_pods()
+        placed = _placements.get(fleet, seed)
+        if placed is None:
+            self._place(seed)
+            _placements.put(fleet, seed, _Placement.of(self))
+        else:
+            placed.restore(self)
         self.ready_at_start = list(self.ready_count)
         for m in range(len(models)):
             if self.ready_count[m] < models[m].minimum:
@@ -213,6 +196,36 @@ class _Run:
         return self._outcome()
 
     # ------------------------------------------------------------ start
+
+    def _place(self, seed: int) -> None:
+        """The scheduler's state and the pods before the rollout: per pool, per free-GPU count, a heap of node ranks
+        (stale entries skipped when popped). Among equally empty nodes kube-scheduler picks one at random
+        (selectHost's reservoir sampling), so where the simulator places the replicas itself, ties go by a
+        permutation drawn from the seed; in name order a model's replicas would sit on consecutive nodes, which the
+        controller (also in name order) takes together. Pods found on a cluster keep their nodes, and ties there go
+        by name."""
+        n, pools = len(self.names), self.fleet.pools
+        self.buckets: list[list[list[int]]] = [[[] for _ in range(p.gpus_per_node + 1)] for p in pools]
+        self.node_at_rank: list[int] = list(range(n))
+        if self.fleet.place_replicas:
+            random.Random(f"placement-{seed}").shuffle(self.node_at_rank)
+        self.rank: list[int] = [0] * n
+        for r, i in enumerate(self.node_at_rank):
+            self.rank[i] = r
+        self.pending: list[dict[int, deque[int]]] = [{} for _ in pools]
+        self.pods_on: list[set[int]] = [set() for _ in range(n)]
+        self.ready_count: list[int] = [0] * len(self.models)
+        self.pod_model: list[int] = []
+        self.pod_node: list[int] = []
+        self.pod_gpus: list[int] = []
+        self.pod_state: list[int] = []
+        self.pod_ready: list[bool] = []
+        self.pod_managed: list[bool] = []
+        self.unplaced_at_start = 0
+        for i in range(n):
+            if not self.cordoned[i] and self.ready[i]:
+                self._push_free(i)
+        self._place_initial_pods()
 
     def _place_initial_pods(self) -> None:
         fleet = self.fleet
@@ -372,6 +385,8 @@ class _Run:
             if policy.wait_timeout:
                 self._at(policy.wait_timeout, _TIMEOUT, i, token)
         elif state in (POD_DELETION, DRAIN):
+            if state == POD_DELETION:
+                self.deletion_since[i] = self.now
             force = policy.deletion_force if state == POD_DELETION else policy.drain_force
             timeout = policy.deletion_timeout if state == POD_DELETION else policy.drain_timeout
             if not force and any(not self.pod_managed[p] for p in self.pods_on[i]):
@@ -546,6 +561,7 @@ class _Run:
     def _pods_gone(self, i: int) -> None:
         self._close_stall(i)
         if self.state[i] == POD_DELETION:
+            self.longest_deletion = max(self.longest_deletion, self.now - self.deletion_since[i])
             self.state[i] = DRAIN  # drain-required: no other pods are modelled, so it passes at once
         self._enter(i, POD_RESTART)
 
@@ -711,7 +727,7 @@ class _Run:
             failed=tuple(sorted(self.names[i] for i in self.failed)),
             peak_unavailable_nodes=self.peak_nodes, peak_unavailable_gpus=self.peak_gpus,
             unplaced_at_start=self.unplaced_at_start, validation_job_waits=self.validation_waits,
-            aborted=self.aborted,
+            aborted=self.aborted, longest_pod_deletion=self.longest_deletion,
         )
 
     def _never_done_stalls(self) -> None:
@@ -739,6 +755,75 @@ class _Run:
                     cause = why.NO_SLOT
                 self.stalls.append(Stall(self.names[i], self._pool_name(i), UPGRADE_REQUIRED, cause, detail,
                                          self.now, None))
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """Where the pods stand before the rollout: what the scheduler's placement leaves in a run's arrays. It depends
+    on the nodes, pools, models, pods and seed only, not on the policies, so a search's runs of one fleet (each
+    with other policies) place once and start from a copy."""
+
+    free: list[int]
+    buckets: list[list[list[int]]]
+    pods_on: list[set[int]]
+    pod_model: list[int]
+    pod_node: list[int]
+    pod_gpus: list[int]
+    pod_ready: list[bool]
+    pod_managed: list[bool]
+    pod_state: list[int]
+    ready_count: list[int]
+    pending: list[dict[int, deque[int]]]
+    unplaced_at_start: int
+    node_at_rank: list[int]  # read only in a run: shared, not copied
+    rank: list[int]
+
+    @classmethod
+    def of(cls, run: _Run) -> _Placement:
+        return cls(run.free, run.buckets, run.pods_on, run.pod_model, run.pod_node, run.pod_gpus, run.pod_ready,
+                   run.pod_managed, run.pod_state, run.ready_count, run.pending, run.unplaced_at_start,
+                   run.node_at_rank, run.rank).copy()
+
+    def copy(self) -> _Placement:
+        return _Placement(list(self.free), [[list(heap) for heap in pool] for pool in self.buckets],
+                          [set(pods) for pods in self.pods_on], list(self.pod_model), list(self.pod_node),
+                          list(self.pod_gpus), list(self.pod_ready), list(self.pod_managed), list(self.pod_state),
+                          list(self.ready_count),
+                          [{need: deque(waiting) for need, waiting in pool.items()} for pool in self.pending],
+                          self.unplaced_at_start, self.node_at_rank, self.rank)
+
+    def restore(self, run: _Run) -> None:
+        mine = self.copy()
+        run.free, run.buckets, run.pods_on = mine.free, mine.buckets, mine.pods_on
+        run.pod_model, run.pod_node, run.pod_gpus = mine.pod_model, mine.pod_node, mine.pod_gpus
+        run.pod_ready, run.pod_managed, run.pod_state = mine.pod_ready, mine.pod_managed, mine.pod_state
+        run.ready_count, run.pending, run.unplaced_at_start = mine.ready_count, mine.pending, mine.unplaced_at_start
+        run.node_at_rank, run.rank = mine.node_at_rank, mine.rank
+
+
+class _PlacementCache:
+    """The last fleet's placement, by the identity of what it depends on (a fleet with other policies shares
+    these tuples: ``Fleet.with_policies``)."""
+
+    def __init__(self) -> None:
+        self._key: tuple[object, ...] = ()
+        self._placement: _Placement | None = None
+
+    @staticmethod
+    def _of(fleet: Fleet, seed: int) -> tuple[object, ...]:
+        return (fleet.nodes, fleet.pools, fleet.models, fleet.pods, fleet.place_replicas, seed)
+
+    def get(self, fleet: Fleet, seed: int) -> _Placement | None:
+        key = self._of(fleet, seed)
+        same = len(key) == len(self._key) and all(a is b for a, b in zip(key[:4], self._key[:4], strict=True)) \
+            and key[4:] == self._key[4:]
+        return self._placement if same else None
+
+    def put(self, fleet: Fleet, seed: int, placement: _Placement) -> None:
+        self._key, self._placement = self._of(fleet, seed), placement
+
+
+_placements = _PlacementCache()
 
 
 def simulate(fleet: Fleet, seed: int = 0, *, stop_when_unsafe: bool = False, stop_after: int | None = None) -> Outcome:

@@ -8,6 +8,7 @@ Nothing here reads a cluster or imports Pulumi.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from gpu_knowledge import capacity
 from renderers import manifests
@@ -107,9 +108,15 @@ class Model:
         """Evictions its PDB allows now (the disruption controller's arithmetic, ``gpu_knowledge.capacity``)."""
         if self.pdb is None:
             return self.replicas
-        return capacity.pdb_disruptions_allowed(self.pdb[0], self.pdb[1], self.replicas, healthy=ready)
+        return max(0, ready - self._desired_healthy)
 
-    @property
+    @cached_property
+    def _desired_healthy(self) -> int:
+        """What its PDB keeps healthy (``capacity.pdb_desired_healthy``): asked on every eviction, worked out once."""
+        assert self.pdb is not None
+        return capacity.pdb_desired_healthy(self.pdb[0], self.pdb[1], self.replicas)
+
+    @cached_property
     def kept(self) -> int:
         """Replicas its PDB keeps while every one is healthy (0 without a PDB)."""
         return 0 if self.pdb is None else self.replicas - self.disruptions_allowed(self.replicas)

@@ -96,6 +96,7 @@ class Outcome:
     unplaced_at_start: int  # replicas that found no GPUs before the rollout began
     validation_job_waits: int  # upgraded nodes where the validation job found GPUs taken
     aborted: bool = False  # stopped early: the search needed no more than "unsafe"
+    longest_pod_deletion: float = 0.0  # seconds, the longest pod-deletion-required that ended with the pods gone
 
     @property
     def completed(self) -> bool:

@@ -14,7 +14,9 @@ before the rollout, so maxParallelUpgrades is what limits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
+from collections.abc import Callable
 from typing import Any
 
 from gpu_knowledge import capacity
@@ -26,6 +28,11 @@ from vocabulary.policy_ids import PolicyId
 ROUNDS = 6  # a probe runs until this many times its parallelism of nodes are done
 MIN_PROBE_NODES = 40
 UNLIMITED = "100%"
+# The longest podDeletion.timeoutSeconds a recommendation sets: the upper end of what eviction-respects-pdb's
+# remediation advises (300-900 s), so a PDB that never lets go still fails a node within a quarter hour.
+DELETION_TIMEOUT_CAP = 900
+DELETION_TIMEOUT_MARGIN = 2  # the timeout set is this many times the longest pod deletion the confirming run saw
+LONGER_TIMEOUT_PRECISION = 32  # the search with a longer timeout stops within 1/32 of the largest safe value
 
 
 @dataclass(frozen=True)
@@ -37,11 +44,12 @@ class Recommendation:
     max_unavailable: int | None
     reason: str
     runs: int
+    deletion_timeout: int | None = None  # podDeletion.timeoutSeconds to set with it (None: keep the configured)
 
     def as_json(self) -> dict[str, Any]:
         return {"policy": self.group, "pools": list(self.pools), "nodes": self.nodes,
                 "maxParallelUpgrades": self.max_parallel, "maxUnavailable": self.max_unavailable,
-                "reason": self.reason, "runs": self.runs}
+                "podDeletionTimeoutSeconds": self.deletion_timeout, "reason": self.reason, "runs": self.runs}
 
 
 class _Prober:
@@ -74,7 +82,10 @@ def _moving(fleet: Fleet, group: Group) -> tuple[int, int]:
             sum(1 for n in members if n.cordoned or not n.ready))
 
 
-def recommend_group(fleet: Fleet, group: int, seed: int) -> Recommendation:
+def recommend_group(fleet: Fleet, group: int, seed: int, longer_timeout_up_to: int | None = None) -> Recommendation:
+    """The policy's safest fast parallelism at its configured pod-deletion timeout. With ``longer_timeout_up_to``
+    (the most nodes at once worth having: what the pack admits), where that timeout stops a node on a PDB below
+    it, also the parallelism a longer one allows (:func:`_longer_timeout`)."""
     target = fleet.groups[group]
     nodes, down = _moving(fleet, target)
     alone = _alone(fleet, group)
@@ -108,6 +119,10 @@ def recommend_group(fleet: Fleet, group: int, seed: int) -> Recommendation:
             good = middle
         else:
             bad = middle
+    if longer_timeout_up_to is not None and bad < nodes and good < longer_timeout_up_to:
+        longer = _longer_timeout(alone, group, prober, good, bad, min(nodes, longer_timeout_up_to), down)
+        if longer is not None:
+            return longer
     while good > 0 and not safe(good, full=True):
         good //= 2
     if good == 0:
@@ -115,6 +130,68 @@ def recommend_group(fleet: Fleet, group: int, seed: int) -> Recommendation:
                      "spare capacity, lower minAvailable, cache the weights or raise podDeletion.timeoutSeconds")
     return found(good, f"{bad} at once drops a model below its minimum or stops a node on a PDB"
                  if bad < nodes else "the largest that keeps every model at its minimum")
+
+
+def _largest_safe(safe: Callable[[int], bool], low: int, most: int) -> int:
+    """The largest value up to ``most`` that ``safe`` passes, ``low`` taken as safe: doubling, then halving the gap
+    until it is within :data:`LONGER_TIMEOUT_PRECISION` of the value (each probe of a large fleet runs thousands of
+    nodes)."""
+    high = most + 1
+    probe = min(most, max(1, low * 2))
+    while probe < high:
+        if not safe(probe):
+            high = probe
+        elif probe == most:
+            return most
+        else:
+            low, probe = probe, min(most, probe * 2)
+    while high - low > max(1, low // LONGER_TIMEOUT_PRECISION):
+        middle = (low + high) // 2
+        if safe(middle):
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def _longer_timeout(alone: Fleet, group: int, prober: _Prober, good: int, bad: int, most: int,
+                    down: int) -> Recommendation | None:
+    """Where the configured podDeletion.timeoutSeconds is what stops a node (a drain that honours the PDBs, waiting
+    on replacements to load, outlasts it): the largest parallelism whose runs finish every pod deletion within
+    :data:`DELETION_TIMEOUT_CAP` / :data:`DELETION_TIMEOUT_MARGIN`, and a timeout of that margin times the longest
+    pod deletion its full run saw (so at most the cap). A run whose deletions all end before its timeout is the
+    same run at any longer one, so the full run confirms the pair. None where no longer timeout buys a node more,
+    where drain is on (a failed pod deletion goes on to drain, not to upgrade-failed) or the configured timeout
+    leaves no room for the margin (0 waits forever)."""
+    target = alone.groups[group]
+    configured = target.policy.deletion_timeout
+    searched = DELETION_TIMEOUT_CAP // DELETION_TIMEOUT_MARGIN
+    if configured == 0 or configured >= searched or target.policy.drain_enable:
+        return None
+    nodes = _moving(alone, target)[0]
+
+    def run(parallel: int, full: bool) -> Outcome:
+        policy = replace(target.policy.with_parallelism(parallel, UNLIMITED), deletion_timeout=searched)
+        horizon = None if full else min(nodes, max(MIN_PROBE_NODES, ROUNDS * parallel))
+        return prober.run(alone.with_policy(group, policy), horizon)
+
+    # A probe safe at the configured timeout never reached it: at a longer one it is the same run, so ``good`` holds.
+    low = _largest_safe(lambda parallel: not run(parallel, full=False).disruptive, good, most)
+    while low > good:
+        confirmed = run(low, full=True)
+        if not confirmed.disruptive:
+            seen = confirmed.longest_pod_deletion
+            timeout = 60 * math.ceil(DELETION_TIMEOUT_MARGIN * seen / 60)
+            if timeout <= configured:  # the configured one already leaves the margin
+                return Recommendation(target.title, target.pools, nodes, low, low + down,
+                                      f"{low} at once: its longest pod deletion, {seen:.0f} s, ends well within "
+                                      f"podDeletion.timeoutSeconds {configured}", prober.runs)
+            reason = (f"podDeletion.timeoutSeconds {configured} stops a node on a PDB at {bad} at once; {timeout} "
+                      f"({DELETION_TIMEOUT_MARGIN} x the longest pod deletion seen, {seen:.0f} s; at most "
+                      f"{DELETION_TIMEOUT_CAP}) lets {low} at once wait for their PDBs instead")
+            return Recommendation(target.title, target.pools, nodes, low, low + down, reason, prober.runs, timeout)
+        low //= 2
+    return None
 
 
 @dataclass(frozen=True)
@@ -129,6 +206,7 @@ class Recommended:
     outcome: Outcome | None  # the whole fleet under the recommended set
     per_pool: bool = False  # each policy its own pair (``values``)
     values: tuple[tuple[int, int] | None, ...] = ()  # per policy: the confirmed (maxParallelUpgrades, maxUnavailable)
+    timeouts: tuple[int | None, ...] = ()  # per policy, per pool: podDeletion.timeoutSeconds to set (None: keep it)
 
     @property
     def found(self) -> bool:
@@ -177,7 +255,7 @@ def _within(found: Recommendation, admits: tuple[int | None, str]) -> Recommenda
     down = found.max_unavailable - found.max_parallel
     return Recommendation(found.group, found.pools, found.nodes, limit, limit + down,
                           f"the policy pack admits {limit} ({why}); the simulation alone: {found.max_parallel}",
-                          found.runs)
+                          found.runs, found.deletion_timeout)
 
 
 def _at_fault(fleet: Fleet, outcome: Outcome) -> set[int]:
@@ -190,7 +268,11 @@ def _at_fault(fleet: Fleet, outcome: Outcome) -> set[int]:
 
 
 def recommend(fleet: Fleet, seed: int) -> Recommended:
-    per_policy = tuple(_within(recommend_group(fleet, g, seed), admitted(fleet, g)) for g in range(len(fleet.groups)))
+    # Per pool, a policy's own podDeletion.timeoutSeconds may be set with its parallelism (up to what the pack
+    # admits); with one policy for every pool, its parallelism alone.
+    longer = per_pool(fleet)
+    per_policy = tuple(_within(recommend_group(fleet, g, seed, _worth(fleet, g, admits) if longer else None), admits)
+                       for g in range(len(fleet.groups)) for admits in [admitted(fleet, g)])
     values = [r for r in per_policy if r.nodes and r.max_parallel is not None]
     if not values or any(r.nodes and r.max_parallel is None and fleet.groups[k].policy.auto_upgrade
                          for k, r in enumerate(per_policy)):
@@ -210,9 +292,19 @@ def recommend(fleet: Fleet, seed: int) -> Recommended:
     return Recommended(per_policy, None, None, None)
 
 
+def _worth(fleet: Fleet, group: int, admits: tuple[int | None, str]) -> int:
+    """The most nodes at once worth a longer timeout: what the pack admits, else every node the policy rolls."""
+    limit = admits[0]
+    return _moving(fleet, fleet.groups[group])[0] if limit is None else limit
+
+
 def per_pool(fleet: Fleet) -> bool:
     """The stack can take a pair per policy: each pool its own NVIDIADriver's (``nodePools[].upgradePolicy``)."""
     return fleet.per_pool_policies and all(len(g.pools) == 1 for g in fleet.groups)
+
+
+def _applied(policy: Policy, deletion_timeout: int | None) -> Policy:
+    return policy if deletion_timeout is None else replace(policy, deletion_timeout=deletion_timeout)
 
 
 def _confirm_per_policy(fleet: Fleet, seed: int, per_policy: tuple[Recommendation, ...]) -> Recommended:
@@ -222,12 +314,15 @@ def _confirm_per_policy(fleet: Fleet, seed: int, per_policy: tuple[Recommendatio
     pairs: list[tuple[int, int] | None] = [
         None if r.max_parallel is None or r.max_unavailable is None else (r.max_parallel, r.max_unavailable)
         for r in per_policy]
+    timeouts = tuple(r.deletion_timeout for r in per_policy)
     while True:
-        policies = tuple(g.policy if pair is None else g.policy.with_parallelism(*pair)
-                         for g, pair in zip(fleet.groups, pairs, strict=True))
+        policies = tuple(g.policy if pair is None else _applied(g.policy.with_parallelism(*pair), timeout)
+                         for g, pair, timeout in zip(fleet.groups, pairs, timeouts, strict=True))
         outcome = simulate(fleet.with_policies(policies), seed)
         if not outcome.disruptive:
-            return Recommended(per_policy, None, None, outcome, per_pool=True, values=tuple(pairs))
+            return Recommended(per_policy, None, None, outcome, per_pool=True, values=tuple(pairs),
+                               timeouts=tuple(t if pair is not None else None
+                                              for t, pair in zip(timeouts, pairs, strict=True)))
         fault = _at_fault(fleet, outcome) or {k for k, pair in enumerate(pairs) if pair is not None}
         for k in fault:
             pair = pairs[k]
@@ -241,4 +336,4 @@ def _confirm_per_policy(fleet: Fleet, seed: int, per_policy: tuple[Recommendatio
             return Recommended(per_policy, None, None, None, per_pool=True)
 
 
-__all__ = ["Recommendation", "Recommended", "admitted", "per_pool", "recommend", "recommend_group"]
+__all__ = ["DELETION_TIMEOUT_CAP", "Recommendation", "Recommended", "admitted", "per_pool", "recommend", "recommend_group"]

@@ -20,7 +20,7 @@ from checks.soak_metrics import before_guard
 from checks.verify_facts import stamp
 from checks.verify_read import gather
 from fleetspec.load import load_stack_file
-from fleetspec.model import Drain, PodDeletion, WaitForCompletion
+from fleetspec.model import Drain, PodDeletion, UpgradePolicy, WaitForCompletion
 from fleetspec.observability import parse_prometheus
 from tests.conftest import PROJECT_DIR
 from tests.checks.verify_world import NEW, PROMETHEUS_SERVICE, ProxyKube, Soak, World, build, history
@@ -238,6 +238,19 @@ def test_the_baseline_ends_before_every_bounded_step_of_the_upgrade_policy() -> 
     assert seconds == 3600 + 900 + 86400 + 3600
     assert why.startswith("ends 26 h 15 min before the first node finished its upgrade: waitForCompletion.timeoutSeconds "
                           "3600 + podDeletion.timeoutSeconds 900 + drain.timeoutSeconds 0 (no bound: taken as a day)")
+
+
+def test_the_baseline_ends_before_the_longest_pod_deletion_a_pool_s_own_policy_allows() -> None:
+    """A pool's own upgradePolicy (nodePools[].upgradePolicy, as `simulate` may recommend a longer
+    podDeletion.timeoutSeconds) bounds its nodes' drains; the window ends before the longest of them."""
+    spec = load_stack_file(PROJECT_DIR / "Pulumi.canary.yaml")
+    assert spec.per_pool_upgrade_policies and spec.gpuOperator.upgradePolicy.podDeletion.timeoutSeconds == 600
+    pools = [spec.nodePools[0].model_copy(update={"upgradePolicy": UpgradePolicy.model_validate(
+        {"podDeletion": {"timeoutSeconds": 900}})}), *spec.nodePools[1:]]
+    seconds, why = before_guard(spec.model_copy(update={"nodePools": pools}))
+    assert seconds == 900 + 3600
+    assert why == (f"ends 1 h 15 min before the first node finished its upgrade: podDeletion.timeoutSeconds 900 (pool "
+                   f"{pools[0].name}'s own upgradePolicy) + a 1 h margin, so no pod drained for the upgrade is in it")
 
 
 @needs_prometheus

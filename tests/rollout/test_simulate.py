@@ -80,8 +80,12 @@ def _applied(config: dict[str, str], stack_change: list[dict[str, Any]]) -> dict
     would set it."""
     pools = json.loads(config["gpu-driver-upgrade:nodePools"])
     for entry in stack_change:
-        where, key = entry["key"].removeprefix("gpu-driver-upgrade:nodePools[").split("].upgradePolicy.")
-        pools[int(where)].setdefault("upgradePolicy", {})[key] = entry["value"]
+        where, path = entry["key"].removeprefix("gpu-driver-upgrade:nodePools[").split("].upgradePolicy.")
+        *blocks, key = path.split(".")
+        policy = pools[int(where)].setdefault("upgradePolicy", {})
+        for block in blocks:
+            policy = policy.setdefault(block, {})
+        policy[key] = entry["value"]
     return {**config, "gpu-driver-upgrade:nodePools": json.dumps(pools)}
 
 
@@ -109,6 +113,42 @@ def test_the_recommendation_per_pool_is_what_the_pack_admits_and_beats_the_one_p
                                "value": values[tightest] + 1} for key in ("maxParallelUpgrades", "maxUnavailable")])
     assert [v.policy for v in policy_report(as_planned("prod", over)) if v.policy in capacity] == [
         "parallelism-within-spare-capacity"]
+
+
+def test_a_pool_whose_drains_outlast_pod_deletion_gets_a_longer_timeout_with_its_parallelism(tmp_path: Path) -> None:
+    # Replicas back 150 s after an eviction, pod deletion giving up at 240 s: a node that waits two loads for its
+    # PDB fails, so at the configured timeout the pools roll few nodes at once.
+    config = change(change(change(cached(), "nodePools", _grown), "models",
+                           lambda models: [m.update(loadSeconds=150) for m in models]),
+                    "gpuOperator", lambda o: o["upgradePolicy"]["podDeletion"].update(timeoutSeconds=240))
+    result = invoke("simulate", "--stack-file", str(write_stack(tmp_path, config)), "--project-dir",
+                    str(PROJECT_DIR), "--json")
+    doc = document_of("simulate", result.stdout)
+    recommended = doc["recommended"]
+    timeouts = {e["pool"]: e["value"] for e in recommended["stackChange"]
+                if e["key"].endswith(".upgradePolicy.podDeletion.timeoutSeconds")}
+    assert timeouts and all(240 < t <= 900 for t in timeouts.values()), timeouts
+    for policy in recommended["perPolicy"]:
+        assert policy["confirmed"]["podDeletionTimeoutSeconds"] == timeouts.get(policy["pools"][0])
+        if policy["pools"][0] in timeouts:
+            assert "podDeletion.timeoutSeconds 240 stops a node on a PDB" in policy["reason"]
+    assert recommended["ratio"] < doc["ratio"]
+    # Applied: the pack finds nothing to refuse, each NVIDIADriver carries its pool's timeout, and the stack
+    # predicts, as configured, exactly the rollout that confirmed the recommendation.
+    applied = _applied(config, recommended["stackChange"])
+    run = as_planned("prod", applied)
+    judged = {"parallelism-within-spare-capacity", "canary-one-node-at-a-time", "spare-capacity",
+              "eviction-respects-pdb"}
+    assert [v for v in policy_report(run) if v.policy in judged] == []
+    sent = {r.inputs["metadata"]["name"]: r.inputs["spec"]["upgradePolicy"]["podDeletion"]["timeoutSeconds"]
+            for r in run.of_type("kubernetes:nvidia.com/v1alpha1:NVIDIADriver")}
+    assert sent == {f"gpu-{pool}": timeouts.get(pool, 240) for pool in ("gput4", "gpua100", "gpuh100")}
+    again = document_of("simulate", invoke("simulate", "--stack-file", str(write_stack(tmp_path, applied)),
+                                           "--project-dir", str(PROJECT_DIR), "--json").stdout)
+    assert again["predicted"]["seconds"] == recommended["predicted"]["seconds"]
+    text = invoke("simulate", "--stack-file", str(write_stack(tmp_path, config)), "--project-dir",
+                  str(PROJECT_DIR)).stdout
+    assert "upgradePolicy.podDeletion.timeoutSeconds:" in text
 
 
 def test_a_refused_pool_policy_exits_2_naming_the_key_and_changes_nothing(tmp_path: Path) -> None:

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-import pytest
+from dataclasses import replace
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from fleetspec.load import load_stack_file
+from gpu_knowledge import capacity
 from simulate import outcome as why
+from simulate import search
 from simulate.engine import simulate
-from simulate.fleet import Policy
+from simulate.fleet import Fleet, Model, Policy, fleet_from_spec
+from simulate.search import recommend
 from fleetspec.simulation import Simulation, VALIDATION_TIMEOUT_SECONDS
-from tests.simulate.fleets import EXACT, model, one_pool
+from tests.conftest import PROJECT_DIR
+from tests.simulate.fleets import EXACT, fleets, model, one_pool
 
 ONE_AT_A_TIME = Policy(max_parallel=1, max_unavailable="100%", deletion_timeout=0)
 UNLIMITED = Policy(max_parallel=0, max_unavailable="100%", deletion_timeout=0)
@@ -145,3 +153,39 @@ def test_waves_run_one_after_the_other_with_the_gap() -> None:
     out = simulate(fleet)
     assert [(w.start, w.end) for w in out.waves] == [(0.0, 400.0), (450.0, 850.0)]
     assert out.seconds == pytest.approx(850)
+
+
+# ---------------------------------------------------------------- one placement for a search's runs (issue 39)
+
+
+def _fresh(fleet: Fleet) -> Fleet:
+    """``fleet`` in new tuples: no run of it has been placed yet."""
+    return replace(fleet, nodes=tuple(list(fleet.nodes)), pools=tuple(list(fleet.pools)),
+                   models=tuple(list(fleet.models)), pods=tuple(list(fleet.pods)))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleet=fleets())
+def test_a_fleet_under_other_policies_starts_from_the_same_placement_as_a_fresh_one(fleet: Fleet) -> None:
+    # The search's runs share the placement of the first (the nodes, models and seed are the same); a run between
+    # them (every node at once, the most evictions) must leave nothing behind for the next.
+    every = fleet.with_policies(tuple(g.policy.with_parallelism(0, "100%") for g in fleet.groups))
+    for run in (fleet, every, fleet, every):
+        assert simulate(run, seed=1) == simulate(_fresh(run), seed=1)
+        assert simulate(run, seed=1, stop_after=1) == simulate(_fresh(run), seed=1, stop_after=1)
+
+
+def test_the_prod_example_s_recommendation_is_that_of_runs_each_placed_afresh(monkeypatch) -> None:
+    fleet = fleet_from_spec(load_stack_file(PROJECT_DIR / "Pulumi.prod.yaml"))
+    shared = recommend(fleet, seed=0)
+    monkeypatch.setattr(search, "simulate", lambda f, seed=0, **kw: simulate(_fresh(f), seed, **kw))
+    assert recommend(fleet, seed=0) == shared
+
+
+@pytest.mark.parametrize("budget", [(2, None), ("50%", None), ("34%", None), (None, 1), (None, "25%"), (None, None),
+                                    (7, None), (None, 0)])
+def test_a_model_s_disruptions_allowed_are_the_disruption_controller_s(budget) -> None:
+    m = Model("ns/m", 6, 1, 0, ("a",), 100, budget)
+    for ready in range(0, 8):
+        assert m.disruptions_allowed(ready) == capacity.pdb_disruptions_allowed(*budget, 6, healthy=ready)
+    assert m.kept == 6 - capacity.pdb_disruptions_allowed(*budget, 6)

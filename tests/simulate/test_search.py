@@ -11,7 +11,7 @@ from simulate.assess import assess
 from simulate.bounds import lower_bound
 from simulate.engine import simulate
 from simulate.fleet import NVIDIA_DRIVER, Fleet, Group, Node, Policy, Pool
-from simulate.search import admitted, recommend, recommend_group
+from simulate.search import DELETION_TIMEOUT_CAP, admitted, recommend, recommend_group
 from tests.simulate.fleets import EXACT, fleets, model, one_pool
 
 
@@ -25,6 +25,18 @@ def test_the_lower_bound_by_hand() -> None:
     assert [(m.evictions, m.allowance, m.seconds) for m in bound.models] == [(2, 1, 500.0)]
     assessment = assess(fleet)
     assert assessment.ratio == pytest.approx(1230 / 800)
+
+
+def test_the_lower_bound_counts_gpu_time_where_every_node_of_a_pool_moves() -> None:
+    # 4 nodes x 1 GPU; 3 replicas keeping 2: 2 nodes out at once, ceil(4 / 2) x 400 = 800. In GPU-seconds over
+    # the span T: 2 GPUs stay under kept replicas, so 2 x T >= 4 nodes x 400 out + 2 kept replacements x 100
+    # loading + 3 evicted replicas x 10 terminating, T >= 915.
+    fleet = one_pool(4, 1, [model("m", 3, 2)], Policy(max_parallel=2, max_unavailable="100%", deletion_timeout=0))
+    out = simulate(fleet)
+    bound = lower_bound(fleet, out.models)
+    assert [(p.at_once, p.seconds) for p in bound.pools] == [(2, pytest.approx(915))]
+    assert bound.seconds == pytest.approx(915)
+    assert out.seconds is not None and out.seconds >= 915
 
 
 def test_the_search_finds_the_largest_parallelism_that_stops_nothing() -> None:
@@ -127,8 +139,41 @@ def test_a_per_pool_recommendation_is_confirmed_and_never_beyond_what_the_pack_a
     for group, pair in enumerate(found.values):
         limit, _ = admitted(fleet, group)
         assert pair is None or limit is None or pair[0] <= limit
-    # Simulated again from scratch, under exactly the pairs the stack change would set.
-    policies = tuple(g.policy if pair is None else g.policy.with_parallelism(*pair)
-                     for g, pair in zip(fleet.groups, found.values, strict=True))
+    assert all(t is None or t <= DELETION_TIMEOUT_CAP for t in found.timeouts)
+    # Simulated again from scratch, under exactly the pairs (and pod-deletion timeouts) the stack change would set.
+    policies = tuple(g.policy if pair is None else
+                     replace(g.policy.with_parallelism(*pair), deletion_timeout=t or g.policy.deletion_timeout)
+                     for g, pair, t in zip(fleet.groups, found.values, found.timeouts, strict=True))
     out = simulate(fleet.with_policies(policies), seed=3)
     assert not out.below_minimum and not out.disruptive
+
+
+def _slow_drains(deletion_timeout: int) -> Fleet:
+    # 12 one-GPU nodes, 6 replicas keeping 4 (the pack admits 6 at once), each back 100 s after its eviction.
+    # Five nodes at once: a node waits two loads (200 s) for the PDB, past a 150 s podDeletion.timeoutSeconds.
+    policy = Policy(max_parallel=1, max_unavailable=1, deletion_timeout=deletion_timeout)
+    return Fleet((Pool("a", 0, 1),), tuple(Node(f"a-{i}", "a", 1) for i in range(12)), (model("m", 6, 4),),
+                 (Group(NVIDIA_DRIVER, "gpu-a", ("a",), policy),), EXACT, place_replicas=True, per_pool_policies=True)
+
+
+def test_per_pool_a_longer_pod_deletion_timeout_comes_with_the_parallelism_it_allows() -> None:
+    fleet = _slow_drains(150)
+    assert admitted(fleet, 0)[0] == 6
+    found = recommend(fleet, seed=0)
+    assert found.values == ((6, 6),) and found.timeouts == (420,)  # twice the longest pod deletion, 200 s
+    assert "podDeletion.timeoutSeconds 150 stops a node on a PDB" in found.per_policy[0].reason
+    assert found.per_policy[0].deletion_timeout == 420 <= DELETION_TIMEOUT_CAP
+    # The timeout is what makes it safe: the same parallelism at 150 s stops a node; at 420 s nothing stops.
+    six = fleet.groups[0].policy.with_parallelism(6, 6)
+    assert simulate(fleet.with_policy(0, six), seed=0).disruptive
+    assert not simulate(fleet.with_policy(0, replace(six, deletion_timeout=420)), seed=0).disruptive
+    # With one policy for every pool (gpuOperator.upgradePolicy), no timeout is set: its parallelism alone.
+    one = recommend(replace(fleet, per_pool_policies=False), seed=0)
+    assert one.timeouts == () and one.max_parallel is not None and one.max_parallel < 6
+
+
+def test_no_longer_timeout_where_pod_deletion_waits_forever_or_drain_follows() -> None:
+    for policy in (Policy(max_parallel=1, max_unavailable=1, deletion_timeout=0),
+                   Policy(max_parallel=1, max_unavailable=1, deletion_timeout=150, drain_enable=True)):
+        found = recommend(_slow_drains(150).with_policy(0, policy), seed=0)
+        assert all(t is None for t in found.timeouts) and found.per_policy[0].deletion_timeout is None
