@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import os
 import runpy
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
+from pulumi import _types as pulumi_types
 from pulumi.runtime import resource as pulumi_resource
 from pulumi.runtime import rpc as pulumi_rpc
 from pulumi.runtime import settings as pulumi_settings
@@ -226,6 +228,24 @@ def _stack_traces_off() -> Iterator[None]:
         pulumi_resource._get_stack_trace = captured
 
 
+@contextmanager
+def _type_unwrapping_memoised() -> Iterator[None]:
+    """The SDK's unwrapping of a property's type annotation (``Optional[Input[DaemonSetSpecArgs]]`` to
+    ``DaemonSetSpecArgs``: ``pulumi._types.unwrap_type`` and ``unwrap_optional_type``) remembered per annotation
+    while the mock engine runs a program. The SDK works it out again for every value it serializes and every output
+    it resolves, from the same few hundred annotation objects, and the answer depends on the annotation alone; on a
+    150-pool plan that was a tenth of each rendering (benchmarks/plan_scale.py). Pulumi has no setting for it, hence
+    this swap for the mock run only, restored afterwards (the memory with it); under `pulumi up` the program runs
+    unpatched."""
+    originals = pulumi_types.unwrap_type, pulumi_types.unwrap_optional_type
+    pulumi_types.unwrap_type = functools.lru_cache(maxsize=None)(originals[0])
+    pulumi_types.unwrap_optional_type = functools.lru_cache(maxsize=None)(originals[1])
+    try:
+        yield
+    finally:
+        pulumi_types.unwrap_type, pulumi_types.unwrap_optional_type = originals
+
+
 def run_program(
     config: dict[str, str],
     stack: str,
@@ -261,7 +281,7 @@ def run_program(
     # would otherwise leak into the preview through the runtime's environment fallback.
     ambient = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("PULUMI_CONFIG")}
     working_dir, program = Path.cwd(), program.absolute()
-    with cyclic_gc_paused(), _stack_traces_off():
+    with cyclic_gc_paused(), _stack_traces_off(), _type_unwrapping_memoised():
         try:
             os.chdir(program.parent)
             pulumi.runtime.reset_options(project=PROJECT, stack=stack, preview=True)

@@ -3,6 +3,7 @@ refuses, and never read the engine's ambient config."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import json
@@ -187,10 +188,27 @@ def test_answering_with_the_request_s_own_bytes_changes_nothing_the_program_sees
     monkeypatch.setattr(preview_run._DependencyRecordingMonitor, "_register_echoed",
                         lambda self, request: MockMonitor.RegisterResource(self, request))
     slow = run_program(stack_config(stack), stack)
+    assert _seen(fast) == _seen(slow)  # outputs; each resource's inputs, dependencies and registered outputs
 
-    def seen(run: preview_run.ProgramRun) -> str:  # an unknown is an object of its own in each run: named by its type
-        # Dependencies arrive in the SDK's order, which differs between runs: compared as sets.
-        resources = [{**dataclasses.asdict(r), "dependencies": sorted(r.dependencies)} for r in run.resources]
-        return json.dumps([run.outputs, resources], default=lambda value: type(value).__name__)
 
-    assert seen(fast) == seen(slow)  # outputs; each resource's inputs, dependencies and registered outputs
+def _seen(run: preview_run.ProgramRun) -> str:
+    """All a run registered and exported, comparable across runs: an unknown (an object of its own in each run) by
+    its type's name, and dependencies (which arrive in the SDK's order, differing between runs) as sets."""
+    resources = [{**dataclasses.asdict(r), "dependencies": sorted(r.dependencies)} for r in run.resources]
+    return json.dumps([run.outputs, resources], default=lambda value: type(value).__name__)
+
+
+@pytest.mark.parametrize("stack", EXAMPLE_STACKS)
+def test_remembering_the_sdk_s_type_unwrapping_changes_nothing_and_is_undone(
+    stack: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    unwrap = pulumi._types.unwrap_type, pulumi._types.unwrap_optional_type
+    remembered = run_program(stack_config(stack), stack)
+    assert (pulumi._types.unwrap_type, pulumi._types.unwrap_optional_type) == unwrap  # restored after the run
+    monkeypatch.setattr(preview_run, "_type_unwrapping_memoised", contextlib.nullcontext)
+    assert _seen(remembered) == _seen(run_program(stack_config(stack), stack))
+    bad = edited("canary", "driver", lambda d: d.update(version="not-a-version"))
+    monkeypatch.undo()
+    with pytest.raises(Exception, match="not-a-version"):
+        run_program(bad, "canary")
+    assert (pulumi._types.unwrap_type, pulumi._types.unwrap_optional_type) == unwrap  # a failed program too
