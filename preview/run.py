@@ -93,8 +93,6 @@ OFFLINE_INVOKES: dict[str, dict[str, Any]] = {
 
 
 STACK_REFERENCE = "pulumi:pulumi:StackReference"
-# Registrations the mocks answer with another state than the inputs: the stack (nothing), a reference (its outputs).
-_NOT_ECHOED = frozenset({"pulumi:pulumi:Stack", STACK_REFERENCE})
 
 
 class RecordingMocks(pulumi.runtime.Mocks):
@@ -166,15 +164,16 @@ class _DependencyRecordingMonitor(MockMonitor):
         self.component_outputs: dict[str, dict[str, Any]] = {}
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
-        response = (super().RegisterResource(request) if request.type in _NOT_ECHOED or request.transforms
-                    else self._register_echoed(request))
+        # The stack's own registration asks the mocks nothing; transforms are MockMonitor's to resolve.
+        response = (super().RegisterResource(request) if request.type == "pulumi:pulumi:Stack" or request.transforms
+                    else self._register(request))
         self.dependencies[response.urn] = tuple(request.dependencies)
         return response
 
-    def _register_echoed(self, request: Any) -> Any:
-        """MockMonitor's registration, but the state (the inputs, echoed by :class:`RecordingMocks`) is answered
-        with the request's own serialized inputs instead of deserialized and serialized again: the same bytes,
-        for a tenth of a 150-pool plan's rendering (benchmarks/plan_scale.py)."""
+    def _register(self, request: Any) -> Any:
+        """MockMonitor's registration, but a state that is the inputs echoed (:class:`RecordingMocks` echoes all
+        but a StackReference's) is answered with the request's own serialized inputs instead of deserialized and
+        serialized again: the same bytes, for a tenth of a 150-pool plan's rendering (benchmarks/plan_scale.py)."""
         urn = self.make_urn(request.parent, request.type, request.name)
         inputs = pulumi_rpc.deserialize_properties(request.object)
         resource_id, state = self.mocks.new_resource(pulumi.runtime.MockResourceArgs(

@@ -175,17 +175,17 @@ def test_answering_with_the_request_s_own_bytes_changes_nothing_the_program_sees
     stack: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     answered: list[str] = []
-    echoed = preview_run._DependencyRecordingMonitor._register_echoed
+    echoed = preview_run._DependencyRecordingMonitor._register
 
     def spy(self: preview_run._DependencyRecordingMonitor, request: Any) -> Any:
         answered.append(request.type)
         return echoed(self, request)
 
-    monkeypatch.setattr(preview_run._DependencyRecordingMonitor, "_register_echoed", spy)
+    monkeypatch.setattr(preview_run._DependencyRecordingMonitor, "_register", spy)
     fast = run_program(stack_config(stack), stack)
     assert len(answered) > 20  # the fast answer was taken
     # MockMonitor's own answer: the state deserialized and serialized again.
-    monkeypatch.setattr(preview_run._DependencyRecordingMonitor, "_register_echoed",
+    monkeypatch.setattr(preview_run._DependencyRecordingMonitor, "_register",
                         lambda self, request: MockMonitor.RegisterResource(self, request))
     slow = run_program(stack_config(stack), stack)
     assert _seen(fast) == _seen(slow)  # outputs; each resource's inputs, dependencies and registered outputs
