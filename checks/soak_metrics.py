@@ -62,16 +62,15 @@ def before_guard(spec: FleetSpec) -> tuple[float, str]:
     ``waitForCompletion`` (when it waits for pods), ``podDeletion`` and ``drain`` (when enabled) timeouts of the
     policy that bounds them longest (the stack's, or a pool's own: ``FleetSpec.upgrade_policy``), and a margin;
     a step with no timeout (0) counts as a day, and the reason says so."""
-    stack = spec.gpuOperator.upgradePolicy
-    seconds, parts, whose = _guard_steps(stack), _guard_parts(stack), ""
-    for pool in spec.nodePools:
-        own = spec.upgrade_policy(pool) if spec.per_pool_upgrade_policies else stack
-        if _guard_steps(own) > seconds:
-            seconds, parts, whose = _guard_steps(own), _guard_parts(own), f" (pool {pool.name}'s own upgradePolicy)"
+    candidates = [(spec.gpuOperator.upgradePolicy, "")]
+    if spec.per_pool_upgrade_policies:
+        candidates += [(spec.upgrade_policy(pool), f" (pool {pool.name}'s own upgradePolicy)") for pool in spec.nodePools]
+    policy, whose = max(candidates, key=lambda candidate: _guard_steps(candidate[0]))  # the first of the longest
+    seconds = _guard_steps(policy)
     hours, minutes = divmod(round(seconds) // 60, 60)
     return seconds, (f"ends {hours} h {minutes:02d} min before the first node finished its upgrade: "
-                     f"{' + '.join(parts)}{whose} + a {BEFORE_MARGIN / 3600:g} h margin, so no pod drained for the "
-                     "upgrade is in it")
+                     f"{' + '.join(_guard_parts(policy))}{whose} + a {BEFORE_MARGIN / 3600:g} h margin, so no pod "
+                     "drained for the upgrade is in it")
 
 
 def _guard_timeouts(policy: UpgradePolicy) -> list[tuple[str, int]]:
