@@ -4,12 +4,11 @@ which the fake cluster's nodes name in ``spec.providerID``) with the node OS upg
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -18,6 +17,7 @@ from azure.core.credentials import AccessToken
 
 from cloud_credentials.azure_management import ARM_SCOPE, AzureManagement
 from cloud_credentials.credentials import AzureToken
+from tests.loopback_http import FakeHandler
 from tests.private_ca import private_ca
 
 TOKEN = "arm-token"
@@ -38,30 +38,19 @@ class Arm:
 def serve(tmp_path: Path, channel: str | None, status: int = 200) -> Iterator[Arm]:
     arm = Arm(channel, status)
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(FakeHandler):
         def do_GET(self) -> None:  # noqa: N802 - the handler's name
             arm.seen.append(self.path)
             parts = urlsplit(self.path)
             if self.headers.get("Authorization") != f"Bearer {TOKEN}":
-                self._answer(401, {"error": {"code": "AuthenticationFailed"}})
+                self.send_json(401, {"error": {"code": "AuthenticationFailed"}})
             elif arm.status != 200:
-                self._answer(arm.status, {"error": {"code": "AuthorizationFailed"}})
+                self.send_json(arm.status, {"error": {"code": "AuthorizationFailed"}})
             elif parts.path != CLUSTER or "api-version=" not in parts.query:
-                self._answer(404, {"error": {"code": "ResourceNotFound"}})
+                self.send_json(404, {"error": {"code": "ResourceNotFound"}})
             else:
                 profile = {"nodeOSUpgradeChannel": arm.channel} if arm.channel else {}
-                self._answer(200, {"name": "aks-inference-weu-1", "properties": {"autoUpgradeProfile": profile}})
-
-        def _answer(self, status: int, body: dict[str, Any]) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-            return
+                self.send_json(200, {"name": "aks-inference-weu-1", "properties": {"autoUpgradeProfile": profile}})
 
     bundle, tls = private_ca(tmp_path)
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -4,14 +4,15 @@ documents' shapes as the APIs return them), and recording each request's path an
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.loopback_http import FakeHandler
 
 SUBSCRIPTION = "11111111-2222-3333-4444-555555555555"
 GROUP, AKS_CLUSTER = "rg-team-a", "aks-team-a"
@@ -83,24 +84,15 @@ def _answer(path: str, query: dict[str, list[str]]) -> Any:
 def serve() -> Iterator[CloudApi]:
     api = CloudApi("")
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(FakeHandler):
         def do_GET(self) -> None:  # noqa: N802 (the server's method name)
             parts = urlsplit(self.path)
             api.requests.append((self.path, dict(self.headers)))
             found = None if api.refuse else _answer(parts.path, parse_qs(parts.query))
             status = 403 if api.refuse else 200 if found is not None else 404
-            body = json.dumps(found if found is not None else {"error": "not found"}).encode()
             if found is not None and "nextLink" in found:
                 found["nextLink"] = f"{api.url}{ARM_BASE}/agentPools?api-version=2024-09-01&page=2"
-                body = json.dumps(found).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
+            self.send_json(status, found if found is not None else {"error": "not found"})
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     api.url = f"http://127.0.0.1:{server.server_address[1]}"

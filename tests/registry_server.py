@@ -7,17 +7,17 @@ other a 404 ``MANIFEST_UNKNOWN``. Every request is recorded."""
 from __future__ import annotations
 
 import base64
-import json
 import secrets
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.loopback_http import FakeHandler
 from tests.private_ca import private_ca
 
 SERVICE = "loopback-registry"
@@ -47,20 +47,8 @@ def _token(registry: Registry, query: dict[str, list[str]], authorization: str |
     return 200, {"token": token, "expires_in": 300}
 
 
-def _handler(registry: Registry) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def _answer(self, status: int, body: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
-                    send_body: bool = True) -> None:
-            data = json.dumps(body or {}).encode()
-            self.send_response(status)
-            for key, value in (headers or {}).items():
-                self.send_header(key, value)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            if send_body:
-                self.wfile.write(data)
-
+def _handler(registry: Registry) -> type[FakeHandler]:
+    class Handler(FakeHandler):
         def _manifest(self, send_body: bool) -> None:
             registry.seen.append((self.command, self.path, {k.lower(): v for k, v in self.headers.items()}))
             parts = urlsplit(self.path)
@@ -69,31 +57,28 @@ def _handler(registry: Registry) -> type[BaseHTTPRequestHandler]:
                 return
             repository, _, tag = parts.path.removeprefix("/v2/").rpartition("/manifests/")
             if not parts.path.startswith("/v2/") or not repository:
-                self._answer(404, {"errors": [{"code": "NAME_UNKNOWN"}]}, send_body=send_body)
+                self.send_json(404, {"errors": [{"code": "NAME_UNKNOWN"}]}, with_body=send_body)
                 return
             token = self.headers.get("Authorization", "").removeprefix("Bearer ")
             if token not in registry.tokens:
                 challenge = (f'Bearer realm="{registry.url}/token",service="{SERVICE}",'
                              f'scope="repository:{repository}:pull"')
-                self._answer(401, {"errors": [{"code": "UNAUTHORIZED"}]}, {"WWW-Authenticate": challenge}, send_body)
+                self.send_json(401, {"errors": [{"code": "UNAUTHORIZED"}]}, {"WWW-Authenticate": challenge}, send_body)
             elif (repository, tag) in registry.manifests:
-                self._answer(200, {"schemaVersion": 2}, {"Docker-Content-Digest": "sha256:" + "0" * 64},
+                self.send_json(200, {"schemaVersion": 2}, {"Docker-Content-Digest": "sha256:" + "0" * 64},
                              send_body)
             else:
-                self._answer(404, {"errors": [{"code": "MANIFEST_UNKNOWN"}]}, send_body=send_body)
+                self.send_json(404, {"errors": [{"code": "MANIFEST_UNKNOWN"}]}, with_body=send_body)
 
         def _token(self, query: dict[str, list[str]]) -> None:
             status, body = _token(registry, query, self.headers.get("Authorization"))
-            self._answer(status, body)
+            self.send_json(status, body)
 
         def do_HEAD(self) -> None:  # noqa: N802 - the handler's name
             self._manifest(send_body=False)
 
         def do_GET(self) -> None:  # noqa: N802
             self._manifest(send_body=True)
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-            return
 
     return Handler
 

@@ -9,7 +9,7 @@ import os
 import subprocess
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from tests.conftest import PROJECT_DIR
+from tests.loopback_http import FakeHandler
 
 WORKFLOW = PROJECT_DIR / ".github" / "workflows" / "quarterly-review.yml"
 SCRIPT = PROJECT_DIR / ".github" / "scripts" / "quarterly-issue.sh"
@@ -32,19 +33,11 @@ class FakeGitHub:
         self.calls: list[tuple[str, str]] = []
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self, status: int, body: Any) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(FakeHandler):
             def _allowed(self) -> bool:
                 fake.calls.append((self.command, self.path))
                 if self.headers.get("Authorization") != "Bearer job-token":
-                    self._answer(401, {"message": "Bad credentials"})
+                    self.send_json(401, {"message": "Bad credentials"})
                     return False
                 return True
 
@@ -54,7 +47,7 @@ class FakeGitHub:
                 parts = urlsplit(self.path)
                 assert parts.path == "/repos/acme/fleet/issues"
                 label = parse_qs(parts.query)["labels"][0]
-                self._answer(200, [i for i in fake.issues if i["state"] == "open"
+                self.send_json(200, [i for i in fake.issues if i["state"] == "open"
                                    and label in [lb["name"] for lb in i["labels"]]])
 
             def _body(self) -> dict[str, Any]:
@@ -67,7 +60,7 @@ class FakeGitHub:
                 issue = {"number": len(fake.issues) + 1, "state": "open", "title": sent["title"],
                          "body": sent["body"], "labels": [{"name": n} for n in sent["labels"]]}
                 fake.issues.append(issue)
-                self._answer(201, issue)
+                self.send_json(201, issue)
 
             def do_PATCH(self) -> None:  # noqa: N802
                 if not self._allowed():
@@ -75,10 +68,7 @@ class FakeGitHub:
                 number = int(self.path.rsplit("/", 1)[1])
                 issue = fake.issues[number - 1]
                 issue.update({k: v for k, v in self._body().items() if k in ("title", "body")})
-                self._answer(200, issue)
-
-            def log_message(self, *args: Any) -> None:
-                pass
+                self.send_json(200, issue)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"

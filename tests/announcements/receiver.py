@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import pytest
+
+from tests.loopback_http import FakeHandler
 
 
 class Receiver:
@@ -19,18 +21,12 @@ class Receiver:
         self.status = 200
         receiver = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(FakeHandler):
             def do_POST(self) -> None:  # noqa: N802 - the handler's name
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if receiver.status == 200:
                     receiver.bodies.append(json.loads(body))
-                self.send_response(receiver.status)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def log_message(self, *args: Any) -> None:
-                pass
+                self.send_body(receiver.status, b"ok", content_type=None)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"

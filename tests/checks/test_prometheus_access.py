@@ -14,7 +14,7 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -28,6 +28,7 @@ from checks.prometheus import DirectTransport, Prometheus, PrometheusError, conn
 from cloud_credentials.credentials import AZURE_MONITOR_SCOPE, AwsKeys, AwsSigV4, AzureToken
 from fleetspec.observability import PrometheusAuth, PrometheusSettings, PrometheusUrl, prometheus_access
 from tests.checks.verify_world import ProxyKube
+from tests.loopback_http import FakeHandler
 from tests.prometheus.server import MISSING, History, binary, start
 from tests.private_ca import private_ca
 
@@ -57,7 +58,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
-class _Front(BaseHTTPRequestHandler):
+class _Front(FakeHandler):
     check: Check
     backend: str
     seen: list[Seen]
@@ -67,25 +68,15 @@ class _Front(BaseHTTPRequestHandler):
         seen = Seen("POST", self.path, {key.lower(): value for key, value in self.headers.items()}, body)
         self.seen.append(seen)
         if not self.check(seen):
-            self._answer(401, b'{"status":"error","errorType":"unauthorized","error":"refused"}')
+            self.send_body(401, b'{"status":"error","errorType":"unauthorized","error":"refused"}')
             return
         request = urllib.request.Request(self.backend + self.path, data=body, method="POST",
                                          headers={"Content-Type": "application/x-www-form-urlencoded"})
         try:
             with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - loopback
-                self._answer(response.status, response.read())
+                self.send_body(response.status, response.read())
         except urllib.error.HTTPError as error:
-            self._answer(error.code, error.read())
-
-    def _answer(self, status: int, data: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-        pass
+            self.send_body(error.code, error.read())
 
 
 class Front(NamedTuple):

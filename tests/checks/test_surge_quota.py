@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -24,11 +24,12 @@ from fleetspec.load import spec_from_config
 from fleetspec.model import FleetSpec
 from gpu_knowledge import labels
 from tests.conftest import aks_image_owned, stack_config
+from tests.loopback_http import FakeHandler
 
 Answer = Callable[[str, str, dict[str, str], bytes], tuple[int, bytes]]
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(FakeHandler):
     answer: Answer
     seen: list[tuple[str, str, dict[str, str]]]
 
@@ -37,15 +38,9 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {key.lower(): value for key, value in self.headers.items()}
         self.seen.append((self.command, self.path, headers))
         status, data = self.answer(self.command, self.path, headers, body)
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_body(status, data, content_type=None)
 
     do_GET = do_POST = _serve  # noqa: N815 - the handler's names
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -31,25 +31,20 @@ from tests.conftest import PROJECT_DIR
 from tests.fakekube.fixtures import identity_record, seed
 from tests.fakekube.plugin import FAST
 from tests.fakekube.server import FakeKube
+from tests.loopback_http import FakeHandler
 from tests.prometheus.server import MISSING, History, binary, start
 
 needs_prometheus = pytest.mark.skipif(binary("prometheus") is None or binary("promtool") is None, reason=MISSING)
 
 
-class _Engine(BaseHTTPRequestHandler):
+class _Engine(FakeHandler):
     """TGI's /generate and Triton's /v2 health and generate endpoints, as much as verify asks of them."""
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        pass
-
     def _json(self, status: int, body: Any) -> None:
-        raw = json.dumps(body).encode() if body is not None else b""
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(raw)))
-        if raw:
-            self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(raw)
+        if body is None:
+            self.send_body(status, b"", content_type=None)
+        else:
+            self.send_json(status, body)
 
     def do_GET(self) -> None:  # noqa: N802
         self._json(200, None) if self.path == "/v2/health/ready" else self._json(404, {"error": self.path})

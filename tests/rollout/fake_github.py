@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import base64
 import copy
-import json
 import subprocess
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
 from tests.conftest import PROJECT_DIR
+from tests.loopback_http import FakeHandler
 
 REPO = "acme/gpu-fleet"
 TOKEN = "ghs_readonly"
@@ -76,19 +76,11 @@ class FakeGitHub:
         self.requests: list[tuple[str, str, str | None]] = []  # method, path with query, Authorization
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
+        class Handler(FakeHandler):
             def _answer(self) -> None:
                 fake.requests.append((self.command, self.path, self.headers.get("Authorization")))
                 status, body = fake.routes.get(urlsplit(self.path).path, (404, {"message": "Not Found"}))
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.send_json(status, body)
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer
 

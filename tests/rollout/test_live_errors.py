@@ -12,7 +12,7 @@ import ssl
 import stat
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from checks import kube as kube_module
 from checks.errors import GaveUpError
 from rollout.cli import app
 from tests.fakekube.server import FakeKube
+from tests.loopback_http import FakeHandler
 
 runner = CliRunner()
 
@@ -89,19 +90,11 @@ def test_an_aks_stack_is_never_told_to_declare_an_existing_cluster_s_context(fak
            "rg-inference-weu-1 --name aks-inference-weu-1`, which sets it" in result.stderr
 
 
-class _NotKubernetes(BaseHTTPRequestHandler):
+class _NotKubernetes(FakeHandler):
     """A web server that is no Kubernetes API: 404 and a page of HTML for everything."""
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        body = b"<html><body>Not Found</body></html>"
-        self.send_response(404)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+        self.send_body(404, b"<html><body>Not Found</body></html>", content_type="text/html")
 
 
 def _self_signed(folder: Path) -> tuple[Path, Path]:

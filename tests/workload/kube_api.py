@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from tests.loopback_http import FakeHandler
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -42,32 +44,21 @@ class KubeApi:
     def __post_init__(self) -> None:
         api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
-
-            def _answer(self, status: int, body: Any) -> None:
-                raw = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
+        class Handler(FakeHandler):
             def do_PATCH(self) -> None:  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
                 api.requests.append(Recorded("PATCH", self.path, self.headers.get("Content-Type", ""),
                                              self.headers.get("Authorization", ""), body))
                 if api.status is not None:
-                    self._answer(api.status, {"kind": "Status", "message": f"refused with {api.status}"})
+                    self.send_json(api.status, {"kind": "Status", "message": f"refused with {api.status}"})
                     return
                 prefix = "/api/v1/nodes/"
                 name = self.path.removeprefix(prefix)
                 if not self.path.startswith(prefix) or name not in api.nodes:
-                    self._answer(404, {"kind": "Status", "message": f"nodes \"{name}\" not found"})
+                    self.send_json(404, {"kind": "Status", "message": f"nodes \"{name}\" not found"})
                     return
                 api.nodes[name] = merge_patch(api.nodes[name], body)
-                self._answer(200, api.nodes[name])
+                self.send_json(200, api.nodes[name])
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
