@@ -1,7 +1,8 @@
-"""A stack file's offline rendering, kept across runs: the outputs `plan` reads from the renderings it does not
-show (the canary's, which a prod stack's StackReference reads, and the last deployment's, the stack file at the
-base revision) and its custom resources (what `plan` marks each change against, :mod:`preview.changes`), stored
-under a key of everything that determines them, so an unchanged input is rendered once.
+"""A stack file's offline rendering, kept across runs: everything the program registered and exported
+(:class:`preview.run.ProgramRun`), stored under a key of everything that determines it, so an unchanged input is
+rendered once. `plan` and `diff` read three kinds: the stack's own (its resources are the report), the canary's
+(the outputs a prod stack's StackReference reads) and the last deployment's (the stack file at the base revision:
+its outputs, and its custom resources, which `plan` marks each change against, :mod:`preview.changes`).
 
 The key (:func:`rendering_key`) is a sha256 over: the stack name and its config (the stack file as the engine
 reads it); the outputs given to the program's StackReferences (its last deployment, other stacks'); the program
@@ -30,6 +31,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pulumi.output import UNKNOWN, Unknown
+from pulumi.runtime import rpc as pulumi_rpc
+
 from engine_contracts.attestation import ATTESTATION_DIR
 from preview import run as mock_runtime
 from preview.changes import Rendered
@@ -38,7 +42,7 @@ from renderers.manifests import ORGANIZATION_ENV
 
 CACHE_ENV = "GPU_ROLLOUT_CACHE_DIR"
 CACHE_FOLDER = ".gpu-rollout-cache"
-FORMAT = 2  # of an entry (2: the custom resources too); part of the key, so a new format never reads an old entry
+FORMAT = 3  # of an entry (2: the custom resources too; 3: the whole run); part of the key, so a new format never reads an old entry
 MAX_ENTRIES = 256  # the oldest beyond these are removed when an entry is written
 
 _IMPORT = re.compile(r"^\s*(?:from\s+([A-Za-z_]\w*)|import\s+([A-Za-z_][\w., \t]*))", re.MULTILINE)
@@ -130,32 +134,81 @@ def rendering_key(config: dict[str, str], stack: str, program: Path, previous_ou
 Rendering = tuple[dict[str, Any], list[Rendered]]  # the outputs, and the custom resources
 
 
-def _read(path: Path, key: str) -> Rendering | None:
-    try:
-        entry = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+def _unknown_as_json(value: Any) -> str:
+    """A value a preview cannot know yet (``pulumi.output.Unknown``: a component's output computed by the cloud)
+    as the engine's wire format carries it, its one marker string; anything else JSON cannot hold is a TypeError."""
+    if isinstance(value, Unknown):
+        return pulumi_rpc.UNKNOWN
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _unknowns_restored(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _unknowns_restored(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unknowns_restored(v) for v in value]
+    return UNKNOWN if value == pulumi_rpc.UNKNOWN else value
+
+
+def _parsed(data: bytes) -> Any:
+    """An entry's JSON, each unknown marker an unknown again (walked only where the text holds one)."""
+    entry = json.loads(data)
+    return _unknowns_restored(entry) if pulumi_rpc.UNKNOWN.encode() in data else entry
+
+
+def _run_as_json(run: mock_runtime.ProgramRun) -> dict[str, Any]:
+    return {"stack": run.stack, "outputs": run.outputs, "resources": [
+        {"type": r.type, "name": r.name, "inputs": r.inputs, "custom": r.custom, "urn": r.urn, "outputs": r.outputs,
+         "dependencies": list(r.dependencies), "provider": r.provider, "adopt": r.adopt} for r in run.resources]}
+
+
+def _resource_of_json(value: Any) -> mock_runtime.RegisteredResource | None:
+    if not isinstance(value, dict):
         return None
-    if not isinstance(entry, dict) or entry.get("key") != key or not isinstance(entry.get("outputs"), dict) or \
+    text = ("type", "name", "urn", "provider", "adopt")
+    if not all(isinstance(value.get(k), str) for k in text) or not isinstance(value.get("custom"), bool) or \
+            not isinstance(value.get("inputs"), dict) or not isinstance(value.get("outputs"), dict) or \
+            not isinstance(value.get("dependencies"), list) or \
+            not all(isinstance(urn, str) for urn in value["dependencies"]):
+        return None
+    return mock_runtime.RegisteredResource(
+        value["type"], value["name"], value["inputs"], value["custom"], value["urn"], value["outputs"],
+        tuple(value["dependencies"]), value["provider"], value["adopt"])
+
+
+def _run_of_json(entry: Any, stack: str) -> mock_runtime.ProgramRun | None:
+    """The run an entry holds; None where any part is missing or of the wrong kind."""
+    if not isinstance(entry, dict) or entry.get("stack") != stack or not isinstance(entry.get("outputs"), dict) or \
             not isinstance(entry.get("resources"), list):
         return None
-    resources = [Rendered.of_json(r) for r in entry["resources"]]
+    resources = [_resource_of_json(r) for r in entry["resources"]]
     if any(r is None for r in resources):
         return None
-    return entry["outputs"], [r for r in resources if r is not None]
+    return mock_runtime.ProgramRun(stack, [r for r in resources if r is not None], entry["outputs"])
+
+
+def _read(path: Path, key: str, stack: str) -> mock_runtime.ProgramRun | None:
+    try:
+        entry = _parsed(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(entry, dict) or entry.get("key") != key:
+        return None
+    return _run_of_json(entry.get("run"), stack)
 
 
 def _of_run(run: mock_runtime.ProgramRun) -> Rendering:
     return run.outputs, [Rendered(r.type, r.name, r.inputs, r.adopt) for r in run.custom_resources]
 
 
-def _write(folder: Path, key: str, stack: str, outputs: dict[str, Any], resources: list[dict[str, Any]]) -> None:
+def _write(folder: Path, key: str, data: bytes) -> None:
+    """Store ``data``, an entry's JSON, under ``key``; the oldest beyond :data:`MAX_ENTRIES` go."""
     try:
         if not folder.is_dir():
             folder.mkdir(parents=True, exist_ok=True)
             (folder / ".gitignore").write_text("# gpu-rollout's renderings (safe to delete)\n*\n", encoding="utf-8")
         with tempfile.NamedTemporaryFile("wb", dir=folder, prefix=".entry-", suffix=".tmp", delete=False) as handle:
-            handle.write(json.dumps({"key": key, "stack": stack, "outputs": outputs, "resources": resources},
-                                    sort_keys=True).encode())
+            handle.write(data)
         os.replace(handle.name, folder / f"{key}.json")
         entries = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
         for stale in entries[:-MAX_ENTRIES]:
@@ -164,31 +217,40 @@ def _write(folder: Path, key: str, stack: str, outputs: dict[str, Any], resource
         return  # a read-only or vanished folder: the rendering stands, uncached
 
 
-def rendered(config: dict[str, str], stack: str, program: Path, previous_outputs: dict[str, Any] | None = None,
-             stack_outputs: dict[str, dict[str, Any]] | None = None) -> Rendering:
-    """The outputs and custom resources of ``program`` run on ``config`` as ``stack``
-    (``preview.run.run_program``), from the cache when an entry has this key, else rendered and stored. They are
-    what JSON holds of them either way, so a cached run and a fresh one hand the caller the same values."""
+def rendered_run(config: dict[str, str], stack: str, program: Path, previous_outputs: dict[str, Any] | None = None,
+                 stack_outputs: dict[str, dict[str, Any]] | None = None) -> mock_runtime.ProgramRun:
+    """What ``program`` registers and exports run on ``config`` as ``stack`` (``preview.run.run_program``), from
+    the cache when an entry has this key, else rendered and stored. It is what JSON holds of it either way, so a
+    cached run and a fresh one hand the caller the same values. A program that raises (a SpecError for bad
+    config) raises every time: only a rendering is kept."""
     try:
         key = rendering_key(config, stack, program, previous_outputs, stack_outputs)
     except (TypeError, ValueError):  # outputs given that JSON cannot hold: render, keep nothing
-        return _of_run(mock_runtime.run_program(config, stack, program, previous_outputs, stack_outputs))
+        return mock_runtime.run_program(config, stack, program, previous_outputs, stack_outputs)
     folder = cache_dir(program.parent)
-    cached = _read(folder / f"{key}.json", key)
+    cached = _read(folder / f"{key}.json", key, stack)
     if cached is not None:
         try:
             os.utime(folder / f"{key}.json")  # used: the last to be pruned
         except OSError:
             pass
         return cached
-    outputs, resources = _of_run(mock_runtime.run_program(config, stack, program, previous_outputs, stack_outputs))
+    run = mock_runtime.run_program(config, stack, program, previous_outputs, stack_outputs)
     try:
-        kept = json.loads(json.dumps(outputs, allow_nan=False))
-        kept_resources = json.loads(json.dumps([r.as_json() for r in resources], allow_nan=False))
-    except (TypeError, ValueError):
-        return outputs, resources
-    _write(folder, key, stack, kept, kept_resources)
-    return kept, [r for r in map(Rendered.of_json, kept_resources) if r is not None]
+        data = json.dumps({"key": key, "run": _run_as_json(run)}, allow_nan=False, default=_unknown_as_json).encode()
+    except (TypeError, ValueError):  # a value JSON cannot hold: the run stands, uncached
+        return run
+    kept = _run_of_json(_parsed(data)["run"], stack)
+    if kept is None:
+        return run
+    _write(folder, key, data)
+    return kept
+
+
+def rendered(config: dict[str, str], stack: str, program: Path, previous_outputs: dict[str, Any] | None = None,
+             stack_outputs: dict[str, dict[str, Any]] | None = None) -> Rendering:
+    """The outputs and custom resources of :func:`rendered_run`."""
+    return _of_run(rendered_run(config, stack, program, previous_outputs, stack_outputs))
 
 
 def rendered_outputs(config: dict[str, str], stack: str, program: Path,

@@ -2,9 +2,9 @@
 
 Both sides of every changed stack are rendered in this one process by the engine `gpu-rollout plan` uses,
 step for step (:mod:`rollout.plan`: the ownership check, the canary reference, the project's ``__main__.py``
-under Pulumi's mocks through :func:`preview.run.run_program`, then the stage's policy report), so the SDKs
-are imported once. Both sides run the work tree's program: the diff is of config, as
-the code under review would deploy it. The head side is rendered against the base side's outputs as its
+under Pulumi's mocks, kept across runs by what determines it: :func:`preview.renderings.rendered_run`; then the
+stage's policy report), so the SDKs are imported once. Both sides run the work tree's program: the diff is of
+config, as the code under review would deploy it. The head side is rendered against the base side's outputs as its
 last deployment, so the rules that compare with a deployment (``cloud-pool-not-replaced``,
 ``per-pool-mode-own-change``, whether a prod driver is a promotion) judge the step from base to head, and a
 promoted stack reads its canary from the canary's stack file on the same side: the offline assumption
@@ -32,7 +32,8 @@ from typing import Any
 from policy.evaluate import Violation, from_registered
 from preview import diff as compare
 from preview.pack_diff import PACK_DIR, pack_changes
-from preview.run import PROGRAM_FILE, ProgramRun, recanaried, redeployed, run_program
+from preview.renderings import rendered_run
+from preview.run import PROGRAM_FILE, ProgramRun, recanaried, redeployed
 from git_revisions.repository import Repository, RevisionError, Side
 from rollout import basis, documents, schemas
 from rollout import console as consoles
@@ -208,7 +209,7 @@ class _Renderer:
             self._owners_checked.add((side.flag, stack))
         given = canary if canary is not None else self._canary_outputs(side, stack)
         referenced = plan.canary_stack_outputs(config, path, self.program, given)
-        return run_program(config, stack, self.program, previous, referenced)
+        return rendered_run(config, stack, self.program, previous, referenced)
 
     def render(self, side: Side, stack: str, previous: dict[str, Any] | None) -> compare.StackView:
         """One side of a stack: rendered on ``previous`` as its last deployment, with its policy report."""

@@ -24,8 +24,8 @@ from rich.table import Table
 from checks.results import CheckResult, Status, any_failed
 from policy.evaluate import Violation, evaluate, from_registered, load_config, mandatory, pack_config_dir
 from preview.changes import SIGN, Change, Marker, Rendered, compare, counts
-from preview.renderings import rendered, rendered_outputs
-from preview.run import PROGRAM_FILE, ProgramRun, recanaried, redeployed, run_program
+from preview.renderings import rendered, rendered_outputs, rendered_run
+from preview.run import PROGRAM_FILE, ProgramRun, recanaried, redeployed
 from preview.summary import payload_summary, payloads, review_fields
 from rollout import basis, documents, schemas
 from rollout import console as consoles
@@ -68,8 +68,9 @@ def run(
     stack: str, path: Path, project_dir: Path, previous_outputs: dict[str, Any] | None = None,
     canary_outputs: dict[str, Any] | None = None, config: dict[str, str] | None = None,
 ) -> ProgramRun:
-    """Render ``stack`` from its stack file with the project's program; SpecError means exit 2. ``config``: the
-    stack file as already read (:func:`read_stack_file`), else it is read here."""
+    """Render ``stack`` from its stack file with the project's program (kept across runs by what determines it,
+    :mod:`preview.renderings`); SpecError means exit 2. ``config``: the stack file as already read
+    (:func:`read_stack_file`), else it is read here."""
     program = project_dir / PROGRAM_FILE
     if not program.is_file():
         raise SpecError([SpecProblem("--project-dir", f"no Pulumi program {program}: run from the project "
@@ -77,7 +78,7 @@ def run(
     config = read_stack_file(path) if config is None else config
     check_ownership(config, path, project_dir)
     referenced = canary_stack_outputs(config, path, program, canary_outputs, project_dir)
-    return run_program(config, stack, program, previous_outputs, referenced)
+    return rendered_run(config, stack, program, previous_outputs, referenced)
 
 
 def canary_stack_outputs(

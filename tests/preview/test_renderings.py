@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pulumi.output import Unknown
 
 from preview import renderings
 from preview import run as preview_run
@@ -57,6 +58,38 @@ def test_a_rendering_is_kept_and_reused_with_the_outputs_a_fresh_run_gives(progr
     assert renders == ["canary"]  # not run again
     assert again == first == json.loads(json.dumps(preview_run.run_program(config, "canary", program).outputs))
     assert first["driverVersion"] == "580.173.02"
+
+
+def _shown(value: Any) -> Any:
+    """``value`` with each unknown as one marker (an ``Unknown`` equals only itself)."""
+    if isinstance(value, dict):
+        return {k: _shown(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shown(v) for v in value]
+    return "<unknown>" if isinstance(value, Unknown) else value
+
+
+def test_the_whole_run_is_kept_what_a_fresh_run_registers_unknowns_and_all(program: Path, renders: list[str]) -> None:
+    """What plan reports from (every resource, its inputs, dependencies and component outputs, the exports) comes
+    back from the cache as a fresh run gives it, down to a value the preview cannot know yet."""
+    config = stack_config("prod")
+    kept = renderings.rendered_run(config, "prod", program)
+    again = renderings.rendered_run(config, "prod", program)
+    assert renders == ["prod"]
+    fresh = preview_run.run_program(config, "prod", program)
+    for run in (kept, again):
+        assert [(r.type, r.name, r.custom, r.urn, r.provider, r.adopt) for r in run.resources] == \
+            [(r.type, r.name, r.custom, r.urn, r.provider, r.adopt) for r in fresh.resources]
+        assert [set(r.dependencies) for r in run.resources] == [set(r.dependencies) for r in fresh.resources]
+        assert [r.inputs for r in run.resources] == [r.inputs for r in fresh.resources]
+        assert run.outputs == fresh.outputs
+        assert [_shown(r.outputs) for r in run.resources] == [_shown(r.outputs) for r in fresh.resources]
+    unknown = [(r.name, key) for r in fresh.resources for key, value in r.outputs.items()
+               if isinstance(value, list) and any(isinstance(v, Unknown) for v in value)]
+    assert unknown  # an AKS pool's agent pool names are the cloud's to give
+    by_name = {r.name: r for r in again.resources}
+    for name, key in unknown:
+        assert all(isinstance(v, Unknown) for v in by_name[name].outputs[key])
 
 
 def _append_export(program: Path) -> None:
@@ -134,14 +167,19 @@ def test_the_program_digest_follows_its_imports_into_the_checkout_packages(tmp_p
     assert renderings.program_digest(program, source) != base
 
 
-@pytest.mark.parametrize("content", [b"", b'{"key": "', b"\x00\xff not json", b'{"key": "another", "outputs": {}}',
-                                     b'{"key": "KEY", "outputs": ["not", "outputs"]}', b"[]"])
+@pytest.mark.parametrize("content", [
+    b"", b'{"key": "', b"\x00\xff not json", b"[]", b'{"key": "another", "run": RUN}', b'{"key": "KEY"}',
+    b'{"key": "KEY", "run": {"stack": "prod", "outputs": {}, "resources": []}}',
+    b'{"key": "KEY", "run": {"stack": "canary", "outputs": ["not", "outputs"], "resources": []}}',
+    b'{"key": "KEY", "run": {"stack": "canary", "outputs": {}, "resources": [{"type": "t", "name": "n"}]}}',
+])
 def test_a_corrupt_or_partial_entry_is_rendered_again_and_rewritten(content: bytes, program: Path,
                                                                    renders: list[str]) -> None:
     config = stack_config("canary")
     good = renderings.rendered_outputs(config, "canary", program)
     [entry] = entries()
-    entry.write_bytes(content.replace(b"KEY", entry.stem.encode()))
+    run = json.dumps(json.loads(entry.read_bytes())["run"]).encode()
+    entry.write_bytes(content.replace(b"KEY", entry.stem.encode()).replace(b"RUN", run))
     assert renderings.rendered_outputs(config, "canary", program) == good
     assert renders == ["canary", "canary"]
     assert json.loads(entry.read_bytes())["key"] == entry.stem  # rewritten whole

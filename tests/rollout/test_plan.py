@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from preview import renderings
@@ -188,11 +189,12 @@ def test_a_mandatory_violation_says_which_config_key_to_edit(tmp_path: Path, mon
                                              "nodePools[].upgradePolicy.maxParallelUpgrades"] for v in found)
 
 
-def test_a_second_plan_renders_neither_its_last_deployment_nor_its_canary_again(
+def test_a_plan_renders_each_input_once_across_runs_and_prints_what_a_fresh_plan_prints(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Issue 38: the renderings plan does not show are kept across runs (preview/renderings.py), and a plan that
-    reuses them prints what one that renders them prints, byte for byte."""
+    """Issue 38: every rendering is kept across runs (preview/renderings.py): the canary's and the last
+    deployment's, which plan only reads, and the stack's own, whose resources are the report. A plan that reuses
+    them prints what one that renders them prints, byte for byte; a new change renders only the stack itself."""
     repo = GitRepo(tmp_path / "fleet")
     repo.edit("prod", "driver", lambda d: d.update(version="595.91.07"))  # the last deployment differs: rendered
     rendered: list[str] = []
@@ -204,17 +206,28 @@ def test_a_second_plan_renders_neither_its_last_deployment_nor_its_canary_again(
 
     monkeypatch.setattr(preview_run, "run_program", counted)
 
-    def planned() -> tuple[int, str, str]:
-        result = runner.invoke(app, ["plan", "--project-dir", str(repo.root), "--stack", "prod", "--json"], env=GIT_ENV)
+    def planned(*flags: str) -> tuple[int, str, str]:
+        result = runner.invoke(app, ["plan", "--project-dir", str(repo.root), "--stack", "prod", *flags],
+                               env={**GIT_ENV, "COLUMNS": "100"})
         return result.exit_code, result.stdout, result.stderr
 
-    cold = planned()
-    assert sorted(rendered) == ["canary", "prod"]  # the canary's stack file, prod at the merge base
-    warm = planned()
-    assert warm == cold and len(rendered) == 2
+    cold = planned("--json")
+    # the canary's stack file, prod at the merge base, and prod as the work tree has it
+    assert sorted(rendered) == ["canary", "prod", "prod"]
+    table = planned()
+    assert planned("--json") == cold and planned() == table and len(rendered) == 3  # nothing rendered again
     assert "Pulumi.prod.yaml at the merge base with main" in cold[1] and cold[0] == 1  # unattested: refused
-    shutil.rmtree(renderings.cache_dir(repo.root))  # safe to delete: rendered again, the same document
-    assert planned() == cold and len(rendered) == 4
+    shutil.rmtree(renderings.cache_dir(repo.root))  # safe to delete: rendered again, the same documents
+    assert planned("--json") == cold and planned() == table and len(rendered) == 6
+
+    # A new change to the stack file: the stack itself is rendered, nothing else.
+    document = yaml.safe_load((repo.root / "Pulumi.prod.yaml").read_text())
+    document["config"]["gpu-driver-upgrade:changeTicket"] = "CHG-NEXT"
+    (repo.root / "Pulumi.prod.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    changed = planned("--json")
+    assert rendered[6:] == ["prod"] and changed != cold
+    shutil.rmtree(renderings.cache_dir(repo.root))
+    assert planned("--json") == changed
 
 
 def test_plan_marks_each_change_against_the_last_deployment_and_closes_with_the_verdict(tmp_path: Path) -> None:
