@@ -43,7 +43,10 @@ from renderers.manifests import ORGANIZATION_ENV
 CACHE_ENV = "GPU_ROLLOUT_CACHE_DIR"
 CACHE_FOLDER = ".gpu-rollout-cache"
 FORMAT = 3  # of an entry (2: the custom resources too; 3: the whole run); part of the key, so a new format never reads an old entry
-MAX_ENTRIES = 256  # the oldest beyond these are removed when an entry is written
+# When an entry is written, the oldest go beyond either bound (the newest entry always stays): a 150-pool stack's
+# rendering is about 2.6 MB, so the count alone would let a folder grow past half a gigabyte.
+MAX_ENTRIES = 256
+MAX_BYTES = 256 * 1024 * 1024
 
 _IMPORT = re.compile(r"^\s*(?:from\s+([A-Za-z_]\w*)|import\s+([A-Za-z_][\w., \t]*))", re.MULTILINE)
 
@@ -202,7 +205,8 @@ def _of_run(run: mock_runtime.ProgramRun) -> Rendering:
 
 
 def _write(folder: Path, key: str, data: bytes) -> None:
-    """Store ``data``, an entry's JSON, under ``key``; the oldest beyond :data:`MAX_ENTRIES` go."""
+    """Store ``data``, an entry's JSON, under ``key``; the oldest beyond :data:`MAX_ENTRIES` or
+    :data:`MAX_BYTES` go."""
     try:
         if not folder.is_dir():
             folder.mkdir(parents=True, exist_ok=True)
@@ -210,11 +214,27 @@ def _write(folder: Path, key: str, data: bytes) -> None:
         with tempfile.NamedTemporaryFile("wb", dir=folder, prefix=".entry-", suffix=".tmp", delete=False) as handle:
             handle.write(data)
         os.replace(handle.name, folder / f"{key}.json")
-        entries = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
-        for stale in entries[:-MAX_ENTRIES]:
-            stale.unlink(missing_ok=True)
+        _prune(folder)
     except OSError:
         return  # a read-only or vanished folder: the rendering stands, uncached
+
+
+def _prune(folder: Path) -> None:
+    """Keep the newest entries (by last use) within :data:`MAX_ENTRIES` and :data:`MAX_BYTES`."""
+    found = []
+    for path in folder.glob("*.json"):
+        try:
+            status = path.stat()
+        except OSError:
+            continue  # removed meanwhile by another run
+        found.append((status.st_mtime_ns, status.st_size, path))
+    kept = total = 0
+    for _, size, path in sorted(found, key=lambda entry: entry[0], reverse=True):
+        total += size
+        if kept and (kept >= MAX_ENTRIES or total > MAX_BYTES):
+            path.unlink(missing_ok=True)
+        else:
+            kept += 1
 
 
 def rendered_run(config: dict[str, str], stack: str, program: Path, previous_outputs: dict[str, Any] | None = None,

@@ -207,3 +207,27 @@ def test_by_default_the_renderings_live_in_the_project_folder_which_git_ignores(
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=project, check=True,
                             capture_output=True, text=True, env=git_env).stdout
     assert "?? __main__.py" in status.splitlines() and renderings.CACHE_FOLDER not in status
+
+
+def test_the_folder_keeps_the_newest_entries_within_its_count_and_its_size(program: Path, renders: list[str],
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(renderings, "MAX_ENTRIES", 2)
+    config = stack_config("canary")
+    seen: set[Path] = set()
+    for age, stack in enumerate(("canary", "canary-2", "canary-3")):
+        renderings.rendered_outputs(config, stack, program)
+        (new,) = set(entries()) - seen
+        os.utime(new, ns=(10**18 + age, 10**18 + age))  # written in this order, whatever the clock's resolution
+        seen = set(entries())
+    assert len(entries()) == 2
+    renderings.rendered_outputs(config, "canary-3", program)
+    renderings.rendered_outputs(config, "canary-2", program)
+    assert renders == ["canary", "canary-2", "canary-3"]  # the newest two were kept
+    renderings.rendered_outputs(config, "canary", program)
+    assert renders[-1] == "canary" and len(renders) == 4  # the oldest was not
+
+    monkeypatch.setattr(renderings, "MAX_BYTES", 1)  # smaller than any entry: the newest alone stays
+    renderings.rendered_outputs(config, "canary-4", program)
+    assert len(entries()) == 1
+    renderings.rendered_outputs(config, "canary-4", program)
+    assert renders[-1] == "canary-4" and len(renders) == 5
