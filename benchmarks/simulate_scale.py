@@ -12,7 +12,9 @@ one node at a time (the replicas placed by the simulator's scheduler, ties at ra
 them). Prints the predicted duration as configured and under the recommendation, each over the lower
 bound (target for the recommendation: within 1.25x), the fewest Ready replicas any model had against its minimum
 (target: never below), the parallelism and pod-deletion timeouts recommended per pool, and the search's cost
-(target: under 10 s at 10,000 nodes). Figures only; nothing is asserted about time.
+(target: under 10 s at 10,000 nodes). Then, for the prod stack and the 1,000-node fleet, the floor the search
+works against (:func:`sweep`): the fastest safe run any parallelism gives each policy alone, with the pack's
+parallelism rule lifted, over the lower bound. Figures only; nothing is asserted about time.
 
     .venv/bin/python -m benchmarks.simulate_scale
 """
@@ -24,12 +26,14 @@ import resource
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from fleetspec.load import load_stack_file
 from simulate.assess import assess
 from simulate.engine import simulate
+from simulate.search import DELETION_TIMEOUT_CAP
 from simulate.fleet import NVIDIA_DRIVER, Fleet, Group, Model, Node, Policy, Pool, fleet_from_spec
 from fleetspec.simulation import Simulation
 
@@ -114,6 +118,48 @@ def near_the_bound(name: str, fleet: Fleet) -> dict[str, object]:
             "search_seconds": seconds}
 
 
+def _parallelism_grid(nodes: int) -> list[int]:
+    """1 to ``nodes``, each step at most a fifth larger than the one before."""
+    grid, value = [], 1
+    while value < nodes:
+        grid.append(value)
+        value = max(value + 1, value * 6 // 5)
+    return [*grid, nodes]
+
+
+def sweep(fleet: Fleet) -> dict[str, object]:
+    """The floor the search works against: each policy run alone (seed 0) at every parallelism of a fine grid, pod
+    deletion timing out at the longest a recommendation sets and the pack's parallelism rule lifted; the fastest
+    run that stays safe (no model below its minimum, no node stopped on a PDB) per policy, then the waves one after
+    the other, each as long as its slowest policy. Over the lower bound it estimates the part of the gap that no
+    choice of per-pool parallelism closes (an estimate: one seed, each policy alone, a grid)."""
+    waves: dict[int, float] = {}
+    best: list[str] = []
+    for k, group in enumerate(fleet.groups):
+        moving = [n for n in fleet.nodes if n.pool in group.pools and n.needs_upgrade]
+        if not moving or not group.policy.auto_upgrade:
+            continue
+        others_off = tuple(g.policy if i == k else replace(g.policy, auto_upgrade=False)
+                           for i, g in enumerate(fleet.groups))
+        alone = fleet.with_policies(others_off)
+        fastest: tuple[float, int] | None = None
+        for parallel in _parallelism_grid(len(moving)):
+            policy = replace(group.policy.with_parallelism(parallel, "100%"), deletion_timeout=DELETION_TIMEOUT_CAP)
+            outcome = simulate(alone.with_policy(k, policy), seed=0)
+            spans = [span for span in outcome.pools if span.name in group.pools and span.start is not None]
+            if outcome.disruptive or not spans or any(span.end is None for span in spans):
+                continue
+            seconds = max(span.end or 0.0 for span in spans) - min(span.start or 0.0 for span in spans)
+            if fastest is None or seconds < fastest[0]:
+                fastest = (seconds, parallel)
+        if fastest is None:
+            return {"sweep_h": None, "sweep_values": f"{group.title}: no safe parallelism"}
+        wave = min(p.wave for p in fleet.pools if p.name in group.pools)
+        waves[wave] = max(waves.get(wave, 0.0), fastest[0])
+        best.append(str(fastest[1]))
+    return {"sweep_h": sum(waves.values()) / 3600, "sweep_values": ", ".join(best)}
+
+
 def _ratio(value: object) -> str:
     return "-" if value is None else f"{value:.2f}"
 
@@ -137,6 +183,18 @@ def main() -> None:
               f"{_ratio(row['configured_ratio']):>6} {recommended:>14} {_ratio(row['recommended_ratio']):>6} "
               f"{row['margin'] if row['margin'] is not None else '-':>11} {row['values']:>18} "
               f"{row['timeouts']:>10} {row['search_seconds']:>9.2f}")
+    print()
+    print(f"the floor the search works against (sweep(): each policy alone at every parallelism of a grid, pod "
+          f"deletion timing out at {DELETION_TIMEOUT_CAP} s, the pack's parallelism rule lifted; the fastest safe "
+          f"run of each)")
+    print(f"{'fleet':>22} {'nodes':>6} {'bound h':>8} {'sweep h':>8} {'ratio':>6} {'per pool':>18}")
+    for row in rows[:2]:
+        swept = _fresh("--sweep-prod" if row["fleet"] == "example prod stack" else "--sweep-spread", row["nodes"])
+        hours = swept["sweep_h"]
+        shown = "-" if hours is None else f"{hours:.2f}"
+        ratio = None if hours is None else hours / row["lower_bound_h"]
+        print(f"{row['fleet']:>22} {row['nodes']:>6} {row['lower_bound_h']:>8.2f} {shown:>8} {_ratio(ratio):>6} "
+              f"{swept['sweep_values']:>18}")
 
 
 def _fresh(what: str, nodes: int) -> dict[str, Any]:
@@ -157,5 +215,9 @@ if __name__ == "__main__":
         print(json.dumps(near_the_bound("generated, 4 pools", spread_fleet(int(sys.argv[2])))))
     elif len(sys.argv) == 3 and sys.argv[1] == "--prod":
         print(json.dumps(near_the_bound("example prod stack", prod_example())))
+    elif len(sys.argv) == 3 and sys.argv[1] == "--sweep-spread":
+        print(json.dumps(sweep(spread_fleet(int(sys.argv[2])))))
+    elif len(sys.argv) == 3 and sys.argv[1] == "--sweep-prod":
+        print(json.dumps(sweep(prod_example())))
     else:
         main()

@@ -25,6 +25,18 @@ def test_the_simulator_benchmark_runs_and_grows_with_the_fleet() -> None:
     assert small["peak_mb"] > 0
 
 
+def test_the_sweep_reports_a_safe_parallelism_per_pool_and_never_beats_the_lower_bound() -> None:
+    """benchmarks/simulate_scale.sweep runs each policy alone on a grid of parallelism: every run it keeps is a
+    schedule that honours the PDBs, so no sweep comes in under the lower bound."""
+    from benchmarks.simulate_scale import near_the_bound, spread_fleet, sweep
+
+    fleet = spread_fleet(80)
+    swept, assessed = sweep(fleet), near_the_bound("small", fleet)
+    values = [int(v) for v in str(swept["sweep_values"]).split(", ")]
+    assert len(values) == 4 and all(1 <= v <= 20 for v in values)  # four pools of 20 nodes
+    assert isinstance(swept["sweep_h"], float) and swept["sweep_h"] >= assessed["lower_bound_h"]
+
+
 def test_a_read_at_scale_reports_its_figures(fake, kubeconfig) -> None:  # noqa: F811 - the fixtures above
     from benchmarks.checks_scale import prod_with, read
     from tests.fakekube.fixtures import seed
