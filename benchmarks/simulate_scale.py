@@ -61,7 +61,7 @@ def fleet(nodes: int) -> Fleet:
     return Fleet(tuple(pools), tuple(members), tuple(models), tuple(groups), Simulation(), place_replicas=True)
 
 
-def measure(nodes: int) -> dict[str, float]:
+def measure(nodes: int) -> dict[str, float | None]:
     """One size, in this interpreter: seconds of one simulation, of the whole assessment, and the peak RSS."""
     built = fleet(nodes)
     start = time.perf_counter()
@@ -73,7 +73,8 @@ def measure(nodes: int) -> dict[str, float]:
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {"nodes": len(built.nodes), "replicas": sum(m.replicas for m in built.models),
             "simulate_seconds": one, "assess_seconds": whole, "peak_mb": peak_kib / 1024,
-            "predicted_hours": (outcome.seconds or 0) / 3600,
+            # None: the configured run never finishes (a node stopped for good), so it has no duration
+            "predicted_hours": None if outcome.seconds is None else outcome.seconds / 3600,
             "recommended": assessment.recommended.max_parallel or 0}
 
 
@@ -160,6 +161,10 @@ def sweep(fleet: Fleet) -> dict[str, object]:
     return {"sweep_h": sum(waves.values()) / 3600, "sweep_values": ", ".join(best)}
 
 
+def _hours(value: float | None) -> str:
+    return "never ends" if value is None else f"{value:.1f}"
+
+
 def _ratio(value: object) -> str:
     return "-" if value is None else f"{value:.2f}"
 
@@ -170,7 +175,7 @@ def main() -> None:
     for nodes in SIZES:
         row = _fresh("--one", nodes)
         print(f"{row['nodes']:>6} {row['replicas']:>9} {row['simulate_seconds']:>11.2f} {row['assess_seconds']:>14.2f} "
-              f"{row['peak_mb']:>8.0f} {row['predicted_hours']:>12.1f} {row['recommended']:>12}")
+              f"{row['peak_mb']:>8.0f} {_hours(row['predicted_hours']):>12} {row['recommended']:>12}")
     print()
     print("near the lower bound (each pool its own policy; target: recommended / bound within 1.25, no model below "
           "its minimum, search under 10 s at 10,000 nodes)")
