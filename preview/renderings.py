@@ -9,9 +9,11 @@ reads it); the outputs given to the program's StackReferences (its last deployme
 (its ``__main__.py`` and every file of each package of this checkout it imports, followed from its import
 statements, and of the mock runtime, ``preview/run.py``, with theirs); the attestations folder the program reads
 (``attestations/``: every file's path and bytes); the Python version and every installed distribution with its
-version (the SDKs); and the environment variables the program or the SDK read (``PULUMI_*`` but the config,
-which the preview drops, ``AAD_LOGIN_METHOD``, ``GPU_ROLLOUT_ORGANIZATION``). The program runs as a dry run, so
-it reads no clock. Change any of them and the key changes: an entry is never stale, only unused.
+version (the SDKs); and the environment variables the program or the SDKs read (``PULUMI_*`` but the config,
+which the preview drops; ``AAD_LOGIN_METHOD``, ``GPU_ROLLOUT_ORGANIZATION``; and :data:`SDK_ENVIRONMENT`, which the
+Kubernetes provider's ``kubeconfig`` and the AWS region default to). The attestations folder is walked through
+symbolic links, as the program reads it. The program runs as a dry run, so it reads no clock. Change any of them
+and the key changes: an entry is never stale, only unused.
 
 Where: ``$GPU_ROLLOUT_CACHE_DIR``, else ``.gpu-rollout-cache/`` in the project folder (git-ignored: the folder
 holds a ``.gitignore`` of ``*``). One JSON file per key; deleting the folder, or any file in it, only costs a
@@ -28,6 +30,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +50,9 @@ FORMAT = 3  # of an entry (2: the custom resources too; 3: the whole run); part 
 # rendering is about 2.6 MB, so the count alone would let a folder grow past half a gigabyte.
 MAX_ENTRIES = 256
 MAX_BYTES = 256 * 1024 * 1024
+_ENTRY = re.compile(r"[0-9a-f]{64}\.json")  # an entry's name: its key
+_TEMPORARY = ".entry-"  # the prefix of a write in progress
+STALE_TEMPORARY_SECONDS = 3600  # a temporary file this old is no write in progress: an interrupted one
 
 _IMPORT = re.compile(r"^\s*(?:from\s+([A-Za-z_]\w*)|import\s+([A-Za-z_][\w., \t]*))", re.MULTILINE)
 
@@ -94,12 +100,22 @@ def program_digest(program: Path, source_dir: Path = mock_runtime.SOURCE_DIR) ->
 
 
 def _folder_digest(folder: Path) -> str:
+    """sha256 over every file's path (relative to ``folder``) and bytes, through symbolic links (the program reads
+    ``attestations/<canary>/`` whatever it links to; a folder seen before is not walked again)."""
+    files: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for top, folders, names in os.walk(folder, followlinks=True):
+        real = os.path.realpath(top)
+        if real in seen:
+            folders[:] = []
+            continue
+        seen.add(real)
+        files.extend((os.path.relpath(os.path.join(top, name), folder), os.path.join(top, name)) for name in names)
     digest = hashlib.sha256()
-    if folder.is_dir():
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            data = path.read_bytes()
-            digest.update(f"{path.relative_to(folder)}\0{len(data)}\0".encode())
-            digest.update(data)
+    for relative, path in sorted(files):
+        data = Path(path).read_bytes()
+        digest.update(f"{relative}\0{len(data)}\0".encode())
+        digest.update(data)
     return digest.hexdigest()
 
 
@@ -116,10 +132,16 @@ def installed_distributions() -> list[str]:
     return sorted(found)
 
 
+# What the SDKs the program uses read from the environment into a resource's inputs, beyond PULUMI_*: the
+# Kubernetes provider's kubeconfig when none is given, the AWS region (tests/preview/test_renderings.py reads the
+# installed SDKs' sources and fails on a name missing here).
+SDK_ENVIRONMENT = ("KUBECONFIG", "AWS_REGION", "AWS_DEFAULT_REGION")
+
+
 def _environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items()
             if (k.startswith("PULUMI_") and not k.startswith("PULUMI_CONFIG") and k != "PULUMI_ACCESS_TOKEN")
-            or k in (LOGIN_ENV, ORGANIZATION_ENV)}
+            or k in (LOGIN_ENV, ORGANIZATION_ENV, *SDK_ENVIRONMENT)}
 
 
 def rendering_key(config: dict[str, str], stack: str, program: Path, previous_outputs: dict[str, Any] | None,
@@ -207,27 +229,40 @@ def _of_run(run: mock_runtime.ProgramRun) -> Rendering:
 def _write(folder: Path, key: str, data: bytes) -> None:
     """Store ``data``, an entry's JSON, under ``key``; the oldest beyond :data:`MAX_ENTRIES` or
     :data:`MAX_BYTES` go."""
+    temporary: Path | None = None
     try:
         if not folder.is_dir():
             folder.mkdir(parents=True, exist_ok=True)
             (folder / ".gitignore").write_text("# gpu-rollout's renderings (safe to delete)\n*\n", encoding="utf-8")
-        with tempfile.NamedTemporaryFile("wb", dir=folder, prefix=".entry-", suffix=".tmp", delete=False) as handle:
+        with tempfile.NamedTemporaryFile("wb", dir=folder, prefix=_TEMPORARY, suffix=".tmp", delete=False) as handle:
+            temporary = Path(handle.name)
             handle.write(data)
-        os.replace(handle.name, folder / f"{key}.json")
+        os.replace(temporary, folder / f"{key}.json")
         _prune(folder)
     except OSError:
-        return  # a read-only or vanished folder: the rendering stands, uncached
+        # A read-only, full or vanished folder: the rendering stands, uncached, and no half-written file stays.
+        if temporary is not None:
+            try:
+                temporary.unlink(missing_ok=True)
+            except OSError:
+                pass
 
 
 def _prune(folder: Path) -> None:
-    """Keep the newest entries (by last use) within :data:`MAX_ENTRIES` and :data:`MAX_BYTES`."""
+    """Keep the newest entries (by last use) within :data:`MAX_ENTRIES` and :data:`MAX_BYTES`, and remove what
+    interrupted writes left. Only the folder's own files: ``$GPU_ROLLOUT_CACHE_DIR`` may name a folder that holds
+    others."""
     found = []
-    for path in folder.glob("*.json"):
+    for path in folder.iterdir():
         try:
             status = path.stat()
         except OSError:
             continue  # removed meanwhile by another run
-        found.append((status.st_mtime_ns, status.st_size, path))
+        if path.name.startswith(_TEMPORARY) and path.name.endswith(".tmp"):
+            if time.time() - status.st_mtime > STALE_TEMPORARY_SECONDS:
+                path.unlink(missing_ok=True)
+        elif _ENTRY.fullmatch(path.name):
+            found.append((status.st_mtime_ns, status.st_size, path))
     kept = total = 0
     for _, size, path in sorted(found, key=lambda entry: entry[0], reverse=True):
         total += size

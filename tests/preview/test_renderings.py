@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -69,24 +71,36 @@ def _shown(value: Any) -> Any:
     return "<unknown>" if isinstance(value, Unknown) else value
 
 
-def test_the_whole_run_is_kept_what_a_fresh_run_registers_unknowns_and_all(program: Path, renders: list[str]) -> None:
+CANARY_OF = {"prod": "canary", "eks-prod": "eks-canary", "existing-prod": "existing-canary"}
+EXAMPLE_STACKS = sorted(path.name.split(".")[1] for path in PROJECT_DIR.glob("Pulumi.*.yaml"))
+
+
+@pytest.mark.parametrize("stack", EXAMPLE_STACKS)
+def test_the_whole_run_is_kept_what_a_fresh_run_registers_unknowns_and_all(stack: str, program: Path,
+                                                                             renders: list[str]) -> None:
     """What plan reports from (every resource, its inputs, dependencies and component outputs, the exports) comes
-    back from the cache as a fresh run gives it, down to a value the preview cannot know yet."""
-    config = stack_config("prod")
-    kept = renderings.rendered_run(config, "prod", program)
-    again = renderings.rendered_run(config, "prod", program)
-    assert renders == ["prod"]
-    fresh = preview_run.run_program(config, "prod", program)
-    for run in (kept, again):
+    back from the cache as a fresh run gives it, down to a value the preview cannot know yet: for every example
+    stack, a prod stack with its canary's outputs."""
+    assert set(CANARY_OF) | set(CANARY_OF.values()) <= set(EXAMPLE_STACKS)
+    config = stack_config(stack)
+    referenced = {CANARY_OF[stack]: renderings.rendered_outputs(stack_config(CANARY_OF[stack]), CANARY_OF[stack],
+                                                                program)} if stack in CANARY_OF else None
+    first = renderings.rendered_run(config, stack, program, None, referenced)
+    again = renderings.rendered_run(config, stack, program, None, referenced)
+    assert renders[-1] == stack and renders.count(stack) == 1
+    fresh = preview_run.run_program(config, stack, program, None, referenced)
+    for run in (first, again):
         assert [(r.type, r.name, r.custom, r.urn, r.provider, r.adopt) for r in run.resources] == \
             [(r.type, r.name, r.custom, r.urn, r.provider, r.adopt) for r in fresh.resources]
         assert [set(r.dependencies) for r in run.resources] == [set(r.dependencies) for r in fresh.resources]
         assert [r.inputs for r in run.resources] == [r.inputs for r in fresh.resources]
+        assert [json.dumps(r.inputs) for r in run.resources] == [json.dumps(r.inputs) for r in fresh.resources]
         assert run.outputs == fresh.outputs
         assert [_shown(r.outputs) for r in run.resources] == [_shown(r.outputs) for r in fresh.resources]
     unknown = [(r.name, key) for r in fresh.resources for key, value in r.outputs.items()
                if isinstance(value, list) and any(isinstance(v, Unknown) for v in value)]
-    assert unknown  # an AKS pool's agent pool names are the cloud's to give
+    if stack in ("canary", "prod"):
+        assert unknown  # an AKS pool's agent pool names are the cloud's to give
     by_name = {r.name: r for r in again.resources}
     for name, key in unknown:
         assert all(isinstance(v, Unknown) for v in by_name[name].outputs[key])
@@ -118,6 +132,8 @@ CHANGES: dict[str, Callable[..., None]] = {
     "the Python version": lambda args, program, mp: mp.setattr(sys, "version", "3.99.0 (elsewhere)"),
     "the kubelogin method": lambda args, program, mp: mp.setenv("AAD_LOGIN_METHOD", "workloadidentity"),
     "a Pulumi setting": lambda args, program, mp: mp.setenv("PULUMI_DISABLE_RESOURCE_REFERENCES", "true"),
+    # The Kubernetes provider's kubeconfig, where the stack gives none (an existing cluster), is $KUBECONFIG.
+    "the kubeconfig path": lambda args, program, mp: mp.setenv("KUBECONFIG", "/elsewhere/kubeconfig"),
 }
 
 
@@ -209,25 +225,96 @@ def test_by_default_the_renderings_live_in_the_project_folder_which_git_ignores(
     assert "?? __main__.py" in status.splitlines() and renderings.CACHE_FOLDER not in status
 
 
-def test_the_folder_keeps_the_newest_entries_within_its_count_and_its_size(program: Path, renders: list[str],
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def _age(entry: Path, age: int) -> None:
+    """Set an entry's last use ``age`` steps into the past (10**18 ns is 2001), whatever the clock's resolution."""
+    os.utime(entry, ns=(10**18 + age, 10**18 + age))
+
+
+def test_the_folder_keeps_the_most_recently_used_entries_within_its_count_and_its_size(
+    program: Path, renders: list[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(renderings, "MAX_ENTRIES", 2)
     config = stack_config("canary")
     seen: set[Path] = set()
-    for age, stack in enumerate(("canary", "canary-2", "canary-3")):
+    for age, stack in enumerate(("canary-a", "canary-b")):
         renderings.rendered_outputs(config, stack, program)
         (new,) = set(entries()) - seen
-        os.utime(new, ns=(10**18 + age, 10**18 + age))  # written in this order, whatever the clock's resolution
+        _age(new, age)  # a written before b
         seen = set(entries())
-    assert len(entries()) == 2
-    renderings.rendered_outputs(config, "canary-3", program)
-    renderings.rendered_outputs(config, "canary-2", program)
-    assert renders == ["canary", "canary-2", "canary-3"]  # the newest two were kept
-    renderings.rendered_outputs(config, "canary", program)
-    assert renders[-1] == "canary" and len(renders) == 4  # the oldest was not
+    renderings.rendered_outputs(config, "canary-a", program)  # a used again: now the most recent
+    renderings.rendered_outputs(config, "canary-c", program)  # the third: the least recently used goes
+    assert len(entries()) == 2 and renders == ["canary-a", "canary-b", "canary-c"]
+    renderings.rendered_outputs(config, "canary-a", program)
+    assert len(renders) == 3  # a was kept
+    renderings.rendered_outputs(config, "canary-b", program)
+    assert renders[-1] == "canary-b" and len(renders) == 4  # b was not
 
     monkeypatch.setattr(renderings, "MAX_BYTES", 1)  # smaller than any entry: the newest alone stays
-    renderings.rendered_outputs(config, "canary-4", program)
+    renderings.rendered_outputs(config, "canary-d", program)
     assert len(entries()) == 1
-    renderings.rendered_outputs(config, "canary-4", program)
-    assert renders[-1] == "canary-4" and len(renders) == 5
+    renderings.rendered_outputs(config, "canary-d", program)
+    assert renders[-1] == "canary-d" and len(renders) == 5
+
+
+def test_pruning_touches_only_the_folder_s_own_files_and_what_interrupted_writes_left(
+    program: Path, renders: list[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """$GPU_ROLLOUT_CACHE_DIR may name a folder that holds other files: only entries are pruned. A temporary file
+    an interrupted write left goes once it is old; one as young as a write in progress stays."""
+    folder = renderings.cache_dir(Path("unused"))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "notes.json").write_text("{}")
+    stale, fresh = folder / ".entry-stale.tmp", folder / ".entry-fresh.tmp"
+    stale.write_bytes(b"half an entry")
+    fresh.write_bytes(b"a write in progress")
+    old = time.time() - renderings.STALE_TEMPORARY_SECONDS - 60
+    os.utime(stale, (old, old))
+    monkeypatch.setattr(renderings, "MAX_BYTES", 1)
+    renderings.rendered_outputs(stack_config("canary"), "canary", program)
+    renderings.rendered_outputs(stack_config("canary"), "canary-2", program)
+    assert (folder / "notes.json").read_text() == "{}" and fresh.exists() and not stale.exists()
+    assert len([entry for entry in entries() if entry.name != "notes.json"]) == 1  # the newest entry alone
+
+
+def test_a_write_that_fails_leaves_no_temporary_file(program: Path, renders: list[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(renderings.os, "replace", full)
+    first = renderings.rendered_outputs(stack_config("canary"), "canary", program)
+    folder = renderings.cache_dir(Path("unused"))
+    assert first["driverVersion"] == "580.173.02"  # the rendering stands
+    assert [p.name for p in folder.iterdir() if p.name != ".gitignore"] == []  # no entry, no temporary file
+
+
+def test_an_attestation_behind_a_symbolic_link_is_an_input(program: Path, renders: list[str], tmp_path: Path) -> None:
+    """The program reads attestations/<canary>/ through a link; so does the key (and a link back up is no loop)."""
+    folder = program.parent / "attestations"
+    elsewhere = tmp_path / "elsewhere-canary"
+    shutil.move(folder / "canary", elsewhere)
+    (folder / "canary").symlink_to(elsewhere, target_is_directory=True)
+    (folder / "loop").symlink_to(folder, target_is_directory=True)
+    config = stack_config("canary")
+    before = renderings.rendered_outputs(config, "canary", program)
+    (elsewhere / "595.58.03.json").write_text("{}")
+    assert renderings.rendered_outputs(config, "canary", program) == before
+    assert renders == ["canary", "canary"]
+
+
+def test_every_environment_variable_the_sdks_read_into_inputs_is_part_of_the_key() -> None:
+    """The SDKs the program uses fill some inputs from the environment (``_utilities.get_env``): every name they
+    read but PULUMI_* must be in renderings.SDK_ENVIRONMENT, or an entry would outlive a change of it."""
+    import pulumi_aws
+    import pulumi_azure_native
+    import pulumi_kubernetes
+
+    sources = [*Path(pulumi_kubernetes.__file__).parent.rglob("*.py")]
+    for package in (pulumi_aws, pulumi_azure_native):
+        root = Path(package.__file__).parent
+        sources += [root / "provider.py", *(root / "config").glob("*.py")]
+    read = {name for path in sources
+            for call in re.findall(r"get_env(?:_bool|_int|_float)?\(([^)]*)\)", path.read_text(encoding="utf-8"))
+            for name in re.findall(r"'([A-Z0-9_]+)'", call)}
+    assert "KUBECONFIG" in read  # the scan sees what it is for
+    assert {name for name in read if not name.startswith("PULUMI_")} <= set(renderings.SDK_ENVIRONMENT)
