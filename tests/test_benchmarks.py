@@ -26,8 +26,8 @@ def test_the_simulator_benchmark_runs_and_grows_with_the_fleet() -> None:
 
 
 def test_the_sweep_reports_a_safe_parallelism_per_pool_and_never_beats_the_lower_bound() -> None:
-    """benchmarks/simulate_scale.sweep runs each policy alone on a grid of parallelism: every run it keeps is a
-    schedule that honours the PDBs, so no sweep comes in under the lower bound."""
+    """benchmarks/simulate_scale.sweep runs each policy alone on a grid of parallelism: each of its runs is a
+    simulated schedule, which the lower bound holds for, so no sweep comes in under the bound."""
     from benchmarks.simulate_scale import near_the_bound, spread_fleet, sweep
 
     fleet = spread_fleet(80)
