@@ -31,16 +31,6 @@ class Rendered:
     inputs: Mapping[str, Any]
     adopt: str = ""
 
-    def as_json(self) -> dict[str, Any]:
-        return {"type": self.type, "name": self.name, "inputs": dict(self.inputs), "adopt": self.adopt}
-
-    @classmethod
-    def of_json(cls, value: Any) -> Rendered | None:
-        if not isinstance(value, Mapping) or not isinstance(value.get("type"), str) or \
-                not isinstance(value.get("name"), str) or not isinstance(value.get("inputs"), Mapping):
-            return None
-        return cls(value["type"], value["name"], value["inputs"], str(value.get("adopt") or ""))
-
 
 @dataclass(frozen=True)
 class Change:

@@ -222,8 +222,9 @@ def _read(path: Path, key: str, stack: str) -> mock_runtime.ProgramRun | None:
     return _run_of_json(entry.get("run"), stack)
 
 
-def _of_run(run: mock_runtime.ProgramRun) -> Rendering:
-    return run.outputs, [Rendered(r.type, r.name, r.inputs, r.adopt) for r in run.custom_resources]
+def custom_resources(run: mock_runtime.ProgramRun) -> list[Rendered]:
+    """A run's custom resources as :mod:`preview.changes` compares them."""
+    return [Rendered(r.type, r.name, r.inputs, r.adopt) for r in run.custom_resources]
 
 
 def _write(folder: Path, key: str, data: bytes) -> None:
@@ -305,7 +306,8 @@ def rendered_run(config: dict[str, str], stack: str, program: Path, previous_out
 def rendered(config: dict[str, str], stack: str, program: Path, previous_outputs: dict[str, Any] | None = None,
              stack_outputs: dict[str, dict[str, Any]] | None = None) -> Rendering:
     """The outputs and custom resources of :func:`rendered_run`."""
-    return _of_run(rendered_run(config, stack, program, previous_outputs, stack_outputs))
+    run = rendered_run(config, stack, program, previous_outputs, stack_outputs)
+    return run.outputs, custom_resources(run)
 
 
 def rendered_outputs(config: dict[str, str], stack: str, program: Path,

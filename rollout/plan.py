@@ -24,7 +24,7 @@ from rich.table import Table
 from checks.results import CheckResult, Status, any_failed
 from policy.evaluate import Violation, evaluate, from_registered, load_config, mandatory, pack_config_dir
 from preview.changes import SIGN, Change, Marker, Rendered, compare, counts
-from preview.renderings import rendered, rendered_outputs, rendered_run
+from preview.renderings import custom_resources, rendered, rendered_outputs, rendered_run
 from preview.run import PROGRAM_FILE, ProgramRun, recanaried, redeployed
 from preview.summary import payload_summary, payloads, review_fields
 from rollout import basis, documents, schemas
@@ -286,7 +286,7 @@ def judge(
     violations = policy_report(result, now, project_dir)
     sources = (last,) if canary is None else (last, canary)
     deployed = result.outputs if same_as_file else previous_outputs
-    current = [Rendered(r.type, r.name, r.inputs, r.adopt) for r in result.custom_resources]
+    current = custom_resources(result)
     if same_as_file:
         last_resources = current
     return Judged(result, violations, sources,
