@@ -33,7 +33,7 @@ from typing import Any
 from fleetspec.load import load_stack_file
 from simulate.assess import assess
 from simulate.engine import simulate
-from simulate.search import DELETION_TIMEOUT_CAP
+from simulate.search import DELETION_TIMEOUT_CAP, UNLIMITED, moving_nodes, rolling_alone
 from simulate.fleet import NVIDIA_DRIVER, Fleet, Group, Model, Node, Policy, Pool, fleet_from_spec
 from fleetspec.simulation import Simulation
 
@@ -137,15 +137,13 @@ def sweep(fleet: Fleet) -> dict[str, object]:
     waves: dict[int, float] = {}
     best: list[str] = []
     for k, group in enumerate(fleet.groups):
-        moving = [n for n in fleet.nodes if n.pool in group.pools and n.needs_upgrade]
+        moving = moving_nodes(fleet, group)[0]
         if not moving or not group.policy.auto_upgrade:
             continue
-        others_off = tuple(g.policy if i == k else replace(g.policy, auto_upgrade=False)
-                           for i, g in enumerate(fleet.groups))
-        alone = fleet.with_policies(others_off)
+        alone = rolling_alone(fleet, k)
         fastest: tuple[float, int] | None = None
-        for parallel in _parallelism_grid(len(moving)):
-            policy = replace(group.policy.with_parallelism(parallel, "100%"), deletion_timeout=DELETION_TIMEOUT_CAP)
+        for parallel in _parallelism_grid(moving):
+            policy = replace(group.policy.with_parallelism(parallel, UNLIMITED), deletion_timeout=DELETION_TIMEOUT_CAP)
             outcome = simulate(alone.with_policy(k, policy), seed=0)
             spans = [span for span in outcome.pools if span.name in group.pools and span.start is not None]
             if outcome.disruptive or not spans or any(span.end is None for span in spans):

@@ -63,19 +63,14 @@ class _Prober:
         return simulate(fleet, self.seed, stop_when_unsafe=True, stop_after=nodes)
 
 
-def _alone(fleet: Fleet, group: int) -> Fleet:
-    """``fleet`` with only ``group``'s policy rolling (the others switched off: their nodes stay put)."""
-    off = tuple(g.policy if k == group else _switched_off(g.policy) for k, g in enumerate(fleet.groups))
+def rolling_alone(fleet: Fleet, group: int) -> Fleet:
+    """``fleet`` with only ``group``'s policy rolling (the others switched off, autoUpgrade false: their nodes stay
+    put)."""
+    off = tuple(g.policy if k == group else replace(g.policy, auto_upgrade=False) for k, g in enumerate(fleet.groups))
     return fleet.with_policies(off)
 
 
-def _switched_off(policy: Policy) -> Policy:
-    return Policy(False, policy.max_parallel, policy.max_unavailable, policy.wait_selector, policy.wait_timeout,
-                  policy.deletion_force, policy.deletion_timeout, policy.drain_enable, policy.drain_force,
-                  policy.drain_timeout)
-
-
-def _moving(fleet: Fleet, group: Group) -> tuple[int, int]:
+def moving_nodes(fleet: Fleet, group: Group) -> tuple[int, int]:
     """(nodes the policy rolls, nodes of it cordoned or NotReady before the rollout)."""
     members = [n for n in fleet.nodes if n.pool in group.pools]
     return (sum(1 for n in members if n.needs_upgrade and n.ready and not n.skip),
@@ -87,8 +82,8 @@ def recommend_group(fleet: Fleet, group: int, seed: int, longer_timeout_up_to: i
     (the most nodes at once worth having: what the pack admits), where that timeout stops a node on a PDB below
     it, also the parallelism a longer one allows (:func:`_longer_timeout`)."""
     target = fleet.groups[group]
-    nodes, down = _moving(fleet, target)
-    alone = _alone(fleet, group)
+    nodes, down = moving_nodes(fleet, target)
+    alone = rolling_alone(fleet, group)
     prober = _Prober(fleet, seed)
 
     def safe(parallel: int, full: bool) -> bool:
@@ -168,7 +163,7 @@ def _longer_timeout(alone: Fleet, group: int, prober: _Prober, good: int, bad: i
     searched = DELETION_TIMEOUT_CAP // DELETION_TIMEOUT_MARGIN
     if configured == 0 or configured >= searched or target.policy.drain_enable:
         return None
-    nodes = _moving(alone, target)[0]
+    nodes = moving_nodes(alone, target)[0]
 
     def run(parallel: int, full: bool) -> Outcome:
         policy = replace(target.policy.with_parallelism(parallel, UNLIMITED), deletion_timeout=searched)
@@ -295,7 +290,7 @@ def recommend(fleet: Fleet, seed: int) -> Recommended:
 def _worth(fleet: Fleet, group: int, admits: tuple[int | None, str]) -> int:
     """The most nodes at once worth a longer timeout: what the pack admits, else every node the policy rolls."""
     limit = admits[0]
-    return _moving(fleet, fleet.groups[group])[0] if limit is None else limit
+    return moving_nodes(fleet, fleet.groups[group])[0] if limit is None else limit
 
 
 def per_pool(fleet: Fleet) -> bool:
@@ -336,4 +331,5 @@ def _confirm_per_policy(fleet: Fleet, seed: int, per_policy: tuple[Recommendatio
             return Recommended(per_policy, None, None, None, per_pool=True)
 
 
-__all__ = ["DELETION_TIMEOUT_CAP", "Recommendation", "Recommended", "admitted", "per_pool", "recommend", "recommend_group"]
+__all__ = ["DELETION_TIMEOUT_CAP", "UNLIMITED", "Recommendation", "Recommended", "admitted", "moving_nodes", "per_pool",
+           "recommend", "recommend_group", "rolling_alone"]
