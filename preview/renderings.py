@@ -15,9 +15,11 @@ Kubernetes provider's ``kubeconfig`` and the AWS region default to). The attesta
 symbolic links, as the program reads it. The program runs as a dry run, so it reads no clock. Change any of them
 and the key changes: an entry is never stale, only unused.
 
-Where: ``$GPU_ROLLOUT_CACHE_DIR``, else ``.gpu-rollout-cache/`` in the project folder (git-ignored: the folder
-holds a ``.gitignore`` of ``*``). One JSON file per key; deleting the folder, or any file in it, only costs a
-rendering. An entry that cannot be read, is not JSON or is not for its key is rendered again and rewritten; a
+Where: ``$GPU_ROLLOUT_CACHE_DIR``, else ``gpu-rollout/renderings/`` in the user's cache folder
+(``$XDG_CACHE_HOME``, else ``~/.cache``). Never in the checkout: an entry is believed as the rendering of its key,
+and a checkout's files are whatever a change committed (a forged entry beside the stack file would decide plan's
+verdict). The folder holds a ``.gitignore`` of ``*`` all the same. One JSON file per key; deleting the folder, or
+any file in it, only costs a rendering. An entry that cannot be read, is not JSON or is not for its key is rendered again and rewritten; a
 folder that cannot be written is used for nothing. Writes go to a temporary file renamed into place, so a
 concurrent or interrupted run never leaves half an entry under a key.
 """
@@ -44,7 +46,7 @@ from renderers.kubelogin import LOGIN_ENV
 from renderers.manifests import ORGANIZATION_ENV
 
 CACHE_ENV = "GPU_ROLLOUT_CACHE_DIR"
-CACHE_FOLDER = ".gpu-rollout-cache"
+CACHE_FOLDER = Path("gpu-rollout", "renderings")  # in the user's cache folder
 FORMAT = 3  # of an entry (2: the custom resources too; 3: the whole run); part of the key, so a new format never reads an old entry
 # When an entry is written, the oldest go beyond either bound (the newest entry always stays): a 150-pool stack's
 # rendering is about 2.6 MB, so the count alone would let a folder grow past half a gigabyte.
@@ -57,9 +59,16 @@ STALE_TEMPORARY_SECONDS = 3600  # a temporary file this old is no write in progr
 _IMPORT = re.compile(r"^\s*(?:from\s+([A-Za-z_]\w*)|import\s+([A-Za-z_][\w., \t]*))", re.MULTILINE)
 
 
-def cache_dir(project_dir: Path) -> Path:
+def cache_dir() -> Path | None:
+    """``$GPU_ROLLOUT_CACHE_DIR``, else the user's cache folder's ``gpu-rollout/renderings`` (the module's
+    docstring: never the checkout); None where no absolute one is known (no home: a relative ``~`` would land in
+    the working folder), and then nothing is kept."""
     given = os.environ.get(CACHE_ENV, "").strip()
-    return Path(given) if given else project_dir / CACHE_FOLDER
+    if given:
+        return Path(given)
+    user_cache = os.environ.get("XDG_CACHE_HOME", "").strip()
+    folder = Path(user_cache) if user_cache else Path(os.path.expanduser("~")) / ".cache"
+    return folder / CACHE_FOLDER if folder.is_absolute() else None
 
 
 def _imported(text: str) -> set[str]:
@@ -279,11 +288,13 @@ def rendered_run(config: dict[str, str], stack: str, program: Path, previous_out
     the cache when an entry has this key, else rendered and stored. It is what JSON holds of it either way, so a
     cached run and a fresh one hand the caller the same values. A program that raises (a SpecError for bad
     config) raises every time: only a rendering is kept."""
+    folder = cache_dir()
     try:
-        key = rendering_key(config, stack, program, previous_outputs, stack_outputs)
+        key = None if folder is None else rendering_key(config, stack, program, previous_outputs, stack_outputs)
     except (TypeError, ValueError):  # outputs given that JSON cannot hold: render, keep nothing
+        key = None
+    if folder is None or key is None:
         return mock_runtime.run_program(config, stack, program, previous_outputs, stack_outputs)
-    folder = cache_dir(program.parent)
     cached = _read(folder / f"{key}.json", key, stack)
     if cached is not None:
         try:

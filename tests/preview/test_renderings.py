@@ -8,7 +8,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -21,7 +20,6 @@ from pulumi.output import Unknown
 from preview import renderings
 from preview import run as preview_run
 from tests.conftest import PROJECT_DIR, edited, stack_config
-from tests.rollout.gitrepo import GIT_ENV
 
 
 @pytest.fixture
@@ -49,7 +47,7 @@ def program(tmp_path: Path) -> Path:
 
 
 def entries() -> list[Path]:
-    return sorted(renderings.cache_dir(Path("unused")).glob("*.json"))
+    return sorted(renderings.cache_dir().glob("*.json"))
 
 
 def test_a_rendering_is_kept_and_reused_with_the_outputs_a_fresh_run_gives(program: Path, renders: list[str]) -> None:
@@ -212,17 +210,39 @@ def test_a_folder_that_cannot_be_written_costs_only_the_reuse(program: Path, ren
     assert renders == ["canary", "canary"]
 
 
-def test_by_default_the_renderings_live_in_the_project_folder_which_git_ignores(program: Path,
-                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_by_default_the_renderings_live_in_the_user_s_cache_folder_never_in_the_checkout(
+    program: Path, renders: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An entry is believed as the rendering of its key, so none is ever read from the checkout, whose files are
+    what a change committed: a forged entry there (``git add -f`` gets past .gitignore) is never read."""
     monkeypatch.delenv(renderings.CACHE_ENV)
-    project = program.parent
-    git_env = {**os.environ, **GIT_ENV}
-    subprocess.run(["git", "init", "-q"], cwd=project, check=True, env=git_env)
-    renderings.rendered_outputs(stack_config("canary"), "canary", program)
-    assert len(list((project / renderings.CACHE_FOLDER).glob("*.json"))) == 1
-    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=project, check=True,
-                            capture_output=True, text=True, env=git_env).stdout
-    assert "?? __main__.py" in status.splitlines() and renderings.CACHE_FOLDER not in status
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    config = stack_config("canary")
+    first = renderings.rendered_outputs(config, "canary", program)
+    (entry,) = (tmp_path / "xdg" / "gpu-rollout" / "renderings").glob("*.json")
+    assert not any(p.name.endswith(".json") for p in program.parent.rglob("*") if "attestations" not in p.parts)
+    forged = program.parent / ".gpu-rollout-cache" / entry.name  # the folder earlier releases used
+    forged.parent.mkdir()
+    forged.write_text(entry.read_text().replace("580.173.02", "999.99.99"))
+    entry.unlink()
+    assert renderings.rendered_outputs(config, "canary", program) == first and renders == ["canary", "canary"]
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert renderings.cache_dir() == tmp_path / "home" / ".cache" / "gpu-rollout" / "renderings"
+
+
+def test_with_no_home_nothing_is_kept_and_nothing_lands_in_the_working_folder(
+    program: Path, renders: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in (renderings.CACHE_ENV, "XDG_CACHE_HOME", "HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(renderings.os.path, "expanduser", lambda path: path)  # no passwd entry either: "~" stays
+    monkeypatch.chdir(tmp_path)
+    assert renderings.cache_dir() is None
+    first = renderings.rendered_outputs(stack_config("canary"), "canary", program)
+    assert renderings.rendered_outputs(stack_config("canary"), "canary", program) == first
+    assert renders == ["canary", "canary"]  # rendered each time, kept nowhere
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["project"]  # no "~" folder in the working folder
 
 
 def _age(entry: Path, age: int) -> None:
@@ -261,7 +281,7 @@ def test_pruning_touches_only_the_folder_s_own_files_and_what_interrupted_writes
 ) -> None:
     """$GPU_ROLLOUT_CACHE_DIR may name a folder that holds other files: only entries are pruned. A temporary file
     an interrupted write left goes once it is old; one as young as a write in progress stays."""
-    folder = renderings.cache_dir(Path("unused"))
+    folder = renderings.cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "notes.json").write_text("{}")
     stale, fresh = folder / ".entry-stale.tmp", folder / ".entry-fresh.tmp"
@@ -283,7 +303,7 @@ def test_a_write_that_fails_leaves_no_temporary_file(program: Path, renders: lis
 
     monkeypatch.setattr(renderings.os, "replace", full)
     first = renderings.rendered_outputs(stack_config("canary"), "canary", program)
-    folder = renderings.cache_dir(Path("unused"))
+    folder = renderings.cache_dir()
     assert first["driverVersion"] == "580.173.02"  # the rendering stands
     assert [p.name for p in folder.iterdir() if p.name != ".gitignore"] == []  # no entry, no temporary file
 

@@ -217,7 +217,7 @@ def test_a_plan_renders_each_input_once_across_runs_and_prints_what_a_fresh_plan
     table = planned()
     assert planned("--json") == cold and planned() == table and len(rendered) == 3  # nothing rendered again
     assert "Pulumi.prod.yaml at the merge base with main" in cold[1] and cold[0] == 1  # unattested: refused
-    shutil.rmtree(renderings.cache_dir(repo.root))  # safe to delete: rendered again, the same documents
+    shutil.rmtree(renderings.cache_dir())  # safe to delete: rendered again, the same documents
     assert planned("--json") == cold and planned() == table and len(rendered) == 6
 
     # A new change to the stack file: the stack itself is rendered, nothing else.
@@ -226,7 +226,7 @@ def test_a_plan_renders_each_input_once_across_runs_and_prints_what_a_fresh_plan
     (repo.root / "Pulumi.prod.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
     changed = planned("--json")
     assert rendered[6:] == ["prod"] and changed != cold
-    shutil.rmtree(renderings.cache_dir(repo.root))
+    shutil.rmtree(renderings.cache_dir())
     assert planned("--json") == changed
 
 
