@@ -10,7 +10,8 @@ Near the bound (issue 39): the example prod stack, and a generated fleet whose f
 capacity (7, 6, 5 and 4 replicas per 8 GPUs), each pool its own policy (``nodePools[].upgradePolicy``), configured
 one node at a time (the replicas placed by the simulator's scheduler, ties at random as kube-scheduler breaks
 them). Prints the predicted duration as configured and under the recommendation, each over the lower
-bound (target for the recommendation: within 1.25x), the fewest Ready replicas any model had against its minimum
+bound (target for the recommendation: within 1.25x), the bound within what the policy pack admits with the
+recommendation over it, the fewest Ready replicas any model had against its minimum
 (target: never below), the parallelism and pod-deletion timeouts recommended per pool, and the search's cost
 (target: under 10 s at 10,000 nodes). Then, for the prod stack and the 1,000-node fleet, the floor the search
 works against (:func:`sweep`): the fastest safe run any parallelism gives each policy alone, with the pack's
@@ -115,6 +116,8 @@ def near_the_bound(name: str, fleet: Fleet) -> dict[str, object]:
             "configured_h": (assessment.outcome.seconds or 0) / 3600, "configured_ratio": assessment.ratio,
             "recommended_h": None if outcome is None or outcome.seconds is None else outcome.seconds / 3600,
             "recommended_ratio": assessment.recommended_ratio, "margin": lowest,
+            "within_pack_h": None if assessment.within_pack is None else assessment.within_pack.seconds / 3600,
+            "within_pack_ratio": assessment.recommended_within_pack_ratio,
             "values": ", ".join(str(v) for v in values), "timeouts": ", ".join(str(t) for t in timeouts) or "-",
             "search_seconds": seconds}
 
@@ -178,14 +181,20 @@ def main() -> None:
     print("near the lower bound (each pool its own policy; target: recommended / bound within 1.25, no model below "
           "its minimum, search under 10 s at 10,000 nodes)")
     print(f"{'fleet':>22} {'nodes':>6} {'bound h':>8} {'configured h':>13} {'ratio':>6} {'recommended h':>14} "
-          f"{'ratio':>6} {'min margin':>11} {'per pool':>18} {'timeouts s':>10} {'search s':>9}")
+          f"{'ratio':>6} {'min margin':>11} {'per pool':>18} {'timeouts s':>10} {'search s':>9} "
+          f"{'pack bound h':>13} {'ratio':>6}")
     rows = [_fresh("--prod", 0), *(_fresh("--spread", n) for n in (1_000, 10_000))]
     for row in rows:
         recommended = "-" if row["recommended_h"] is None else f"{row['recommended_h']:.2f}"
         print(f"{row['fleet']:>22} {row['nodes']:>6} {row['lower_bound_h']:>8.2f} {row['configured_h']:>13.2f} "
               f"{_ratio(row['configured_ratio']):>6} {recommended:>14} {_ratio(row['recommended_ratio']):>6} "
               f"{row['margin'] if row['margin'] is not None else '-':>11} {row['values']:>18} "
-              f"{row['timeouts']:>10} {row['search_seconds']:>9.2f}")
+              f"{row['timeouts']:>10} {row['search_seconds']:>9.2f} "
+              f"{'-' if row['within_pack_h'] is None else format(row['within_pack_h'], '.2f'):>13} "
+              f"{_ratio(row['within_pack_ratio']):>6}")
+    print("(pack bound: the lower bound with no pool rolling more nodes at once than the policy pack admits; the "
+          "recommendation over it is what the controller's schedule costs, the step between the bounds what the "
+          "pack's rules cost)")
     print()
     print(f"the floor the search works against (sweep(): each policy alone at every parallelism of a grid, pod "
           f"deletion timing out at {DELETION_TIMEOUT_CAP} s, the pack's parallelism rule lifted; the fastest safe "

@@ -335,6 +335,8 @@ class BoundPool(_Shape):
     wave: int
     nodes: int
     maxNodesOutAtOnce: int
+    packAdmits: int | None = Field(None, description="In the bound within what the policy pack admits: the most "
+                                   "nodes of the pool at once it admits (null: no limit, or the physical bound).")
     nodeSeconds: Number
     seconds: Number
 
@@ -388,6 +390,8 @@ class Recommendation(_Shape):
     perPolicy: list[PolicyRecommendation]
     predicted: Prediction | None = Field(description="The rollout with the recommendation; null: none found.")
     ratio: Number | None
+    withinPackRatio: Number | None = Field(None, description="The predicted duration over withinPackBound: what the "
+                                           "controller's schedule costs beyond the pack's rules.")
     stackChange: list[StackChangeEntry] | None = Field(None, description="The stack-file change that applies it; "
                                                       "present where a recommendation was found.")
 
@@ -418,6 +422,10 @@ class SimulateDocument(Document):
     policies: list[SimulatedPolicy]
     predicted: Prediction
     lowerBound: LowerBound
+    withinPackBound: LowerBound | None = Field(
+        None, description="The same bound with no pool rolling more nodes at once than the policy pack admits "
+        "(canary-one-node-at-a-time, parallelism-within-spare-capacity): the least any schedule the pack lets "
+        "through needs; null where it admits no parallelism on a pool.")
     ratio: Number | None
     recommended: Recommendation
     schedule: Schedule = Field(description="This change's released waves and the held ones, and how long the change "

@@ -92,6 +92,8 @@ def document(stack: str, assessment: Assessment) -> schemas.SimulateDocument:
                                                   strict=True)],
         "predicted": None if recommended.outcome is None else recommended.outcome.as_json(),
         "ratio": None if assessment.recommended_ratio is None else round(assessment.recommended_ratio, 2),
+        "withinPackRatio": None if assessment.recommended_within_pack_ratio is None
+        else round(assessment.recommended_within_pack_ratio, 2),
     }
     if recommended.found:
         advice["stackChange"] = recommended_change(assessment.fleet, recommended)
@@ -103,6 +105,7 @@ def document(stack: str, assessment: Assessment) -> schemas.SimulateDocument:
                    "maxParallelUpgrades": g.policy.max_parallel, "maxUnavailable": g.policy.max_unavailable}
                   for g in assessment.fleet.groups],
         predicted=assessment.outcome.as_json(), lowerBound=assessment.lower_bound.as_json(),
+        withinPackBound=None if assessment.within_pack is None else assessment.within_pack.as_json(),
         ratio=None if assessment.ratio is None else round(assessment.ratio, 2), recommended=advice,
         schedule=schedule(assessment.fleet, assessment.outcome).as_json()))
 
@@ -178,6 +181,15 @@ def render(stack: str, assessment: Assessment, console: Console) -> None:
     console.print(f"every wave's upgrades: {_duration(outcome.seconds)} against a lower bound of "
                   f"{_duration(bound.seconds)}" + (f", ratio {ratio:.2f}" if ratio is not None else "")
                   + f" (limited by {bound.limited_by})", markup=False, highlight=False)
+    within = assessment.within_pack
+    if within is None:
+        console.print("within what the policy pack admits: no schedule (it admits no parallelism on a pool: see the "
+                      "recommendation)", markup=False, highlight=False)
+    elif within.seconds > bound.seconds:
+        # The step between the two bounds is what the pack's rules cost; spare GPUs, not parallelism, buy it back.
+        console.print(f"within what the policy pack admits: a lower bound of {_duration(within.seconds)} (limited by "
+                      f"{within.limited_by}); the step up from {_duration(bound.seconds)} is what the pack's "
+                      "parallelism rules cost: spare GPUs lower it, parallelism cannot", markup=False, highlight=False)
     console.print(f"peak unavailable: {outcome.peak_unavailable_nodes} node(s), {outcome.peak_unavailable_gpus} GPU(s)")
     render_outcome(outcome, console, plan)
     render_recommendation(assessment, console)
@@ -251,9 +263,12 @@ def render_recommendation(assessment: Assessment, console: Console) -> None:
         console.print("recommended: none: no parallelism keeps every model at its minimum (see why above)")
         return
     ratio = assessment.recommended_ratio
+    within = assessment.recommended_within_pack_ratio
     configured = assessment.ratio
     console.print(f"recommended: {how_chosen(recommended)}. Every wave's upgrades: predicted "
                   f"{_duration(recommended.outcome.seconds)}" + (f", ratio {ratio:.2f}" if ratio is not None else "")
+                  + (f" ({within:.2f} within what the pack admits)"
+                     if within is not None and ratio is not None and f"{within:.2f}" != f"{ratio:.2f}" else "")
                   + f"; as configured {_duration(assessment.outcome.seconds)}"
                   + (f", ratio {configured:.2f}" if configured is not None else ""), markup=False, highlight=False)
     changes = recommended_change(assessment.fleet, recommended)

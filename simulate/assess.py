@@ -9,7 +9,7 @@ from simulate.bounds import LowerBound, lower_bound
 from simulate.engine import simulate
 from simulate.fleet import Fleet
 from simulate.outcome import Outcome
-from simulate.search import Recommended, recommend
+from simulate.search import Recommended, admitted_by_pool, recommend
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,8 @@ class Assessment:
     outcome: Outcome  # under the policy as configured (or with --parallel)
     lower_bound: LowerBound
     recommended: Recommended
+    # The bound within what the policy pack admits (simulate.bounds); None where it admits no parallelism on a pool.
+    within_pack: LowerBound | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -35,6 +37,15 @@ class Assessment:
             return None
         return outcome.seconds / self.lower_bound.seconds
 
+    @property
+    def recommended_within_pack_ratio(self) -> float | None:
+        """The recommendation's predicted duration over the bound within what the pack admits (the recommendation
+        is held to it, so that bound holds for it): what the controller's schedule costs beyond the pack's rules."""
+        outcome = self.recommended.outcome
+        if outcome is None or outcome.seconds is None or self.within_pack is None or self.within_pack.seconds <= 0:
+            return None
+        return outcome.seconds / self.within_pack.seconds
+
 
 def with_parallelism(fleet: Fleet, parallel: int) -> Fleet:
     """Every policy of ``fleet`` with ``maxParallelUpgrades`` set to ``parallel`` (its maxUnavailable kept)."""
@@ -48,7 +59,9 @@ def assess(fleet: Fleet, seed: int = 0, parallel: int | None = None) -> Assessme
     if parallel is not None:
         fleet = with_parallelism(fleet, parallel)
     outcome = simulate(fleet, seed)
-    return Assessment(fleet, seed, outcome, lower_bound(fleet, outcome.models), recommend(fleet, seed))
+    admits = admitted_by_pool(fleet)
+    return Assessment(fleet, seed, outcome, lower_bound(fleet, outcome.models), recommend(fleet, seed),
+                      None if admits is None else lower_bound(fleet, outcome.models, admits))
 
 
 __all__ = ["Assessment", "assess", "with_parallelism"]

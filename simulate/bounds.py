@@ -12,12 +12,19 @@ the nodes out, the kept replicas Ready, their replacements loading, the evicted 
 as long as the bound of any model whose evictions all fall within it. Everything ignored
 (waiting for slots, evictions, jobs, loads, models spanning pools) only makes real schedules longer, so the bound
 holds for any schedule that honours the PDBs: the simulator's included.
+
+Within what the policy pack admits (``admits``: per pool, the most nodes its upgrade policy may roll at once by
+canary-one-node-at-a-time and parallelism-within-spare-capacity), the same bound with no pool rolling more nodes at
+once than that: the least time any schedule the pack lets through needs. The two side by side split a predicted
+duration into what the pack's rules cost (the step between them) and what the controller's schedule costs (the
+prediction over the second).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from simulate.fleet import Fleet, Node
@@ -34,10 +41,13 @@ class PoolBound:
     at_once: int  # the most that can be out at once
     node_seconds: float  # the least one node is out
     seconds: float
+    pack_admits: int | None = None  # where the bound is within the pack: the most nodes at once it admits (None: any)
+    held_by_pack: bool = False  # the pack admits fewer nodes at once than the spare capacity would allow
 
     def as_json(self) -> dict[str, Any]:
         return {"pool": self.pool, "wave": self.wave, "nodes": self.nodes, "maxNodesOutAtOnce": self.at_once,
-                "nodeSeconds": round(self.node_seconds, 1), "seconds": round(self.seconds, 1)}
+                "packAdmits": self.pack_admits, "nodeSeconds": round(self.node_seconds, 1),
+                "seconds": round(self.seconds, 1)}
 
 
 @dataclass(frozen=True)
@@ -66,7 +76,11 @@ class LowerBound:
         if slowest is not None and slowest.seconds >= self.seconds:
             return (f"model {slowest.model}: {slowest.evictions} evictions, {slowest.allowance} at a time, each back "
                     f"after {slowest.load_seconds / 60:.1f} min")
-        return "spare capacity: " + ", ".join(f"{p.pool} {p.at_once} node(s) at once" for p in self.pools if p.nodes)
+        moving = [p for p in self.pools if p.nodes]
+        if not any(p.held_by_pack for p in moving):
+            return "spare capacity: " + ", ".join(f"{p.pool} {p.at_once} node(s) at once" for p in moving)
+        return "nodes at once: " + ", ".join(
+            f"{p.pool} {p.at_once} ({'the pack' if p.held_by_pack else 'spare capacity'})" for p in moving)
 
     def as_json(self) -> dict[str, Any]:
         return {"seconds": round(self.seconds, 1), "minutes": round(self.seconds / 60, 1),
@@ -74,9 +88,12 @@ class LowerBound:
                 "models": [m.as_json() for m in self.models]}
 
 
-def lower_bound(fleet: Fleet, models: tuple[ModelOutcome, ...]) -> LowerBound:
+def lower_bound(fleet: Fleet, models: tuple[ModelOutcome, ...], admits: Mapping[str, int] | None = None) -> LowerBound:
     """The bound for ``fleet``; ``models`` is any run's outcome of it, for the replicas Ready before the rollout
-    (a PDB keeps no more than were Ready)."""
+    (a PDB keeps no more than were Ready). With ``admits`` (pool: at least 1 node at once), the bound within what
+    the policy pack admits: no pool named there has more nodes out at once."""
+    if admits is not None and any(limit < 1 for limit in admits.values()):
+        raise ValueError(f"a pool's admitted nodes at once must be at least 1, got {dict(admits)}")
     durations = fleet.durations
     shortest = 1 - durations.jitter
     node_seconds = shortest * (durations.driverInstallSeconds
@@ -94,10 +111,14 @@ def lower_bound(fleet: Fleet, models: tuple[ModelOutcome, ...]) -> LowerBound:
         largest = max((n.gpus for n in members), default=pool.gpus_per_node)
         shape = capacity.PoolShape(pool.name, len(members), max(largest, 1))
         at_once = max(1, capacity.nodes_out_within_budgets(shape, kept))
+        limit = None if admits is None else admits.get(pool.name)
+        held = False
+        if limit is not None and limit < at_once:
+            at_once, held = limit, True
         seconds = math.ceil(moving / at_once) * node_seconds if moving else 0.0
         if moving and moving == len(members):
             seconds = max(seconds, _gpu_time(fleet, pool.name, members, started, node_seconds))
-        bounds.append(PoolBound(pool.name, pool.wave, moving, at_once, node_seconds, seconds))
+        bounds.append(PoolBound(pool.name, pool.wave, moving, at_once, node_seconds, seconds, limit, held))
     waves = sorted({p.wave for p in fleet.pools})
     limits = _model_bounds(fleet, started, node_seconds)
     within = _wave_of_models(fleet)

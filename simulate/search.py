@@ -239,6 +239,20 @@ def admitted(fleet: Fleet, group: int) -> tuple[int | None, str]:
     return limit, why
 
 
+def admitted_by_pool(fleet: Fleet) -> dict[str, int] | None:
+    """Per pool, the most nodes at once any upgrade policy the pack admits rolls (:func:`admitted`; a pool it leaves
+    free is absent): each policy's own where the stack gives each pool its own, else the least of them, since the
+    stack's one value goes to every policy. None where the pack admits no parallelism on a policy that rolls
+    nodes: no schedule it admits exists. Policies with autoUpgrade false roll nothing and limit nothing."""
+    limits = [(group, admitted(fleet, k)[0]) for k, group in enumerate(fleet.groups) if group.policy.auto_upgrade]
+    if any(limit == 0 for _, limit in limits):
+        return None
+    if per_pool(fleet):
+        return {pool: limit for group, limit in limits if limit is not None for pool in group.pools}
+    least = min((limit for _, limit in limits if limit is not None), default=None)
+    return {} if least is None else {pool: least for group, _ in limits for pool in group.pools}
+
+
 def _within(found: Recommendation, admits: tuple[int | None, str]) -> Recommendation:
     """``found`` held to what the pack admits."""
     limit, why = admits
@@ -331,5 +345,6 @@ def _confirm_per_policy(fleet: Fleet, seed: int, per_policy: tuple[Recommendatio
             return Recommended(per_policy, None, None, None, per_pool=True)
 
 
-__all__ = ["DELETION_TIMEOUT_CAP", "UNLIMITED", "Recommendation", "Recommended", "admitted", "moving_nodes", "per_pool",
+__all__ = ["DELETION_TIMEOUT_CAP", "UNLIMITED", "Recommendation", "Recommended", "admitted", "admitted_by_pool",
+           "moving_nodes", "per_pool",
            "recommend", "recommend_group", "rolling_alone"]

@@ -54,6 +54,16 @@ def test_from_the_stack_it_predicts_and_recommends_without_a_cluster(tmp_path: P
         for index, pool in enumerate(("gput4", "gpua100", "gpuh100"))
         for key in ("maxParallelUpgrades", "maxUnavailable")]
     assert recommended["predicted"]["seconds"] >= doc["lowerBound"]["seconds"] and recommended["ratio"] >= 1
+    # Within what the pack admits (one node at a time on each of the example's pools): a larger bound, which the
+    # recommendation (held to the pack) still never beats; the step between the bounds is the pack's rules.
+    within = doc["withinPackBound"]
+    assert within["seconds"] > doc["lowerBound"]["seconds"]
+    assert {p["pool"]: (p["packAdmits"], p["maxNodesOutAtOnce"]) for p in within["pools"]} == {
+        pool: (pairs[pool]["maxParallelUpgrades"], pairs[pool]["maxParallelUpgrades"]) for pool in pairs}
+    assert all(p["packAdmits"] is None for p in doc["lowerBound"]["pools"])
+    assert recommended["predicted"]["seconds"] >= within["seconds"]
+    assert recommended["withinPackRatio"] == round(recommended["predicted"]["seconds"] / within["seconds"], 2)
+    assert 1 <= recommended["withinPackRatio"] < recommended["ratio"]
 
 
 def test_in_cluster_policy_mode_it_recommends_the_one_policy_every_pool_takes(tmp_path: Path) -> None:
@@ -296,6 +306,9 @@ def test_the_report_reads_at_100_columns_without_a_word_split(tmp_path: Path) ->
     assert "this change: wave 1 (gput4) in " in text and "held: waves 2, 3 (gpua100, gpuh100)" in text
     assert "recommended: each pool its own: the most nodes at once its simulation alone keeps every model" in text
     assert "the smallest" not in text
+    assert "within what the policy pack admits: a lower bound of " in text
+    assert "(limited by nodes at once: gput4 1 (the pack), gpua100 1 (the pack), gpuh100 1 (the pack))" in text
+    assert " within what the pack admits); as configured " in text
 
 
 def test_one_value_for_every_policy_says_how_it_was_chosen(tmp_path: Path) -> None:

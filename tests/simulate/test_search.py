@@ -11,7 +11,7 @@ from simulate.assess import assess
 from simulate.bounds import lower_bound
 from simulate.engine import simulate
 from simulate.fleet import NVIDIA_DRIVER, Fleet, Group, Node, Policy, Pool
-from simulate.search import DELETION_TIMEOUT_CAP, admitted, recommend, recommend_group
+from simulate.search import DELETION_TIMEOUT_CAP, admitted, admitted_by_pool, recommend, recommend_group
 from tests.simulate.fleets import EXACT, fleets, model, one_pool
 
 
@@ -37,6 +37,37 @@ def test_the_lower_bound_counts_gpu_time_where_every_node_of_a_pool_moves() -> N
     assert [(p.at_once, p.seconds) for p in bound.pools] == [(2, pytest.approx(915))]
     assert bound.seconds == pytest.approx(915)
     assert out.seconds is not None and out.seconds >= 915
+
+
+def test_the_bound_within_what_the_pack_admits_by_hand() -> None:
+    # The fleet of the first test, the pack admitting one node at a time: 3 x 400 = 1200 (GPU-time: 3 GPUs, 1 kept,
+    # (3 x 400 + 100 + 2 x 10) / 2 = 660; the model: 500). The spare capacity alone would let 2 out: 800.
+    fleet = one_pool(3, 1, [model("m", 2, 1)], Policy(max_parallel=1, max_unavailable="100%", deletion_timeout=0))
+    out = simulate(fleet)
+    within = lower_bound(fleet, out.models, {"a": 1})
+    assert within.seconds == pytest.approx(1200)
+    assert [(p.at_once, p.pack_admits, p.held_by_pack) for p in within.pools] == [(1, 1, True)]
+    assert within.limited_by == "nodes at once: a 1 (the pack)"
+    assert within.as_json()["pools"][0]["packAdmits"] == 1
+    assert out.seconds is not None and out.seconds >= within.seconds
+    # A limit above what the capacity allows changes nothing, and says so.
+    loose = lower_bound(fleet, out.models, {"a": 3})
+    assert loose.seconds == pytest.approx(800) and not loose.pools[0].held_by_pack
+    assert loose.limited_by.startswith("spare capacity")
+    with pytest.raises(ValueError, match="at least 1"):
+        lower_bound(fleet, out.models, {"a": 0})
+
+
+def test_admitted_by_pool_is_each_policy_s_own_per_pool_and_the_least_for_one_policy() -> None:
+    fleet = _two_pools()
+    assert admitted_by_pool(fleet) == {"a": 6, "b": 2}
+    assert admitted_by_pool(replace(fleet, per_pool_policies=False)) == {"a": 2, "b": 2}
+    # A policy with the controller off rolls nothing, so it limits nothing.
+    off = fleet.with_policy(1, replace(fleet.groups[1].policy, auto_upgrade=False))
+    assert admitted_by_pool(replace(off, per_pool_policies=False)) == {"a": 6}
+    # No spare node at all on b: the pack leaves it to spare-capacity, no parallelism limit from this rule.
+    full = replace(fleet, models=(fleet.models[0], model("mb", 6, 5, pools=("b",))))
+    assert admitted_by_pool(full) == {"a": 6}
 
 
 def test_the_search_finds_the_largest_parallelism_that_stops_nothing() -> None:
@@ -177,3 +208,24 @@ def test_no_longer_timeout_where_pod_deletion_waits_forever_or_drain_follows() -
                    Policy(max_parallel=1, max_unavailable=1, deletion_timeout=150, drain_enable=True)):
         found = recommend(_slow_drains(150).with_policy(0, policy), seed=0)
         assert all(t is None for t in found.timeouts) and found.per_policy[0].deletion_timeout is None
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleet=fleets())
+def test_no_run_the_pack_admits_beats_the_bound_within_it_nor_that_bound_the_lower_bound(fleet: Fleet) -> None:
+    admits = admitted_by_pool(fleet)
+    if admits is None:
+        return
+    # Every policy at the most the pack admits for its pools (or as configured, where that is fewer).
+    policies = []
+    for group in fleet.groups:
+        limit = min((admits[p] for p in group.pools if p in admits), default=None)
+        parallel = group.policy.max_parallel if limit is None else \
+            limit if group.policy.max_parallel == 0 else min(group.policy.max_parallel, limit)
+        policies.append(group.policy.with_parallelism(parallel, group.policy.max_unavailable))
+    held = fleet.with_policies(tuple(policies))
+    out = simulate(held, seed=1)
+    within = lower_bound(held, out.models, admits)
+    assert within.seconds >= lower_bound(held, out.models).seconds - 1e-6
+    if out.seconds is not None:
+        assert out.seconds >= within.seconds - 1e-6, (out.seconds, within)
