@@ -420,6 +420,10 @@ class SimulateDocument(Document):
     source: str
     seed: int
     policies: list[SimulatedPolicy]
+    beyondThePack: list[str] = Field(
+        default_factory=list, description="Where a policy as simulated takes more nodes of a pool at once than the "
+        "policy pack admits (canary-one-node-at-a-time, parallelism-within-spare-capacity): `gpu-rollout plan` "
+        "refuses such a stack. Empty: within what it admits.")
     predicted: Prediction
     lowerBound: LowerBound
     withinPackBound: LowerBound | None = Field(

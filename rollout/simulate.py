@@ -77,6 +77,9 @@ def cluster_fleet(kube: kube_module.Kube, spec: FleetSpec) -> Fleet:
     return snapshot.read_fleet(kube, spec)
 
 
+BEYOND_THE_PACK = "a stack that sends these values fails `gpu-rollout plan`"
+
+
 def document(stack: str, assessment: Assessment) -> schemas.SimulateDocument:
     """``simulate --json``: what each upgrade policy predicts, the lower bound, and the recommendation."""
     recommended = assessment.recommended
@@ -104,6 +107,7 @@ def document(stack: str, assessment: Assessment) -> schemas.SimulateDocument:
         policies=[{"policy": g.title, "pools": list(g.pools), "autoUpgrade": g.policy.auto_upgrade,
                    "maxParallelUpgrades": g.policy.max_parallel, "maxUnavailable": g.policy.max_unavailable}
                   for g in assessment.fleet.groups],
+        beyondThePack=list(assessment.beyond_the_pack),
         predicted=assessment.outcome.as_json(), lowerBound=assessment.lower_bound.as_json(),
         withinPackBound=None if assessment.within_pack is None else assessment.within_pack.as_json(),
         ratio=None if assessment.ratio is None else round(assessment.ratio, 2), recommended=advice,
@@ -121,6 +125,8 @@ def execute(stack: str, read_fleet: Callable[[], Fleet], *, parallel: int | None
     else:
         render(stack, assessment, consoles.stdout())
     outcome = assessment.outcome
+    for found in assessment.beyond_the_pack:
+        say(f"{found}: {BEYOND_THE_PACK}")
     for model in outcome.below_minimum:
         say(f"model {model.name} drops to {model.lowest} available replica(s), below its minAvailable "
             f"{model.minimum}, for {model.seconds_below / 60:.1f} min")
@@ -162,6 +168,10 @@ def render(stack: str, assessment: Assessment, console: Console) -> None:
         console.print(f"  {g.title}: maxParallelUpgrades {g.policy.max_parallel}, maxUnavailable "
                       f"{g.policy.max_unavailable}" + ("" if g.policy.auto_upgrade else ", autoUpgrade false"),
                       markup=False, highlight=False)
+    if assessment.beyond_the_pack:
+        console.print(f"beyond what the policy pack admits ({BEYOND_THE_PACK}):", markup=False, highlight=False)
+        for found in assessment.beyond_the_pack:
+            console.print(f"  {found}", markup=False, highlight=False)
     plan = schedule(assessment.fleet, outcome)
     change = f"this change: {_waves(plan.released_waves)} ({', '.join(plan.released_pools)}) in " \
         f"{_duration(plan.change_seconds)}"

@@ -9,7 +9,7 @@ from simulate.bounds import LowerBound, lower_bound
 from simulate.engine import simulate
 from simulate.fleet import Fleet
 from simulate.outcome import Outcome
-from simulate.search import Recommended, admitted_by_pool, recommend
+from simulate.search import Recommended, admitted_by_pool, beyond_the_pack, recommend
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,8 @@ class Assessment:
     recommended: Recommended
     # The bound within what the policy pack admits (simulate.bounds); None where it admits no parallelism on a pool.
     within_pack: LowerBound | None = None
+    # Where the policies as simulated take more nodes of a pool at once than the pack admits: plan refuses them.
+    beyond_the_pack: tuple[str, ...] = ()
 
     @property
     def ratio(self) -> float | None:
@@ -61,7 +63,8 @@ def assess(fleet: Fleet, seed: int = 0, parallel: int | None = None) -> Assessme
     outcome = simulate(fleet, seed)
     admits = admitted_by_pool(fleet)
     return Assessment(fleet, seed, outcome, lower_bound(fleet, outcome.models), recommend(fleet, seed),
-                      None if admits is None else lower_bound(fleet, outcome.models, admits))
+                      None if admits is None else lower_bound(fleet, outcome.models, admits),
+                      tuple(beyond_the_pack(fleet)))
 
 
 __all__ = ["Assessment", "assess", "with_parallelism"]

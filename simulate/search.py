@@ -211,21 +211,19 @@ class Recommended:
 CANARY_RULE, CAPACITY_RULE = PolicyId.CANARY_ONE_NODE_AT_A_TIME, PolicyId.PARALLELISM_WITHIN_SPARE_CAPACITY
 
 
-def admitted(fleet: Fleet, group: int) -> tuple[int | None, str]:
-    """The largest ``maxParallelUpgrades`` the policy pack admits for a policy (None: any; 0: none): one where a pool
-    it rolls is a canary's (canary-one-node-at-a-time); else no more nodes of each pool at once than
-    parallelism-within-spare-capacity admits, by its arithmetic (``capacity.most_nodes_out_safely`` over the pool's
-    models, the validation job's GPUs as the pack counts them). A pool without one node of spare GPUs is left to
+def pack_limits(fleet: Fleet, group: int) -> dict[str, tuple[int, str]]:
+    """Per pool the policy rolls, the most nodes of it at once the policy pack admits, with the rule that says so:
+    1 on a canary's pool (canary-one-node-at-a-time); else what parallelism-within-spare-capacity admits by its
+    arithmetic (``capacity.most_nodes_out_safely`` over the pool's models, the validation job's GPUs as the pack
+    counts them), where that is fewer than the pool's nodes. A pool without one node of spare GPUs is left to
     spare-capacity, as the rule leaves it: no parallelism fixes it."""
     target = fleet.groups[group]
-    limit: int | None = None
-    why = ""
+    limits: dict[str, tuple[int, str]] = {}
     for pool in fleet.pools:
         if pool.name not in target.pools:
             continue
         if pool.one_at_a_time:
-            if limit is None or limit > 1:
-                limit, why = 1, f"{CANARY_RULE}: {pool.name} is a canary's pool"
+            limits[pool.name] = (1, f"{CANARY_RULE}: {pool.name} is a canary's pool")
             continue
         nodes = sum(1 for n in fleet.nodes if n.pool == pool.name)
         workloads = [capacity.Workload(m.name, m.replicas, m.gpus_per_replica, *m.pdb)
@@ -234,9 +232,32 @@ def admitted(fleet: Fleet, group: int) -> tuple[int | None, str]:
         if nodes == 0 or capacity.spare_nodes(shape, workloads) < 1:
             continue
         safe = capacity.most_nodes_out_safely(shape, workloads, pool.judged_validation_gpus)
-        if safe < nodes and (limit is None or safe < limit):
-            limit, why = safe, f"{CAPACITY_RULE}: {safe} node(s) of {pool.name} at once in its worst case"
-    return limit, why
+        if safe < nodes:
+            limits[pool.name] = (safe, f"{CAPACITY_RULE}: {safe} node(s) of {pool.name} at once in its worst case")
+    return limits
+
+
+def admitted(fleet: Fleet, group: int) -> tuple[int | None, str]:
+    """The largest ``maxParallelUpgrades`` the policy pack admits for a policy (None: any; 0: none): the least of
+    :func:`pack_limits` over its pools, with the rule that sets it."""
+    return min(pack_limits(fleet, group).values(), key=lambda limit: limit[0], default=(None, ""))
+
+
+def beyond_the_pack(fleet: Fleet) -> list[str]:
+    """Where a configured policy may take more nodes of a pool at once than the pack admits, in words: the stack is
+    one `gpu-rollout plan` refuses (the rule's own arithmetic, ``capacity.policy_nodes_out``)."""
+    found = []
+    for k, group in enumerate(fleet.groups):
+        if not group.policy.auto_upgrade:
+            continue  # the controller rolls nothing; the pack skips it too
+        members = [n.pool for n in fleet.nodes if n.pool in group.pools]
+        for pool, (limit, why) in pack_limits(fleet, k).items():
+            out = capacity.policy_nodes_out(group.policy.max_parallel, group.policy.max_unavailable, len(members),
+                                            members.count(pool))
+            if out > limit:
+                found.append(f"{group.title} may take {out} node(s) of {pool} at once; the policy pack admits "
+                             f"{limit} ({why})")
+    return found
 
 
 def admitted_by_pool(fleet: Fleet) -> dict[str, int] | None:
@@ -346,5 +367,5 @@ def _confirm_per_policy(fleet: Fleet, seed: int, per_policy: tuple[Recommendatio
 
 
 __all__ = ["DELETION_TIMEOUT_CAP", "UNLIMITED", "Recommendation", "Recommended", "admitted", "admitted_by_pool",
-           "moving_nodes", "per_pool",
-           "recommend", "recommend_group", "rolling_alone"]
+           "beyond_the_pack", "moving_nodes", "pack_limits", "per_pool", "recommend", "recommend_group",
+           "rolling_alone"]

@@ -123,6 +123,20 @@ def test_the_recommendation_per_pool_is_what_the_pack_admits_and_beats_the_one_p
                                "value": values[tightest] + 1} for key in ("maxParallelUpgrades", "maxUnavailable")])
     assert [v.policy for v in policy_report(as_planned("prod", over)) if v.policy in capacity] == [
         "parallelism-within-spare-capacity"]
+    # simulate says the same of both stacks: the applied one within what the pack admits, the other beyond it.
+    judged = {}
+    for name, stack in (("applied", applied), ("over", over)):
+        result = invoke("simulate", "--stack-file", str(write_stack(tmp_path, stack)), "--project-dir",
+                        str(PROJECT_DIR), "--json")
+        judged[name] = document_of("simulate", result.stdout)["beyondThePack"]
+    assert judged["applied"] == []
+    assert len(judged["over"]) == 1 and judged["over"][0].startswith(
+        f"NVIDIADriver gpu-{tightest} may take {values[tightest] + 1} node(s) of {tightest} at once; the policy "
+        f"pack admits {values[tightest]} (parallelism-within-spare-capacity")
+    assert "fails `gpu-rollout plan`" in result.stderr
+    text = invoke("simulate", "--stack-file", str(write_stack(tmp_path, over)), "--project-dir", str(PROJECT_DIR))
+    assert f"beyond what the policy pack admits (a stack that sends these values fails `gpu-rollout plan`): " \
+           f"{judged['over'][0]}" in " ".join(text.stdout.split())
 
 
 def test_a_pool_whose_drains_outlast_pod_deletion_gets_a_longer_timeout_with_its_parallelism(tmp_path: Path) -> None:

@@ -10,8 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from simulate.assess import assess
 from simulate.bounds import lower_bound
 from simulate.engine import simulate
-from simulate.fleet import NVIDIA_DRIVER, Fleet, Group, Node, Policy, Pool
-from simulate.search import DELETION_TIMEOUT_CAP, admitted, admitted_by_pool, recommend, recommend_group
+from simulate.fleet import CLUSTER_POLICY, NVIDIA_DRIVER, Fleet, Group, Node, Policy, Pool
+from simulate.search import (DELETION_TIMEOUT_CAP, admitted, admitted_by_pool, beyond_the_pack, recommend,
+                             recommend_group)
 from tests.simulate.fleets import EXACT, fleets, model, one_pool
 
 
@@ -68,6 +69,19 @@ def test_admitted_by_pool_is_each_policy_s_own_per_pool_and_the_least_for_one_po
     # No spare node at all on b: the pack leaves it to spare-capacity, no parallelism limit from this rule.
     full = replace(fleet, models=(fleet.models[0], model("mb", 6, 5, pools=("b",))))
     assert admitted_by_pool(full) == {"a": 6}
+
+
+def test_beyond_the_pack_judges_each_pool_by_its_own_limit() -> None:
+    # One ClusterPolicy over both pools, 4 at once: pool a (the pack admits 6) takes 4, within; pool b (admits 2)
+    # takes 4, beyond. Held to the least limit, pool a would be wrongly named too.
+    two = _two_pools()
+    policy = Policy(max_parallel=4, max_unavailable="100%", deletion_timeout=900)
+    fleet = replace(two, groups=(Group(CLUSTER_POLICY, "cluster-policy", ("a", "b"), policy),), per_pool_policies=False)
+    assert beyond_the_pack(fleet) == [
+        "ClusterPolicy cluster-policy may take 4 node(s) of b at once; the policy pack admits 2 "
+        "(parallelism-within-spare-capacity: 2 node(s) of b at once in its worst case)"]
+    assert beyond_the_pack(fleet.with_policy(0, policy.with_parallelism(2, "100%"))) == []
+    assert beyond_the_pack(fleet.with_policy(0, replace(policy, auto_upgrade=False))) == []  # rolls nothing
 
 
 def test_the_search_finds_the_largest_parallelism_that_stops_nothing() -> None:
