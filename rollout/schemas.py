@@ -421,9 +421,11 @@ class SimulateDocument(Document):
     seed: int
     policies: list[SimulatedPolicy]
     beyondThePack: list[str] = Field(
-        default_factory=list, description="Where a policy as simulated takes more nodes of a pool at once than the "
-        "policy pack admits (canary-one-node-at-a-time, parallelism-within-spare-capacity): `gpu-rollout plan` "
-        "refuses such a stack. Empty: within what it admits.")
+        default_factory=list, description="Where a policy as simulated is one the policy pack refuses: "
+        "canary-one-node-at-a-time (maxParallelUpgrades not 1 on a canary's pool) or "
+        "parallelism-within-spare-capacity (more nodes of a pool at once than it admits); `gpu-rollout plan` refuses "
+        "a stack that sends it. Empty: neither rule refuses the upgrade controller's policies (EKS node-group "
+        "updates, which the second rule also judges, are not simulated).")
     predicted: Prediction
     lowerBound: LowerBound
     withinPackBound: LowerBound | None = Field(

@@ -196,10 +196,10 @@ def render(stack: str, assessment: Assessment, console: Console) -> None:
         console.print("within what the policy pack admits: no schedule (it admits no parallelism on a pool: see the "
                       "recommendation)", markup=False, highlight=False)
     elif within.seconds > bound.seconds:
-        # The step between the two bounds is what the pack's rules cost; spare GPUs, not parallelism, buy it back.
+        # The step between the two bounds is what the pack's rules cost: no parallelism the pack admits buys it back.
         console.print(f"within what the policy pack admits: a lower bound of {_duration(within.seconds)} (limited by "
                       f"{within.limited_by}); the step up from {_duration(bound.seconds)} is what the pack's "
-                      "parallelism rules cost: spare GPUs lower it, parallelism cannot", markup=False, highlight=False)
+                      "parallelism rules cost (each policy's reason below)", markup=False, highlight=False)
     console.print(f"peak unavailable: {outcome.peak_unavailable_nodes} node(s), {outcome.peak_unavailable_gpus} GPU(s)")
     render_outcome(outcome, console, plan)
     render_recommendation(assessment, console)

@@ -13,7 +13,7 @@ from functools import cached_property
 from gpu_knowledge import capacity
 from renderers import manifests
 from gpu_knowledge.capacity import IntOrPercent
-from fleetspec.base import Stage
+from fleetspec.base import ClusterPolicyMode, Stage
 from fleetspec.model import DriverOwner, FleetSpec, NodePool, UpgradePolicy
 from fleetspec.simulation import Simulation
 
@@ -61,6 +61,8 @@ class Group:
     name: str
     pools: tuple[str, ...]
     policy: Policy
+    # The policy pack sees this policy: the stack sends it (not an external ClusterPolicy another stack owns)
+    judged_by_pack: bool = True
 
     @property
     def title(self) -> str:
@@ -73,7 +75,9 @@ class Pool:
     wave: int
     gpus_per_node: int
     validation_job: bool = False  # this project's validation job takes each node's GPUs after its upgrade
-    one_at_a_time: bool = False  # the pack admits one node at a time only (canary-one-node-at-a-time)
+    # canary-one-node-at-a-time binds the policy that rolls it: maxParallelUpgrades must be exactly 1 (autoUpgrade
+    # on or off), whatever the capacity
+    one_at_a_time: bool = False
     judged_validation_gpus: int = 0  # what the pack counts the validation job holding per node (0 while held)
     held: bool = False  # rollout.released false: this change does not release it (a later one will)
 
@@ -155,7 +159,7 @@ class Fleet:
         return self.with_policies(groups)
 
     def with_policies(self, policies: tuple[Policy, ...]) -> Fleet:
-        groups = tuple(Group(g.kind, g.name, g.pools, p) for g, p in zip(self.groups, policies, strict=True))
+        groups = tuple(replace(g, policy=p) for g, p in zip(self.groups, policies, strict=True))
         return replace(self, groups=groups)
 
 
@@ -189,11 +193,13 @@ def fleet_from_spec(spec: FleetSpec) -> Fleet:
 
 
 def spec_pool(spec: FleetSpec, pool: NodePool, validated: bool) -> Pool:
-    """A pool of the stack, with what the policy pack judges its parallelism by: ``one_at_a_time`` on a canary pool
-    or any pool of a canary stack (canary-one-node-at-a-time), the validation job's GPUs as the pack counts them
-    (parallelism-within-spare-capacity: ``FleetSpec.validation_gpus``, none on a held pool)."""
+    """A pool of the stack, with what the policy pack judges its parallelism by: ``one_at_a_time`` where
+    canary-one-node-at-a-time binds the policy that rolls it (every pool of a canary stack; in prod a canary pool's
+    own NVIDIADriver, which carries the canary role, and never the ClusterPolicy, which carries none), the
+    validation job's GPUs as the pack counts them (parallelism-within-spare-capacity: ``FleetSpec.validation_gpus``,
+    none on a held pool)."""
     return Pool(pool.name, pool.rollout.wave, pool.gpusPerNode, validated,
-                one_at_a_time=pool.role == "canary" or spec.stage == Stage.CANARY,
+                one_at_a_time=spec.stage == Stage.CANARY or (pool.role == "canary" and spec.per_pool_upgrade_policies),
                 judged_validation_gpus=spec.validation_gpus(pool), held=spec.pool_held(pool))
 
 
@@ -206,7 +212,7 @@ def spec_groups(spec: FleetSpec) -> tuple[Group, ...]:
         return tuple(Group(NVIDIA_DRIVER, manifests.nvidia_driver_name(p), (p.name,),
                            Policy.from_spec(spec.upgrade_policy(p))) for p in spec.nodePools)
     return (Group(CLUSTER_POLICY, manifests.CLUSTER_POLICY_NAME, tuple(p.name for p in spec.nodePools),
-                  Policy.from_spec(op.upgradePolicy)),)
+                  Policy.from_spec(op.upgradePolicy), judged_by_pack=op.clusterPolicy != ClusterPolicyMode.EXTERNAL),)
 
 
 

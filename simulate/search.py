@@ -244,15 +244,29 @@ def admitted(fleet: Fleet, group: int) -> tuple[int | None, str]:
 
 
 def beyond_the_pack(fleet: Fleet) -> list[str]:
-    """Where a configured policy may take more nodes of a pool at once than the pack admits, in words: the stack is
-    one `gpu-rollout plan` refuses (the rule's own arithmetic, ``capacity.policy_nodes_out``)."""
+    """Where a policy as simulated is one the pack refuses, in words: the stack that sends it fails `gpu-rollout plan`.
+    canary-one-node-at-a-time judges the setting: maxParallelUpgrades exactly 1 (0 is unlimited), autoUpgrade on or
+    off. parallelism-within-spare-capacity judges the nodes of each pool a rolling policy may take at once
+    (``capacity.policy_nodes_out``) against that pool's own limit; a policy with autoUpgrade false rolls nothing
+    and is skipped, as the rule skips it."""
     found = []
+    canary_pools = {p.name for p in fleet.pools if p.one_at_a_time}
     for k, group in enumerate(fleet.groups):
-        if not group.policy.auto_upgrade:
-            continue  # the controller rolls nothing; the pack skips it too
+        if not group.judged_by_pack:
+            continue  # an external ClusterPolicy: the pack sees no policy to refuse (it advises checking it)
+        policy = group.policy
+        bound = [pool for pool in group.pools if pool in canary_pools]
+        if bound and policy.max_parallel != 1:
+            setting = "0 (unlimited)" if policy.max_parallel == 0 else str(policy.max_parallel)
+            found.append(f"{group.title} sets maxParallelUpgrades {setting}; the policy pack admits only 1 "
+                         f"({CANARY_RULE}: {', '.join(bound)} is a canary's pool)")
+        if not policy.auto_upgrade:
+            continue
         members = [n.pool for n in fleet.nodes if n.pool in group.pools]
         for pool, (limit, why) in pack_limits(fleet, k).items():
-            out = capacity.policy_nodes_out(group.policy.max_parallel, group.policy.max_unavailable, len(members),
+            if pool in canary_pools:
+                continue
+            out = capacity.policy_nodes_out(policy.max_parallel, policy.max_unavailable, len(members),
                                             members.count(pool))
             if out > limit:
                 found.append(f"{group.title} may take {out} node(s) of {pool} at once; the policy pack admits "
@@ -261,17 +275,21 @@ def beyond_the_pack(fleet: Fleet) -> list[str]:
 
 
 def admitted_by_pool(fleet: Fleet) -> dict[str, int] | None:
-    """Per pool, the most nodes at once any upgrade policy the pack admits rolls (:func:`admitted`; a pool it leaves
-    free is absent): each policy's own where the stack gives each pool its own, else the least of them, since the
-    stack's one value goes to every policy. None where the pack admits no parallelism on a policy that rolls
-    nodes: no schedule it admits exists. Policies with autoUpgrade false roll nothing and limit nothing."""
-    limits = [(group, admitted(fleet, k)[0]) for k, group in enumerate(fleet.groups) if group.policy.auto_upgrade]
-    if any(limit == 0 for _, limit in limits):
-        return None
-    if per_pool(fleet):
-        return {pool: limit for group, limit in limits if limit is not None for pool in group.pools}
-    least = min((limit for _, limit in limits if limit is not None), default=None)
-    return {} if least is None else {pool: least for group, _ in limits for pool in group.pools}
+    """Per pool, the most nodes at once any policy the pack admits may roll of it: its policy's :func:`admitted`
+    (already the least over the pools that policy rolls: the pack holds its slots to each); a pool the pack leaves
+    free is absent. None where the pack admits no parallelism on a rolling policy: no schedule it admits exists.
+    Policies with autoUpgrade false roll nothing and limit nothing; nor does a policy the pack does not see (an
+    external ClusterPolicy)."""
+    limits: dict[str, int] = {}
+    for k, group in enumerate(fleet.groups):
+        if not group.policy.auto_upgrade or not group.judged_by_pack:
+            continue
+        limit = admitted(fleet, k)[0]
+        if limit == 0:
+            return None
+        if limit is not None:
+            limits.update((pool, limit) for pool in group.pools)
+    return limits
 
 
 def _within(found: Recommendation, admits: tuple[int | None, str]) -> Recommendation:

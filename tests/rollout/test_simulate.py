@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from rollout.cli import app
+from policy.evaluate import mandatory
 from rollout.plan import policy_report
 from tests.conftest import PROJECT_DIR, as_planned, change, edited
 from tests.fakekube.server import FakeKube
@@ -332,3 +334,56 @@ def test_one_value_for_every_policy_says_how_it_was_chosen(tmp_path: Path) -> No
     text = " ".join(result.stdout.split())
     assert "recommended: one value for every policy (gpuOperator.upgradePolicy is the stack's one): the fewest of " \
            "the policies' own (" in text
+
+
+# ---------------------------------------------------------------- simulate and plan's pack on the same stacks
+
+_PARALLELISM_RULES = ("canary-one-node-at-a-time", "parallelism-within-spare-capacity")
+
+
+def _variant(stage: str, per_pool: bool, parallel: int, unavailable: int | str, canary_role: bool = False,
+             rolls: bool = True) -> dict[str, str]:
+    """An example stack with the stack's upgrade policy set to ``parallel`` / ``unavailable`` (prod grown to three
+    times its nodes, so the pack admits more than one at a time), per pool or under one ClusterPolicy this stack
+    patches (so the pack sees it)."""
+    def operator(o: dict[str, Any]) -> None:
+        o["upgradePolicy"].update(maxParallelUpgrades=parallel, maxUnavailable=unavailable, autoUpgrade=rolls)
+        if not per_pool:
+            o.update(useNvidiaDriverCrd=False, clusterPolicy="patch")
+
+    def pools(entries: list[dict[str, Any]]) -> None:
+        for entry in entries:
+            entry.pop("upgradePolicy", None)
+            if stage == "prod":
+                entry["nodeCount"] *= 3
+        if canary_role:
+            entries[0]["role"] = "canary"
+
+    return change(change(cached(stage) if stage == "prod" else edited(stage, "models", lambda m: None),
+                         "nodePools", pools), "gpuOperator", operator)
+
+
+_GRID = [(stage, per_pool, parallel, unavailable, False, True)
+         for stage in ("canary", "prod") for per_pool in (True, False)
+         for parallel, unavailable in ((1, 1), (0, 1), (2, 1), (2, 2), (3, "100%"), (1, "100%"))] + [
+    *((stage, per_pool, parallel, "100%", False, True) for stage in ("canary", "prod") for per_pool in (True, False)
+      for parallel in (4, 0)),
+    ("prod", True, 2, 2, True, True), ("prod", False, 2, 2, True, True), ("canary", True, 3, 1, False, False)]
+
+
+@pytest.mark.parametrize(("stage", "per_pool", "parallel", "unavailable", "canary_role", "rolls"), _GRID)
+def test_simulate_says_beyond_the_pack_exactly_where_plan_s_pack_refuses(
+        tmp_path: Path, stage: str, per_pool: bool, parallel: int, unavailable: int | str, canary_role: bool,
+        rolls: bool) -> None:
+    config = _variant(stage, per_pool, parallel, unavailable, canary_role, rolls)
+    refused = sorted({v.policy for v in mandatory(policy_report(as_planned(stage, config)))
+                      if v.policy in _PARALLELISM_RULES})
+    result = invoke("simulate", "--stack-file", str(write_stack(tmp_path, config, stage)), "--project-dir",
+                    str(PROJECT_DIR), "--json")
+    doc = document_of("simulate", result.stdout)
+    said = sorted({rule for rule in _PARALLELISM_RULES for line in doc["beyondThePack"] if f"({rule}" in line})
+    assert said == refused, (doc["beyondThePack"], refused)
+    # Where the pack admits the stack, its run never beats the bound within what the pack admits.
+    within = doc["withinPackBound"]
+    if not refused and within is not None and doc["predicted"]["seconds"] is not None:
+        assert doc["predicted"]["seconds"] >= within["seconds"] - 1e-6

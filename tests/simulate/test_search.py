@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from simulate.assess import assess
 from simulate.bounds import lower_bound
@@ -62,10 +63,15 @@ def test_the_bound_within_what_the_pack_admits_by_hand() -> None:
 def test_admitted_by_pool_is_each_policy_s_own_per_pool_and_the_least_for_one_policy() -> None:
     fleet = _two_pools()
     assert admitted_by_pool(fleet) == {"a": 6, "b": 2}
-    assert admitted_by_pool(replace(fleet, per_pool_policies=False)) == {"a": 2, "b": 2}
-    # A policy with the controller off rolls nothing, so it limits nothing.
+    # Each policy is held by the pack to its own pools' limits, even where the stack sends one value to both (a
+    # percentage maxUnavailable gives each policy its own slots): the least over the pools of one policy only.
+    assert admitted_by_pool(replace(fleet, per_pool_policies=False)) == {"a": 6, "b": 2}
+    one = replace(fleet, groups=(Group(CLUSTER_POLICY, "cluster-policy", ("a", "b"), fleet.groups[0].policy),))
+    assert admitted_by_pool(one) == {"a": 2, "b": 2}
+    # A policy with the controller off rolls nothing, so it limits nothing; nor one the pack does not see.
     off = fleet.with_policy(1, replace(fleet.groups[1].policy, auto_upgrade=False))
-    assert admitted_by_pool(replace(off, per_pool_policies=False)) == {"a": 6}
+    assert admitted_by_pool(off) == {"a": 6}
+    assert admitted_by_pool(replace(one, groups=(replace(one.groups[0], judged_by_pack=False),))) == {}
     # No spare node at all on b: the pack leaves it to spare-capacity, no parallelism limit from this rule.
     full = replace(fleet, models=(fleet.models[0], model("mb", 6, 5, pools=("b",))))
     assert admitted_by_pool(full) == {"a": 6}
@@ -82,6 +88,25 @@ def test_beyond_the_pack_judges_each_pool_by_its_own_limit() -> None:
         "(parallelism-within-spare-capacity: 2 node(s) of b at once in its worst case)"]
     assert beyond_the_pack(fleet.with_policy(0, policy.with_parallelism(2, "100%"))) == []
     assert beyond_the_pack(fleet.with_policy(0, replace(policy, auto_upgrade=False))) == []  # rolls nothing
+    # An external ClusterPolicy is not this stack's to send: the pack sees nothing to refuse.
+    assert beyond_the_pack(replace(fleet, groups=(replace(fleet.groups[0], judged_by_pack=False),))) == []
+
+
+def test_beyond_the_pack_judges_a_canary_pool_s_policy_by_its_setting() -> None:
+    # canary-one-node-at-a-time: exactly 1, whatever maxUnavailable allows and whether the controller rolls or not.
+    two = _two_pools()
+    canary = replace(two, pools=(replace(two.pools[0], one_at_a_time=True), two.pools[1]))
+    at = [canary.with_policy(0, replace(canary.groups[0].policy, max_parallel=value, auto_upgrade=rolls))
+          for value, rolls in ((0, True), (2, True), (3, False), (1, True))]
+    assert [beyond_the_pack(f) for f in at] == [
+        ["NVIDIADriver gpu-a sets maxParallelUpgrades 0 (unlimited); the policy pack admits only 1 "
+         "(canary-one-node-at-a-time: a is a canary's pool)"],
+        ["NVIDIADriver gpu-a sets maxParallelUpgrades 2; the policy pack admits only 1 "
+         "(canary-one-node-at-a-time: a is a canary's pool)"],
+        ["NVIDIADriver gpu-a sets maxParallelUpgrades 3; the policy pack admits only 1 "
+         "(canary-one-node-at-a-time: a is a canary's pool)"],
+        []]
+    assert admitted_by_pool(canary) == {"a": 1, "b": 2}
 
 
 def test_the_search_finds_the_largest_parallelism_that_stops_nothing() -> None:
@@ -224,22 +249,34 @@ def test_no_longer_timeout_where_pod_deletion_waits_forever_or_drain_follows() -
         assert all(t is None for t in found.timeouts) and found.per_policy[0].deletion_timeout is None
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(fleet=fleets())
+@st.composite
+def judged_fleets(draw: st.DrawFn) -> Fleet:
+    """:func:`fleets` as the pack judges them: one ClusterPolicy over every pool or a policy per pool, canary pools
+    (held to one at a time), the validation job's GPUs counted where it runs, and each policy's values drawn anew."""
+    fleet = draw(fleets())
+    pools = tuple(replace(p, one_at_a_time=draw(st.integers(0, 3)) == 0,
+                          judged_validation_gpus=p.gpus_per_node if p.validation_job else 0) for p in fleet.pools)
+    groups = fleet.groups
+    if len(groups) > 1 and draw(st.booleans()):
+        groups = (Group(CLUSTER_POLICY, "cluster-policy", tuple(p.name for p in pools), groups[0].policy),)
+    drawn = replace(fleet, pools=pools, groups=groups, per_pool_policies=len(groups) == len(pools))
+    return drawn.with_policies(tuple(
+        g.policy.with_parallelism(draw(st.sampled_from([1, 2, 3, 4, 6, 0])),
+                                  draw(st.sampled_from(["100%", 1, 2, 3, "25%", "50%"])))
+        for g in drawn.groups))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(fleet=judged_fleets())
 def test_no_run_the_pack_admits_beats_the_bound_within_it_nor_that_bound_the_lower_bound(fleet: Fleet) -> None:
+    # The policies are drawn freely and kept only where the pack admits them (beyond_the_pack, which the plan's
+    # own pack checks in tests/rollout/test_simulate.py); the bound is taken from the pack's limits alone.
+    assume(not beyond_the_pack(fleet))
     admits = admitted_by_pool(fleet)
     if admits is None:
         return
-    # Every policy at the most the pack admits for its pools (or as configured, where that is fewer).
-    policies = []
-    for group in fleet.groups:
-        limit = min((admits[p] for p in group.pools if p in admits), default=None)
-        parallel = group.policy.max_parallel if limit is None else \
-            limit if group.policy.max_parallel == 0 else min(group.policy.max_parallel, limit)
-        policies.append(group.policy.with_parallelism(parallel, group.policy.max_unavailable))
-    held = fleet.with_policies(tuple(policies))
-    out = simulate(held, seed=1)
-    within = lower_bound(held, out.models, admits)
-    assert within.seconds >= lower_bound(held, out.models).seconds - 1e-6
+    out = simulate(fleet, seed=1)
+    within = lower_bound(fleet, out.models, admits)
+    assert within.seconds >= lower_bound(fleet, out.models).seconds - 1e-6
     if out.seconds is not None:
         assert out.seconds >= within.seconds - 1e-6, (out.seconds, within)
