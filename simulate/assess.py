@@ -21,7 +21,8 @@ class Assessment:
     recommended: Recommended
     # The bound within what the policy pack admits (simulate.bounds); None where it admits no parallelism on a pool.
     within_pack: LowerBound | None = None
-    # Where the policies as simulated take more nodes of a pool at once than the pack admits: plan refuses them.
+    # Where the policies as simulated are ones the pack refuses (a canary's maxParallelUpgrades other than 1, more
+    # nodes of a pool at once than its spare capacity admits): plan refuses a stack that sends them.
     beyond_the_pack: tuple[str, ...] = ()
 
     @property
